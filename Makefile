@@ -1,0 +1,37 @@
+# Two commands do all set-up on a fresh machine with nothing but Python 3.10+:
+#   make demo   - the resilient training pipeline on the local target, with a summary and a goodput chart
+#   make test   - the whole test suite (slow end-to-end tests included)
+PYTHON ?= python3
+UV_VERSION := 0.13.8
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+
+.PHONY: demo test test-fast venv docs clean
+
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet uv==$(UV_VERSION)
+
+# The environment is rebuilt from the lock file whenever it changes.
+$(VENV)/.synced: $(UV) uv.lock pyproject.toml
+	$(UV) sync --frozen --all-extras
+	touch $@
+
+venv: $(VENV)/.synced
+
+demo: venv
+	$(VENV)/bin/python scripts/demo.py
+
+test: venv
+	$(VENV)/bin/python -m pytest -ra
+
+test-fast: venv
+	$(VENV)/bin/python -m pytest -ra -m "not slow"
+
+docs: venv
+	$(VENV)/bin/mkdocs build --strict
+
+clean:
+	rm -rf $(VENV) $(TOOLS) site

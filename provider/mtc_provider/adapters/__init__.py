@@ -1,0 +1,1 @@
+"""Adapters: I/O only, each behind a small Protocol (protocols.py) so the Airflow glue never knows the target."""

@@ -1,0 +1,86 @@
+"""The small Protocols the Airflow glue talks to. Each has a GKE/GCS implementation and a local one.
+
+Objects cross these boundaries as plain dicts in the Kubernetes JSON shape (a JobSet is exactly what
+`kubectl get jobset -o json` returns), so the core's one status evaluator serves every target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Protocol, runtime_checkable
+
+
+class ApiError(Exception):
+    """A request the API answered with an error status. `status` is the HTTP code (409, 404, ...)."""
+
+    def __init__(self, status: int, message: str = "", reason: str = "") -> None:
+        self.status = status
+        self.reason = reason
+        super().__init__(f"HTTP {status} {reason}: {message}".strip())
+
+
+class NotFound(ApiError):
+    def __init__(self, message: str = "") -> None:
+        super().__init__(404, message, "NotFound")
+
+
+class AlreadyExists(ApiError):
+    def __init__(self, message: str = "") -> None:
+        super().__init__(409, message, "AlreadyExists")
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One event of a JobSet watch: type is ADDED, MODIFIED or DELETED; obj is the JobSet dict."""
+
+    type: str
+    obj: dict[str, Any]
+
+
+@runtime_checkable
+class JobSetApi(Protocol):
+    """Create, read, delete and watch JobSets (namespaced, jobset.x-k8s.io/v1alpha2)."""
+
+    def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create the JobSet; raise AlreadyExists when the name is taken."""
+
+    def get(self, namespace: str, name: str) -> dict[str, Any]:
+        """Return the JobSet; raise NotFound."""
+
+    def list(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """JobSets whose labels match the selector (`k=v,k2=v2`)."""
+
+    def delete(self, namespace: str, name: str) -> None:
+        """Delete the JobSet and its pods (foreground propagation); missing is not an error."""
+
+
+@runtime_checkable
+class AsyncJobSetApi(Protocol):
+    """The trigger's side: async reads and a watch, with no state that cannot be rebuilt from primitives."""
+
+    async def get(self, namespace: str, name: str) -> dict[str, Any]: ...
+
+    def watch(self, namespace: str, name: str, resource_version: str | None = None) -> AsyncIterator[WatchEvent]:
+        """Yield events for the one JobSet; the implementation relists on 410 Gone and falls back to polling."""
+
+    async def delete(self, namespace: str, name: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A finalized persistent checkpoint: its step, where it lives, and when it was committed (unix s)."""
+
+    step: int
+    path: str
+    commit_time: float | None = None
+
+
+@runtime_checkable
+class CheckpointStore(Protocol):
+    """Lists a run's persistent checkpoint directory (<base>/<run_name>/checkpoints) on GCS or locally."""
+
+    def finalized_steps(self, checkpoint_dir: str) -> list[CheckpointInfo]:
+        """Finalized steps (commit_success.txt present), ascending; in-flight and uncommitted never count."""
+
+    def latest_step(self, checkpoint_dir: str) -> int | None:
+        """The newest finalized step, or None when there is none."""

@@ -1,0 +1,36 @@
+"""Labels that identify a run's JobSet, so a retry finds (and reattaches to) what an earlier try created."""
+
+from __future__ import annotations
+
+from mtc_provider.core.names import label_value
+
+PREFIX = "mtc.airflow.apache.org"
+DAG_ID = f"{PREFIX}/dag-id"
+RUN_ID = f"{PREFIX}/run-id"
+TASK_ID = f"{PREFIX}/task-id"
+TRY_NUMBER = f"{PREFIX}/try-number"
+RUN_NAME = f"{PREFIX}/run-name"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "airflow-provider-mtc"
+
+# JobSet's own labels and env (jobset.x-k8s.io); the local runner sets the same ones.
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+
+
+def run_labels(dag_id: str, run_id: str, task_id: str, run_name: str) -> dict[str, str]:
+    """Labels that stay the same across tries of one task in one DAG run (the reattach key)."""
+    return {
+        DAG_ID: label_value(dag_id),
+        RUN_ID: label_value(run_id),
+        TASK_ID: label_value(task_id),
+        RUN_NAME: label_value(run_name),
+        MANAGED_BY: MANAGED_BY_VALUE,
+    }
+
+
+def selector(labels: dict[str, str]) -> str:
+    """A Kubernetes label selector string for equality on every label."""
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))

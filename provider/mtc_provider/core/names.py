@@ -1,0 +1,60 @@
+"""DNS-1123 name checks for the Kubernetes objects the provider creates.
+
+Limits keep derived names valid: a JobSet's pods are named
+`<jobset>-<replicatedJob>-<jobIndex>-<completionIndex>-<5 random chars>` and a pod name must be a
+DNS-1123 subdomain (253), while the Job name `<jobset>-<replicatedJob>-<jobIndex>` becomes a label value (63).
+"""
+
+from __future__ import annotations
+
+import re
+
+from mtc_provider.core.errors import SpecError
+
+DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_LABEL_MAX = 63
+# Room for "-<replicatedJob>-<job index>" in the Job name label (JobSet's own webhook uses the same idea).
+JOBSET_NAME_MAX = 40
+REPLICATED_JOB_NAME_MAX = 15
+RUN_NAME_MAX = 63
+LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+_ALLOWED = "lower-case letters, digits and '-', starting and ending with a letter or digit"
+
+
+def check_dns1123_label(field: str, value: str, max_length: int = DNS1123_LABEL_MAX) -> str:
+    if not isinstance(value, str) or not value:
+        raise SpecError(field, value, f"a non-empty name of {_ALLOWED}, at most {max_length} characters")
+    if len(value) > max_length:
+        raise SpecError(field, value, f"at most {max_length} characters ({len(value)} given)")
+    if not DNS1123_LABEL_RE.match(value):
+        raise SpecError(field, value, f"{_ALLOWED}, at most {max_length} characters")
+    return value
+
+
+def check_jobset_name(value: str, field: str = "workload.jobset_name") -> str:
+    return check_dns1123_label(field, value, JOBSET_NAME_MAX)
+
+
+def check_namespace(value: str, field: str = "workload.namespace") -> str:
+    return check_dns1123_label(field, value, DNS1123_LABEL_MAX)
+
+
+def check_service_account(value: str, field: str = "workload.service_account") -> str:
+    return check_dns1123_label(field, value, DNS1123_LABEL_MAX)
+
+
+def check_checkpoint_configuration_name(value: str, field: str = "checkpoint_configuration.name") -> str:
+    return check_dns1123_label(field, value, DNS1123_LABEL_MAX)
+
+
+def check_run_name(value: str, field: str = "checkpointing.run_name") -> str:
+    """The run name is a directory under base_output_directory and a label value: keep it DNS-1123."""
+    return check_dns1123_label(field, value, RUN_NAME_MAX)
+
+
+def label_value(text: str) -> str:
+    """Turn any text (an Airflow run id, say) into a valid label value, stable for the same input."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", str(text))[:DNS1123_LABEL_MAX]
+    cleaned = cleaned.strip("_.-")
+    return cleaned or "none"

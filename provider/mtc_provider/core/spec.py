@@ -1,0 +1,279 @@
+"""The run description: MaxText's checkpointing flags (the guide's table), the workload and the whole run.
+
+Defaults are exactly the guide's. Validation happens in __post_init__, before anything touches a
+cluster, and every error names the field, the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from mtc_provider.core.errors import SpecError, positive_int, require
+from mtc_provider.core.names import (
+    check_checkpoint_configuration_name,
+    check_jobset_name,
+    check_namespace,
+    check_run_name,
+    check_service_account,
+)
+from mtc_provider.core.tpu import SliceSpec
+
+# Directories a ramdisk must never be mounted over.
+SYSTEM_DIRECTORIES = frozenset(
+    {"/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root", "/sbin", "/sys", "/usr", "/var", "/tmp", "/dev/shm"}
+)
+TARGETS = ("gke", "local")
+
+
+@dataclass(frozen=True)
+class CheckpointingSpec:
+    """MaxText's eight checkpointing flags with the guide's defaults, plus run identity and length."""
+
+    run_name: str
+    base_output_directory: str
+    steps: int
+    enable_checkpointing: bool = True
+    enable_emergency_checkpoint: bool = False
+    async_checkpointing: bool = True
+    local_checkpoint_directory: str = ""
+    local_checkpoint_period: int = 0
+    checkpoint_period: int = 10000
+    enable_single_replica_ckpt_restoring: bool = False
+    enable_autocheckpoint: bool = False
+
+    def __post_init__(self) -> None:
+        check_run_name(self.run_name)
+        base = self.base_output_directory
+        require(
+            isinstance(base, str) and (base.startswith("gs://") and len(base) > 5 or base.startswith("/")),
+            "checkpointing.base_output_directory",
+            base,
+            "a gs://BUCKET[/PATH] URL or an absolute local path",
+        )
+        positive_int("checkpointing.steps", self.steps)
+        for name in (
+            "enable_checkpointing",
+            "enable_emergency_checkpoint",
+            "async_checkpointing",
+            "enable_single_replica_ckpt_restoring",
+            "enable_autocheckpoint",
+        ):
+            require(isinstance(getattr(self, name), bool), f"checkpointing.{name}", getattr(self, name), "true or false")
+        positive_int("checkpointing.checkpoint_period", self.checkpoint_period)
+        period = self.local_checkpoint_period
+        require(
+            isinstance(period, int) and not isinstance(period, bool) and period >= 0,
+            "checkpointing.local_checkpoint_period",
+            period,
+            "an integer >= 0 (0 turns local checkpoints off)",
+        )
+        if self.enable_emergency_checkpoint:
+            self._validate_emergency()
+
+    def _validate_emergency(self) -> None:
+        require(
+            self.enable_checkpointing,
+            "checkpointing.enable_checkpointing",
+            self.enable_checkpointing,
+            "true when enable_emergency_checkpoint is true",
+        )
+        directory = self.local_checkpoint_directory
+        normalized = posixpath.normpath(directory) if directory else ""
+        require(
+            bool(directory) and directory.startswith("/") and normalized != "/",
+            "checkpointing.local_checkpoint_directory",
+            directory,
+            "an absolute path to the ramdisk mount (not '/'), e.g. /local",
+        )
+        require(
+            normalized not in SYSTEM_DIRECTORIES,
+            "checkpointing.local_checkpoint_directory",
+            directory,
+            f"a path that is not a system directory ({', '.join(sorted(SYSTEM_DIRECTORIES))})",
+        )
+        require(
+            0 < self.local_checkpoint_period < self.checkpoint_period,
+            "checkpointing.local_checkpoint_period",
+            self.local_checkpoint_period,
+            f"an integer > 0 and smaller than checkpoint_period ({self.checkpoint_period})",
+        )
+
+    @property
+    def checkpoint_directory(self) -> str:
+        """Where MaxText writes persistent checkpoints: <base_output_directory>/<run_name>/checkpoints."""
+        return f"{self.base_output_directory.rstrip('/')}/{self.run_name}/checkpoints"
+
+    def maxtext_flags(self) -> dict[str, Any]:
+        """The flags MaxText takes, in the guide's order, always with run_name and the output directory."""
+        return {
+            "run_name": self.run_name,
+            "base_output_directory": self.base_output_directory,
+            "steps": self.steps,
+            "enable_checkpointing": self.enable_checkpointing,
+            "enable_emergency_checkpoint": self.enable_emergency_checkpoint,
+            "async_checkpointing": self.async_checkpointing,
+            "local_checkpoint_directory": self.local_checkpoint_directory,
+            "local_checkpoint_period": self.local_checkpoint_period,
+            "checkpoint_period": self.checkpoint_period,
+            "enable_single_replica_ckpt_restoring": self.enable_single_replica_ckpt_restoring,
+            "enable_autocheckpoint": self.enable_autocheckpoint,
+        }
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """The container that trains: image and entry point, where it runs, and how JobSet restarts it."""
+
+    jobset_name: str
+    image: str = "us-docker.pkg.dev/example/maxtext:latest"
+    command: tuple[str, ...] = ("python3", "-m", "MaxText.train", "MaxText/configs/base.yml")
+    extra_flags: Mapping[str, Any] = field(default_factory=dict)
+    namespace: str = "default"
+    service_account: str = "default"
+    container_name: str = "jax-tpu"
+    replicated_job_name: str = "slice"
+    max_restarts: int = 3
+    # Long enough for an autocheckpoint save after SIGTERM (the guide's reactive path).
+    termination_grace_period_seconds: int = 300
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_jobset_name(self.jobset_name)
+        check_namespace(self.namespace)
+        check_service_account(self.service_account)
+        from mtc_provider.core.names import REPLICATED_JOB_NAME_MAX, check_dns1123_label
+
+        check_dns1123_label("workload.replicated_job_name", self.replicated_job_name, REPLICATED_JOB_NAME_MAX)
+        check_dns1123_label("workload.container_name", self.container_name)
+        require(bool(self.image) and isinstance(self.image, str), "workload.image", self.image, "a container image")
+        command = tuple(self.command)
+        require(
+            bool(command) and all(isinstance(part, str) and part for part in command),
+            "workload.command",
+            self.command,
+            "a non-empty list of strings (no shell string)",
+        )
+        object.__setattr__(self, "command", command)
+        require(
+            isinstance(self.max_restarts, int) and not isinstance(self.max_restarts, bool) and self.max_restarts >= 0,
+            "workload.max_restarts",
+            self.max_restarts,
+            "an integer >= 0",
+        )
+        positive_int("workload.termination_grace_period_seconds", self.termination_grace_period_seconds)
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    project_id: str
+    location: str
+    name: str
+    project_number: str = ""  # looked up through Resource Manager when empty
+
+    def __post_init__(self) -> None:
+        require(bool(self.project_id), "cluster.project_id", self.project_id, "a GCP project id")
+        require(bool(self.location), "cluster.location", self.location, "a GCP region or zone")
+        from mtc_provider.core.names import check_dns1123_label
+
+        check_dns1123_label("cluster.name", self.name, 40)
+        require(
+            not self.project_number or str(self.project_number).isdigit(),
+            "cluster.project_number",
+            self.project_number,
+            "the project's number (digits), or empty to look it up",
+        )
+
+
+@dataclass(frozen=True)
+class BucketSpec:
+    name: str
+    location: str
+
+    def __post_init__(self) -> None:
+        from mtc_provider.core.locations import check_bucket_location, check_bucket_name
+
+        check_bucket_name(self.name)
+        check_bucket_location(self.location)
+
+
+@dataclass(frozen=True)
+class SizingSpec:
+    parameters: float = 1e9
+    bytes_per_parameter: float = 12
+    buffer: float = 0.15
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A whole run description, as `mtc plan` reads it from YAML."""
+
+    slices: SliceSpec
+    checkpointing: CheckpointingSpec
+    workload: WorkloadSpec
+    cluster: ClusterSpec | None = None
+    bucket: BucketSpec | None = None
+    sizing: SizingSpec = field(default_factory=SizingSpec)
+    target: str = "gke"
+    checkpoint_configuration_name: str = "mtc-checkpoint-config"
+
+    def __post_init__(self) -> None:
+        require(self.target in TARGETS, "target", self.target, " or ".join(TARGETS))
+        check_checkpoint_configuration_name(self.checkpoint_configuration_name)
+        if self.target == "gke":
+            require(self.cluster is not None, "cluster", None, "a cluster section (project_id, location, name)")
+            require(self.bucket is not None, "bucket", None, "a bucket section (name, location)")
+            require(
+                self.checkpointing.base_output_directory.startswith("gs://"),
+                "checkpointing.base_output_directory",
+                self.checkpointing.base_output_directory,
+                "a gs:// URL on the gke target",
+            )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
+        if not isinstance(data, Mapping):
+            raise SpecError("config", type(data).__name__, "a mapping with sections slices, checkpointing, workload")
+        known = {f.name for f in dataclasses.fields(cls)}
+        _reject_unknown("config", data, known)
+        for section in ("slices", "checkpointing", "workload"):
+            require(section in data, section, None, f"a '{section}' section")
+        kwargs: dict[str, Any] = {
+            "slices": _build(SliceSpec, "slices", data["slices"]),
+            "checkpointing": _build(CheckpointingSpec, "checkpointing", data["checkpointing"]),
+            "workload": _build(WorkloadSpec, "workload", data["workload"]),
+        }
+        if data.get("cluster") is not None:
+            kwargs["cluster"] = _build(ClusterSpec, "cluster", data["cluster"])
+        if data.get("bucket") is not None:
+            kwargs["bucket"] = _build(BucketSpec, "bucket", data["bucket"])
+        if data.get("sizing") is not None:
+            kwargs["sizing"] = _build(SizingSpec, "sizing", data["sizing"])
+        for key in ("target", "checkpoint_configuration_name"):
+            if key in data:
+                kwargs[key] = data[key]
+        return cls(**kwargs)
+
+
+def _reject_unknown(section: str, data: Mapping[str, Any], known: set[str]) -> None:
+    for key in data:
+        if key not in known:
+            raise SpecError(f"{section}.{key}", data[key], f"one of the known keys: {', '.join(sorted(known))}")
+
+
+def _build(kind: type, section: str, data: Any) -> Any:
+    if not isinstance(data, Mapping):
+        raise SpecError(section, data, "a mapping")
+    known = {f.name for f in dataclasses.fields(kind)}
+    _reject_unknown(section, data, known)
+    values = dict(data)
+    if kind is WorkloadSpec and "command" in values:
+        values["command"] = tuple(values["command"]) if isinstance(values["command"], list) else values["command"]
+    try:
+        return kind(**values)
+    except TypeError as exc:  # a required key is missing
+        missing = [f.name for f in dataclasses.fields(kind) if f.name not in values and f.default is dataclasses.MISSING
+                   and f.default_factory is dataclasses.MISSING]
+        raise SpecError(f"{section}.{missing[0] if missing else '?'}", None, "a value (required)") from exc

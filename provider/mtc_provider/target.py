@@ -1,0 +1,80 @@
+"""Where a run goes: a GKE cluster (with the GCP connection to reach it) or the local target.
+
+One parameter object replaces the seven connection arguments every operator would otherwise repeat.
+Both classes declare `template_fields`, so Airflow renders their fields when an operator templates
+the object (Airflow renders nested objects that have `template_fields`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from mtc_provider.core.errors import SpecError
+
+
+@dataclass
+class GkeTarget:
+    project_id: str
+    location: str
+    cluster_name: str
+    gcp_conn_id: str = "google_cloud_default"
+    impersonation_chain: str | Sequence[str] | None = None
+    use_internal_ip: bool = False
+    # Where the workload's JobSets live; the google provider resolves endpoint and CA once from the cluster.
+    namespace: str = "default"
+
+    template_fields: Sequence[str] = field(
+        default=("project_id", "location", "cluster_name", "namespace"), repr=False, compare=False
+    )
+    kind: str = field(default="gke", init=False)
+
+    def __post_init__(self) -> None:
+        for name in ("project_id", "location", "cluster_name"):
+            if not getattr(self, name):
+                raise SpecError(f"target.{name}", getattr(self, name), "a non-empty string")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("template_fields")
+        return data
+
+
+def default_local_home() -> str:
+    return os.environ.get("MTC_LOCAL_HOME") or str(Path.home() / ".mtc" / "local")
+
+
+@dataclass
+class LocalTarget:
+    """The embedded default: JobSets run as local processes; the bucket is a local directory."""
+
+    home: str = field(default_factory=default_local_home)
+    namespace: str = "default"
+
+    template_fields: Sequence[str] = field(default=("home",), repr=False, compare=False)
+    kind: str = field(default="local", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("template_fields")
+        return data
+
+
+Target = GkeTarget | LocalTarget
+
+
+def target_from_dict(data: dict[str, Any] | Target | None) -> Target:
+    """Accept a target object, a dict (from DAG params or a trigger's kwargs), or None (local)."""
+    if data is None:
+        return LocalTarget()
+    if isinstance(data, (GkeTarget, LocalTarget)):
+        return data
+    values = dict(data)
+    kind = values.pop("kind", "gke" if "cluster_name" in values else "local")
+    if kind == "local":
+        return LocalTarget(**values)
+    if kind == "gke":
+        return GkeTarget(**values)
+    raise SpecError("target.kind", kind, "gke or local")
