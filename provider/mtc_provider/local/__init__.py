@@ -1,0 +1,1 @@
+"""Local (single-machine) stand-ins for the GKE training workload and its JobSet runner."""
