@@ -52,7 +52,7 @@ class RamdiskSize:
 
     def walkthrough(self) -> list[str]:
         """The guide's example calculation, line by line, for these numbers."""
-        pct = (self.buffer * 100).normalize()
+        pct = f"{(self.buffer * 100).normalize():f}"
         return [
             f"Total checkpoint size: {self.parameters:,} parameters x {self.bytes_per_parameter} bytes/parameter"
             f" = {int(self.checkpoint_bytes):,} bytes = {gb(self.checkpoint_bytes)} GB",

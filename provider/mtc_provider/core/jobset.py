@@ -1,0 +1,221 @@
+"""The JobSet manifest for a multi-slice TPU training run with the MTC ramdisk mounted.
+
+Shape follows xpk's rendered MTC JobSet and GKE's example: one replicatedJob with one replica per slice,
+one pod per host, and the exit-code convention that separates "retry" from "bug":
+exit 42 and 127..255 (signals, OOM kill, preemption) are retryable and restart the whole JobSet up to
+maxRestarts; any other non-zero exit is a bug, fails the Job through its podFailurePolicy, and a JobSet
+rule turns that into FailJobSet at once instead of burning restarts.
+The dict is built in a fixed key order so `yaml.safe_dump(sort_keys=False)` is byte-stable (golden tests).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from mtc_provider.core.errors import SpecError
+from mtc_provider.core.labels import (
+    JOB_INDEX_LABEL,
+    JOBSET_NAME_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_VALUE,
+    RESTART_ATTEMPT_LABEL,
+    RUN_NAME,
+)
+from mtc_provider.core.maxtext import container_command
+from mtc_provider.core.names import DNS1123_LABEL_MAX, LABEL_VALUE_RE, label_value
+from mtc_provider.core.spec import CheckpointingSpec, RunConfig, WorkloadSpec
+from mtc_provider.core.tpu import SliceSpec
+
+API_VERSION = "jobset.x-k8s.io/v1alpha2"
+KIND = "JobSet"
+PLURAL = "jobsets"
+
+MTC_CSI_DRIVER = "multitier-checkpoint.csi.storage.gke.io"
+MTC_VOLUME_NAME = "mtc-ramdisk"
+EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+TPU_RESOURCE = "google.com/tpu"
+REPLICATED_JOB_NAME_ANNOTATION = "jobset.sigs.k8s.io/replicatedjob-name"
+
+# xpk's convention: 42 (a workload asking to be retried) and 128+N (killed by signal N) and 127 are retryable.
+RETRYABLE_EXIT_CODES: tuple[int, ...] = (42, *range(127, 256))
+# Every other non-zero exit code means a bug: do not retry. (0 is success, not a failure.)
+DONT_RETRY_EXIT_CODES: tuple[int, ...] = tuple(code for code in range(1, 256) if code not in RETRYABLE_EXIT_CODES)
+# JobSet's webhook requires rule names matching ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ (no '-').
+FAIL_ON_BUG_RULE = "FailOnBugExitCode"
+POD_FAILURE_POLICY_REASON = "PodFailurePolicy"
+RESTART_STRATEGY = "Recreate"
+
+# Env the training process reads to know where it runs; JobSet puts these values on every pod
+# as annotations, Kubernetes sets JOB_COMPLETION_INDEX itself for Indexed Jobs.
+FIELD_REF_ENV: tuple[tuple[str, str], ...] = (
+    ("JOBSET_NAME", JOBSET_NAME_LABEL),
+    ("REPLICATED_JOB_NAME", REPLICATED_JOB_NAME_ANNOTATION),
+    ("JOB_INDEX", JOB_INDEX_LABEL),
+    ("JOBSET_RESTART_ATTEMPT", RESTART_ATTEMPT_LABEL),
+)
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def is_retryable_exit_code(code: int) -> bool:
+    return code in RETRYABLE_EXIT_CODES
+
+
+def pod_failure_policy(container_name: str) -> dict[str, Any]:
+    """Fail the Job (not the pod's retry) when the container exits with a code that means a bug."""
+    return {
+        "rules": [
+            {
+                "action": "FailJob",
+                "onExitCodes": {
+                    "containerName": container_name,
+                    "operator": "NotIn",
+                    "values": list(RETRYABLE_EXIT_CODES),
+                },
+            }
+        ]
+    }
+
+
+def failure_policy(max_restarts: int) -> dict[str, Any]:
+    """Restart all slices up to max_restarts, except when a Job failed through the bug exit-code rule."""
+    return {
+        "maxRestarts": max_restarts,
+        "restartStrategy": RESTART_STRATEGY,
+        "rules": [
+            {
+                "name": FAIL_ON_BUG_RULE,
+                "action": "FailJobSet",
+                "onJobFailureReasons": [POD_FAILURE_POLICY_REASON],
+            }
+        ],
+    }
+
+
+def check_labels(labels: Mapping[str, str] | None) -> dict[str, str]:
+    checked: dict[str, str] = {}
+    for key, value in (labels or {}).items():
+        if not isinstance(key, str) or not LABEL_KEY_RE.match(key) or len(key.rpartition("/")[2]) > DNS1123_LABEL_MAX:
+            raise SpecError(f"labels.{key}", key, "a Kubernetes label key ([prefix/]name, name at most 63 characters)")
+        if not isinstance(value, str) or len(value) > DNS1123_LABEL_MAX or not LABEL_VALUE_RE.match(value):
+            raise SpecError(
+                f"labels.{key}", value, "a label value: at most 63 letters, digits, '-', '_' or '.', alphanumeric at both ends"
+            )
+        checked[key] = value
+    return checked
+
+
+def _env(workload: WorkloadSpec) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {"name": name, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{annotation}']"}}}
+        for name, annotation in FIELD_REF_ENV
+    ]
+    reserved = {name for name, _ in FIELD_REF_ENV}
+    for name, value in (workload.env or {}).items():
+        field = f"workload.env.{name}"
+        if not isinstance(name, str) or not ENV_NAME_RE.match(name):
+            raise SpecError(field, name, "an environment variable name: letters, digits and '_', not starting with a digit")
+        if name in reserved:
+            raise SpecError(field, value, f"a name other than the ones the provider sets ({', '.join(sorted(reserved))})")
+        if not isinstance(value, str):
+            raise SpecError(field, value, "a string (quote numbers and booleans in YAML)")
+        env.append({"name": name, "value": value})
+    return env
+
+
+def _container(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec) -> dict[str, Any]:
+    command, args = container_command(checkpointing, workload)
+    container: dict[str, Any] = {
+        "name": workload.container_name,
+        "image": workload.image,
+        "command": command,
+        "args": args,
+        "env": _env(workload),
+        "resources": {"limits": {TPU_RESOURCE: slices.chips_per_host}},
+    }
+    if checkpointing.enable_emergency_checkpoint:
+        container["volumeMounts"] = [{"name": MTC_VOLUME_NAME, "mountPath": checkpointing.local_checkpoint_directory}]
+    return container
+
+
+def _pod_spec(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "hostNetwork": True,
+        "dnsPolicy": "ClusterFirstWithHostNet",
+        "serviceAccountName": workload.service_account,
+        "terminationGracePeriodSeconds": workload.termination_grace_period_seconds,
+        "nodeSelector": {
+            TPU_ACCELERATOR_LABEL: slices.accelerator_label,
+            TPU_TOPOLOGY_LABEL: slices.topology,
+        },
+        "tolerations": [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [_container(slices, checkpointing, workload)],
+    }
+    if checkpointing.enable_emergency_checkpoint:
+        # The MTC driver provisions the ramdisk (sized by the CheckpointConfiguration) and writes
+        # jax-init-info.txt at its root.
+        spec["volumes"] = [{"name": MTC_VOLUME_NAME, "csi": {"driver": MTC_CSI_DRIVER}}]
+    return spec
+
+
+def build_jobset(
+    slices: SliceSpec,
+    checkpointing: CheckpointingSpec,
+    workload: WorkloadSpec,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The JobSet for `slices.num_slices` slices of `slices.hosts_per_slice` hosts each."""
+    all_labels = {
+        RUN_NAME: label_value(checkpointing.run_name),
+        MANAGED_BY: MANAGED_BY_VALUE,
+        **check_labels(labels),
+    }
+    hosts = slices.hosts_per_slice
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "name": workload.jobset_name,
+            "namespace": workload.namespace,
+            "labels": dict(all_labels),
+            # One slice per node pool: JobSet places each replicated Job on its own node pool.
+            "annotations": {EXCLUSIVE_TOPOLOGY_ANNOTATION: NODEPOOL_LABEL},
+        },
+        "spec": {
+            "failurePolicy": failure_policy(workload.max_restarts),
+            "replicatedJobs": [
+                {
+                    "name": workload.replicated_job_name,
+                    "replicas": slices.num_slices,
+                    "template": {
+                        "spec": {
+                            "parallelism": hosts,
+                            "completions": hosts,
+                            # Any pod failure fails the Job; the JobSet failurePolicy decides what happens next.
+                            "backoffLimit": 0,
+                            "completionMode": "Indexed",
+                            "podFailurePolicy": pod_failure_policy(workload.container_name),
+                            "template": {
+                                "metadata": {"labels": dict(all_labels)},
+                                "spec": _pod_spec(slices, checkpointing, workload),
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def build_jobset_for_run(config: RunConfig, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    return build_jobset(config.slices, config.checkpointing, config.workload, labels)
+
+
+def pod_template(jobset: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod template of the (single) replicatedJob: what each host runs."""
+    return jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]

@@ -1,0 +1,249 @@
+"""One JobSet run inside the supervisor: its pods, failure handling, faults and status (not thread-safe:
+the supervisor calls it under its lock)."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import signal
+import time
+from typing import Any
+
+from mtc_provider.local.runner import policy
+from mtc_provider.local.runner.faults import Fault, parse_plan
+from mtc_provider.local.runner.manifest import FAULT_PLAN_ANNOTATION, JobSetPlan, parse, pod_spec
+from mtc_provider.local.runner.pods import Pod, free_port, kill_leftover, write_init_info
+from mtc_provider.local.runner.state import Home, append_jsonl, read_json, read_jsonl, write_json
+
+RUNNING, TERMINATING, DONE = "running", "terminating", "done"
+
+
+class JobSetRun:
+    def __init__(self, home: Home, obj: dict[str, Any], created: float) -> None:
+        self.home = home
+        self.obj = obj
+        meta = obj["metadata"]
+        self.namespace, self.name = meta["namespace"], meta["name"]
+        self.plan: JobSetPlan = parse(self.namespace, obj)
+        self.faults: list[Fault] = parse_plan(
+            (meta.get("annotations") or {}).get(FAULT_PLAN_ANNOTATION), self.plan.num_slices, self.plan.hosts_per_slice
+        )
+        self.fired = {r["index"] for r in read_jsonl(self.faults_file)}
+        self.created = created
+        self.pods: dict[tuple[int, int], Pod] = {}
+        self.job_pod_failures: dict[int, int] = {}
+        self.failed_jobs: list[tuple[str, str, str]] = []
+        self.phase, self.after = RUNNING, ""
+        self.step: int | None = None
+        self._written_pods: list[dict[str, Any]] | None = None
+        status = obj.setdefault("status", {})
+        status.setdefault("restarts", 0)
+        status.setdefault("restartsCountTowardsMax", 0)
+        status.setdefault("conditions", [])
+        if status.get("terminalState"):
+            self.phase = DONE
+
+    # ---- files -----------------------------------------------------------------------------------
+    @property
+    def state_file(self):
+        return self.home.jobset_file(self.namespace, self.name)
+
+    @property
+    def pods_file(self):
+        return self.home.pods_file(self.namespace, self.name)
+
+    @property
+    def faults_file(self):
+        return self.home.faults_file(self.namespace, self.name)
+
+    def save(self, previous: dict[str, Any] | None) -> None:
+        """Write the object when it changed, bumping resourceVersion (watchers key on it)."""
+        self.obj["status"]["replicatedJobsStatus"] = self._replicated_jobs_status()
+        if previous is None or previous != self.obj:
+            meta = self.obj["metadata"]
+            meta["resourceVersion"] = str(int(meta.get("resourceVersion", "0")) + 1)
+            write_json(self.state_file, self.obj)
+        records = [pod.record() for pod in self.pods.values()]
+        if records != self._written_pods:
+            write_json(self.pods_file, {"created": self.created, "pods": records})
+            self._written_pods = records
+
+    def snapshot(self) -> dict[str, Any]:
+        return copy.deepcopy(self.obj)
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+    def start_all(self) -> None:
+        """Start every host of every slice (a JobSet start or a Recreate restart)."""
+        restart = self.obj["status"]["restarts"]
+        coordinator = f"127.0.0.1:{free_port()}"
+        self.pods, self.job_pod_failures, self.failed_jobs = {}, {}, []
+        for rj, job_index, slice_index in self.plan.slices():
+            for host in range(rj.completions):
+                ramdisk = self.home.ramdisk_dir(self.namespace, self.name, slice_index, host)
+                spec = pod_spec(self.plan, rj, job_index, slice_index, host, coordinator, ramdisk, restart)
+                write_init_info(ramdisk, spec.process_id, coordinator)
+                log = self.home.log_dir(self.namespace, self.name) / str(restart) / f"s{slice_index}-h{host}.log"
+                pod = Pod(spec, rj, job_index, restart, log)
+                self.pods[(slice_index, host)] = pod
+                pod.start()
+        self.phase = RUNNING
+
+    def recover(self) -> None:
+        """After a supervisor died: kill what it left running, then start the current attempt again."""
+        for record in (read_json(self.pods_file) or {}).get("pods", []):
+            kill_leftover(record)
+        if self.obj["metadata"].get("deletionTimestamp"):
+            self.phase, self.after = TERMINATING, "delete"
+        elif self.phase != DONE:
+            self.start_all()
+
+    def request_delete(self) -> None:
+        self.obj["metadata"]["deletionTimestamp"] = _now()
+        self._terminate_all("delete")
+
+    def _terminate_all(self, after: str) -> None:
+        self.phase, self.after = TERMINATING, after
+        for pod in self.pods.values():
+            pod.terminate(self.plan.grace_seconds())
+
+    def finished_deleting(self) -> bool:
+        return self.phase == TERMINATING and self.after == "delete" and not any(p.alive for p in self.pods.values())
+
+    def remove(self) -> None:
+        """The last step of delete: the ramdisks leave tmpfs, the state files go; logs and faults stay."""
+        shutil.rmtree(self.home.shm_root / self.namespace / self.name, ignore_errors=True)
+        for path in (self.state_file, self.pods_file):
+            path.unlink(missing_ok=True)
+
+    @property
+    def active(self) -> bool:
+        return self.phase != DONE
+
+    # ---- the reconcile step ----------------------------------------------------------------------
+    def tick(self, now: float) -> None:
+        previous = self.snapshot()
+        exited = [pod for pod in self.pods.values() if pod.poll()]
+        for pod in self.pods.values():
+            pod.enforce_deadline(now)
+            pod_step = pod.read_steps()
+            if pod_step is not None and (self.step is None or pod_step > self.step):
+                self.step = pod_step
+        if self.phase == RUNNING:
+            self._fire_faults(now)
+            for pod in exited:
+                self._pod_exited(pod)
+            self._evaluate()
+        elif self.phase == TERMINATING and not any(p.alive for p in self.pods.values()):
+            if self.after == "restart":
+                self.start_all()
+            elif self.after == "terminal":
+                self.phase = DONE
+        self.save(previous)
+
+    def _pod_exited(self, pod: Pod) -> None:
+        if pod.exit_code == 0 or pod._handled:
+            return
+        pod._handled = True
+        slice_index = pod.spec.slice_index
+        failures = self.job_pod_failures.get(slice_index, 0)
+        outcome, reason = policy.pod_failure(pod.rj, pod.exit_code or 0, failures)
+        if outcome == "fail":
+            job_name = f"{self.name}-{pod.rj.name}-{pod.job_index}"
+            if all(job != job_name for job, _, _ in self.failed_jobs):
+                self.failed_jobs.append((job_name, pod.rj.name, reason))
+            return
+        if reason == "Count":
+            self.job_pod_failures[slice_index] = failures + 1
+        replacement = type(pod)(pod.spec, pod.rj, pod.job_index, pod.restart, pod.log_path)
+        self.pods[(slice_index, pod.spec.host)] = replacement
+        replacement.start()
+
+    def _evaluate(self) -> None:
+        status = self.obj["status"]
+        if self.failed_jobs:
+            decision = policy.jobset_failure(self.plan, self.failed_jobs, status["restartsCountTowardsMax"])
+            print(f"{self.namespace}/{self.name}: jobs failed {self.failed_jobs}: {decision}", flush=True)
+            if decision.action == "fail":
+                self._set_terminal(policy.FAILED, decision.reason, decision.message)
+                self._terminate_all("terminal")
+            else:
+                status["restarts"] += 1
+                if decision.counts_toward_max:
+                    status["restartsCountTowardsMax"] += 1
+                self._terminate_all("restart")
+        elif self.pods and all(p.exit_code == 0 for p in self.pods.values()):
+            self._set_terminal(policy.COMPLETED, *policy.ALL_JOBS_COMPLETED)
+            self.phase = DONE
+
+    def _set_terminal(self, kind: str, reason: str, message: str) -> None:
+        status = self.obj["status"]
+        status["conditions"] = [c for c in status["conditions"] if c.get("type") != kind]
+        status["conditions"].append(policy.condition(kind, reason, message))
+        status["terminalState"] = kind
+
+    # ---- faults ----------------------------------------------------------------------------------
+    def _fire_faults(self, now: float) -> None:
+        for fault in self.faults:
+            if fault.index in self.fired or not fault.due(self.step, now - self.created):
+                continue
+            self.fired.add(fault.index)
+            targets = [
+                p for p in self.pods.values()
+                if p.spec.slice_index == fault.slice and (fault.host is None or p.spec.host == fault.host)
+            ]
+            print(f"{self.namespace}/{self.name}: fault {fault} at step {self.step}", flush=True)
+            self._apply(fault, targets)
+            append_jsonl(
+                self.faults_file,
+                {
+                    **fault.to_dict(),
+                    "ts": now,
+                    "time": _now(),
+                    "step": self.step,
+                    "restart": self.obj["status"]["restarts"],
+                    "pids": [p.pid for p in targets if p.alive],
+                },
+            )
+
+    def _apply(self, fault: Fault, targets: list[Pod]) -> None:
+        if fault.kind in ("sigkill_host", "kill_slice"):
+            for pod in targets:
+                pod.signal(signal.SIGKILL)
+        elif fault.kind == "sigterm_slice":
+            for pod in targets:
+                pod.terminate(pod.rj.grace_seconds)
+        elif fault.kind == "hang":
+            for pod in targets:
+                pod.signal(signal.SIGSTOP)
+        elif fault.kind == "wipe_ramdisk":
+            # Freeze first so the process cannot write into the ramdisk between the wipe and the kill.
+            for pod in targets:
+                pod.signal(signal.SIGSTOP)
+                shutil.rmtree(pod.spec.ramdisk, ignore_errors=True)
+                pod.signal(signal.SIGKILL)
+
+    # ---- status ----------------------------------------------------------------------------------
+    def _replicated_jobs_status(self) -> list[dict[str, Any]]:
+        failed_names = {job for job, _, _ in self.failed_jobs}
+        out = []
+        for rj in self.plan.replicated_jobs:
+            counts = dict(ready=0, succeeded=0, failed=0, active=0, suspended=0)
+            for job_index in range(rj.replicas):
+                pods = [p for p in self.pods.values() if p.rj.name == rj.name and p.job_index == job_index]
+                if not pods:
+                    continue
+                if f"{self.name}-{rj.name}-{job_index}" in failed_names:
+                    counts["failed"] += 1
+                elif all(p.exit_code == 0 for p in pods):
+                    counts["succeeded"] += 1
+                else:
+                    if any(p.alive for p in pods):
+                        counts["active"] += 1
+                    if sum(1 for p in pods if p.alive or p.exit_code == 0) >= rj.completions:
+                        counts["ready"] += 1
+            out.append({"name": rj.name, **counts})
+        return out
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,0 +1,163 @@
+"""One pod = one OS process group: start it, signal it, read its log. The only module here that forks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from mtc_provider.local.runner.faults import last_step
+from mtc_provider.local.runner.manifest import PodSpec, ReplicatedJob
+from mtc_provider.local.runner.policy import exit_code
+
+INIT_INFO = "jax-init-info.txt"
+COMMAND_NOT_FOUND = 127
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 for the JAX coordinator (chosen again at every JobSet (re)start)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_init_info(ramdisk: Path, process_id: int, coordinator: str) -> None:
+    """Write jax-init-info.txt at the ramdisk root as the GKE MTC driver does: process id, then coordinator."""
+    ramdisk.mkdir(parents=True, exist_ok=True)
+    tmp = ramdisk / f".{INIT_INFO}.tmp"
+    tmp.write_text(f"{process_id}\n{coordinator}\n")
+    os.replace(tmp, ramdisk / INIT_INFO)
+
+
+@dataclass
+class Pod:
+    spec: PodSpec
+    rj: ReplicatedJob
+    job_index: int
+    restart: int
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    pid: int | None = None
+    create_time: float | None = None
+    started: float = 0.0
+    exit_code: int | None = None
+    finished: float | None = None
+    stopped: bool = False
+    kill_at: float | None = None  # SIGKILL deadline after a SIGTERM (terminationGracePeriodSeconds)
+    step: int | None = None
+    _offset: int = 0
+    _handled: bool = field(default=False, repr=False)
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.started = time.time()
+        with open(self.log_path, "ab") as log:
+            try:
+                # A new session per pod: signals reach the whole process tree, as a container's cgroup would.
+                self.proc = subprocess.Popen(
+                    list(self.spec.argv),
+                    env=self.spec.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            except OSError as err:
+                log.write(f"local runner: cannot start {self.spec.argv[0]!r}: {err}\n".encode())
+                self.exit_code, self.finished = COMMAND_NOT_FOUND, time.time()
+                return
+        self.pid = self.proc.pid
+        try:
+            self.create_time = psutil.Process(self.pid).create_time()
+        except psutil.Error:
+            self.create_time = None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.exit_code is None
+
+    def poll(self) -> bool:
+        """Reap the process; True when it exited in this call."""
+        if not self.alive:
+            return False
+        assert self.proc is not None
+        code = self.proc.poll()
+        if code is None:
+            return False
+        self.exit_code, self.finished = exit_code(code), time.time()
+        return True
+
+    def signal(self, sig: int) -> None:
+        if self.alive and self.pid is not None:
+            try:
+                os.killpg(self.pid, sig)
+            except ProcessLookupError:
+                pass
+            if sig == signal.SIGSTOP:
+                self.stopped = True
+            elif sig in (signal.SIGCONT, signal.SIGKILL):
+                self.stopped = False
+
+    def terminate(self, grace: float) -> None:
+        """SIGTERM now (and SIGCONT, so a hung pod can handle it); SIGKILL at the deadline."""
+        if self.alive:
+            self.signal(signal.SIGTERM)
+            self.signal(signal.SIGCONT)
+            self.kill_at = time.time() + grace if self.kill_at is None else min(self.kill_at, time.time() + grace)
+
+    def enforce_deadline(self, now: float) -> None:
+        if self.alive and self.kill_at is not None and now >= self.kill_at:
+            self.signal(signal.SIGKILL)
+
+    def read_steps(self) -> int | None:
+        """Tail the log for `completed step: N` lines (complete lines only)."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._offset)
+                chunk = log.read()
+        except FileNotFoundError:
+            return self.step
+        end = chunk.rfind(b"\n") + 1
+        if end:
+            self.step = last_step(chunk[:end], self.step)
+            self._offset += end
+        return self.step
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "name": self.spec.name,
+            "slice": self.spec.slice_index,
+            "host": self.spec.host,
+            "processId": self.spec.process_id,
+            "pid": self.pid,
+            "createTime": self.create_time,
+            "restart": self.restart,
+            "log": str(self.log_path),
+            "ramdisk": str(self.spec.ramdisk),
+            "started": self.started,
+            "exitCode": self.exit_code,
+            "finished": self.finished,
+            "stopped": self.stopped,
+            "step": self.step,
+        }
+
+
+def kill_leftover(record: dict[str, Any]) -> None:
+    """SIGKILL a pod recorded by a supervisor that died, if that very process (same start time) still runs."""
+    pid, created = record.get("pid"), record.get("createTime")
+    if not pid or record.get("exitCode") is not None:
+        return
+    try:
+        if created is None or abs(psutil.Process(pid).create_time() - created) > 0.01:
+            return
+        os.killpg(pid, signal.SIGKILL)
+    except (psutil.Error, ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,205 @@
+"""The detached supervisor: owns the pods of every JobSet in one home, so they outlive the task that made them.
+
+Started on demand by the client (`python -m mtc_provider.local.runner.supervisor <home>`, in a new session);
+one per home, enforced by an flock on <home>/supervisor.lock. It serves create/delete on a 127.0.0.1 socket
+(one JSON line in, one out), writes every JobSet object to <home>/state/ (the only writer; clients read the files
+directly for get/list/watch), and exits by itself after MTC_RUNNER_IDLE_SECONDS with no active JobSet.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+from mtc_provider.core.errors import SpecError
+from mtc_provider.local.runner.jobset import JobSetRun
+from mtc_provider.local.runner.manifest import LOG_DIR_ANNOTATION
+from mtc_provider.local.runner.state import Home, read_json, write_json
+
+TICK_SECONDS = 0.1
+IDLE_SECONDS = float(os.environ.get("MTC_RUNNER_IDLE_SECONDS", "60"))
+
+
+class Supervisor:
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self.lock = threading.Lock()
+        self.runs: dict[tuple[str, str], JobSetRun] = {}
+        self.closing = False
+
+    def recover(self) -> None:
+        """Adopt JobSets a previous supervisor left unfinished (it died, or it was killed)."""
+        for path in self.home.jobset_files():
+            obj = read_json(path)
+            if not obj or (obj.get("status") or {}).get("terminalState") and not obj["metadata"].get(
+                "deletionTimestamp"
+            ):
+                continue
+            created = (read_json(path.with_name(path.stem + ".pods.json")) or {}).get("created", time.time())
+            try:
+                run = JobSetRun(self.home, obj, created)
+            except (SpecError, KeyError) as err:  # a damaged state file must not stop the other JobSets
+                print(f"skipping {path}: {err}", flush=True)
+                continue
+            print(f"recovering {run.namespace}/{run.name}", flush=True)
+            run.recover()
+            self.runs[(run.namespace, run.name)] = run
+
+    # ---- requests (called under self.lock) -------------------------------------------------------
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        if self.closing:
+            return {"retry": True}
+        if request.get("home") != str(self.home.root):
+            return {"error": {"status": 421, "message": f"this supervisor serves {self.home.root}"}}
+        op = request.get("op")
+        if op == "ping":
+            return {"ok": os.getpid()}
+        if op == "create":
+            return self._create(request["namespace"], request["body"])
+        if op == "delete":
+            return self._delete(request["namespace"], request["name"])
+        return {"error": {"status": 400, "message": f"unknown op {op!r}"}}
+
+    def _create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["metadata"]["name"]
+        path = self.home.jobset_file(namespace, name)
+        if path.exists():
+            return {"error": {"status": 409, "message": f'jobsets.jobset.x-k8s.io "{name}" already exists'}}
+        obj = json.loads(json.dumps(body))
+        obj.setdefault("apiVersion", "jobset.x-k8s.io/v1alpha2")
+        obj.setdefault("kind", "JobSet")
+        meta = obj["metadata"]
+        meta.update(
+            namespace=namespace,
+            uid=str(uuid.uuid4()),
+            creationTimestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            generation=1,
+            resourceVersion="0",
+        )
+        meta.setdefault("annotations", {})[LOG_DIR_ANNOTATION] = str(self.home.log_dir(namespace, name))
+        obj["status"] = {}
+        try:
+            run = JobSetRun(self.home, obj, time.time())
+        except SpecError as err:
+            return {"error": {"status": 422, "message": str(err)}}
+        # A new JobSet of an old name starts with no fault history and no ramdisk left from before.
+        run.faults_file.unlink(missing_ok=True)
+        run.fired = set()
+        run.start_all()
+        run.save(None)
+        self.runs[(namespace, name)] = run
+        return {"ok": run.snapshot()}
+
+    def _delete(self, namespace: str, name: str) -> dict[str, Any]:
+        run = self.runs.get((namespace, name))
+        if run is None:
+            obj = read_json(self.home.jobset_file(namespace, name))
+            if obj is None:
+                return {"ok": None}
+            run = JobSetRun(self.home, obj, time.time())
+            self.runs[(namespace, name)] = run
+        previous = run.snapshot()
+        run.request_delete()
+        run.save(previous)
+        self._finish_deletes()
+        return {"ok": None}
+
+    # ---- the reconcile loop ----------------------------------------------------------------------
+    def _finish_deletes(self) -> None:
+        for key, run in list(self.runs.items()):
+            if run.finished_deleting():
+                run.remove()
+                del self.runs[key]
+
+    def tick(self) -> None:
+        now = time.time()
+        for key, run in list(self.runs.items()):
+            run.tick(now)
+            if not run.active:
+                del self.runs[key]  # terminal: the state file stays, nothing runs
+        self._finish_deletes()
+
+    def kill_everything(self) -> None:
+        for run in self.runs.values():
+            for pod in run.pods.values():
+                pod.signal(signal.SIGKILL)
+
+
+def _serve(server: socket.socket, supervisor: Supervisor) -> None:
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return  # closed: the supervisor is exiting
+        with conn:
+            try:
+                conn.settimeout(10)
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                request = json.loads(data)
+                with supervisor.lock:
+                    response = supervisor.handle(request)
+                conn.sendall(json.dumps(response).encode() + b"\n")
+            except Exception as err:  # one bad client must not stop the supervisor
+                try:
+                    conn.sendall(json.dumps({"error": {"status": 500, "message": repr(err)}}).encode() + b"\n")
+                except OSError:
+                    pass
+
+
+def main(home_arg: str) -> int:
+    home = Home.of(home_arg)
+    home.root.mkdir(parents=True, exist_ok=True)
+    lock = open(home.lock_file, "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return 0  # another supervisor owns this home
+    supervisor = Supervisor(home)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with supervisor.lock:
+        supervisor.recover()
+    write_json(home.supervisor_file, {"pid": os.getpid(), "port": server.getsockname()[1], "home": str(home.root)})
+    threading.Thread(target=_serve, args=(server, supervisor), daemon=True).start()
+    idle_since = time.time()
+    try:
+        while not stop.is_set():
+            with supervisor.lock:
+                supervisor.tick()
+                if supervisor.runs:
+                    idle_since = time.time()
+                elif time.time() - idle_since > IDLE_SECONDS:
+                    supervisor.closing = True
+                    break
+            stop.wait(TICK_SECONDS)
+    finally:
+        with supervisor.lock:
+            supervisor.closing = True
+            if stop.is_set():
+                supervisor.kill_everything()  # stopped by a signal: leave nothing orphaned
+        server.close()
+        info = read_json(home.supervisor_file)
+        if info and info.get("pid") == os.getpid():
+            home.supervisor_file.unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

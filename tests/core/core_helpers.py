@@ -1,0 +1,71 @@
+"""Small builders for valid specs, so each test changes only the value it is about."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from mtc_provider.core.spec import CheckpointingSpec, RunConfig, WorkloadSpec
+from mtc_provider.core.tpu import SliceSpec
+
+GKE_CONFIG: dict[str, Any] = {
+    "target": "gke",
+    "cluster": {"project_id": "my-project", "location": "us-central1", "name": "tpu-cluster"},
+    "bucket": {"name": "my-bucket", "location": "us-central1"},
+    "slices": {"tpu_type": "v6e", "topology": "4x8", "num_slices": 2},
+    "sizing": {"parameters": "70e9"},
+    "checkpointing": {
+        "run_name": "run-1",
+        "base_output_directory": "gs://my-bucket/out",
+        "steps": 1000,
+        "enable_emergency_checkpoint": True,
+        "local_checkpoint_directory": "/local",
+        "local_checkpoint_period": 10,
+        "checkpoint_period": 100,
+    },
+    "workload": {"jobset_name": "run-1"},
+}
+
+
+def gke_config(**sections: dict[str, Any]) -> dict[str, Any]:
+    """GKE_CONFIG with the given sections' keys replaced (a value of None deletes the key)."""
+    data = copy.deepcopy(GKE_CONFIG)
+    for section, values in sections.items():
+        if not isinstance(values, dict):
+            data[section] = values
+            continue
+        target = data.setdefault(section, {})
+        for key, value in values.items():
+            if value is None:
+                target.pop(key, None)
+            else:
+                target[key] = value
+    return data
+
+
+def local_config(**sections: dict[str, Any]) -> dict[str, Any]:
+    data = gke_config(**sections)
+    data["target"] = "local"
+    data.pop("cluster")
+    data.pop("bucket")
+    data["checkpointing"]["base_output_directory"] = sections.get("checkpointing", {}).get(
+        "base_output_directory", "/tmp/mtc/out"
+    )
+    return data
+
+
+def run_config(**sections: dict[str, Any]) -> RunConfig:
+    return RunConfig.from_dict(gke_config(**sections))
+
+
+def checkpointing(**overrides: Any) -> CheckpointingSpec:
+    values = dict(GKE_CONFIG["checkpointing"], **overrides)
+    return CheckpointingSpec(**values)
+
+
+def workload(**overrides: Any) -> WorkloadSpec:
+    return WorkloadSpec(**dict({"jobset_name": "run-1"}, **overrides))
+
+
+def slices(**overrides: Any) -> SliceSpec:
+    return SliceSpec(**dict(GKE_CONFIG["slices"], **overrides))

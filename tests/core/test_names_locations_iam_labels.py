@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import pytest
+
+from mtc_provider.core.iam import BUCKET_ROLE, bucket_members, workload_identity_pool
+from mtc_provider.core.labels import DAG_ID, MANAGED_BY, RUN_ID, run_labels, selector
+from mtc_provider.core.locations import check_bucket_location, check_bucket_name
+from mtc_provider.core.names import LABEL_VALUE_RE, check_dns1123_label, check_jobset_name, label_value
+
+
+@pytest.mark.parametrize("name", ["a", "run-1", "x" * 40, "0abc"])
+def test_valid_jobset_names(name) -> None:
+    assert check_jobset_name(name) == name
+
+
+def test_dns1123_label_length_limit() -> None:
+    assert check_dns1123_label("f", "a" * 63) == "a" * 63
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["manual__2026-11-03T10:00:00+00:00", "scheduled__2026-01-01T00:00:00.123456+00:00", "__", "x" * 100, "Ünïcode run"],
+)
+def test_label_value_is_always_valid_and_stable(text) -> None:
+    value = label_value(text)
+    assert LABEL_VALUE_RE.match(value) and 0 < len(value) <= 63
+    assert label_value(text) == value
+
+
+@pytest.mark.parametrize(
+    "location, normalized", [("us-central1", "us-central1"), ("US", "us"), ("europe-west4", "europe-west4"), ("nam4", "nam4")]
+)
+def test_bucket_locations(location, normalized) -> None:
+    assert check_bucket_location(location) == normalized
+
+
+@pytest.mark.parametrize("name", ["my-checkpoints", "a.b_c-1", "abc"])
+def test_bucket_names(name) -> None:
+    assert check_bucket_name(name) == name
+
+
+def test_bucket_members_are_the_guides_two_principals() -> None:
+    members = bucket_members("my-project", "123456789012", "training", "maxtext")
+    assert members == [
+        "principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/"
+        "my-project.svc.id.goog/subject/ns/gke-managed-checkpointing/sa/gke-checkpointing-multitier-node",
+        "principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/"
+        "my-project.svc.id.goog/subject/ns/training/sa/maxtext",
+    ]
+    assert BUCKET_ROLE == "roles/storage.objectUser"
+    assert workload_identity_pool("p") == "p.svc.id.goog"
+
+
+def test_run_labels_and_selector() -> None:
+    labels = run_labels("train_dag", "manual__2026-11-03T10:00:00+00:00", "launch", "run-1")
+    assert labels[DAG_ID] == "train_dag"
+    assert LABEL_VALUE_RE.match(labels[RUN_ID])
+    assert labels[MANAGED_BY] == "airflow-provider-mtc"
+    assert selector({"b": "2", "a": "1"}) == "a=1,b=2"

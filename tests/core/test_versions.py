@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import pytest
+
+from mtc_provider.core.versions import MTC_MIN_VERSION_EXCLUSIVE, GkeVersion, is_later_than, require_later_than
+
+
+@pytest.mark.parametrize(
+    "version, later",
+    [
+        ("1.32.3-gke.1170000", False),  # the minimum itself is not enough
+        ("1.32.3-gke.1170001", True),
+        ("1.32.3-gke.999999", False),  # numeric, not string, comparison (a string compare says True)
+        ("1.32.4-gke.1415000", True),  # GKE's minimum for new clusters
+        ("1.32.10-gke.1", True),  # "10" > "4" numerically
+        ("1.33.0", True),
+        ("v1.31.12-gke.99999999", False),
+        ("2.0.0-gke.0", True),
+    ],
+)
+def test_is_later_than(version, later) -> None:
+    assert is_later_than(version) is later
+    if later:
+        require_later_than(version)
+
+
+def test_parse_and_str_round_trip() -> None:
+    version = GkeVersion.parse(" v1.32.4-gke.1415000 ")
+    assert version == GkeVersion(1, 32, 4, 1415000)
+    assert str(version) == "1.32.4-gke.1415000"
+    assert str(GkeVersion.parse(MTC_MIN_VERSION_EXCLUSIVE)) == MTC_MIN_VERSION_EXCLUSIVE

@@ -1,0 +1,72 @@
+"""The provider registers with Airflow: its info matches Airflow's own schema, and Airflow lists it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from mtc_provider import __version__
+from mtc_provider.get_provider_info import get_provider_info
+
+DISTRIBUTION = "airflow-provider-mtc"
+
+
+def airflow_schema() -> dict:
+    # Located without importing Airflow (an import takes seconds and is not what is tested here).
+    (package_dir,) = importlib.util.find_spec("airflow").submodule_search_locations
+    path = Path(package_dir) / "provider_info.schema.json"
+    assert path.exists(), f"Airflow ships no {path}"
+    return json.loads(path.read_text())
+
+
+def test_provider_info_validates_against_airflows_schema() -> None:
+    info = get_provider_info()
+    jsonschema.validate(info, airflow_schema())
+    assert info["package-name"] == DISTRIBUTION
+    assert info["versions"] == [__version__]
+    modules = {kind: [m for entry in info[kind] for m in entry["python-modules"]] for kind in ("operators", "sensors", "triggers")}
+    assert modules == {
+        "operators": ["mtc_provider.operators.jobset", "mtc_provider.operators.gcp"],
+        "sensors": ["mtc_provider.sensors.jobset", "mtc_provider.sensors.gcp", "mtc_provider.sensors.checkpoint"],
+        "triggers": ["mtc_provider.triggers.jobset", "mtc_provider.triggers.checkpoint"],
+    }
+    integrations = {entry["integration-name"] for entry in info["integrations"]}
+    for kind in ("operators", "sensors", "triggers"):
+        assert {entry["integration-name"] for entry in info[kind]} <= integrations
+
+
+def test_schema_check_can_fail() -> None:
+    info = dict(get_provider_info(), triggers=[{"python-modules": ["x"]}])  # integration-name is required
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(info, airflow_schema())
+
+
+def test_entry_point_is_registered() -> None:
+    (point,) = [ep for ep in entry_points(group="apache_airflow_provider") if ep.dist and ep.dist.name == DISTRIBUTION]
+    assert point.load() is get_provider_info
+
+
+def test_airflow_providers_list_shows_the_provider(tmp_path: Path) -> None:
+    airflow = Path(sys.executable).with_name("airflow")
+    # A clean Airflow environment: the test session's unit-test mode logs to stdout and would break the JSON.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
+    env |= {
+        "AIRFLOW_HOME": str(tmp_path),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path / 'airflow.db'}",
+    }
+    result = subprocess.run(
+        [str(airflow), "providers", "list", "--output", "json"], capture_output=True, text=True, env=env, timeout=180
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    listed = {entry["package_name"]: entry for entry in json.loads(result.stdout)}
+    assert DISTRIBUTION in listed, sorted(listed)
+    assert listed[DISTRIBUTION]["version"] == __version__
