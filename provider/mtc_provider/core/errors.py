@@ -34,3 +34,36 @@ def positive_int(field: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise SpecError(field, value, "a positive integer")
     return value
+
+
+# --- GCP control plane (issue 6) ---------------------------------------------------------------------
+
+
+class NotReady(MtcError):
+    """A cluster or the local machine fails readiness checks; `report` is the list of check dicts."""
+
+    def __init__(self, message: str, report: list | None = None) -> None:
+        self.report = report or []
+        super().__init__(message)
+
+
+class BucketNotUsable(MtcError):
+    """A bucket exists but cannot hold MTC checkpoints (no HNS, wrong location, another project's)."""
+
+
+class OperationFailed(MtcError):
+    """A GKE long-running operation ended in error; the message carries the operation and its error."""
+
+
+class CheckpointStalled(MtcError):
+    """No new finalized checkpoint for longer than the stall timeout: the run is hung (a retryable failure)."""
+
+    def __init__(self, checkpoint_dir: str, latest_step: int | None, waited_s: float, stall_timeout: float) -> None:
+        self.checkpoint_dir = checkpoint_dir
+        self.latest_step = latest_step
+        self.waited_s = waited_s
+        self.stall_timeout = stall_timeout
+        super().__init__(
+            f"checkpoint progress stalled: no new finalized step in {checkpoint_dir} for {waited_s:.0f}s "
+            f"(stall_timeout {stall_timeout:.0f}s); latest finalized step: {latest_step}"
+        )

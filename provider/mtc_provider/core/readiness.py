@@ -1,0 +1,241 @@
+"""Is a cluster (or the local machine) ready for Multi-Tier Checkpointing? Pure checks over plain dicts.
+
+The cluster is the REST JSON shape of `projects.locations.clusters` (camelCase, as `gcloud container
+clusters describe --format=json` prints it). Every check carries the exact gcloud command (or provider
+operator) that fixes it, so the report is actionable on its own. Also here: the pure IAM policy merge.
+"""
+
+from __future__ import annotations
+
+import copy
+import shlex
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Sequence
+
+from mtc_provider.core.iam import workload_identity_pool
+from mtc_provider.core.tpu import TPU_TYPES, SliceSpec
+from mtc_provider.core.versions import MTC_MIN_VERSION_EXCLUSIVE, GkeVersion
+
+ADDON_HSC = "highScaleCheckpointingConfig"
+ADDON_FUSE = "gcsFuseCsiDriverConfig"
+# Machine type -> TPU type, for every machine type the guide supports.
+_MACHINE_TO_TPU = {machine: kind.name for kind in TPU_TYPES.values() for machine in kind.machine_types}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One readiness check: what was seen, what is needed, and what fixes it."""
+
+    name: str
+    ok: bool
+    observed: Any
+    expected: Any
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Check":
+        return cls(**{key: data[key] for key in ("name", "ok", "observed", "expected", "fix")})
+
+
+def all_ok(checks: Sequence[Check]) -> bool:
+    return all(check.ok for check in checks)
+
+
+def summary(checks: Sequence[Check]) -> str:
+    """A readable report: one line per check, failures with their fix."""
+    lines = []
+    for check in checks:
+        mark = "ok  " if check.ok else "FAIL"
+        lines.append(f"[{mark}] {check.name}: observed {check.observed!r}, expected {check.expected!r}")
+        if not check.ok and check.fix:
+            lines.append(f"       fix: {check.fix}")
+    return "\n".join(lines)
+
+
+# --- the guide's gcloud commands -------------------------------------------------------------------
+
+
+def _cmd(*parts: str) -> str:
+    return " ".join(shlex.quote(part) if " " in part or '"' in part else part for part in parts)
+
+
+def gcloud_set_workload_pool(cluster: str, location: str, project_id: str) -> str:
+    return _cmd(
+        "gcloud", "container", "clusters", "update", cluster,
+        f"--workload-pool={workload_identity_pool(project_id)}", f"--location={location}", f"--project={project_id}",
+    )
+
+
+def gcloud_enable_addons(cluster: str, location: str, project_id: str) -> str:
+    return _cmd(
+        "gcloud", "container", "clusters", "update", cluster,
+        "--update-addons=HighScaleCheckpointing=ENABLED,GcsFuseCsiDriver=ENABLED",
+        f"--location={location}", f"--project={project_id}",
+    )
+
+
+def gcloud_create_node_pool(cluster: str, location: str, project_id: str, pool: str, slices: SliceSpec,
+                            tpu_zone: str = "${TPU_ZONE}") -> str:
+    return _cmd(
+        "gcloud", "container", "node-pools", "create", pool, f"--cluster={cluster}", f"--location={location}",
+        f"--node-locations={tpu_zone}", f"--machine-type={slices.machine_type}", f"--tpu-topology={slices.topology}",
+        f"--num-nodes={slices.hosts_per_slice}", "--placement-type=COMPACT", "--workload-metadata=GKE_METADATA",
+        f"--project={project_id}",
+    )
+
+
+def gcloud_upgrade_master(cluster: str, location: str, project_id: str) -> str:
+    return _cmd(
+        "gcloud", "container", "clusters", "upgrade", cluster, "--master",
+        "--cluster-version=1.32.4-gke.1415000", f"--location={location}", f"--project={project_id}",
+    )
+
+
+# --- cluster checks ---------------------------------------------------------------------------------
+
+
+def _get(data: Mapping[str, Any], path: str, default: Any = None) -> Any:
+    value: Any = data
+    for key in path.split("."):
+        if not isinstance(value, Mapping) or key not in value:
+            return default
+        value = value[key]
+    return value
+
+
+def tpu_node_pools(cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The cluster's TPU node pools of a supported type: name, machine type, topology, tpu type, status."""
+    pools = []
+    for pool in cluster.get("nodePools") or []:
+        machine = _get(pool, "config.machineType", "")
+        if machine in _MACHINE_TO_TPU:
+            pools.append({
+                "name": pool.get("name", ""),
+                "machineType": machine,
+                "tpuTopology": _get(pool, "placementPolicy.tpuTopology", ""),
+                "tpuType": _MACHINE_TO_TPU[machine],
+                "status": pool.get("status", ""),
+            })
+    return pools
+
+
+def matching_node_pools(cluster: Mapping[str, Any], slices: SliceSpec) -> list[str]:
+    return [
+        pool["name"] for pool in tpu_node_pools(cluster)
+        if pool["machineType"] == slices.machine_type and pool["tpuTopology"] == slices.topology
+    ]
+
+
+def evaluate_cluster(
+    cluster: Mapping[str, Any],
+    slices: SliceSpec,
+    project_id: str,
+    location: str,
+    checkpoint_configuration: Mapping[str, Any] | None = None,
+    checkpoint_configuration_name: str | None = None,
+) -> list[Check]:
+    """Every check of the guide's "Configure the GKE cluster" section, in the order a user would fix them.
+
+    `checkpoint_configuration_name` asks for the CheckpointConfiguration check; `checkpoint_configuration`
+    is that object as read from the cluster (None when absent).
+    """
+    name = cluster.get("name", "")
+    pool = workload_identity_pool(project_id)
+    checks = []
+
+    observed_pool = _get(cluster, "workloadIdentityConfig.workloadPool", "") or ""
+    checks.append(Check("workload_identity_pool", observed_pool == pool, observed_pool or None, pool,
+                        f"{gcloud_set_workload_pool(name, location, project_id)}  (or MtcEnableCheckpointingOperator)"))
+    for check_name, key in (("high_scale_checkpointing_addon", ADDON_HSC), ("gcs_fuse_csi_driver_addon", ADDON_FUSE)):
+        enabled = bool(_get(cluster, f"addonsConfig.{key}.enabled", False))
+        checks.append(Check(check_name, enabled, enabled, True,
+                            f"{gcloud_enable_addons(name, location, project_id)}  (or MtcEnableCheckpointingOperator)"))
+
+    version = cluster.get("currentMasterVersion", "") or ""
+    try:
+        later = GkeVersion.parse(version) > GkeVersion.parse(MTC_MIN_VERSION_EXCLUSIVE)
+    except ValueError:
+        later = False
+    checks.append(Check("control_plane_version", later, version or None, f"later than {MTC_MIN_VERSION_EXCLUSIVE}",
+                        gcloud_upgrade_master(name, location, project_id)))
+
+    autopilot = bool(_get(cluster, "autopilot.enabled", False))
+    checks.append(Check("not_autopilot", not autopilot, "Autopilot" if autopilot else "Standard", "Standard",
+                        "create a Standard cluster: MTC does not support Autopilot"))
+
+    matching = matching_node_pools(cluster, slices)
+    wanted = max(slices.num_slices, 2)
+    observed_pools = [f"{p['name']} ({p['machineType']}, {p['tpuTopology'] or '?'})" for p in tpu_node_pools(cluster)]
+    checks.append(Check(
+        "tpu_node_pools", len(matching) >= wanted, observed_pools,
+        f">= {wanted} node pools of {slices.machine_type} with topology {slices.topology} (one per slice)",
+        f"{gcloud_create_node_pool(name, location, project_id, '<POOL_NAME>', slices)}  "
+        f"x {max(0, wanted - len(matching))} (or MtcCreateTpuNodePoolsOperator)",
+    ))
+
+    if checkpoint_configuration_name:
+        present = checkpoint_configuration is not None
+        bucket = _get(checkpoint_configuration or {}, "spec.cloudStorageBucketName")
+        checks.append(Check("checkpoint_configuration", present,
+                            f"{checkpoint_configuration_name} (bucket {bucket})" if present else None,
+                            f"CheckpointConfiguration {checkpoint_configuration_name}",
+                            "MtcApplyCheckpointConfigurationOperator (or kubectl apply -f checkpoint-configuration.yaml)"))
+    return checks
+
+
+def enable_steps(cluster: Mapping[str, Any], project_id: str) -> list[str]:
+    """What is left to enable MTC, in the guide's order: "workload_pool" first, then "addons"."""
+    steps = []
+    if (_get(cluster, "workloadIdentityConfig.workloadPool", "") or "") != workload_identity_pool(project_id):
+        steps.append("workload_pool")
+    if not (_get(cluster, f"addonsConfig.{ADDON_HSC}.enabled", False)
+            and _get(cluster, f"addonsConfig.{ADDON_FUSE}.enabled", False)):
+        steps.append("addons")
+    return steps
+
+
+# --- local machine checks ---------------------------------------------------------------------------
+
+
+def evaluate_local_machine(facts: Mapping[str, Any], hosts: int, ramdisk_bytes: int, min_cpus: int = 2) -> list[Check]:
+    """The local target's readiness from observed facts (shm path, free bytes, fs type, CPUs, JAX)."""
+    needed = hosts * ramdisk_bytes
+    shm = facts.get("shm_path", "/dev/shm")
+    return [
+        Check("ramdisk_tmpfs", facts.get("shm_fstype") == "tmpfs", facts.get("shm_fstype"), f"tmpfs at {shm}",
+              f"mount -t tmpfs -o size={needed} tmpfs {shm}"),
+        Check("ramdisk_room", (facts.get("shm_free_bytes") or 0) >= needed, facts.get("shm_free_bytes"),
+              f">= {needed} bytes ({hosts} hosts x {ramdisk_bytes} bytes)",
+              f"mount -o remount,size={needed} {shm}  (or lower sizing.parameters)"),
+        Check("cpu_count", (facts.get("cpu_count") or 0) >= min_cpus, facts.get("cpu_count"), f">= {min_cpus}",
+              "run on a machine with more CPUs"),
+        Check("jax_importable", bool(facts.get("jax_version")), facts.get("jax_version") or facts.get("jax_error"),
+              "jax importable", "pip install 'airflow-provider-mtc[local]'"),
+    ]
+
+
+# --- IAM policy merge -------------------------------------------------------------------------------
+
+
+def add_members(policy: Mapping[str, Any], role: str, members: Sequence[str]) -> tuple[dict[str, Any], list[str], list[str]]:
+    """Add members to `role` in a v3 policy dict, idempotently: (new_policy, added, already_present).
+
+    Only an unconditional binding counts: a member bound under a condition is not granted everywhere.
+    The etag is kept, so the write is a compare-and-set against the policy that was read.
+    """
+    new = copy.deepcopy(dict(policy))
+    new["version"] = 3
+    bindings = new.setdefault("bindings", [])
+    target = next((b for b in bindings if b.get("role") == role and not b.get("condition")), None)
+    existing = set(target.get("members", [])) if target else set()
+    added = [m for m in dict.fromkeys(members) if m not in existing]
+    already = [m for m in dict.fromkeys(members) if m in existing]
+    if added:
+        if target is None:
+            target = {"role": role, "members": []}
+            bindings.append(target)
+        target["members"] = sorted(existing | set(added))
+    return new, added, already

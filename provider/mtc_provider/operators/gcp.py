@@ -1,0 +1,306 @@
+"""The guide's GCP control-plane steps as operators: enable MTC, bucket, IAM, CheckpointConfiguration, node pools.
+
+Every operator takes one `target` (GkeTarget or LocalTarget, or its dict form) instead of seven connection
+arguments, is idempotent (a second run changes nothing and says so in its XCom), and waits for GKE
+long-running operations in the triggerer when deferrable. On the local target, steps that have no local
+meaning return {"applies": false, "reason": ...} rather than silently succeeding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Sequence
+
+from airflow.configuration import conf
+from airflow.sdk import BaseOperator
+
+from mtc_provider.core.errors import NotReady, OperationFailed, SpecError
+from mtc_provider.core.readiness import all_ok, enable_steps, summary
+from mtc_provider.core.tpu import SliceSpec
+from mtc_provider.links.gcp import GcsBucketLink, GkeClusterLink
+from mtc_provider.target import GkeTarget, LocalTarget, target_from_dict
+from mtc_provider.triggers.gcp import GkeOperationTrigger, OperationEvent, readiness_checks
+
+NOT_LOCAL = "does not apply locally"
+
+
+def not_applicable(step: str, why: str) -> dict[str, Any]:
+    return {"target": "local", "applies": False, "changed": False, "step": step, "reason": f"{NOT_LOCAL}: {why}"}
+
+
+def slices_dict(slices: SliceSpec | dict[str, Any]) -> dict[str, Any]:
+    """A plain dict (templatable, serializable) validated through SliceSpec."""
+    spec = slices if isinstance(slices, SliceSpec) else SliceSpec(**dict(slices))
+    return dataclasses.asdict(spec)
+
+
+class MtcGcpBaseOperator(BaseOperator):
+    """Shared plumbing: the target, Console links, and waiting for a GKE operation (deferred or polled)."""
+
+    template_fields: Sequence[str] = ("target",)
+    operator_extra_links = (GkeClusterLink(), GcsBucketLink())
+
+    def __init__(self, *, target: GkeTarget | LocalTarget | dict[str, Any] | None = None,
+                 api_endpoint: str | None = None,
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 poll_interval: float = 15.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.target = target
+        self.api_endpoint = api_endpoint  # Container API endpoint override (private/regional endpoint)
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+
+    def resolved_target(self) -> GkeTarget | LocalTarget:
+        return target_from_dict(self.target)
+
+    def persist_cluster_link(self, context: Any, target: GkeTarget) -> None:
+        GkeClusterLink.persist(context, project_id=target.project_id, location=target.location,
+                               cluster_name=target.cluster_name)
+
+    def wait_for(self, context: Any, target: GkeTarget, operation: str, state: dict[str, Any]) -> dict[str, Any] | None:
+        """Wait for the operation, then continue with `self.step(context, state)`."""
+        if self.deferrable:
+            # Also kept in XCom: some runners (dag.test) resume without the defer kwargs.
+            context["ti"].xcom_push(key="mtc_step_state", value=state)
+            self.defer(trigger=GkeOperationTrigger(operation, target.to_dict(), self.api_endpoint, self.poll_interval),
+                       method_name="execute_complete", kwargs={"state": state})
+        from mtc_provider.adapters.gke_cluster import cluster_api, operation_done
+
+        api = cluster_api(target, self.api_endpoint)
+        while not operation_done(api.operation(operation)):
+            time.sleep(self.poll_interval)
+        return self.step(context, state)
+
+    def execute_complete(self, context: Any, event: dict[str, Any],
+                         state: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        ti = context["ti"]
+        state = state or ti.xcom_pull(task_ids=ti.task_id, key="mtc_step_state")
+        result = OperationEvent.from_payload(event)
+        if result.status != "done":
+            raise OperationFailed(result.message)
+        return self.step(context, state)
+
+    def step(self, context: Any, state: dict[str, Any]) -> dict[str, Any] | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class MtcClusterReadinessOperator(MtcGcpBaseOperator):
+    """One-shot readiness: pushes the report (key "readiness") and fails at once unless every check passes."""
+
+    template_fields: Sequence[str] = ("target", "slices", "checkpoint_configuration_name")
+
+    def __init__(self, *, slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None = None,
+                 checkpoint_configuration_name: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.slices = slices
+        self.sizing = sizing
+        self.checkpoint_configuration_name = checkpoint_configuration_name
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        target = self.resolved_target()
+        slices = slices_dict(self.slices)
+        if isinstance(target, GkeTarget):
+            self.persist_cluster_link(context, target)
+        checks = readiness_checks(target, slices, self.sizing, self.checkpoint_configuration_name, self.api_endpoint)
+        report = {"target": target.kind, "ready": all_ok(checks), "checks": [c.to_dict() for c in checks]}
+        context["ti"].xcom_push(key="readiness", value=report)
+        if not report["ready"]:
+            raise NotReady(f"{target.kind} target is not ready for MTC:\n{summary(checks)}", report["checks"])
+        self.log.info("ready:\n%s", summary(checks))
+        return report
+
+
+class MtcEnableCheckpointingOperator(MtcGcpBaseOperator):
+    """Opt-in: Workload Identity pool first, then the two addons (two updates, the guide's order)."""
+
+    def execute(self, context: Any) -> dict[str, Any] | None:
+        target = self.resolved_target()
+        if isinstance(target, LocalTarget):
+            return not_applicable("enable_checkpointing", "the local runner provides ramdisks itself")
+        self.persist_cluster_link(context, target)
+        return self.step(context, {"applied": []})
+
+    def step(self, context: Any, state: dict[str, Any]) -> dict[str, Any] | None:
+        from mtc_provider.adapters.gke_cluster import cluster_api
+
+        target = self.resolved_target()
+        api = cluster_api(target, self.api_endpoint)
+        remaining = enable_steps(api.describe(), target.project_id)
+        if not remaining:
+            return {"target": "gke", "changed": bool(state["applied"]), "applied": state["applied"],
+                    "already_enabled": not state["applied"]}
+        nxt = remaining[0]
+        if nxt in state["applied"]:
+            raise OperationFailed(f"the cluster still lacks {nxt} after its update finished; cluster unchanged?")
+        operation = api.set_workload_pool() if nxt == "workload_pool" else api.enable_mtc_addons()
+        self.log.info("update %s started: operation %s", nxt, operation)
+        return self.wait_for(context, target, operation, {"applied": [*state["applied"], nxt]})
+
+
+class MtcCreateBucketOperator(MtcGcpBaseOperator):
+    """The checkpoint bucket with HNS and UBLA in a region or multi-region; an existing compatible bucket is success."""
+
+    template_fields: Sequence[str] = ("target", "bucket_name", "bucket_location")
+
+    def __init__(self, *, bucket_name: str, bucket_location: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bucket_name = bucket_name
+        self.bucket_location = bucket_location
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from mtc_provider.core.locations import check_bucket_name
+
+        target = self.resolved_target()
+        check_bucket_name(self.bucket_name)
+        if isinstance(target, LocalTarget):
+            from pathlib import Path
+
+            from mtc_provider.adapters.gcs_bucket import LocalBucket
+
+            result = LocalBucket(str(Path(target.home) / "buckets")).ensure_bucket(self.bucket_name)
+            return {"target": "local", "changed": result.created, **result.to_dict()}
+        from mtc_provider.adapters.gcs_bucket import GcsBucketApi, storage_client
+        from mtc_provider.core.spec import BucketSpec
+
+        spec = BucketSpec(self.bucket_name, self.bucket_location or target.location)  # a zone fails here, first
+        GcsBucketLink.persist(context, bucket=spec.name, project_id=target.project_id)
+        result = GcsBucketApi(storage_client(target.gcp_conn_id, target.impersonation_chain)).ensure_bucket(
+            spec, target.project_id)
+        return {"target": "gke", "changed": result.created, **result.to_dict()}
+
+
+class MtcGrantBucketAccessOperator(MtcGcpBaseOperator):
+    """roles/storage.objectUser on the bucket (never the project) to the guide's two principals."""
+
+    template_fields: Sequence[str] = ("target", "bucket_name", "workload_namespace", "workload_service_account",
+                                      "project_number")
+
+    def __init__(self, *, bucket_name: str, workload_namespace: str = "default",
+                 workload_service_account: str = "default", project_number: str | None = None,
+                 resource_manager_endpoint: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bucket_name = bucket_name
+        self.workload_namespace = workload_namespace
+        self.workload_service_account = workload_service_account
+        self.project_number = project_number
+        self.resource_manager_endpoint = resource_manager_endpoint
+
+    def members(self, target: GkeTarget) -> list[str]:
+        from mtc_provider.adapters.gcs_bucket import project_number
+        from mtc_provider.core.iam import bucket_members
+        from mtc_provider.core.names import check_namespace, check_service_account
+
+        check_namespace(self.workload_namespace)
+        check_service_account(self.workload_service_account)
+        number = self.project_number or project_number(target.project_id, target.gcp_conn_id,
+                                                        target.impersonation_chain, self.resource_manager_endpoint)
+        return bucket_members(target.project_id, str(number), self.workload_namespace, self.workload_service_account)
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        target = self.resolved_target()
+        if isinstance(target, LocalTarget):
+            return not_applicable("grant_bucket_access", "a local directory has no IAM policy")
+        from mtc_provider.adapters.gcs_bucket import GcsBucketApi, storage_client
+        from mtc_provider.core.iam import BUCKET_ROLE
+
+        members = self.members(target)
+        GcsBucketLink.persist(context, bucket=self.bucket_name, project_id=target.project_id)
+        result = GcsBucketApi(storage_client(target.gcp_conn_id, target.impersonation_chain)).grant(
+            self.bucket_name, BUCKET_ROLE, members)
+        self.log.info("added %s; already present %s", result.added, result.already_present)
+        return {"target": "gke", **result.to_dict()}
+
+
+class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):
+    """Create or update in place the cluster-scoped CheckpointConfiguration; a no-op when unchanged."""
+
+    template_fields: Sequence[str] = ("target", "name", "bucket_name", "slices", "sizing")
+
+    def __init__(self, *, name: str, bucket_name: str, slices: SliceSpec | dict[str, Any],
+                 sizing: dict[str, Any] | None = None, gcs_fuse_mount_options: list[str] | None = None,
+                 csi_ephemeral_limit: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+        self.bucket_name = bucket_name
+        self.slices = slices
+        self.sizing = sizing
+        self.gcs_fuse_mount_options = gcs_fuse_mount_options
+        self.csi_ephemeral_limit = csi_ephemeral_limit
+
+    def body(self) -> dict[str, Any]:
+        from mtc_provider.core.checkpoint_config import build_checkpoint_configuration
+        from mtc_provider.core.sizing import ramdisk_size
+        from mtc_provider.core.spec import SizingSpec
+
+        spec = SliceSpec(**slices_dict(self.slices))
+        sizing = SizingSpec(**(self.sizing or {}))
+        size = ramdisk_size(sizing.parameters, spec.hosts_per_slice, sizing.bytes_per_parameter, sizing.buffer)
+        return build_checkpoint_configuration(self.name, self.bucket_name, spec, size, self.gcs_fuse_mount_options,
+                                              self.csi_ephemeral_limit)
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        target = self.resolved_target()
+        body = self.body()  # bad input fails here, before any call
+        if isinstance(target, LocalTarget):
+            return {**not_applicable("checkpoint_configuration", "the local runner mounts per-host /dev/shm "
+                                     "directories itself"), "spec": body.get("spec")}
+        from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi, gke_api_client_factory
+        from mtc_provider.adapters.gke_cluster import cluster_api
+
+        self.persist_cluster_link(context, target)
+        cluster = cluster_api(target, self.api_endpoint).describe()  # endpoint and CA, once
+        factory = gke_api_client_factory(cluster, target.gcp_conn_id, target.impersonation_chain,
+                                         target.use_internal_ip)
+        result = CheckpointConfigurationApi(factory).apply(body)
+        self.log.info("CheckpointConfiguration %s: %s", result.name, result.action)
+        return {"target": "gke", **result.to_dict()}
+
+
+class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
+    """One TPU node pool per slice (`<prefix>-<i>`), created one at a time; existing pools of the shape are kept."""
+
+    template_fields: Sequence[str] = ("target", "slices", "node_pool_prefix", "node_locations")
+
+    def __init__(self, *, slices: SliceSpec | dict[str, Any], node_pool_prefix: str = "mtc-slice",
+                 node_locations: list[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.slices = slices
+        self.node_pool_prefix = node_pool_prefix
+        self.node_locations = node_locations
+
+    def execute(self, context: Any) -> dict[str, Any] | None:
+        target = self.resolved_target()
+        spec = SliceSpec(**slices_dict(self.slices))
+        from mtc_provider.core.names import check_dns1123_label
+
+        check_dns1123_label("node_pool_prefix", self.node_pool_prefix, 36)
+        if isinstance(target, LocalTarget):
+            return not_applicable("tpu_node_pools", f"the local runner starts {spec.total_hosts} host processes")
+        self.persist_cluster_link(context, target)
+        return self.step(context, {"created": []})
+
+    def step(self, context: Any, state: dict[str, Any]) -> dict[str, Any] | None:
+        from mtc_provider.adapters.gke_cluster import cluster_api
+
+        target = self.resolved_target()
+        spec = SliceSpec(**slices_dict(self.slices))
+        api = cluster_api(target, self.api_endpoint)
+        pools = {pool["name"]: pool for pool in api.node_pools()}
+        names = [f"{self.node_pool_prefix}-{i}" for i in range(spec.num_slices)]
+        for name in names:
+            pool = pools.get(name)
+            if pool is None:
+                if name in state["created"]:
+                    raise OperationFailed(f"node pool {name} is missing after its create operation finished")
+                operation = api.create_tpu_node_pool(name, spec, self.node_locations)
+                self.log.info("creating node pool %s: operation %s", name, operation)
+                return self.wait_for(context, target, operation, {"created": [*state["created"], name]})
+            shape = ((pool.get("config") or {}).get("machineType"), (pool.get("placementPolicy") or {}).get("tpuTopology"))
+            if shape != (spec.machine_type, spec.topology):
+                raise SpecError("node_pool_prefix", self.node_pool_prefix,
+                                f"a prefix whose pools do not exist yet: {name} exists with {shape}, "
+                                f"not ({spec.machine_type}, {spec.topology})")
+        kept = [name for name in names if name not in state["created"]]
+        return {"target": "gke", "changed": bool(state["created"]), "created": state["created"],
+                "already_present": kept}

@@ -1,0 +1,82 @@
+"""Wait until a cluster (or the local machine) passes every MTC readiness check; fail with the report on timeout."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+from airflow.configuration import conf
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowSensorTimeout
+
+from mtc_provider.core.errors import NotReady
+from mtc_provider.core.readiness import Check, all_ok, summary
+from mtc_provider.core.tpu import SliceSpec
+from mtc_provider.links.gcp import GkeClusterLink
+from mtc_provider.operators.gcp import slices_dict
+from mtc_provider.target import GkeTarget, LocalTarget, target_from_dict
+from mtc_provider.triggers.gcp import ClusterReadinessTrigger, ReadinessEvent, readiness_checks
+
+
+class MtcClusterReadinessSensor(BaseSensorOperator):
+    template_fields: Sequence[str] = ("target", "slices", "checkpoint_configuration_name")
+    operator_extra_links = (GkeClusterLink(),)
+
+    def __init__(self, *, target: GkeTarget | LocalTarget | dict[str, Any] | None = None,
+                 slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None = None,
+                 checkpoint_configuration_name: str | None = None, api_endpoint: str | None = None,
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.target = target
+        self.slices = slices
+        self.sizing = sizing
+        self.checkpoint_configuration_name = checkpoint_configuration_name
+        self.api_endpoint = api_endpoint
+        self.deferrable = deferrable
+        self._last: list[Check] = []
+
+    def _report(self, context: Any, checks: list[Check]) -> dict[str, Any]:
+        target = target_from_dict(self.target)
+        report = {"target": target.kind, "ready": all_ok(checks), "checks": [c.to_dict() for c in checks]}
+        context["ti"].xcom_push(key="readiness", value=report)
+        return report
+
+    def poke(self, context: Any) -> PokeReturnValue:
+        target = target_from_dict(self.target)
+        checks = readiness_checks(target, slices_dict(self.slices), self.sizing, self.checkpoint_configuration_name,
+                                  self.api_endpoint)
+        self._last = checks
+        report = self._report(context, checks)
+        if not report["ready"]:
+            self.log.info("not ready yet:\n%s", summary(checks))
+        return PokeReturnValue(is_done=report["ready"], xcom_value=report)
+
+    def execute(self, context: Any) -> Any:
+        target = target_from_dict(self.target)
+        if isinstance(target, GkeTarget):
+            GkeClusterLink.persist(context, project_id=target.project_id, location=target.location,
+                                   cluster_name=target.cluster_name)
+        if not self.deferrable:
+            try:
+                return super().execute(context)
+            except AirflowSensorTimeout as exc:
+                raise AirflowSensorTimeout(f"not ready after {self.timeout} s:\n{summary(self._last)}") from exc
+        first = self.poke(context)
+        if first.is_done:
+            return first.xcom_value
+        self.defer(trigger=ClusterReadinessTrigger(
+            target.to_dict(), slices_dict(self.slices), time.time() + float(self.timeout), self.sizing,
+            self.checkpoint_configuration_name, self.api_endpoint, float(self.poke_interval)),
+            method_name="execute_complete")
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        result = ReadinessEvent.from_payload(event)
+        if result.status == "error":
+            raise NotReady(f"readiness could not be evaluated: {result.message}")
+        checks = [Check.from_dict(c) for c in result.checks]
+        report = self._report(context, checks)
+        if result.status == "timeout":
+            # A timeout is final: AirflowSensorTimeout is not retried.
+            raise AirflowSensorTimeout(f"not ready after {self.timeout} s:\n{summary(checks)}")
+        return report

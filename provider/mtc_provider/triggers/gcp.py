@@ -1,0 +1,153 @@
+"""Triggers for the GCP control plane: a GKE operation, and cluster readiness.
+
+They carry only primitives (ids, connection id, impersonation chain, endpoint, poll interval), never a
+token: each poll builds its client from the connection, so a long wait never outlives a token. Blocking
+client calls run in a worker thread, never in the triggerer's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, AsyncIterator
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from mtc_provider.core.errors import OperationFailed
+from mtc_provider.core.readiness import Check, all_ok
+from mtc_provider.target import GkeTarget, LocalTarget, target_from_dict
+
+
+@dataclass(frozen=True)
+class OperationEvent:
+    status: str  # "done" | "error"
+    operation: str
+    message: str = ""
+
+    def to_payload(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> "OperationEvent":
+        return cls(**payload)
+
+
+@dataclass(frozen=True)
+class ReadinessEvent:
+    status: str  # "ready" | "timeout" | "error"
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+
+    def to_payload(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> "ReadinessEvent":
+        return cls(**payload)
+
+
+def readiness_checks(target: GkeTarget | LocalTarget, slices: dict[str, Any], sizing: dict[str, Any] | None = None,
+                     checkpoint_configuration_name: str | None = None,
+                     api_endpoint: str | None = None) -> list[Check]:
+    """One readiness evaluation for either target (blocking: call it from a thread in async code)."""
+    from mtc_provider.core.readiness import evaluate_cluster, evaluate_local_machine
+    from mtc_provider.core.sizing import ramdisk_size
+    from mtc_provider.core.spec import SizingSpec
+    from mtc_provider.core.tpu import SliceSpec
+
+    spec = SliceSpec(**slices)
+    if isinstance(target, LocalTarget):
+        from mtc_provider.adapters.local_machine import machine_facts
+
+        size = SizingSpec(**(sizing or {}))
+        per_host = ramdisk_size(size.parameters, spec.hosts_per_slice, size.bytes_per_parameter, size.buffer)
+        return evaluate_local_machine(machine_facts(), spec.total_hosts, per_host.total_bytes)
+    from mtc_provider.adapters.gke_cluster import cluster_api
+
+    cluster = cluster_api(target, api_endpoint).describe()
+    config = None
+    if checkpoint_configuration_name:
+        from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi, gke_api_client_factory
+
+        factory = gke_api_client_factory(cluster, target.gcp_conn_id, target.impersonation_chain, target.use_internal_ip)
+        config = CheckpointConfigurationApi(factory).get(checkpoint_configuration_name)
+    return evaluate_cluster(cluster, spec, target.project_id, target.location, config, checkpoint_configuration_name)
+
+
+class GkeOperationTrigger(BaseTrigger):
+    """Polls one GKE long-running operation until DONE; the event says done or error (with the message)."""
+
+    def __init__(self, operation: str, target: dict[str, Any], api_endpoint: str | None = None,
+                 poll_interval: float = 15.0) -> None:
+        super().__init__()
+        self.operation = operation
+        self.target = target
+        self.api_endpoint = api_endpoint
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"operation": self.operation, "target": self.target, "api_endpoint": self.api_endpoint,
+                 "poll_interval": self.poll_interval})
+
+    def _poll(self) -> bool:
+        from mtc_provider.adapters.gke_cluster import cluster_api, operation_done
+
+        target = target_from_dict(self.target)
+        return operation_done(cluster_api(target, self.api_endpoint).operation(self.operation))
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while True:
+            try:
+                done = await asyncio.to_thread(self._poll)
+            except OperationFailed as exc:
+                yield TriggerEvent(OperationEvent("error", self.operation, str(exc)).to_payload())
+                return
+            except Exception as exc:  # noqa: BLE001 - reported to the task, which raises it
+                yield TriggerEvent(OperationEvent("error", self.operation, f"{type(exc).__name__}: {exc}").to_payload())
+                return
+            if done:
+                yield TriggerEvent(OperationEvent("done", self.operation).to_payload())
+                return
+            await asyncio.sleep(self.poll_interval)
+
+
+class ClusterReadinessTrigger(BaseTrigger):
+    """Re-evaluates readiness every poll_interval until every check passes or `deadline` (unix s) passes."""
+
+    def __init__(self, target: dict[str, Any], slices: dict[str, Any], deadline: float,
+                 sizing: dict[str, Any] | None = None, checkpoint_configuration_name: str | None = None,
+                 api_endpoint: str | None = None, poll_interval: float = 60.0) -> None:
+        super().__init__()
+        self.target = target
+        self.slices = slices
+        self.deadline = deadline
+        self.sizing = sizing
+        self.checkpoint_configuration_name = checkpoint_configuration_name
+        self.api_endpoint = api_endpoint
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"target": self.target, "slices": self.slices, "deadline": self.deadline, "sizing": self.sizing,
+                 "checkpoint_configuration_name": self.checkpoint_configuration_name,
+                 "api_endpoint": self.api_endpoint, "poll_interval": self.poll_interval})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        target = target_from_dict(self.target)
+        while True:
+            try:
+                checks = await asyncio.to_thread(readiness_checks, target, self.slices, self.sizing,
+                                                 self.checkpoint_configuration_name, self.api_endpoint)
+            except Exception as exc:  # noqa: BLE001 - the task raises it with the message
+                yield TriggerEvent(ReadinessEvent("error", [], f"{type(exc).__name__}: {exc}").to_payload())
+                return
+            payload = [check.to_dict() for check in checks]
+            if all_ok(checks):
+                yield TriggerEvent(ReadinessEvent("ready", payload).to_payload())
+                return
+            if time.time() + self.poll_interval > self.deadline:
+                yield TriggerEvent(ReadinessEvent("timeout", payload).to_payload())
+                return
+            await asyncio.sleep(self.poll_interval)

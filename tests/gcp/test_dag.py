@@ -1,0 +1,99 @@
+"""The six jobs chained in real Airflow DAGs (dag.test on SQLite): GKE against the fakes, then the local target.
+
+The DAGs live in tests/gcp/dags (dag.test needs them in a bundle); a second run must change nothing.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from mtc_provider.core.iam import BUCKET_ROLE, bucket_members
+from mtc_provider.operators.gcp import MtcCreateBucketOperator, MtcCreateTpuNodePoolsOperator, MtcGrantBucketAccessOperator
+from mtc_provider.target import GkeTarget, LocalTarget
+
+from .conftest import CLUSTER, LOCATION, NUMBER, PROJECT
+
+DAGS = Path(__file__).parent / "dags"
+SLICES = {"tpu_type": "v6e", "topology": "4x8", "num_slices": 2, "machine_type": "ct6e-standard-4t"}
+
+
+def day(n: int) -> datetime.datetime:
+    return datetime.datetime(2026, 1, n, tzinfo=datetime.timezone.utc)
+
+
+@pytest.fixture
+def dags(monkeypatch, tmp_path, airflow_db):
+    """Load the DAG file after the fakes' URLs are in the environment; dag.test syncs it from this bundle."""
+
+    def load(container_url: str = "http://127.0.0.1:9"):
+        monkeypatch.setenv("MTC_TEST_CONTAINER_URL", container_url)
+        monkeypatch.setenv("MTC_TEST_LOCAL_HOME", str(tmp_path))
+        monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([
+            {"name": "mtc-gcp-tests", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+             "kwargs": {"path": str(DAGS)}}]))
+        spec = importlib.util.spec_from_file_location("mtc_gcp_dags", DAGS / "mtc_gcp_dags.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
+def writes(container, gcs, k8s):
+    return container.writes, gcs.bucket_writes, gcs.policy_writes, k8s.writes
+
+
+def test_gke_setup_dag_then_second_run_changes_nothing(dags, container, gcs, k8s, gcp_connection):
+    dag = dags(container.url).gke_setup
+    first = dag.test(logical_date=day(1))
+    assert first.state == "success", [(ti.task_id, ti.state) for ti in first.get_task_instances()]
+    cluster = container.clusters[f"{PROJECT}/{LOCATION}/{CLUSTER}"]
+    assert cluster["workloadIdentityConfig"]["workloadPool"] == "proj.svc.id.goog"
+    assert [p["name"] for p in cluster["nodePools"]] == ["mtc-slice-0", "mtc-slice-1"]
+    assert gcs.buckets["ckpt"]["hierarchicalNamespace"]["enabled"]
+    binding = next(b for b in gcs.policies["ckpt"]["bindings"] if b["role"] == BUCKET_ROLE)
+    # What `mtc plan` lists (core.iam.bucket_members) is exactly what the operator bound.
+    assert binding["members"] == sorted(bucket_members(PROJECT, NUMBER, "training", "trainer"))
+    assert k8s.objects["mtc-config"]["spec"]["cloudStorageBucketName"] == "ckpt"
+    assert container.writes == 4  # two cluster updates, two node pools
+    before = writes(container, gcs, k8s)
+
+    second = dag.test(logical_date=day(2))
+    assert second.state == "success"
+    assert writes(container, gcs, k8s) == before
+
+
+def test_readiness_operator_fails_at_once_with_the_report(dags, container, gcp_connection):
+    run = dags(container.url).not_ready.test(logical_date=day(3))
+    assert run.state == "failed"
+
+
+def test_local_target_dag(dags, tmp_path):
+    run = dags().local_setup.test(logical_date=day(4))
+    assert run.state == "success", [(ti.task_id, ti.state) for ti in run.get_task_instances()]
+    assert (tmp_path / "buckets" / "ckpt").is_dir()
+
+
+def test_local_steps_say_they_do_not_apply(tmp_path):
+    target = LocalTarget(home=str(tmp_path))
+    grant = MtcGrantBucketAccessOperator(task_id="g", target=target, bucket_name="ckpt").execute({})
+    pools = MtcCreateTpuNodePoolsOperator(task_id="p", target=target, slices=SLICES).execute({})
+    assert grant["applies"] is False and "does not apply locally" in grant["reason"]
+    assert pools["applies"] is False and "16 host processes" in pools["reason"]
+    bucket = MtcCreateBucketOperator(task_id="b", target=target, bucket_name="ckpt")
+    assert bucket.execute({})["changed"] is True and bucket.execute({})["changed"] is False
+
+
+def test_zone_bucket_location_fails_before_any_call(gcs, gcp_connection):
+    from mtc_provider.core.errors import SpecError
+
+    op = MtcCreateBucketOperator(task_id="b", target=GkeTarget(PROJECT, LOCATION, CLUSTER), bucket_name="ckpt",
+                                 bucket_location="us-central1-a")
+    with pytest.raises(SpecError, match="zone of region us-central1"):
+        op.execute({})
+    assert gcs.requests == []

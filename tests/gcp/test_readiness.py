@@ -1,0 +1,107 @@
+"""The pure readiness checks and IAM merge, over plain dicts."""
+
+from __future__ import annotations
+
+import copy
+
+from mtc_provider.core.readiness import add_members, all_ok, enable_steps, evaluate_cluster, evaluate_local_machine
+from mtc_provider.core.tpu import SliceSpec
+
+SLICES = SliceSpec("v6e", "4x8", 2, "ct6e-standard-4t")
+
+
+def ready_cluster() -> dict:
+    pool = {"config": {"machineType": "ct6e-standard-4t"}, "placementPolicy": {"tpuTopology": "4x8"}}
+    return {
+        "name": "mtc", "currentMasterVersion": "1.32.4-gke.1415000",
+        "workloadIdentityConfig": {"workloadPool": "proj.svc.id.goog"},
+        "addonsConfig": {"highScaleCheckpointingConfig": {"enabled": True}, "gcsFuseCsiDriverConfig": {"enabled": True}},
+        "nodePools": [{"name": "default-pool", "config": {"machineType": "e2-standard-4"}},
+                      {"name": "a", **copy.deepcopy(pool)}, {"name": "b", **copy.deepcopy(pool)}],
+    }
+
+
+def by_name(checks):
+    return {check.name: check for check in checks}
+
+
+def test_ready_cluster_passes_every_check():
+    checks = evaluate_cluster(ready_cluster(), SLICES, "proj", "us-central1", {"spec": {"cloudStorageBucketName": "b"}},
+                              "cfg")
+    assert all_ok(checks), [c for c in checks if not c.ok]
+    assert [c.name for c in checks] == ["workload_identity_pool", "high_scale_checkpointing_addon",
+                                        "gcs_fuse_csi_driver_addon", "control_plane_version", "not_autopilot",
+                                        "tpu_node_pools", "checkpoint_configuration"]
+
+
+def test_each_failure_names_observed_expected_and_the_guide_command():
+    cluster = ready_cluster()
+    cluster["workloadIdentityConfig"] = {}
+    cluster["addonsConfig"]["highScaleCheckpointingConfig"]["enabled"] = False
+    cluster["currentMasterVersion"] = "1.32.3-gke.1170000"  # the minimum itself is not later than itself
+    cluster["autopilot"] = {"enabled": True}
+    cluster["nodePools"][2]["placementPolicy"]["tpuTopology"] = "2x4"
+    checks = by_name(evaluate_cluster(cluster, SLICES, "proj", "us-central1", None, "cfg"))
+    assert not checks["workload_identity_pool"].ok
+    assert checks["workload_identity_pool"].expected == "proj.svc.id.goog"
+    assert "gcloud container clusters update mtc --workload-pool=proj.svc.id.goog --location=us-central1" in \
+        checks["workload_identity_pool"].fix
+    assert "--update-addons=HighScaleCheckpointing=ENABLED,GcsFuseCsiDriver=ENABLED" in \
+        checks["high_scale_checkpointing_addon"].fix
+    assert checks["gcs_fuse_csi_driver_addon"].ok
+    assert not checks["control_plane_version"].ok and checks["control_plane_version"].observed == "1.32.3-gke.1170000"
+    assert not checks["not_autopilot"].ok
+    pools = checks["tpu_node_pools"]
+    assert not pools.ok and "b (ct6e-standard-4t, 2x4)" in pools.observed
+    assert "--machine-type=ct6e-standard-4t --tpu-topology=4x8" in pools.fix and "x 1" in pools.fix
+    assert not checks["checkpoint_configuration"].ok
+
+
+def test_versions_compare_numerically_not_as_strings():
+    cluster = ready_cluster()
+    cluster["currentMasterVersion"] = "1.32.10-gke.1"  # "1.32.10" < "1.32.3" as strings
+    assert by_name(evaluate_cluster(cluster, SLICES, "proj", "l"))["control_plane_version"].ok
+
+
+def test_enough_pools_for_the_requested_slices():
+    cluster = ready_cluster()
+    four = SliceSpec("v6e", "4x8", 4, "ct6e-standard-4t")
+    assert not by_name(evaluate_cluster(cluster, four, "proj", "l"))["tpu_node_pools"].ok
+
+
+def test_enable_steps_keep_the_guides_order():
+    cluster = ready_cluster()
+    assert enable_steps(cluster, "proj") == []
+    cluster["workloadIdentityConfig"] = {"workloadPool": "other.svc.id.goog"}
+    cluster["addonsConfig"] = {}
+    assert enable_steps(cluster, "proj") == ["workload_pool", "addons"]
+
+
+def test_local_machine_room_is_hosts_times_ramdisk():
+    facts = {"shm_path": "/dev/shm", "shm_fstype": "tmpfs", "shm_free_bytes": 1000, "cpu_count": 2, "jax_version": "0.10.2"}
+    assert all_ok(evaluate_local_machine(facts, hosts=4, ramdisk_bytes=250))
+    room = by_name(evaluate_local_machine(facts, hosts=4, ramdisk_bytes=251))["ramdisk_room"]
+    assert not room.ok and "4 hosts x 251 bytes" in room.expected
+    no_jax = by_name(evaluate_local_machine({**facts, "jax_version": None, "jax_error": "No module named jax"}, 1, 1))
+    assert not no_jax["jax_importable"].ok and no_jax["jax_importable"].observed == "No module named jax"
+
+
+ROLE = "roles/storage.objectUser"
+
+
+def test_add_members_is_idempotent_and_keeps_other_bindings_and_etag():
+    policy = {"etag": "CAE=", "version": 1, "bindings": [{"role": "roles/storage.admin", "members": ["user:a@x"]}]}
+    new, added, already = add_members(policy, ROLE, ["m1", "m2"])
+    assert (added, already) == (["m1", "m2"], [])
+    assert new["version"] == 3 and new["etag"] == "CAE="
+    assert {"role": "roles/storage.admin", "members": ["user:a@x"]} in new["bindings"]
+    again, added2, already2 = add_members(new, ROLE, ["m1", "m2"])
+    assert (added2, already2) == ([], ["m1", "m2"]) and again == new
+    assert policy["bindings"] == [{"role": "roles/storage.admin", "members": ["user:a@x"]}]  # input untouched
+
+
+def test_conditional_binding_does_not_count_as_granted():
+    policy = {"bindings": [{"role": ROLE, "members": ["m1"], "condition": {"expression": "false", "title": "t"}}]}
+    new, added, already = add_members(policy, ROLE, ["m1"])
+    assert added == ["m1"] and already == []
+    assert len(new["bindings"]) == 2 and new["bindings"][0]["condition"]
