@@ -105,3 +105,20 @@ def test_fault_plan_is_seeded_and_validated():
 def test_last_step_reads_the_highest_completed_step():
     assert last_step(b"completed step: 3, loss 1\ncompleted step: 4, loss 0.9\n", None) == 4
     assert last_step(b"nothing\n", 2) == 2
+
+
+def test_pod_spec_resolves_downward_api_references_of_a_built_jobset(tmp_path):
+    """build_jobset reads JobSet's identity through fieldRefs to pod annotations; the runner resolves them."""
+    from mtc_provider.core.jobset import build_jobset_for_run
+    from mtc_provider.core.spec import RunConfig
+    import yaml
+
+    config = RunConfig.from_dict(yaml.safe_load((Path(__file__).parents[2] / "examples" / "local.yaml").read_text()))
+    body = build_jobset_for_run(config)
+    plan = parse("default", body)
+    rj, job_index, slice_index = plan.slices()[1]
+    spec = pod_spec(plan, rj, job_index, slice_index, 0, "127.0.0.1:1", tmp_path / "rd", 2, base_env={})
+    assert spec.env["JOBSET_NAME"] == body["metadata"]["name"]
+    assert spec.env["REPLICATED_JOB_NAME"] == rj.name
+    assert spec.env["JOB_INDEX"] == str(job_index) == "1"
+    assert spec.env["JOBSET_RESTART_ATTEMPT"] == "2"

@@ -291,6 +291,18 @@ def pod_spec(
         "status.hostIP": "127.0.0.1",
         "spec.nodeName": "localhost",
     }
+    # The annotations and labels JobSet's controller puts on every pod, readable through the downward API.
+    pod_metadata = {
+        "jobset.sigs.k8s.io/jobset-name": plan.name,
+        "jobset.sigs.k8s.io/replicatedjob-name": rj.name,
+        "jobset.sigs.k8s.io/job-index": str(job_index),
+        "jobset.sigs.k8s.io/restart-attempt": str(restart),
+        "batch.kubernetes.io/job-completion-index": str(host),
+    }
+    for key, value in pod_metadata.items():
+        for kind in ("annotations", "labels"):
+            fields[f"metadata.{kind}['{key}']"] = value
+            fields[f'metadata.{kind}["{key}"]'] = value
     for var in rj.env:
         if "value" in var:
             value = expand_vars(str(var["value"]), env)
