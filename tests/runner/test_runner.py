@@ -227,3 +227,20 @@ async def test_async_watch_yields_added_then_modified_until_terminal(home, workl
     await api.delete(NS, "watch")
     with pytest.raises(NotFound):
         await api.get(NS, "watch")
+
+
+def test_a_resubmitted_jobset_of_the_same_run_does_not_fire_the_run_faults_again(api, workload):
+    """A fault plan belongs to a training run: the next attempt (a new JobSet, same run-name label) skips it."""
+    from mtc_provider.core.labels import RUN_NAME
+
+    plan = [{"kind": "sigkill_host", "at_step": 2, "slice": 0, "host": 0}]
+    labels = {RUN_NAME: "run-a"}
+    api.create(NS, make_jobset("att-1", workload, args=["steps=5", "sleep=0.1"], fault_plan=plan, labels=labels))
+    first = terminal(api, NS, "att-1")
+    assert first["status"]["restarts"] == 1 and len(api.faults(NS, "att-1")) == 1
+    api.create(NS, make_jobset("att-2", workload, args=["steps=5", "sleep=0.1"], fault_plan=plan, labels=labels))
+    second = terminal(api, NS, "att-2")
+    assert second["status"]["restarts"] == 0 and api.faults(NS, "att-2") == []
+    assert [record["jobset"] for record in api.run_faults(NS, "run-a")] == ["att-1"]
+    api.delete(NS, "att-1")
+    api.delete(NS, "att-2")

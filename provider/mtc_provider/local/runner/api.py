@@ -149,6 +149,10 @@ class LocalJobSetApi:
         """Injected faults of the JobSet so far: kind, slice, host, ts (unix), time, step, restart, pids."""
         return read_jsonl(self.home.faults_file(namespace, name))
 
+    def run_faults(self, namespace: str, run_name: str) -> list[dict[str, Any]]:
+        """Faults fired for a whole training run, across its resubmitted JobSets (each record names its JobSet)."""
+        return read_jsonl(self.home.faults_file(namespace, f"run-{run_name}"))
+
     def pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
         """The current attempt's pods: name, slice, host, processId, pid, restart, log, ramdisk, exitCode, step."""
         return (read_json(self.home.pods_file(namespace, name)) or {}).get("pods", [])

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from mtc_provider.local.runner import policy
+from mtc_provider.core.labels import RUN_NAME
 from mtc_provider.local.runner.faults import Fault, parse_plan
 from mtc_provider.local.runner.manifest import FAULT_PLAN_ANNOTATION, JobSetPlan, parse, pod_spec
 from mtc_provider.local.runner.pods import Pod, free_port, kill_leftover, write_init_info
@@ -28,7 +29,7 @@ class JobSetRun:
         self.faults: list[Fault] = parse_plan(
             (meta.get("annotations") or {}).get(FAULT_PLAN_ANNOTATION), self.plan.num_slices, self.plan.hosts_per_slice
         )
-        self.fired = {r["index"] for r in read_jsonl(self.faults_file)}
+        self.fired = {r["index"] for r in read_jsonl(self.faults_file)} | self.fired_in_run()
         self.created = created
         self.pods: dict[tuple[int, int], Pod] = {}
         self.job_pod_failures: dict[int, int] = {}
@@ -55,6 +56,16 @@ class JobSetRun:
     @property
     def faults_file(self):
         return self.home.faults_file(self.namespace, self.name)
+
+    @property
+    def run_faults_file(self):
+        """Faults fired for the whole training run: a resubmitted JobSet of the same run (label
+        mtc.airflow.apache.org/run-name) does not fire them again. None for a JobSet without that label."""
+        run_name = (self.obj["metadata"].get("labels") or {}).get(RUN_NAME)
+        return self.home.faults_file(self.namespace, f"run-{run_name}") if run_name else None
+
+    def fired_in_run(self) -> set[int]:
+        return {r["index"] for r in read_jsonl(self.run_faults_file)} if self.run_faults_file else set()
 
     def save(self, previous: dict[str, Any] | None) -> None:
         """Write the object when it changed, bumping resourceVersion (watchers key on it)."""
@@ -193,17 +204,18 @@ class JobSetRun:
             ]
             print(f"{self.namespace}/{self.name}: fault {fault} at step {self.step}", flush=True)
             self._apply(fault, targets)
-            append_jsonl(
-                self.faults_file,
-                {
-                    **fault.to_dict(),
-                    "ts": now,
-                    "time": _now(),
-                    "step": self.step,
-                    "restart": self.obj["status"]["restarts"],
-                    "pids": [p.pid for p in targets if p.alive],
-                },
-            )
+            record = {
+                **fault.to_dict(),
+                "ts": now,
+                "time": _now(),
+                "step": self.step,
+                "restart": self.obj["status"]["restarts"],
+                "jobset": self.name,
+                "pids": [p.pid for p in targets if p.alive],
+            }
+            append_jsonl(self.faults_file, record)
+            if self.run_faults_file:
+                append_jsonl(self.run_faults_file, record)
 
     def _apply(self, fault: Fault, targets: list[Pod]) -> None:
         if fault.kind in ("sigkill_host", "kill_slice"):

@@ -92,7 +92,7 @@ class Supervisor:
             return {"error": {"status": 422, "message": str(err)}}
         # A new JobSet of an old name starts with no fault history and no ramdisk left from before.
         run.faults_file.unlink(missing_ok=True)
-        run.fired = set()
+        run.fired = run.fired_in_run()
         run.start_all()
         run.save(None)
         self.runs[(namespace, name)] = run
