@@ -1,0 +1,186 @@
+"""CheckpointStore implementations: a local directory, and GCS through the google provider's GCSHook.
+
+The core (`core.listing`) decides what counts; these classes only fetch names. Both answer an incremental
+question, `finalized(dir, after=step)`, so a poke after the first looks only at what is new where the store
+allows it. The async side (`latest_checkpoint`, `AsyncCheckpointStore`) runs the same code in a worker thread
+(asyncio.to_thread) so a trigger never blocks the event loop; the hook is built there, from the connection id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from mtc_provider.adapters.protocols import CheckpointInfo, CheckpointStore
+from mtc_provider.core.errors import SpecError
+from mtc_provider.core.listing import (
+    COMMIT_FILE,
+    backup_steps,
+    commit_glob,
+    longer_steps_glob,
+    newer_than,
+    same_length_glob,
+    start_offset_after,
+    step_of_dir,
+)
+
+GCS_PAGE_SIZE = 1000  # the GCS JSON API maximum for objects.list
+
+
+def split_gcs_uri(uri: str) -> tuple[str, str]:
+    """('bucket', 'path/without/trailing/slash') from gs://bucket/path; SpecError when it is not one."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "gs" or not parsed.netloc:
+        raise SpecError("checkpoint_dir", uri, "a gs://BUCKET/PATH URL or an absolute local path")
+    return parsed.netloc, parsed.path.strip("/")
+
+
+def local_path(checkpoint_dir: str) -> Path:
+    path = checkpoint_dir[len("file://"):] if checkpoint_dir.startswith("file://") else checkpoint_dir
+    if not path.startswith("/"):
+        raise SpecError("checkpoint_dir", checkpoint_dir, "a gs://BUCKET/PATH URL or an absolute local path")
+    return Path(path)
+
+
+class LocalCheckpointStore:
+    """A local checkpoint directory (the local target's bucket). Cost: one scandir plus a stat per new step."""
+
+    def finalized(self, checkpoint_dir: str, after: int | None = None) -> list[CheckpointInfo]:
+        root = local_path(checkpoint_dir)
+        try:
+            entries = list(os.scandir(root))
+        except FileNotFoundError:
+            return []
+        candidates = {step: entry.path for entry in entries
+                      if entry.is_dir() and (step := step_of_dir(entry.name)) is not None}
+        out = []
+        for step in newer_than(candidates, after):
+            try:
+                commit = os.stat(os.path.join(candidates[step], COMMIT_FILE))
+            except FileNotFoundError:
+                continue  # uncommitted: a save in progress or one that died
+            out.append(CheckpointInfo(step, candidates[step], commit.st_mtime))
+        return out
+
+    def finalized_steps(self, checkpoint_dir: str) -> list[CheckpointInfo]:
+        return self.finalized(checkpoint_dir)
+
+    def latest_step(self, checkpoint_dir: str) -> int | None:
+        found = self.finalized(checkpoint_dir)
+        return found[-1].step if found else None
+
+
+@dataclass
+class ListingCost:
+    """Requests this store sent, and entries they returned: what a benchmark reports per poke."""
+
+    requests: int = 0
+    entries: int = 0
+
+    def reset(self) -> None:
+        self.requests = self.entries = 0
+
+
+class GcsCheckpointStore:
+    """A gs:// checkpoint directory through GCSHook.
+
+    One glob-filtered listing selects one object per finalized step (its commit marker), paged by 1,000, so
+    the cost follows the number of steps, never the files inside them; the marker's creation time is the
+    commit time, with no further request. After the first call, `after=` narrows it with startOffset to what
+    is new: steps with as many digits as the last one from startOffset on, plus those with more digits.
+    """
+
+    def __init__(self, gcp_conn_id: str = "google_cloud_default", hook: Any = None) -> None:
+        self.gcp_conn_id = gcp_conn_id
+        self._hook = hook
+        self.cost = ListingCost()
+
+    @property
+    def hook(self) -> Any:
+        if self._hook is None:
+            from airflow.providers.google.cloud.hooks.gcs import GCSHook
+
+            self._hook = GCSHook(gcp_conn_id=self.gcp_conn_id)
+        return self._hook
+
+    def _list(self, bucket: str, prefix: str, match_glob: str, start_offset: str | None = None) -> list[Any]:
+        client = self.hook.get_conn()
+        iterator = client.list_blobs(bucket, prefix=prefix, match_glob=match_glob, start_offset=start_offset,
+                                     page_size=GCS_PAGE_SIZE)
+        blobs = []
+        for page in iterator.pages:
+            self.cost.requests += 1
+            items = list(page)
+            self.cost.entries += len(items)
+            blobs.extend(items)
+        return blobs
+
+    def finalized(self, checkpoint_dir: str, after: int | None = None) -> list[CheckpointInfo]:
+        bucket, path = split_gcs_uri(checkpoint_dir)
+        prefix = f"{path}/" if path else ""
+        if after is None:
+            blobs = self._list(bucket, prefix, commit_glob(path))
+        else:
+            blobs = self._list(bucket, prefix, same_length_glob(path, after), start_offset_after(path, after))
+            blobs += self._list(bucket, prefix, longer_steps_glob(path, after))
+        found: dict[int, CheckpointInfo] = {}
+        for blob in blobs:
+            parts = blob.name[len(prefix):].split("/")
+            step = step_of_dir(parts[0]) if len(parts) == 2 and parts[1] == COMMIT_FILE else None
+            if step is not None and (after is None or step > after):
+                found[step] = CheckpointInfo(step, f"gs://{bucket}/{prefix}{parts[0]}", _timestamp(blob.time_created))
+        return [found[step] for step in sorted(found)]
+
+    def finalized_steps(self, checkpoint_dir: str) -> list[CheckpointInfo]:
+        return self.finalized(checkpoint_dir)
+
+    def latest_step(self, checkpoint_dir: str) -> int | None:
+        found = self.finalized(checkpoint_dir)
+        return found[-1].step if found else None
+
+    def backup_steps(self, backup_dir: str, workers: int | None = None) -> list[int]:
+        """Steps GKE MTC's replicator backed up under `backup_dir` (`<job>-s<step>-n<node>-w<worker>.meta`)."""
+        bucket, path = split_gcs_uri(backup_dir)
+        prefix = f"{path}/" if path else ""
+        names = [blob.name for blob in self._list(bucket, prefix, f"{prefix}**.meta")]
+        return backup_steps(names, workers)
+
+
+def _timestamp(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+def open_store(checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default") -> LocalCheckpointStore | GcsCheckpointStore:
+    """The store for a checkpoint directory: gs:// goes to GCS, an absolute path or file:// is local."""
+    if checkpoint_dir.startswith("gs://"):
+        split_gcs_uri(checkpoint_dir)
+        return GcsCheckpointStore(gcp_conn_id)
+    local_path(checkpoint_dir)
+    return LocalCheckpointStore()
+
+
+class AsyncCheckpointStore:
+    """The trigger's side: the same store, each call in a worker thread so the event loop keeps running."""
+
+    def __init__(self, checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default") -> None:
+        self.checkpoint_dir = checkpoint_dir
+        self.store = open_store(checkpoint_dir, gcp_conn_id)
+
+    async def finalized(self, after: int | None = None) -> list[CheckpointInfo]:
+        return await asyncio.to_thread(self.store.finalized, self.checkpoint_dir, after)
+
+
+async def latest_checkpoint(checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default",
+                            after: int | None = None) -> CheckpointInfo | None:
+    """The newest finalized checkpoint (newer than `after`, when given), or None. Never blocks the loop."""
+    found = await AsyncCheckpointStore(checkpoint_dir, gcp_conn_id).finalized(after)
+    return found[-1] if found else None
+
+
+__all__ = ["AsyncCheckpointStore", "CheckpointStore", "GcsCheckpointStore", "ListingCost", "LocalCheckpointStore",
+           "latest_checkpoint", "open_store", "split_gcs_uri"]

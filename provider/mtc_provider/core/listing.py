@@ -1,0 +1,103 @@
+"""Which steps of a checkpoint directory are finalized, from names alone (object names or directory entries).
+
+Orbax names a step directory by its integer step; while a save is in flight it lives in
+`<step>.orbax-checkpoint-tmp` (older releases add `-<n>` or `-<timestamp>`), and a step is final only when
+`<step>/commit_success.txt` exists. GKE MTC's replicator backs steps up as `<job>-s<step>-n<node>-w<worker>.meta`.
+Steps going backwards never count: `newer_than` is the one place that rule lives.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+COMMIT_FILE = "commit_success.txt"
+STEP_DIR_RE = re.compile(r"^(?P<step>\d+)$")
+TMP_DIR_RE = re.compile(r"\.orbax-checkpoint-tmp")
+MTC_BACKUP_RE = re.compile(r"^(?P<job>.+)-s(?P<step>\d+)-n(?P<node>\d+)-w(?P<worker>\d+)\.meta$")
+
+
+@dataclass(frozen=True)
+class MtcBackup:
+    job: str
+    step: int
+    node: int
+    worker: int
+
+
+def step_of_dir(name: str) -> int | None:
+    """The step a directory name stands for, or None (in-flight tmp dirs and anything not a plain integer)."""
+    name = name.rstrip("/")
+    if TMP_DIR_RE.search(name):
+        return None
+    match = STEP_DIR_RE.match(name)
+    return int(match["step"]) if match else None
+
+
+def finalized_from_entries(entries: Mapping[str, Iterable[str]]) -> list[int]:
+    """Finalized steps from a directory's entries: {child dir name: names inside it}. Ascending."""
+    steps = {step for name, children in entries.items()
+             if (step := step_of_dir(name)) is not None and COMMIT_FILE in set(children)}
+    return sorted(steps)
+
+
+def finalized_from_objects(names: Iterable[str], prefix: str = "") -> list[int]:
+    """Finalized steps from object names (relative to `prefix`, a directory): `<step>/commit_success.txt`."""
+    prefix = prefix.rstrip("/") + "/" if prefix else ""
+    steps: set[int] = set()
+    for name in names:
+        if prefix and not name.startswith(prefix):
+            continue
+        parts = name[len(prefix):].split("/")
+        if len(parts) == 2 and parts[1] == COMMIT_FILE and (step := step_of_dir(parts[0])) is not None:
+            steps.add(step)
+    return sorted(steps)
+
+
+def parse_mtc_backup(name: str) -> MtcBackup | None:
+    """An MTC replicator backup from an object name (any directory part is ignored), or None."""
+    match = MTC_BACKUP_RE.match(name.rsplit("/", 1)[-1])
+    if not match:
+        return None
+    return MtcBackup(match["job"], int(match["step"]), int(match["node"]), int(match["worker"]))
+
+
+def backup_steps(names: Iterable[str], workers: int | None = None) -> list[int]:
+    """Steps with MTC backups, ascending; with `workers`, only steps backed up by that many (node, worker) pairs."""
+    seen: dict[int, set[tuple[int, int]]] = {}
+    for name in names:
+        backup = parse_mtc_backup(name)
+        if backup is not None:
+            seen.setdefault(backup.step, set()).add((backup.node, backup.worker))
+    return sorted(step for step, pairs in seen.items() if workers is None or len(pairs) >= workers)
+
+
+def newer_than(steps: Iterable[int], after: int | None) -> list[int]:
+    """Steps strictly after `after` (None: all), ascending: a step at or below the last one seen never counts."""
+    return sorted(step for step in set(steps) if after is None or step > after)
+
+
+def commit_glob(prefix: str) -> str:
+    """A GCS matchGlob selecting exactly one object per finalized step: its commit marker."""
+    return f"{prefix.rstrip('/')}/*/{COMMIT_FILE}"
+
+
+def start_offset_after(prefix: str, step: int) -> str:
+    """A GCS startOffset skipping every step name of the same digit count up to and including `step`.
+
+    Names sort as strings, so `<prefix>/<step>0` is above `<step>/...` (`/` < `0`) and below any same-length
+    larger number. Use it with `same_length_glob`: shorter numbers can sort higher ("2" > "123"), and longer
+    ones lower ("100" < "99"), which `longer_steps_glob` covers.
+    """
+    return f"{prefix.rstrip('/')}/{step}0"
+
+
+def same_length_glob(prefix: str, step: int) -> str:
+    """A matchGlob for commit markers of steps with as many digits as `step`."""
+    return f"{prefix.rstrip('/')}/{'?' * len(str(step))}/{COMMIT_FILE}"
+
+
+def longer_steps_glob(prefix: str, step: int) -> str:
+    """A matchGlob for commit markers of steps with more digits than `step` (all larger than it)."""
+    return f"{prefix.rstrip('/')}/{'?' * (len(str(step)) + 1)}*/{COMMIT_FILE}"

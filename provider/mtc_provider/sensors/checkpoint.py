@@ -1,0 +1,107 @@
+"""CheckpointProgressSensor: waits for a run's finalized checkpoints to reach a target step; a run that makes
+no checkpoint progress for `stall_timeout` seconds fails with CheckpointStalled (a retryable failure).
+
+XCom (return value): latest_step, commit_time, steps_per_hour, seconds_since_checkpoint, target_step,
+checkpoint_dir. A log line per new checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+from airflow.configuration import conf
+from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
+
+from mtc_provider.adapters.checkpoint_stores import open_store
+from mtc_provider.core.errors import CheckpointStalled, MtcError, SpecError
+from mtc_provider.core.progress import Progress, ProgressTracker
+from mtc_provider.triggers.checkpoint import REACHED, STALLED, CheckpointProgressEvent, CheckpointProgressTrigger
+
+
+def _positive_number(field: str, value: Any, cast: type = float) -> Any:
+    try:
+        number = cast(value)
+    except (TypeError, ValueError):
+        raise SpecError(field, value, "a positive number") from None
+    if isinstance(value, bool) or number <= 0:
+        raise SpecError(field, value, "a positive number")
+    return number
+
+
+class CheckpointProgressSensor(BaseSensorOperator):
+    """Wait until `<checkpoint_dir>/<step>/commit_success.txt` exists for a step >= target_step.
+
+    :param checkpoint_dir: the run's persistent checkpoint directory, gs://... or a local path (templated).
+    :param target_step: succeed when a finalized step reaches it (templated).
+    :param stall_timeout: fail when no new finalized step appears for this many seconds (templated).
+    :param poll_interval: seconds between listings.
+    :param window_s: window for steps per hour.
+    """
+
+    template_fields: Sequence[str] = ("checkpoint_dir", "target_step", "stall_timeout")
+    ui_color = "#d6eaf8"
+
+    def __init__(self, *, checkpoint_dir: str, target_step: int | str, stall_timeout: float | str = 3600.0,
+                 poll_interval: float = 60.0, window_s: float = 3600.0, gcp_conn_id: str = "google_cloud_default",
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 **kwargs: Any) -> None:
+        kwargs.setdefault("poke_interval", poll_interval)
+        super().__init__(**kwargs)
+        self.checkpoint_dir = checkpoint_dir
+        self.target_step = target_step
+        self.stall_timeout = stall_timeout
+        self.poll_interval = _positive_number("poll_interval", poll_interval)
+        self.window_s = _positive_number("window_s", window_s)
+        self.gcp_conn_id = gcp_conn_id
+        self.deferrable = deferrable
+        self._tracker: ProgressTracker | None = None
+
+    def _validate(self) -> None:
+        # Templated values arrive as strings: convert once, naming the field when they are wrong.
+        self.target_step = _positive_number("target_step", self.target_step, int)
+        self.stall_timeout = _positive_number("stall_timeout", self.stall_timeout)
+        open_store(self.checkpoint_dir, self.gcp_conn_id)  # SpecError on a bad directory, before any I/O
+
+    def execute(self, context: Context) -> Any:
+        self._validate()
+        if not self.deferrable:
+            return super().execute(context)
+        self.defer(
+            trigger=CheckpointProgressTrigger(
+                checkpoint_dir=self.checkpoint_dir, target_step=self.target_step, stall_timeout=self.stall_timeout,
+                poll_interval=self.poll_interval, gcp_conn_id=self.gcp_conn_id, started_at=time.time(),
+                window_s=self.window_s),
+            method_name="execute_complete",
+        )
+
+    def poke(self, context: Context) -> PokeReturnValue | bool:
+        now = time.time()
+        if self._tracker is None:
+            self._tracker = ProgressTracker(started_at=now, window_s=self.window_s)
+        tracker = self._tracker
+        store = open_store(self.checkpoint_dir, self.gcp_conn_id)
+        for info in store.finalized(self.checkpoint_dir, tracker.latest_step):
+            if tracker.observe(info.step, info.commit_time, now):
+                self.log.info("new checkpoint: step %d at %s (commit time %s)", info.step, info.path, info.commit_time)
+        if tracker.latest_step is not None and tracker.latest_step >= self.target_step:
+            return PokeReturnValue(is_done=True, xcom_value=self._xcom(tracker.progress(now)))
+        if tracker.stalled(now, self.stall_timeout):
+            raise CheckpointStalled(self.checkpoint_dir, tracker.latest_step, tracker.seconds_without_progress(now),
+                                    self.stall_timeout)
+        return False
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        result = CheckpointProgressEvent.from_payload(event)
+        for step, commit_time in result.new_checkpoints:
+            self.log.info("new checkpoint: step %d (commit time %s)", step, commit_time)
+        if result.status == REACHED:
+            self.log.info(result.message)
+            return self._xcom(result.progress)
+        if result.status == STALLED:
+            raise CheckpointStalled(self.checkpoint_dir, result.progress.latest_step, result.waited_s,
+                                    float(self.stall_timeout))
+        raise MtcError(f"unexpected checkpoint progress event: {event}")
+
+    def _xcom(self, progress: Progress) -> dict[str, Any]:
+        return {**progress.to_payload(), "target_step": int(self.target_step), "checkpoint_dir": self.checkpoint_dir}

@@ -1,0 +1,198 @@
+"""Triggers that watch a checkpoint directory: progress toward a target step (with stall detection) for the
+sensor, and new persistent checkpoints as asset events (an AssetWatcher's BaseEventTrigger).
+
+They carry only primitives (directory, connection id, numbers), build their store in the triggerer, and
+list it in a worker thread (adapters.checkpoint_stores.AsyncCheckpointStore).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, AsyncIterator
+
+from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
+
+from mtc_provider.adapters.checkpoint_stores import AsyncCheckpointStore
+from mtc_provider.core.progress import Progress, ProgressTracker
+
+REACHED, STALLED = "reached", "stalled"
+WATERMARK_KEY = "last_step"
+
+
+class Clock:
+    """Wall clock and sleep; tests swap in a scripted one so stall tests need no real waiting."""
+
+    def now(self) -> float:
+        return time.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+clock = Clock()
+
+
+def open_async_store(checkpoint_dir: str, gcp_conn_id: str) -> AsyncCheckpointStore:
+    return AsyncCheckpointStore(checkpoint_dir, gcp_conn_id)
+
+
+@dataclass(frozen=True)
+class CheckpointProgressEvent:
+    """The one event of CheckpointProgressTrigger: the target was reached, or the run stalled."""
+
+    status: str
+    checkpoint_dir: str
+    target_step: int
+    progress: Progress
+    message: str = ""
+    # (step, commit_time) of each checkpoint first seen while deferred, so the task log lists them all.
+    new_checkpoints: list[tuple[int, float | None]] = field(default_factory=list)
+    waited_s: float = 0.0
+
+    def to_payload(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["progress"] = self.progress.to_payload()
+        data["new_checkpoints"] = [list(item) for item in self.new_checkpoints]
+        return data
+
+    @classmethod
+    def from_payload(cls, data: dict[str, Any]) -> "CheckpointProgressEvent":
+        values = dict(data)
+        values["progress"] = Progress.from_payload(values["progress"])
+        values["new_checkpoints"] = [tuple(item) for item in values.get("new_checkpoints", [])]
+        return cls(**values)
+
+
+class CheckpointProgressTrigger(BaseTrigger):
+    """Polls the finalized steps every `poll_interval` s; fires when `target_step` is reached or when no new
+    step appeared for `stall_timeout` s (so a stall is reported within stall_timeout + poll_interval)."""
+
+    def __init__(self, checkpoint_dir: str, target_step: int, stall_timeout: float, poll_interval: float = 60.0,
+                 gcp_conn_id: str = "google_cloud_default", started_at: float | None = None,
+                 window_s: float = 3600.0, max_logged: int = 100) -> None:
+        super().__init__()
+        self.checkpoint_dir = checkpoint_dir
+        self.target_step = target_step
+        self.stall_timeout = stall_timeout
+        self.poll_interval = poll_interval
+        self.gcp_conn_id = gcp_conn_id
+        self.started_at = started_at
+        self.window_s = window_s
+        self.max_logged = max_logged
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}", {
+            "checkpoint_dir": self.checkpoint_dir, "target_step": self.target_step,
+            "stall_timeout": self.stall_timeout, "poll_interval": self.poll_interval,
+            "gcp_conn_id": self.gcp_conn_id, "started_at": self.started_at, "window_s": self.window_s,
+            "max_logged": self.max_logged,
+        })
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        store = open_async_store(self.checkpoint_dir, self.gcp_conn_id)
+        tracker = ProgressTracker(started_at=self.started_at or clock.now(), window_s=self.window_s)
+        seen: list[tuple[int, float | None]] = []
+        last_error = ""
+        while True:
+            try:
+                found = await store.finalized(tracker.latest_step)
+                last_error = ""
+            except Exception as exc:  # a transient listing error is no progress; the stall clock decides
+                found, last_error = [], f"{type(exc).__name__}: {exc}"
+                self.log.warning("listing %s failed: %s", self.checkpoint_dir, last_error)
+            now = clock.now()
+            for info in found:
+                if tracker.observe(info.step, info.commit_time, now):
+                    self.log.info("new checkpoint: step %d at %s (commit time %s)", info.step, info.path, info.commit_time)
+                    seen = (seen + [(info.step, info.commit_time)])[-self.max_logged:]
+            if tracker.latest_step is not None and tracker.latest_step >= self.target_step:
+                yield self._event(REACHED, tracker, now, seen, f"reached step {tracker.latest_step} >= {self.target_step}")
+                return
+            if tracker.stalled(now, self.stall_timeout):
+                waited = tracker.seconds_without_progress(now)
+                message = (f"no new finalized checkpoint in {self.checkpoint_dir} for {waited:.0f}s "
+                           f"(stall_timeout {self.stall_timeout:.0f}s); latest step {tracker.latest_step}")
+                yield self._event(STALLED, tracker, now, seen, message + (f"; last error: {last_error}" if last_error else ""))
+                return
+            await clock.sleep(self.poll_interval)
+
+    def _event(self, status: str, tracker: ProgressTracker, now: float, seen: list, message: str) -> TriggerEvent:
+        event = CheckpointProgressEvent(status, self.checkpoint_dir, self.target_step, tracker.progress(now), message,
+                                        seen, tracker.seconds_without_progress(now))
+        return TriggerEvent(event.to_payload())
+
+
+@dataclass(frozen=True)
+class CheckpointAssetEvent:
+    """One new persistent checkpoint, as recorded in the asset event's extra (under "payload")."""
+
+    step: int
+    commit_time: float | None
+    run_name: str
+    checkpoint_dir: str
+    path: str
+
+    def to_payload(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_payload(cls, data: dict[str, Any]) -> "CheckpointAssetEvent":
+        return cls(**{k: data[k] for k in ("step", "commit_time", "run_name", "checkpoint_dir", "path")})
+
+
+class CheckpointAssetTrigger(BaseEventTrigger):
+    """Runs in the triggerer for an AssetWatcher: yields one event per new finalized checkpoint, as it appears.
+
+    The triggerer turns each yielded event into an asset event right away (`Trigger.submit_event`), so
+    downstream DAGs start on each checkpoint while training goes on. On its first start it announces only the
+    newest existing checkpoint; the last announced step is kept in the asset's state store (when the
+    triggerer provides one), so a triggerer restart does not announce a step twice.
+    """
+
+    def __init__(self, checkpoint_dir: str, run_name: str, poll_interval: float = 60.0,
+                 gcp_conn_id: str = "google_cloud_default") -> None:
+        super().__init__()
+        self.checkpoint_dir = checkpoint_dir
+        self.run_name = run_name
+        self.poll_interval = poll_interval
+        self.gcp_conn_id = gcp_conn_id
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}", {
+            "checkpoint_dir": self.checkpoint_dir, "run_name": self.run_name,
+            "poll_interval": self.poll_interval, "gcp_conn_id": self.gcp_conn_id,
+        })
+
+    async def _watermark(self) -> int | None:
+        if self.asset_state_store is None:
+            return None
+        value = await self.asset_state_store.aget(WATERMARK_KEY)
+        return int(value) if value is not None else None
+
+    async def _set_watermark(self, step: int) -> None:
+        if self.asset_state_store is not None:
+            await self.asset_state_store.aset(WATERMARK_KEY, step)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        store = open_async_store(self.checkpoint_dir, self.gcp_conn_id)
+        after = await self._watermark()
+        first = after is None
+        while True:
+            try:
+                found = await store.finalized(after)
+            except Exception as exc:  # keep watching: the asset watcher must outlive a flaky listing
+                self.log.warning("listing %s failed: %s: %s", self.checkpoint_dir, type(exc).__name__, exc)
+                await clock.sleep(self.poll_interval)
+                continue
+            if first:  # what existed before watching began: announce only the newest
+                found, first = found[-1:], False
+            for info in found:
+                self.log.info("checkpoint asset event: step %d (%s)", info.step, info.path)
+                # Watermark first: the triggerer may stop iterating right after taking the event.
+                after = info.step
+                await self._set_watermark(after)
+                yield TriggerEvent(CheckpointAssetEvent(info.step, info.commit_time, self.run_name,
+                                                        self.checkpoint_dir, info.path).to_payload())
+            await clock.sleep(self.poll_interval)
