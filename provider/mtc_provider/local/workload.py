@@ -392,6 +392,7 @@ class Workload:
         self.ident = ident
         self.events_file = events_file
         self.watchdog: Watchdog | None = None
+        self.current_step: int | None = None  # last completed (or restored) step
 
     # -- events / logging ------------------------------------------------------------------
     def emit(self, event: str, **fields: Any) -> None:
@@ -629,12 +630,14 @@ class Workload:
             return 0
         self.beat("restore")
         latest = self.mgr.latest_step()
+        if latest is not None:
+            latest = int(latest)
         if latest is None:
             self.log("no checkpoint found; starting from step 0")
             return 0
         tier = "persistent"
         t0 = time.time()
-        if self.mode == "emergency":
+        if self.mode.startswith("emergency"):
             inner = getattr(self.mgr, "_checkpoint_manager", None)
             finder = getattr(inner, "_find_slice_with_complete_local_checkpoint", None)
             if finder is not None and finder(latest) > -1:  # the same test Orbax's restore() makes
@@ -700,6 +703,7 @@ class Workload:
         cfg = self.cfg
         t_start = time.time()
         self.setup_jax()
+        t_init = time.time()
         self.build()
         self.tracker = SaveTracker(self.emit)
         self.make_manager()
@@ -707,14 +711,17 @@ class Workload:
             f"{self.ident.num_processes} processes ({self.ident.num_slices} slices x"
             f" {self.ident.hosts_per_slice} hosts), mesh {dict(self.mesh.shape)}, {self.n_params} params,"
             f" checkpointing mode {self.mode}, setup {time.time() - t_start:.2f}s"
+            f" (import+jax.distributed {t_init - t_start:.2f}s, model+manager {time.time() - t_init:.2f}s)"
         )
         step = self.restore()
+        self.current_step = step
         while step < cfg.steps:
             t0 = time.time()
             new_state, loss = self.train_step(self.state, self.batch(step + 1), self.teacher)
             loss = float(loss.addressable_data(0))
             self.state = new_state
             step += 1
+            self.current_step = step
             if cfg.step_time_ms:
                 time.sleep(cfg.step_time_ms / 1000.0)
             seconds = time.time() - t0
@@ -797,10 +804,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_watchdog(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
-        w.emit("error", reason="watchdog", message=msg)
+        w.emit("error", step=w.current_step, reason="watchdog", message=msg)
         sys.stdout.flush()
 
-    w.watchdog = Watchdog(cfg.distributed_timeout_s, on_watchdog).start()
+    # A step may legitimately take step_time_ms longer than the collectives' timeout.
+    w.watchdog = Watchdog(cfg.distributed_timeout_s + cfg.step_time_ms / 1000.0, on_watchdog).start()
     w.emit(
         "start",
         step=None,
@@ -819,11 +827,11 @@ def main(argv: list[str] | None = None) -> int:
         code = w.run()
     except FlagError as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
-        w.emit("error", reason="config", message=str(e))
+        w.emit("error", step=w.current_step, reason="config", message=str(e))
         code = EXIT_BAD_CONFIG
     except BaseException as e:  # noqa: BLE001 - every other failure is retryable
         traceback.print_exc()
-        w.emit("error", reason=type(e).__name__, message=str(e)[:2000])
+        w.emit("error", step=w.current_step, reason=type(e).__name__, message=str(e)[:2000])
         code = EXIT_RETRYABLE
     sys.stdout.flush()
     sys.stderr.flush()

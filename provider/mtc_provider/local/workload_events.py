@@ -22,6 +22,16 @@ EVENT_TYPES = frozenset(
 TIERS = frozenset({"local", "persistent"})
 
 
+def _json_default(obj: Any) -> Any:
+    item = getattr(obj, "item", None)  # numpy / JAX scalars
+    if callable(item):
+        try:
+            return item()
+        except (TypeError, ValueError):
+            pass
+    return str(obj)
+
+
 def append_event(path: str | os.PathLike, **fields: Any) -> dict:
     """Append one event as a single JSON line to ``path`` (created with parents) and flush it.
 
@@ -32,7 +42,7 @@ def append_event(path: str | os.PathLike, **fields: Any) -> dict:
     if event not in EVENT_TYPES:
         raise ValueError(f"event must be one of {sorted(EVENT_TYPES)}, got {event!r}")
     record = {"ts": time.time(), **fields}
-    line = json.dumps(record, sort_keys=False, separators=(",", ":"), default=str) + "\n"
+    line = json.dumps(record, sort_keys=False, separators=(",", ":"), default=_json_default) + "\n"
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     # One write() of one line on an O_APPEND file: concurrent appenders do not interleave lines.

@@ -1,0 +1,68 @@
+"""What each injected fault cost (pure): steps lost, the tier restored from, restore and recovery time.
+
+Inputs are plain dicts: the runner's fault records (`ts`, `kind`, `slice`, `host`) and the workload's
+events (`ts`, `event`, `step`, `tier`, `duration_s`). A fault's cost is read off the events around it: the
+last step completed before it, the first restore after it, and the first new step after that restore.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Mapping
+
+
+@dataclass(frozen=True)
+class FaultOutcome:
+    kind: str
+    target: str  # "slice 0 host 1" / "slice 1"
+    ts: float
+    last_step: int | None  # the newest step any process completed before the fault
+    restored_step: int | None  # the step the next start restored (0: started over)
+    tier: str | None  # local | persistent | None (nothing to restore)
+    restore_s: float | None
+    recovery_s: float | None  # fault to the first newly completed step
+    steps_lost: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _target(fault: Mapping[str, Any]) -> str:
+    host = fault.get("host")
+    return f"slice {fault.get('slice')}" + (f" host {host}" if host is not None else "")
+
+
+def fault_outcomes(faults: Iterable[Mapping[str, Any]], events: Iterable[Mapping[str, Any]]) -> list[FaultOutcome]:
+    events = sorted(events, key=lambda e: e["ts"])
+    steps = [e for e in events if e.get("event") == "step"]
+    starts = [e for e in events if e.get("event") in ("restore", "start")]
+    outcomes = []
+    for fault in sorted(faults, key=lambda f: f["ts"]):
+        ts = float(fault["ts"])
+        before = [e["step"] for e in steps if e["ts"] <= ts]
+        last_step = max(before) if before else None
+        restore = next((e for e in starts if e["ts"] > ts and e.get("event") == "restore"), None)
+        fresh_start = next((e for e in starts if e["ts"] > ts), None)
+        if restore is not None and (fresh_start is None or fresh_start["ts"] >= restore["ts"] or
+                                    fresh_start.get("event") == "restore"):
+            restored, tier, restore_s, resumed_at = restore["step"], restore.get("tier"), restore.get("duration_s"), restore["ts"]
+        elif fresh_start is not None:
+            restored, tier, restore_s, resumed_at = 0, None, None, fresh_start["ts"]
+        else:
+            restored, tier, restore_s, resumed_at = None, None, None, None
+        first_new = next((e for e in steps if resumed_at is not None and e["ts"] > resumed_at), None)
+        lost = None if last_step is None or restored is None else max(0, last_step - restored)
+        outcomes.append(
+            FaultOutcome(
+                kind=str(fault.get("kind")),
+                target=_target(fault),
+                ts=ts,
+                last_step=last_step,
+                restored_step=restored,
+                tier=tier,
+                restore_s=restore_s,
+                recovery_s=None if first_new is None else first_new["ts"] - ts,
+                steps_lost=lost,
+            )
+        )
+    return outcomes
