@@ -1,0 +1,126 @@
+"""Pick the JobSetApi for a target.
+
+`connection_for(target)` resolves, once, everything a client needs into a dict of serializable,
+non-secret primitives (GKE: endpoint, CA, connection id, impersonation chain; local: the home
+directory). Operators call it; triggers receive the dict and rebuild an async api from it, minting a
+fresh token per client. `register(kind, ...)` replaces the api for a target kind (tests use the
+in-memory fake this way: no monkeypatching).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator, Mapping
+
+from mtc_provider.adapters.protocols import AsyncJobSetApi, JobSetApi
+from mtc_provider.core.errors import SpecError
+from mtc_provider.target import GkeTarget, LocalTarget, Target, target_from_dict
+
+SyncFactory = Callable[[Mapping[str, Any]], JobSetApi]
+AsyncFactory = Callable[[Mapping[str, Any]], AsyncJobSetApi]
+KINDS = ("gke", "kubernetes", "local")
+_registry: dict[str, tuple[SyncFactory, AsyncFactory]] = {}
+
+
+def register(kind: str, sync_factory: SyncFactory, async_factory: AsyncFactory) -> None:
+    """Serve `kind` connections with these factories (each gets the connection dict)."""
+    _registry[kind] = (sync_factory, async_factory)
+
+
+def unregister(kind: str) -> None:
+    _registry.pop(kind, None)
+
+
+@contextlib.contextmanager
+def registered(kind: str, sync_factory: SyncFactory, async_factory: AsyncFactory) -> Iterator[None]:
+    previous = _registry.get(kind)
+    register(kind, sync_factory, async_factory)
+    try:
+        yield
+    finally:
+        if previous is None:
+            unregister(kind)
+        else:
+            _registry[kind] = previous
+
+
+def connection_for(target: Target | Mapping[str, Any] | None, kubernetes_conn_id: str | None = None) -> dict[str, Any]:
+    """Serializable connection details for a target. For GKE this reads the cluster (endpoint, CA) once."""
+    if kubernetes_conn_id:
+        return {"kind": "kubernetes", "kubernetes_conn_id": kubernetes_conn_id}
+    target = target_from_dict(target)
+    if target.kind in _registry:
+        return target.to_dict()
+    if isinstance(target, LocalTarget):
+        return {"kind": "local", "home": target.home}
+    if isinstance(target, GkeTarget):
+        from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
+        from airflow.providers.google.cloud.operators.kubernetes_engine import GKEClusterAuthDetails
+
+        hook = GKEHook(gcp_conn_id=target.gcp_conn_id, location=target.location,
+                       impersonation_chain=target.impersonation_chain)
+        url, ca = GKEClusterAuthDetails(
+            cluster_name=target.cluster_name, project_id=target.project_id, use_internal_ip=target.use_internal_ip,
+            use_dns_endpoint=False, cluster_hook=hook,
+        ).fetch_cluster_info()
+        return {
+            "kind": "gke", "cluster_url": url, "ssl_ca_cert": ca, "gcp_conn_id": target.gcp_conn_id,
+            "impersonation_chain": target.impersonation_chain, "project_id": target.project_id,
+            "location": target.location, "cluster_name": target.cluster_name,
+        }
+    raise SpecError("target.kind", getattr(target, "kind", None), " or ".join(KINDS))
+
+
+def _kind(connection: Mapping[str, Any]) -> str:
+    kind = connection.get("kind")
+    if kind not in _registry and kind not in KINDS:
+        raise SpecError("connection.kind", kind, " or ".join(KINDS + tuple(k for k in _registry if k not in KINDS)))
+    return kind
+
+
+def jobset_api(connection: Mapping[str, Any]) -> JobSetApi:
+    """The sync api (operators, the delete operator, the sensor's first look)."""
+    kind = _kind(connection)
+    if kind in _registry:
+        return _registry[kind][0](connection)
+    if kind == "local":
+        from mtc_provider.local.runner import LocalJobSetApi
+
+        return LocalJobSetApi(home=connection["home"])
+    from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
+
+    if kind == "kubernetes":
+        from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+
+        hook = KubernetesHook(conn_id=connection["kubernetes_conn_id"])
+        return KubernetesJobSetApi(hook.get_conn)
+    from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesHook
+
+    hook = GKEKubernetesHook(cluster_url=connection["cluster_url"], ssl_ca_cert=connection["ssl_ca_cert"],
+                             gcp_conn_id=connection["gcp_conn_id"],
+                             impersonation_chain=connection.get("impersonation_chain"))
+    return KubernetesJobSetApi(hook.get_conn)  # get_conn builds a client with a fresh token each call
+
+
+def async_jobset_api(connection: Mapping[str, Any], poll_interval: float = 30.0) -> AsyncJobSetApi:
+    """The async api for triggers, rebuilt from the connection dict inside the triggerer."""
+    kind = _kind(connection)
+    if kind in _registry:
+        return _registry[kind][1](connection)
+    if kind == "local":
+        from mtc_provider.local.runner import AsyncLocalJobSetApi
+
+        return AsyncLocalJobSetApi(home=connection["home"])
+    from mtc_provider.adapters.kubernetes import AsyncKubernetesJobSetApi
+
+    if kind == "kubernetes":
+        from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
+
+        hook = AsyncKubernetesHook(conn_id=connection["kubernetes_conn_id"])
+        return AsyncKubernetesJobSetApi(hook.get_conn, poll_interval=poll_interval)
+    from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
+
+    hook = GKEKubernetesAsyncHook(cluster_url=connection["cluster_url"], ssl_ca_cert=connection["ssl_ca_cert"],
+                                  gcp_conn_id=connection["gcp_conn_id"],
+                                  impersonation_chain=connection.get("impersonation_chain"))
+    return AsyncKubernetesJobSetApi(hook.get_conn, poll_interval=poll_interval)

@@ -1,0 +1,85 @@
+"""The resubmission decision: when a JobSet attempt ends, succeed, retry (resubmit) or fail for good.
+
+Pure and table-tested. Completion is decided by checkpoint progress, never by exit codes: MaxText
+exits 0 when preempted, so "Completed" below the target step is a retry. A run that makes no
+checkpoint progress across `crash_loop_attempts` consecutive attempts is a crash loop and fails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from mtc_provider.core.errors import SpecError
+from mtc_provider.core.status import FAILED, SUCCEEDED, JobSetState
+
+SUCCEED = "succeed"
+RETRY = "retry"
+FAIL = "fail"
+DEFAULT_CRASH_LOOP_ATTEMPTS = 2
+
+# API answers to a create that no resubmission can fix: malformed, forbidden, CRD missing, invalid.
+REJECTED_STATUSES = frozenset({400, 403, 404, 405, 415, 422})
+
+
+@dataclass(frozen=True)
+class Decision:
+    kind: str  # succeed | retry | fail
+    reason: str
+
+
+def _progress_value(step: int | None) -> int:
+    return -1 if step is None else step
+
+
+def attempts_without_progress(step_history: Sequence[int | None], latest_step: int | None) -> int:
+    """Consecutive attempts, newest first, whose end step did not pass their start step."""
+    steps = [_progress_value(s) for s in step_history] + [_progress_value(latest_step)]
+    count = 0
+    for before, after in zip(reversed(steps[:-1]), reversed(steps[1:])):
+        if after > before:
+            break
+        count += 1
+    return count
+
+
+def decide(
+    state: JobSetState,
+    latest_step: int | None,
+    target_step: int,
+    step_history: Sequence[int | None],
+    crash_loop_attempts: int = DEFAULT_CRASH_LOOP_ATTEMPTS,
+) -> Decision:
+    """Decide what an ended attempt means.
+
+    `step_history` holds the newest finalized step at the start of each attempt so far, oldest
+    first; its last entry is the start of the attempt that just ended (None: no checkpoint yet).
+    """
+    if state.phase not in (SUCCEEDED, FAILED):
+        raise SpecError("state.phase", state.phase, f"an ended JobSet ({SUCCEEDED} or {FAILED})")
+    if isinstance(crash_loop_attempts, bool) or not isinstance(crash_loop_attempts, int) or crash_loop_attempts < 1:
+        raise SpecError("crash_loop_attempts", crash_loop_attempts, "an integer >= 1")
+    if not step_history:
+        raise SpecError("step_history", list(step_history), "at least the step at the start of this attempt")
+    reached = f"last finalized step {latest_step}, target {target_step}"
+    if latest_step is not None and latest_step >= target_step:
+        return Decision(SUCCEED, f"training reached its target ({reached})")
+    if state.phase == FAILED and not state.retryable:
+        return Decision(FAIL, f"non-retryable failure: {state.reason}: {state.message} ({reached})")
+    stalled = attempts_without_progress(step_history, latest_step)
+    if stalled >= crash_loop_attempts:
+        return Decision(
+            FAIL,
+            f"crash loop: no checkpoint progress across {stalled} consecutive attempts "
+            f"(steps at attempt starts {list(step_history)}, {reached})",
+        )
+    if state.phase == SUCCEEDED:
+        return Decision(RETRY, f"completed below target, likely preempted ({reached}); resubmitting to resume")
+    return Decision(RETRY, f"failed after {state.restarts} in-cluster restarts: {state.reason} ({reached}); resubmitting")
+
+
+def decide_rejected(status: int, message: str) -> Decision:
+    """A create the API refused: invalid spec or permissions fail for good; throttling and 5xx retry."""
+    if status in REJECTED_STATUSES:
+        return Decision(FAIL, f"JobSet rejected by the API (HTTP {status}): {message}")
+    return Decision(RETRY, f"JobSet create failed (HTTP {status}): {message}")

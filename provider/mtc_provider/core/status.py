@@ -1,0 +1,139 @@
+"""The one JobSet status evaluator: a JobSet dict (Kubernetes JSON shape) -> a typed JobSetState.
+
+Condition types and reason strings are JobSet's own (sigs.k8s.io/jobset pkg/constants, v0.10+): a
+`Failed` condition carries `ReachedMaxRestarts`, `FailedJobs` or `FailJobSetFailurePolicyAction` and a
+message ending in "(first failed job: <job name>)". Both targets report this shape, so the trigger,
+the sensor and the synchronous path all read status through this function only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+PENDING = "pending"
+RUNNING = "running"
+RESTARTING = "restarting"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+PHASES = (PENDING, RUNNING, RESTARTING, SUCCEEDED, FAILED)
+
+COMPLETED = "Completed"
+FAILED_CONDITION = "Failed"
+SUSPENDED = "Suspended"
+STARTUP_POLICY_COMPLETED = "StartupPolicyCompleted"
+
+# Failed-condition reasons (jobset pkg/constants).
+REACHED_MAX_RESTARTS = "ReachedMaxRestarts"
+FAILED_JOBS = "FailedJobs"
+FAIL_JOBSET_ACTION = "FailJobSetFailurePolicyAction"
+# The JobSet rule FailJobSet fires only on failures the user declared final (our builder: the
+# podFailurePolicy's "bug" exit codes), so resubmitting cannot help.
+NON_RETRYABLE_REASONS = frozenset({FAIL_JOBSET_ACTION})
+# Failures no restart can fix; they surface in condition messages (and in the local runner's reasons).
+IMAGE_ERROR_RE = re.compile(r"ImagePullBackOff|ErrImagePull|InvalidImageName|ErrImageNeverPull")
+FIRST_FAILED_JOB_RE = re.compile(r"\(first failed job: (?P<job>[^)\s]+)\)")
+
+
+@dataclass(frozen=True)
+class JobSetState:
+    """What a JobSet is doing now, as the glue needs it."""
+
+    name: str
+    namespace: str
+    phase: str
+    restarts: int = 0
+    restarts_count_towards_max: int = 0
+    failed_job: str = ""
+    failed_replicated_job: str = ""
+    reason: str = ""
+    message: str = ""
+    retryable: bool = True
+    resource_version: str = ""
+
+    @property
+    def ended(self) -> bool:
+        return self.phase in (SUCCEEDED, FAILED)
+
+    def describe(self) -> str:
+        parts = [f"JobSet {self.namespace}/{self.name} {self.phase}", f"restarts={self.restarts}"]
+        if self.failed_replicated_job:
+            parts.append(f"failed replicated job={self.failed_replicated_job}")
+        if self.reason:
+            parts.append(f"reason={self.reason}")
+        if self.message:
+            parts.append(f"message={self.message}")
+        return ", ".join(parts)
+
+
+def _true_conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {
+        c.get("type", ""): c
+        for c in status.get("conditions") or []
+        if str(c.get("status", "")).lower() == "true"
+    }
+
+
+def _replicated_job_of(job_name: str, jobset_name: str, replicated_jobs: list[str]) -> str:
+    """Child Jobs are named <jobset>-<replicatedJob>-<index>; recover the replicatedJob name."""
+    stem = job_name[len(jobset_name) + 1:] if job_name.startswith(jobset_name + "-") else job_name
+    for name in sorted(replicated_jobs, key=len, reverse=True):
+        if stem == name or stem.startswith(name + "-"):
+            return name
+    return stem.rsplit("-", 1)[0] if "-" in stem else stem
+
+
+def evaluate_jobset(obj: Mapping[str, Any]) -> JobSetState:
+    """Read a JobSet's phase, restarts, failed replicated job and retryability from its status."""
+    metadata = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    name = metadata.get("name", "")
+    replicated_status = status.get("replicatedJobsStatus") or []
+    replicated_names = [r.get("name", "") for r in (obj.get("spec") or {}).get("replicatedJobs") or []]
+    replicated_names += [r.get("name", "") for r in replicated_status]
+    conditions = _true_conditions(status)
+    terminal = status.get("terminalState", "")
+    common = {
+        "name": name,
+        "namespace": metadata.get("namespace", ""),
+        "restarts": int(status.get("restarts") or 0),
+        "restarts_count_towards_max": int(status.get("restartsCountTowardsMax") or 0),
+        "resource_version": str(metadata.get("resourceVersion", "")),
+    }
+    failed_rjobs = [r.get("name", "") for r in replicated_status if int(r.get("failed") or 0) > 0]
+
+    if FAILED_CONDITION in conditions or terminal == FAILED_CONDITION:
+        condition = conditions.get(FAILED_CONDITION, {})
+        reason = condition.get("reason", "") or FAILED_JOBS
+        message = condition.get("message", "")
+        match = FIRST_FAILED_JOB_RE.search(message)
+        failed_job = match.group("job") if match else ""
+        failed_rjob = _replicated_job_of(failed_job, name, replicated_names) if failed_job else ""
+        image_error = bool(IMAGE_ERROR_RE.search(f"{reason} {message}"))
+        return JobSetState(
+            phase=FAILED,
+            failed_job=failed_job,
+            failed_replicated_job=failed_rjob or (failed_rjobs[0] if failed_rjobs else ""),
+            reason=reason,
+            message=message,
+            retryable=reason not in NON_RETRYABLE_REASONS and not image_error,
+            **common,
+        )
+    if COMPLETED in conditions or terminal == COMPLETED:
+        condition = conditions.get(COMPLETED, {})
+        return JobSetState(
+            phase=SUCCEEDED, reason=condition.get("reason", "AllJobsCompleted"), message=condition.get("message", ""),
+            **common,
+        )
+    if SUSPENDED in conditions:
+        condition = conditions[SUSPENDED]
+        return JobSetState(phase=PENDING, reason=condition.get("reason", "SuspendedJobs"),
+                           message=condition.get("message", ""), **common)
+    if failed_rjobs:
+        # A child Job failed and no terminal state is set: the controller is recreating all Jobs.
+        return JobSetState(phase=RESTARTING, failed_replicated_job=failed_rjobs[0], reason="Restarting", **common)
+    if any(int(r.get("active") or 0) + int(r.get("ready") or 0) + int(r.get("succeeded") or 0) > 0
+           for r in replicated_status):
+        return JobSetState(phase=RUNNING, **common)
+    return JobSetState(phase=PENDING, **common)

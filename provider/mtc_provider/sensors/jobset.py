@@ -1,0 +1,81 @@
+"""Wait for an existing JobSet (launched elsewhere) to end; deferrable by default like the launch operator."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Sequence
+
+from airflow.sdk import BaseSensorOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from mtc_provider.adapters import jobset_factory
+from mtc_provider.core.status import SUCCEEDED, evaluate_jobset
+from mtc_provider.triggers.jobset import ENDED, JobSetEvent, JobSetTrigger
+
+try:
+    from airflow.sdk.configuration import conf
+except ImportError:  # pragma: no cover
+    from airflow.configuration import conf
+
+
+class MtcJobSetSensor(BaseSensorOperator):
+    """Succeed when JobSet `namespace/name` completes; fail (for good) when it fails or disappears.
+
+    The sensor does not own the JobSet: killing the sensor never deletes it.
+    """
+
+    template_fields: Sequence[str] = ("name", "namespace", "target")
+
+    def __init__(self, *, name: str, namespace: str = "default", target: Any = None,
+                 kubernetes_conn_id: str | None = None, poll_interval: float = 30.0,
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 **kwargs: Any) -> None:
+        kwargs.setdefault("poke_interval", poll_interval)
+        super().__init__(**kwargs)
+        self.name = name
+        self.namespace = namespace
+        self.target = target
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.poll_interval = poll_interval
+        self.deferrable = deferrable
+
+    def _connection(self) -> dict[str, Any]:
+        return jobset_factory.connection_for(self.target, self.kubernetes_conn_id)
+
+    def execute(self, context: Any) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        connection = self._connection()
+        obj = jobset_factory.jobset_api(connection).get(self.namespace, self.name)
+        state = evaluate_jobset(obj)
+        if state.ended:
+            return self._result(state)
+        self.defer(
+            trigger=JobSetTrigger(connection=connection, namespace=self.namespace, name=self.name,
+                                  resource_version=obj["metadata"].get("resourceVersion"),
+                                  restarts_seen=state.restarts, poll_interval=self.poll_interval,
+                                  delete_on_kill=False),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout) if self.timeout else None,
+        )
+
+    def poke(self, context: Any) -> bool:
+        state = evaluate_jobset(jobset_factory.jobset_api(self._connection()).get(self.namespace, self.name))
+        self.log.info("%s", state.describe())
+        if state.ended:
+            self._result(state)
+            return True
+        return False
+
+    def _result(self, state) -> dict[str, Any]:
+        if state.phase != SUCCEEDED:
+            raise AirflowFailException(f"JobSet {self.namespace}/{self.name} failed: {state.reason}: {state.message}")
+        return {"jobset_name": state.name, "namespace": state.namespace, "restarts": state.restarts,
+                "phase": state.phase}
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        ev = JobSetEvent.from_payload(event)
+        if ev.kind == ENDED and ev.state is not None:
+            return self._result(ev.state)
+        raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name}: {ev.kind}: {ev.message}")
+

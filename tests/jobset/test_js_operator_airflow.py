@@ -1,0 +1,125 @@
+"""The launch operator in a real Airflow (dag.test() on SQLite) with the in-memory JobSet api.
+
+dag.test() in Airflow 3.3 does run retries: a task that fails with retries left goes UP_FOR_RETRY and
+its loop schedules the next try once retry_delay has passed (0 here), so one dag.test() call plays out
+every resubmission. Deferrable tries run their trigger inline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from js_helpers import finalize
+from mtc_provider.adapters import jobset_factory
+from mtc_provider.adapters.memory import (
+    AsyncMemoryJobSetApi,
+    MemoryJobSetApi,
+    MemoryJobSetCluster,
+    status_completed,
+    status_failed,
+    status_restarting,
+    status_running,
+)
+
+pytestmark = pytest.mark.timeout(300)
+LOGICAL = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+DAGS = Path(__file__).parent / "dags"
+
+
+@pytest.fixture
+def cluster():
+    cluster = MemoryJobSetCluster()
+    with jobset_factory.registered("local", lambda c: MemoryJobSetApi(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
+        yield cluster
+
+
+@pytest.fixture
+def dags(monkeypatch, tmp_path, airflow_db):
+    """Load the DAG file with paths under tmp_path; dag.test() syncs it from this bundle."""
+    monkeypatch.setenv("MTC_TEST_JOBSET_HOME", str(tmp_path))
+    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([
+        {"name": "mtc-jobset-tests", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+         "kwargs": {"path": str(DAGS)}}]))
+    spec = importlib.util.spec_from_file_location("mtc_jobset_dags", DAGS / "mtc_jobset_dags.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _ckpt(tmp_path) -> str:
+    return str(tmp_path / "out" / "llama" / "checkpoints")
+
+
+def _reach(tmp_path, step: int, status: dict):
+    def frame(obj):
+        finalize(_ckpt(tmp_path), step)
+        return status
+    return frame
+
+
+def _run(dag):
+    dr = dag.test(logical_date=LOGICAL, run_after=LOGICAL)
+    ti = dr.get_task_instance("train")
+    return dr, ti
+
+
+@pytest.mark.parametrize("deferrable", [True, False])
+def test_fails_twice_then_succeeds_after_two_resubmissions(dags, tmp_path, cluster, deferrable):
+    cluster.plan(
+        [status_running(), status_restarting(restarts=1), _reach(tmp_path, 20, status_failed(restarts=2))],
+        [status_running(), _reach(tmp_path, 60, status_completed())],  # preempted: exit 0 below target
+        [status_running(), _reach(tmp_path, 100, status_completed())],
+    )
+    dr, ti = _run(dags.retry_deferrable if deferrable else dags.retry_sync)
+    assert dr.state == "success"
+    assert ti.try_number == 3
+    assert len(cluster.created) == 3 and all(name.startswith("train-") for name in cluster.created)
+    assert [n.rsplit("-", 1)[1] for n in cluster.created] == ["a1", "a2", "a3"]
+    assert cluster.deleted == cluster.created[:2]  # ended attempts removed before the next one
+    assert cluster.live() == cluster.created[2:]
+    labels = cluster.get("default", cluster.created[2])["metadata"]
+    assert labels["labels"]["mtc.airflow.apache.org/task-id"] == "train"
+    assert labels["annotations"]["mtc.airflow.apache.org/step-history"] == "[null, 20, 60]"
+    xcom = ti.xcom_pull(task_ids="train", key="jobset")
+    assert xcom["attempt"] == 3 and xcom["last_step"] == 100 and "target" in xcom["reason"]
+
+
+def test_dont_retry_failure_fails_at_once(dags, tmp_path, cluster):
+    cluster.plan([status_running(), status_failed("FailJobSetFailurePolicyAction",
+                                                   "applying FailJobSet failure policy action",
+                                                   failed_job="train-slice-0")])
+    dr, ti = _run(dags.dont_retry)
+    assert dr.state == "failed" and ti.state == "failed"
+    assert ti.try_number == 1 and len(cluster.created) == 1
+
+
+def test_crash_loop_fails_for_good(dags, tmp_path, cluster):
+    cluster.plan(*([[status_running(), status_failed(restarts=2)]] * 4))
+    dr, ti = _run(dags.crash_loop)
+    assert dr.state == "failed"
+    assert len(cluster.created) == 2  # two attempts without any checkpoint, then no more resubmissions
+
+
+def test_invalid_spec_fails_before_any_side_effect(dags, cluster):
+    dr, ti = _run(dags.bad_spec)
+    assert dr.state == "failed" and ti.try_number == 1 and cluster.created == []
+
+
+def test_killed_mid_wait_then_rerun_reattaches(dags, tmp_path, cluster):
+    def die(obj):
+        # The try loses its watch mid-wait (the worker dies); nothing deletes the JobSet.
+        raise RuntimeError("worker died")
+
+    cluster.plan([status_running(), die, status_running(), _reach(tmp_path, 100, status_completed())])
+    dag = dags.reattach
+    dr, _ = _run(dag)
+    assert dr.state == "failed" and cluster.live() == cluster.created and len(cluster.created) == 1
+    dr, ti = _run(dag)  # the same run re-run: finds its live JobSet by labels
+    assert dr.state == "success"
+    assert len(cluster.created) == 1 and cluster.deleted == []
+    assert ti.xcom_pull(task_ids="train", key="jobset")["jobset_name"] == cluster.created[0]
