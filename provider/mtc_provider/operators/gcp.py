@@ -88,7 +88,7 @@ class MtcGcpBaseOperator(BaseOperator):
 class MtcClusterReadinessOperator(MtcGcpBaseOperator):
     """One-shot readiness: pushes the report (key "readiness") and fails at once unless every check passes."""
 
-    template_fields: Sequence[str] = ("target", "slices", "checkpoint_configuration_name")
+    template_fields: Sequence[str] = ("target", "slices", "sizing", "checkpoint_configuration_name")
 
     def __init__(self, *, slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None = None,
                  checkpoint_configuration_name: str | None = None, **kwargs: Any) -> None:

@@ -34,7 +34,7 @@ from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.jobset import JOBSET_LINKS, persist_links
-from mtc_provider.target import GkeTarget, target_from_dict
+from mtc_provider.target import GkeTarget, LocalTarget, target_from_dict
 from mtc_provider.triggers.jobset import DELETED, ENDED, ERROR, STALLED, JobSetEvent, JobSetTrigger
 
 try:
@@ -106,9 +106,13 @@ class MtcJobSetOperator(BaseOperator):
     :param stall_timeout: seconds without a new finalized checkpoint before the attempt counts as stalled.
     :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
     :param checkpoint_store_factory: (checkpoint_dir, gcp_conn_id) -> CheckpointStore; default open_store.
+    :param fault_plan: local target only: faults the runner injects into the run (a list of
+        {kind, at_step|at_seconds, slice, host}, or {seed, faults}); each fires once per training run.
     """
 
-    template_fields: Sequence[str] = ("slices", "checkpointing", "workload", "target", "target_step")
+    template_fields: Sequence[str] = (
+        "slices", "checkpointing", "workload", "target", "target_step", "fault_plan", "stall_timeout",
+    )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
     ui_color = "#d9ead3"
@@ -127,6 +131,7 @@ class MtcJobSetOperator(BaseOperator):
         stall_timeout: float | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         checkpoint_store_factory: Callable[[str, str], CheckpointStore] | None = None,
+        fault_plan: list[Mapping[str, Any]] | Mapping[str, Any] | None = None,
         retries: int = 6,
         retry_delay: timedelta = timedelta(seconds=30),
         retry_exponential_backoff: float = 2.0,
@@ -146,6 +151,7 @@ class MtcJobSetOperator(BaseOperator):
         self.stall_timeout = stall_timeout
         self.deferrable = deferrable
         self.checkpoint_store_factory = checkpoint_store_factory
+        self.fault_plan = fault_plan
         self._current: tuple[dict[str, Any], str, str] | None = None  # (connection, namespace, name) for on_kill
 
     # --- inputs -------------------------------------------------------------------------------------
@@ -160,7 +166,11 @@ class MtcJobSetOperator(BaseOperator):
             if isinstance(self.crash_loop_attempts, bool) or not isinstance(self.crash_loop_attempts, int) \
                     or self.crash_loop_attempts < 1:
                 raise SpecError("crash_loop_attempts", self.crash_loop_attempts, "an integer >= 1")
-            target_from_dict(self.target)
+            target = target_from_dict(self.target)
+            if self.fault_plan and not isinstance(target, LocalTarget):
+                raise SpecError("fault_plan", self.fault_plan, "empty on the gke target (faults are injected locally)")
+            if self.stall_timeout not in (None, "") and float(self.stall_timeout) <= 0:
+                raise SpecError("stall_timeout", self.stall_timeout, "a positive number of seconds, or None")
         except (SpecError, ValueError) as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         return slices, checkpointing, workload, target_step
@@ -214,7 +224,7 @@ class MtcJobSetOperator(BaseOperator):
             connection=connection, namespace=namespace, name=name,
             resource_version=obj["metadata"].get("resourceVersion"), restarts_seen=state.restarts,
             poll_interval=self.poll_interval, checkpoint_dir=checkpoint_dir if self.stall_timeout else None,
-            stall_timeout=self.stall_timeout,
+            stall_timeout=float(self.stall_timeout) if self.stall_timeout not in (None, "") else None,
             # Echoed back in the event: the attempt's bookkeeping survives the deferral.
             extra={"attempt": _attempt_of(obj), "history": _history_of(obj), "target_step": target_step,
                    "checkpoint_dir": checkpoint_dir},
@@ -234,6 +244,10 @@ class MtcJobSetOperator(BaseOperator):
         except SpecError as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         body["metadata"].setdefault("annotations", {})[STEP_HISTORY_ANNOTATION] = json.dumps(history)
+        if self.fault_plan:
+            from mtc_provider.local.runner.manifest import FAULT_PLAN_ANNOTATION
+
+            body["metadata"]["annotations"][FAULT_PLAN_ANNOTATION] = json.dumps(self.fault_plan)
         try:
             created = api.create(workload.namespace, body)
             self.log.info("submitted JobSet %s/%s (attempt %s, newest finalized step %s)",

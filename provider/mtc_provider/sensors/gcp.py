@@ -19,7 +19,7 @@ from mtc_provider.triggers.gcp import ClusterReadinessTrigger, ReadinessEvent, r
 
 
 class MtcClusterReadinessSensor(BaseSensorOperator):
-    template_fields: Sequence[str] = ("target", "slices", "checkpoint_configuration_name")
+    template_fields: Sequence[str] = ("target", "slices", "sizing", "checkpoint_configuration_name")
     operator_extra_links = (GkeClusterLink(),)
 
     def __init__(self, *, target: GkeTarget | LocalTarget | dict[str, Any] | None = None,

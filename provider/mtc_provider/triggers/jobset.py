@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, AsyncIterator
 
@@ -86,6 +87,7 @@ class JobSetTrigger(BaseTrigger):
         self.stall_timeout = stall_timeout
         self.delete_on_kill = delete_on_kill
         self.extra = dict(extra or {})
+        self._tracker = None  # checkpoint progress since this trigger started (ProgressTracker)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -108,13 +110,35 @@ class JobSetTrigger(BaseTrigger):
         return async_jobset_api(self.connection, poll_interval=self.poll_interval)
 
     async def check_stall(self, state: JobSetState) -> str | None:
-        """Extension point for stall detection: return a reason when the run stopped making progress.
+        """A reason when the run stopped making checkpoint progress, else None.
 
         Called on every status change and every `poll_interval` while nothing changes, only when
-        `checkpoint_dir` and `stall_timeout` are set. The default detects nothing; the checkpoint
-        progress check (newest finalized step under `checkpoint_dir` not advancing for
-        `stall_timeout` seconds) belongs here.
+        `checkpoint_dir` and `stall_timeout` are set. The clock runs while the JobSet is running or
+        restarting (a pending JobSet waits for capacity, which is not a hang) and restarts with the trigger,
+        so a triggerer restart can delay a stall verdict but never invent one. Listing runs off the loop.
         """
+        from mtc_provider.adapters.checkpoint_stores import latest_checkpoint
+        from mtc_provider.core.progress import ProgressTracker
+        from mtc_provider.core.status import PENDING
+
+        now = time.time()
+        if self._tracker is None or state.phase == PENDING:
+            latest = self._tracker.latest_step if self._tracker else None
+            self._tracker = ProgressTracker(started_at=now)
+            self._tracker.latest_step = latest
+            return None
+        gcp_conn_id = self.connection.get("gcp_conn_id") or "google_cloud_default"
+        try:
+            info = await latest_checkpoint(self.checkpoint_dir, gcp_conn_id, after=self._tracker.latest_step)
+        except Exception as exc:  # a failed listing is not progress; the stall clock keeps running
+            self.log.warning("listing %s failed: %s", self.checkpoint_dir, exc)
+            info = None
+        if info is not None and self._tracker.observe(info.step, info.commit_time, now):
+            self.log.info("new finalized checkpoint: step %d in %s", info.step, self.checkpoint_dir)
+        if self._tracker.stalled(now, float(self.stall_timeout)):
+            return (f"stalled: no new finalized checkpoint in {self.checkpoint_dir} for "
+                    f"{self._tracker.seconds_without_progress(now):.0f}s (stall_timeout {float(self.stall_timeout):.0f}s;"
+                    f" newest finalized step {self._tracker.latest_step})")
         return None
 
     async def _events(self, api) -> AsyncIterator[Any]:

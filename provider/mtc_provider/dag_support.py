@@ -1,0 +1,19 @@
+"""Glue the sample DAGs call from inside tasks (never at parse time)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from airflow.exceptions import AirflowFailException
+
+from mtc_provider.core.errors import SpecError
+from mtc_provider.core.params import training_run
+from mtc_provider.target import default_local_home
+
+
+def plan_training_run(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate the trigger form; a bad value fails the run at once (no retry), naming the field."""
+    try:
+        return training_run(dict(params or {}), default_local_home())
+    except SpecError as err:
+        raise AirflowFailException(f"invalid run description: {err}") from err
