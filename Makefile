@@ -8,7 +8,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: demo test test-fast venv docs clean
+.PHONY: demo test test-fast venv docs clean browser
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -22,10 +22,14 @@ $(VENV)/.synced: $(UV) uv.lock pyproject.toml
 venv: $(VENV)/.synced
 
 demo: venv
-	$(VENV)/bin/python scripts/demo.py
+	$(VENV)/bin/python scripts/demo.py $(ARGS)
 
-test: venv
+# The browser test drives Debian's Chromium (installed here when missing; needs root, as in CI).
+test: venv browser
 	$(VENV)/bin/python -m pytest -ra
+
+browser:
+	@bash .ci/install-browser || echo "could not install chromium: the UI test (tests/e2e) will say so"
 
 test-fast: venv
 	$(VENV)/bin/python -m pytest -ra -m "not slow"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -135,8 +136,17 @@ def summarize(run_name: str, wall_s: float) -> dict:
     faults = LocalJobSetApi(str(LOCAL_HOME)).run_faults("default", run_name)
     summary["faults"] = [o.to_dict() for o in fault_outcomes(faults, events)]
     summary["wall_s"] = wall_s
+    summary["restarts_total"] = in_cluster_restarts(run_name)
     summary["final_sha256"] = next((e.get("params_sha256") for e in reversed(events) if e.get("event") == "finish"), None)
     return summary
+
+
+def in_cluster_restarts(run_name: str) -> int:
+    """Restarts of every attempt's JobSet: the runner keeps one log folder per (re)start of each JobSet."""
+    pattern = re.compile(rf"^{re.escape(run_name)}-[0-9a-f]{{5}}-a\d+$")
+    logs = LOCAL_HOME / "logs" / "default"
+    folders = [d for d in logs.iterdir() if pattern.match(d.name)] if logs.exists() else []
+    return sum(max(0, len([r for r in d.iterdir() if r.is_dir()]) - 1) for d in folders)
 
 
 def print_summary(title: str, summary: dict) -> None:
@@ -144,7 +154,7 @@ def print_summary(title: str, summary: dict) -> None:
     table = Table(title=title, show_header=False)
     table.add_row("DAG run", summary["run_state"])
     table.add_row("attempts (tries of `train`)", str(summary["train_tries"]))
-    table.add_row("in-cluster restarts (all attempts)", str(train.get("restarts_total", train.get("restarts", "-"))))
+    table.add_row("in-cluster restarts (all attempts)", str(summary["restarts_total"]))
     table.add_row("last finalized step", str(train.get("last_step", train.get("latest_step", "-"))))
     table.add_row("wall time", f"{summary['wall_s']:.0f} s")
     if report:

@@ -45,3 +45,15 @@ def test_no_checkpoint_means_starting_over():
 def test_a_fault_the_run_never_recovered_from_has_no_restore():
     [outcome] = fault_outcomes([{"ts": 5.5, "kind": "hang", "slice": 0}], _steps(1, 5, 0.0))
     assert outcome.restored_step is None and outcome.steps_lost is None and outcome.recovery_s is None
+
+
+def test_real_event_order_start_then_restore_per_process():
+    """The workload writes `start` (JAX coming up) and then `restore`, per process."""
+    events = _steps(1, 14, 0.0) + [
+        {"ts": 20.0, "event": "start", "process": 0, "step": None},
+        {"ts": 20.1, "event": "start", "process": 1, "step": None},
+        {"ts": 26.0, "event": "restore", "process": 0, "step": 12, "tier": "local", "duration_s": 0.5},
+        {"ts": 26.0, "event": "restore", "process": 1, "step": 12, "tier": "local", "duration_s": 0.5},
+    ] + _steps(13, 20, 27.0)
+    [outcome] = fault_outcomes([{"ts": 14.2, "kind": "sigkill_host", "slice": 0, "host": 0}], events)
+    assert (outcome.restored_step, outcome.tier, outcome.steps_lost, outcome.restore_s) == (12, "local", 2, 0.5)

@@ -35,19 +35,24 @@ def _target(fault: Mapping[str, Any]) -> str:
 def fault_outcomes(faults: Iterable[Mapping[str, Any]], events: Iterable[Mapping[str, Any]]) -> list[FaultOutcome]:
     events = sorted(events, key=lambda e: e["ts"])
     steps = [e for e in events if e.get("event") == "step"]
-    starts = [e for e in events if e.get("event") in ("restore", "start")]
     outcomes = []
     for fault in sorted(faults, key=lambda f: f["ts"]):
         ts = float(fault["ts"])
         before = [e["step"] for e in steps if e["ts"] <= ts]
         last_step = max(before) if before else None
-        restore = next((e for e in starts if e["ts"] > ts and e.get("event") == "restore"), None)
-        fresh_start = next((e for e in starts if e["ts"] > ts), None)
-        if restore is not None and (fresh_start is None or fresh_start["ts"] >= restore["ts"] or
-                                    fresh_start.get("event") == "restore"):
+        # The next start after the fault, then the restore of that start (before any later start), if any.
+        start = next((e for e in events if e.get("event") == "start" and e["ts"] > ts), None)
+        if start is None:  # an event stream without start events: take the first restore after the fault
+            restore = next((e for e in events if e.get("event") == "restore" and e["ts"] > ts), None)
+        else:
+            later = next((e["ts"] for e in events if e.get("event") == "start" and e["ts"] > start["ts"]
+                          and e.get("process") == start.get("process")), float("inf"))
+            restore = next((e for e in events if e.get("event") == "restore" and start["ts"] <= e["ts"] < later),
+                           None)
+        if restore is not None:
             restored, tier, restore_s, resumed_at = restore["step"], restore.get("tier"), restore.get("duration_s"), restore["ts"]
-        elif fresh_start is not None:
-            restored, tier, restore_s, resumed_at = 0, None, None, fresh_start["ts"]
+        elif start is not None:
+            restored, tier, restore_s, resumed_at = 0, None, None, start["ts"]
         else:
             restored, tier, restore_s, resumed_at = None, None, None, None
         first_new = next((e for e in steps if resumed_at is not None and e["ts"] > resumed_at), None)

@@ -1,0 +1,51 @@
+"""Fixtures for the end-to-end UI test: a real Airflow on 127.0.0.1 and Debian's Chromium (see airflow_harness)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from airflow_harness import ARTIFACTS, BROWSER_ARGS, CHROMIUM, COMPONENTS, REPO, AirflowServer, free_port, server_env
+
+
+@pytest.fixture(scope="module")
+def airflow_server(request, tmp_path_factory):
+    """Airflow on a free 127.0.0.1 port; `request.module.AIRFLOW_ENV` adds environment (e.g. the DAG folder)."""
+    root = tmp_path_factory.mktemp("e2e")
+    home, local_home = root / "airflow", root / "mtc-local"
+    home.mkdir()
+    local_home.mkdir()
+    port = free_port()
+    extra = dict(getattr(request.module, "AIRFLOW_ENV", {}))
+    # MTC_E2E_DAGS_FOLDER: run the same checks against another copy of the DAGs (debugging a DAG change).
+    dags_folder = Path(os.environ.get("MTC_E2E_DAGS_FOLDER") or extra.pop("DAGS_FOLDER", REPO / "dags"))
+    server = AirflowServer(home=home, local_home=local_home, port=port,
+                           env=server_env(home, local_home, port, dags_folder, extra))
+    try:
+        server.start()
+        yield server
+    finally:
+        killed = server.stop()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        for name in COMPONENTS:  # kept next to the screenshots for a post-mortem
+            if server.log_path(name).exists():
+                (ARTIFACTS / f"{name}.log").write_text(server.log_tail(name, 400))
+        if killed:
+            pytest.fail("processes were still running after Airflow stopped (killed by PID):\n" + "\n".join(killed))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium, headless, driven by Playwright (no Playwright browser download)."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run .ci/install-browser")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()

@@ -1,0 +1,48 @@
+"""The harness's own promise: whatever outlives a stop is found, killed by PID and reported (fast, no Airflow)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import psutil
+
+from airflow_harness import AirflowServer
+
+IGNORES_SIGINT = ("import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('ready', flush=True); "
+                  "time.sleep(120)")
+STOPS_ON_SIGINT = "import time; print('ready', flush=True); time.sleep(120)"
+
+
+def _server(tmp_path) -> AirflowServer:
+    home = tmp_path / "airflow"
+    home.mkdir()
+    return AirflowServer(home=home, local_home=tmp_path / "local", port=0, env={},
+                         stop_timeout=3.0, idle_grace=0.5)
+
+
+def _spawn(server: AirflowServer, code: str, **kwargs) -> subprocess.Popen:
+    env = {"AIRFLOW_HOME": str(server.home), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True, **kwargs)
+    assert proc.stdout.readline().strip() == "ready"  # its signal handling is in place
+    return proc
+
+
+def test_stop_leaves_nothing_and_reports_stragglers(tmp_path):
+    server = _server(tmp_path)
+    server.procs["polite"] = _spawn(server, STOPS_ON_SIGINT, start_new_session=True)
+    server.procs["stubborn"] = _spawn(server, IGNORES_SIGINT, start_new_session=True)
+    # Like the local runner's supervisor: detached, not a child of any component, found by its environment.
+    detached = _spawn(server, IGNORES_SIGINT, start_new_session=True)
+    try:
+        killed = server.stop()
+        assert {int(line.split()[0]) for line in killed} == {server.procs["stubborn"].pid, detached.pid}, killed
+        assert detached.wait(timeout=10) is not None
+        assert server.ours() == []
+        assert server.procs["polite"].returncode is not None
+    finally:
+        for proc in (*server.procs.values(), detached):
+            if psutil.pid_exists(proc.pid) and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
