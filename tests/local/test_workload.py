@@ -307,6 +307,29 @@ def test_events_roundtrip_merge_and_torn_line(tmp_path):
     assert read_events(d / "np.jsonl")[0]["step"] == 8
 
 
+@pytest.mark.parametrize(
+    "mode,expected",
+    [
+        ("emergency", [2, 4, 5, 6, 8, 10, 12, 14, 15, 16, 17]),  # union of L=2, P=5 and the last step
+        ("emergency-single-slice", [5, 10, 15, 17]),  # one replica: persistent tier only
+        ("persistent", [5, 10, 15, 17]),
+        ("none", []),
+    ],
+)
+def test_save_due_is_a_pure_schedule(mode, expected):
+    cfg = wl.parse_flags(["run_name=r", "base_output_directory=/b", "enable_emergency_checkpoint=True",
+                          "local_checkpoint_directory=/dev/shm/x", "local_checkpoint_period=2",
+                          "checkpoint_period=5", "steps=17"])
+    assert [s for s in range(1, 18) if wl.save_due(cfg, s, mode)] == expected
+    # Restarting from any step gives the same schedule: no dependence on what was saved before.
+    assert [s for s in range(9, 18) if wl.save_due(cfg, s, mode)] == [s for s in expected if s >= 9]
+
+
+def test_save_due_without_local_period_is_persistent_only():
+    cfg = wl.parse_flags(["run_name=r", "base_output_directory=/b", "checkpoint_period=4", "steps=10"])
+    assert [s for s in range(1, 11) if wl.save_due(cfg, s, "emergency")] == [4, 8, 10]
+
+
 def test_read_init_info(tmp_path):
     f = tmp_path / "jax-init-info.txt"
     f.write_text("3\n127.0.0.1:1234\n")
@@ -337,6 +360,10 @@ def test_two_slices_complete_and_finalize(reference):
     evs = job.events()
     assert {e["event"] for e in evs} >= {"start", "step", "save_start", "save_end", "finish"}
     assert {(e["process"], e["tier"]) for e in evs if e["event"] == "save_end"} == {(0, "persistent"), (1, "local")}
+    # Saves land exactly on the flag schedule: persistent every P (+ the last step) on replica 0,
+    # local every L on replica 1; nothing in between.
+    starts = {(e["process"], e["tier"], e["step"]) for e in evs if e["event"] == "save_start"}
+    assert starts == {(0, "persistent", s) for s in (P, STEPS)} | {(1, "local", s) for s in range(L, STEPS + 1, L)}
     print(f"\n2-process 12-step run: {reference['elapsed']:.1f}s wall")
 
 

@@ -17,6 +17,8 @@ Checkpointing:
     directory only (the persistent-only baseline).
   * ``enable_checkpointing=False``: no checkpoints.
   The last step (``steps``) is always saved persistently (``<step>/commit_success.txt``).
+  Every process computes the save steps alone from these flags (:func:`save_due`) and calls the
+  manager only then; the preemption sync point is checked after every step.
 
 Step numbering: step N is the state after N optimizer updates; a checkpoint named N restores that
 state and training continues with update N+1. Each update prints
@@ -208,6 +210,40 @@ def _validate(cfg: Config) -> None:
                 f"flag local_checkpoint_period: bad value {cfg.local_checkpoint_period!r};"
                 " allowed: an integer > 0 when enable_emergency_checkpoint=True"
             )
+
+
+# --------------------------------------------------------------------------------------------
+# When to save
+# --------------------------------------------------------------------------------------------
+
+
+def persistent_save_due(cfg: Config, step: int) -> bool:
+    """Persistent tier: every ``checkpoint_period`` steps and the last step."""
+    return step % cfg.checkpoint_period == 0 or step == cfg.steps
+
+
+def local_save_due(cfg: Config, step: int) -> bool:
+    """Local (ramdisk) tier: every ``local_checkpoint_period`` steps (0 = never)."""
+    return cfg.local_checkpoint_period > 0 and step % cfg.local_checkpoint_period == 0
+
+
+def save_due(cfg: Config, step: int, mode: str) -> bool:
+    """Whether the processes call the checkpoint manager's ``save`` after update ``step``.
+
+    A pure function of the flags and the step, so every process gets the same answer without
+    communicating, as MaxText does: Orbax's emergency ``CheckpointManager.should_save`` answers the
+    same question with an all-reduce (``multihost.global_max``, ~20-60 ms on CPU/gloo) on every
+    step. ``save`` itself is collective (a barrier, then an all-reduce of what was saved), so all
+    processes must call it on the same steps: the union of both tiers' schedules in the
+    multi-slice emergency mode, where replica 0 writes persistent and the others local copies.
+    Preemption saves are separate (``reached_preemption``, checked every step).
+    ``mode``: ``none`` | ``persistent`` | ``emergency-single-slice`` | ``emergency``.
+    """
+    if mode == "none":
+        return False
+    if mode == "emergency":
+        return local_save_due(cfg, step) or persistent_save_due(cfg, step)
+    return persistent_save_due(cfg, step)
 
 
 # --------------------------------------------------------------------------------------------
@@ -528,10 +564,14 @@ class Workload:
 
     # -- checkpointing -----------------------------------------------------------------------
     def persistent_should_save(self, step: int) -> bool:
-        return step % self.cfg.checkpoint_period == 0 or step == self.cfg.steps
+        return persistent_save_due(self.cfg, step)
 
     def local_should_save(self, step: int) -> bool:
-        return self.cfg.local_checkpoint_period > 0 and step % self.cfg.local_checkpoint_period == 0
+        return local_save_due(self.cfg, step)
+
+    def save_due(self, step: int) -> bool:
+        """Whether any tier has a regular save at ``step`` (see :func:`save_due`)."""
+        return save_due(self.cfg, step, self.mode)
 
     def make_manager(self) -> None:
         import orbax.checkpoint as ocp
@@ -674,6 +714,9 @@ class Workload:
         return h.hexdigest()
 
     def reached_preemption(self, step: int) -> bool:
+        """Called on every step, as JAX requires: the preemption sync point is max(step of each
+        process when the notice arrived) + 1, agreed in the background, so a process that skipped
+        that step would never see it. The call itself only reads that agreed step (~1 us here)."""
         if self.mgr is not None:
             return bool(self.mgr.reached_preemption(step))
         from jax.experimental import multihost_utils
@@ -740,7 +783,9 @@ class Workload:
                 self.emit("preempted", step=step, saved=saved)
                 self.shutdown_distributed()
                 return EXIT_OK
-            if self.mgr is not None and self.mgr.should_save(step):
+            # Our own rule, not ``mgr.should_save``: the emergency manager's should_save runs a
+            # cross-process all-reduce on every step; this rule needs none (see ``save_due``).
+            if self.save_due(step):
                 self.save(step)
         # Final step: make sure it is saved and finalized persistently.
         if self.mgr is not None:

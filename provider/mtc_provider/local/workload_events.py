@@ -4,7 +4,7 @@ Pure Python (no JAX import) so the goodput report and the local runner can use i
 
 Each line is one JSON object with at least ``ts`` (unix time, float), ``event`` (one of
 :data:`EVENT_TYPES`), ``process`` (JAX process id) and ``step``. ``restore`` events carry ``tier``
-(``local`` | ``persistent``) and ``duration_s``; ``save_start`` carries ``tier`` and ``blocking_s``;
+(``local`` | ``persistent``) and ``duration_s``; ``save_start`` carries ``tier``;
 ``save_end`` carries ``tier`` and ``duration_s``; ``finish`` carries ``params_sha256``.
 """
 
