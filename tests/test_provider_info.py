@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import importlib.util
 import json
 import os
@@ -33,11 +35,17 @@ def test_provider_info_validates_against_airflows_schema() -> None:
     assert info["package-name"] == DISTRIBUTION
     assert info["versions"] == [__version__]
     modules = {kind: [m for entry in info[kind] for m in entry["python-modules"]] for kind in ("operators", "sensors", "triggers")}
-    assert modules == {
-        "operators": ["mtc_provider.operators.jobset", "mtc_provider.operators.gcp"],
-        "sensors": ["mtc_provider.sensors.jobset", "mtc_provider.sensors.gcp", "mtc_provider.sensors.checkpoint"],
-        "triggers": ["mtc_provider.triggers.jobset", "mtc_provider.triggers.checkpoint"],
-    }
+    package = Path(__file__).resolve().parents[1] / "provider" / "mtc_provider"
+    for kind in ("operators", "sensors", "triggers"):
+        shipped = sorted(f"mtc_provider.{kind}.{p.stem}" for p in (package / kind).glob("*.py") if p.stem != "__init__")
+        assert sorted(modules[kind]) == shipped, f"{kind}: every module the provider ships is listed"
+        for module in modules[kind]:
+            importlib.import_module(module)
+    from airflow.sdk import BaseOperatorLink
+
+    for path in info["extra-links"]:
+        module, _, name = path.rpartition(".")
+        assert issubclass(getattr(importlib.import_module(module), name), BaseOperatorLink), path
     integrations = {entry["integration-name"] for entry in info["integrations"]}
     for kind in ("operators", "sensors", "triggers"):
         assert {entry["integration-name"] for entry in info[kind]} <= integrations

@@ -33,7 +33,11 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": INTEGRATION,
-                "python-modules": ["mtc_provider.operators.jobset", "mtc_provider.operators.gcp"],
+                "python-modules": [
+                    "mtc_provider.operators.jobset",
+                    "mtc_provider.operators.gcp",
+                    "mtc_provider.operators.goodput",
+                ],
             }
         ],
         "sensors": [
@@ -49,11 +53,20 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": INTEGRATION,
-                "python-modules": ["mtc_provider.triggers.jobset", "mtc_provider.triggers.checkpoint"],
+                "python-modules": [
+                    "mtc_provider.triggers.jobset",
+                    "mtc_provider.triggers.checkpoint",
+                    "mtc_provider.triggers.gcp",
+                ],
             }
         ],
         # The adapters reuse the google and cncf.kubernetes hooks; the provider adds no hook or connection type.
         "hooks": [],
-        # Extra-link classes (mtc_provider.links.*) are added here once they exist: Airflow imports each one.
-        "extra-links": [],
+        "extra-links": [
+            "mtc_provider.links.jobset.JobSetWorkloadLink",
+            "mtc_provider.links.jobset.JobSetLogsLink",
+            "mtc_provider.links.jobset.CheckpointFolderLink",
+            "mtc_provider.links.gcp.GkeClusterLink",
+            "mtc_provider.links.gcp.GcsBucketLink",
+        ],
     }
