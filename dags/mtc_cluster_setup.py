@@ -12,6 +12,7 @@ import datetime
 
 from airflow.sdk import DAG, Param, task
 
+from mtc_provider.dag_support import planned
 from mtc_provider.operators.gcp import (
     MtcApplyCheckpointConfigurationOperator,
     MtcCreateBucketOperator,
@@ -21,9 +22,6 @@ from mtc_provider.operators.gcp import (
 )
 from mtc_provider.sensors.gcp import MtcClusterReadinessSensor
 
-
-def _pulled(key: str) -> str:
-    return "{{ ti.xcom_pull(task_ids='plan')['" + key + "'] }}"
 
 
 with DAG(
@@ -64,29 +62,29 @@ with DAG(
     def opted_in(flag: str, params=None) -> bool:
         return bool(params[flag])
 
-    planned = plan()
-    enable = MtcEnableCheckpointingOperator(task_id="enable_mtc", target=_pulled("target"))
+    plan_task = plan()
+    enable = MtcEnableCheckpointingOperator(task_id="enable_mtc", target=planned("target"))
     bucket = MtcCreateBucketOperator(
-        task_id="bucket", target=_pulled("target"), bucket_name="{{ params.bucket }}",
+        task_id="bucket", target=planned("target"), bucket_name="{{ params.bucket }}",
         bucket_location="{{ params.bucket_location }}", trigger_rule="none_failed",
     )
     grant = MtcGrantBucketAccessOperator(
-        task_id="grant_bucket_access", target=_pulled("target"), bucket_name="{{ params.bucket }}",
+        task_id="grant_bucket_access", target=planned("target"), bucket_name="{{ params.bucket }}",
         workload_namespace="{{ params.namespace }}", workload_service_account="{{ params.service_account }}",
     )
     config = MtcApplyCheckpointConfigurationOperator(
-        task_id="checkpoint_configuration", target=_pulled("target"),
+        task_id="checkpoint_configuration", target=planned("target"),
         name="{{ params.checkpoint_configuration_name }}", bucket_name="{{ params.bucket }}",
-        slices=_pulled("slices"), sizing=_pulled("sizing"),
+        slices=planned("slices"), sizing=planned("sizing"),
     )
-    pools = MtcCreateTpuNodePoolsOperator(task_id="node_pools", target=_pulled("target"), slices=_pulled("slices"))
+    pools = MtcCreateTpuNodePoolsOperator(task_id="node_pools", target=planned("target"), slices=planned("slices"))
     ready = MtcClusterReadinessSensor(
-        task_id="ready", target=_pulled("target"), slices=_pulled("slices"), sizing=_pulled("sizing"),
+        task_id="ready", target=planned("target"), slices=planned("slices"), sizing=planned("sizing"),
         poke_interval=30, timeout=1800, trigger_rule="none_failed",
     )
 
     enable_gate = opted_in.override(task_id="enable_mtc_opted_in")("enable_mtc")
     pools_gate = opted_in.override(task_id="node_pools_opted_in")("create_node_pools")
-    planned >> enable_gate >> enable >> bucket
-    planned >> bucket >> grant >> config >> ready
+    plan_task >> enable_gate >> enable >> bucket
+    plan_task >> bucket >> grant >> config >> ready
     config >> pools_gate >> pools >> ready

@@ -14,6 +14,7 @@ import datetime
 
 from airflow.sdk import DAG, Param, task
 
+from mtc_provider.dag_support import planned
 from mtc_provider.operators.gcp import MtcClusterReadinessOperator
 from mtc_provider.operators.goodput import GoodputReportOperator
 from mtc_provider.operators.jobset import MtcDeleteJobSetOperator, MtcJobSetOperator
@@ -24,11 +25,7 @@ DEFAULT_FAULT_PLAN = [
     {"kind": "wipe_ramdisk", "at_step": 34, "slice": 1, "host": 0},  # a replaced node: its local copy is gone
     {"kind": "sigterm_slice", "at_step": 52, "slice": 1},  # a preemption
 ]
-PLAN = "{{ ti.xcom_pull(task_ids='plan') }}"
 
-
-def _pulled(key: str) -> str:
-    return "{{ ti.xcom_pull(task_ids='plan')['" + key + "'] }}"
 
 
 with DAG(
@@ -76,23 +73,23 @@ with DAG(
 
         return plan_training_run(params)
 
-    planned = plan()
+    plan_task = plan()
 
     readiness = MtcClusterReadinessOperator(
         task_id="readiness",
-        target=_pulled("target"),
-        slices=_pulled("slices"),
-        sizing=_pulled("sizing"),
+        target=planned("target"),
+        slices=planned("slices"),
+        sizing=planned("sizing"),
         retries=0,
     )
 
     train = MtcJobSetOperator(
         task_id="train",
-        target=_pulled("target"),
-        slices=_pulled("slices"),
-        checkpointing=_pulled("checkpointing"),
-        workload=_pulled("workload"),
-        fault_plan=_pulled("fault_plan"),
+        target=planned("target"),
+        slices=planned("slices"),
+        checkpointing=planned("checkpointing"),
+        workload=planned("workload"),
+        fault_plan=planned("fault_plan"),
         stall_timeout="{{ params.stall_timeout }}",
         poll_interval=2.0,
         retries=6,
@@ -103,7 +100,7 @@ with DAG(
 
     progress = CheckpointProgressSensor(
         task_id="checkpoint_progress",
-        checkpoint_dir=_pulled("checkpoint_dir"),
+        checkpoint_dir=planned("checkpoint_dir"),
         target_step="{{ params.steps }}",
         stall_timeout="{{ params.stall_timeout }}",
         poll_interval=5,
@@ -111,19 +108,19 @@ with DAG(
 
     goodput = GoodputReportOperator(
         task_id="goodput",
-        checkpoint_dir=_pulled("checkpoint_dir"),
-        events_dir=_pulled("events_dir"),
+        checkpoint_dir=planned("checkpoint_dir"),
+        events_dir=planned("events_dir"),
         attempts="{{ ti.xcom_pull(task_ids='train', key='attempts') }}",
-        chart_path=_pulled("chart_path"),
+        chart_path=planned("chart_path"),
     )
 
     teardown = MtcDeleteJobSetOperator(
         task_id="teardown",
-        target=_pulled("target"),
-        namespace=_pulled("namespace"),
+        target=planned("target"),
+        namespace=planned("namespace"),
         run_name="{{ params.run_name }}",
         launch_task_id="train",
     ).as_teardown(setups=train)
 
-    planned >> readiness >> train >> progress >> goodput
+    plan_task >> readiness >> train >> progress >> goodput
     goodput >> teardown

@@ -17,3 +17,8 @@ def plan_training_run(params: Mapping[str, Any] | None) -> dict[str, Any]:
         return training_run(dict(params or {}), default_local_home())
     except SpecError as err:
         raise AirflowFailException(f"invalid run description: {err}") from err
+
+
+def planned(key: str, task_id: str = "plan") -> str:
+    """A template for one field of the plan task's result (render it with render_template_as_native_obj)."""
+    return "{{ ti.xcom_pull(task_ids='" + task_id + "')['" + key + "'] }}"

@@ -19,7 +19,7 @@ from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound, W
 from mtc_provider.core.errors import require
 from mtc_provider.local.runner.faults import parse_plan
 from mtc_provider.local.runner.manifest import FAULT_PLAN_ANNOTATION, parse
-from mtc_provider.local.runner.state import Home, read_json, read_jsonl
+from mtc_provider.local.runner.state import Home, read_json, read_jsonl, recv_line
 
 START_TIMEOUT = 20.0
 _RETRYABLE = (ConnectionError, socket.timeout, json.JSONDecodeError, FileNotFoundError)
@@ -56,12 +56,7 @@ class LocalJobSetApi:
         try:
             with socket.create_connection(("127.0.0.1", int(info["port"])), timeout=30) as conn:
                 conn.sendall(json.dumps({**request, "home": str(self.home.root)}).encode() + b"\n")
-                data = b""
-                while not data.endswith(b"\n"):
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
+                data = recv_line(conn)
             response = json.loads(data)
         except _RETRYABLE:
             return None

@@ -108,3 +108,14 @@ class Home:
         if not self.state_dir.exists():
             return []
         return sorted(p for p in self.state_dir.glob("*/*.json") if not p.name.endswith(".pods.json"))
+
+
+def recv_line(conn) -> bytes:
+    """One newline-terminated message from a socket (the supervisor's wire format: a JSON line each way)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data

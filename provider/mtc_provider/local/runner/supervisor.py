@@ -22,7 +22,7 @@ from typing import Any
 from mtc_provider.core.errors import SpecError
 from mtc_provider.local.runner.jobset import JobSetRun
 from mtc_provider.local.runner.manifest import LOG_DIR_ANNOTATION
-from mtc_provider.local.runner.state import Home, read_json, write_json
+from mtc_provider.local.runner.state import Home, read_json, recv_line, write_json
 
 TICK_SECONDS = 0.1
 IDLE_SECONDS = float(os.environ.get("MTC_RUNNER_IDLE_SECONDS", "60"))
@@ -142,12 +142,7 @@ def _serve(server: socket.socket, supervisor: Supervisor) -> None:
         with conn:
             try:
                 conn.settimeout(10)
-                data = b""
-                while not data.endswith(b"\n"):
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
+                data = recv_line(conn)
                 request = json.loads(data)
                 with supervisor.lock:
                     response = supervisor.handle(request)
