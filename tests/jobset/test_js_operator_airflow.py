@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from js_helpers import finalize
+from js_helpers import finalize, jobset_body
 from mtc_provider.adapters import jobset_factory
 from mtc_provider.adapters.memory import (
     AsyncMemoryJobSetApi,
@@ -123,3 +123,18 @@ def test_killed_mid_wait_then_rerun_reattaches(dags, tmp_path, cluster):
     assert dr.state == "success"
     assert len(cluster.created) == 1 and cluster.deleted == []
     assert ti.xcom_pull(task_ids="train", key="jobset")["jobset_name"] == cluster.created[0]
+
+
+def test_a_live_jobset_of_the_same_run_name_from_another_dag_run_is_never_raced(dags, tmp_path, cluster):
+    """Another DAG run (or a re-run of `airflow dags test`) is training run `llama`: no second writer."""
+    from mtc_provider.core import labels as L
+
+    other = jobset_body()
+    other["metadata"].update(name="llama-other-a1", labels={
+        **L.run_labels("another_dag", "manual__yesterday", "train", "llama")})
+    cluster.plan([status_running()])
+    cluster.create("default", other)
+    cluster.objects[("default", "llama-other-a1")]["status"] = status_running()
+    dr, ti = _run(dags.retry_sync)
+    assert dr.state == "failed" and ti.try_number == 1  # refused for good, not retried
+    assert cluster.created == ["llama-other-a1"] and cluster.live() == ["llama-other-a1"]

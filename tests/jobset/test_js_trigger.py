@@ -132,3 +132,22 @@ async def test_stall_extension_point_ends_the_watch(cluster):
     (event,) = await _events(trigger)
     assert event.kind == STALLED and "no new checkpoint" in event.message
     assert cluster.live() == ["train"]  # the operator decides what to do with a stalled attempt
+
+
+async def test_a_hung_attempt_whose_status_never_changes_is_reported_stalled(cluster, tmp_path):
+    """No watch event ever arrives (the workload hangs; JobSet status stays Running): the stall clock still runs."""
+    cluster.plan([])  # no status changes after creation
+    created = cluster.create("default", jobset_body())
+    cluster.objects[("default", "train")]["status"] = status_running()
+    checkpoints = tmp_path / "checkpoints"
+    (checkpoints / "10").mkdir(parents=True)
+    (checkpoints / "10" / "commit_success.txt").write_text("")
+    trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name="train", poll_interval=0.05,
+                            resource_version=created["metadata"]["resourceVersion"],
+                            checkpoint_dir=str(checkpoints), stall_timeout=0.3)
+    started = asyncio.get_running_loop().time()
+    (event,) = await asyncio.wait_for(_events(trigger), timeout=10)
+    waited = asyncio.get_running_loop().time() - started
+    assert event.kind == STALLED and "newest finalized step 10" in event.message
+    assert 0.3 <= waited < 0.3 + 0.05 + 1.0  # stall_timeout + one poll interval (+ slack for listing off-loop)
+    assert cluster.live() == ["train"]  # the operator, not the trigger, deletes the stalled attempt

@@ -195,6 +195,7 @@ class MtcJobSetOperator(BaseOperator):
         store = self._store(checkpoint_dir := checkpointing.checkpoint_directory)
 
         found = sorted(api.list(namespace, L.selector(run_labels)), key=_attempt_of)
+        self._refuse_a_second_writer(api, namespace, checkpointing.run_name, run_labels)
         live = [o for o in found if not evaluate_jobset(o).ended]
         if live:
             obj = live[-1]
@@ -233,6 +234,23 @@ class MtcJobSetOperator(BaseOperator):
             self.defer(trigger=trigger, method_name="execute_complete")
         # Synchronous path: the same trigger, run to its first event in this worker.
         return self.execute_complete(context, asyncio.run(_first_event(trigger)))
+
+    def _refuse_a_second_writer(self, api, namespace: str, run_name: str, run_labels: dict[str, str]) -> None:
+        """Two live JobSets of one run name would write the same checkpoints: refuse before creating anything.
+
+        The run name, not the DAG run, identifies a training run's checkpoints; a new DAG run (or a re-run
+        of `airflow dags test`) with the run name of a live JobSet fails here instead of racing it.
+        """
+        selector = L.selector({L.RUN_NAME: run_labels[L.RUN_NAME], L.MANAGED_BY: L.MANAGED_BY_VALUE})
+        for other in api.list(namespace, selector):
+            labels = other["metadata"].get("labels") or {}
+            same_task = all(labels.get(key) == value for key, value in run_labels.items())
+            if not same_task and not evaluate_jobset(other).ended:
+                raise AirflowFailException(
+                    f"run_name {run_name!r} already has a live JobSet {namespace}/{other['metadata']['name']} "
+                    f"(DAG {labels.get(L.DAG_ID)}, run {labels.get(L.RUN_ID)}): two JobSets must not write the same "
+                    "checkpoints; wait for it, delete it, or use another run_name"
+                )
 
     def _submit(self, api, slices, checkpointing, workload, run_labels, ti, history) -> dict[str, Any]:
         from mtc_provider.core.jobset import build_jobset

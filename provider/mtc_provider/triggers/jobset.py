@@ -208,6 +208,11 @@ class JobSetTrigger(BaseTrigger):
                     self.log.info("%s", state.describe())
                     yield TriggerEvent(JobSetEvent(ENDED, self.namespace, self.name, state, restarts, extra=self.extra).to_payload())
                     return
+            if state is None and item is None and self.checkpoint_dir and self.stall_timeout:
+                # A watch resumed from the operator's resourceVersion says nothing until the status changes;
+                # a hung attempt may never change it, so read the JobSet once for the stall clock.
+                with contextlib.suppress(Exception):
+                    state = evaluate_jobset(await api.get(self.namespace, self.name))
             if state is not None and self.checkpoint_dir and self.stall_timeout:
                 reason = await self.check_stall(state)
                 if reason:
