@@ -12,7 +12,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import run_orbax
+from tests.checkpoint.conftest import run_orbax
 
 pytestmark = pytest.mark.timeout(180)
 

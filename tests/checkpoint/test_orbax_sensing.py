@@ -4,7 +4,7 @@ the finalized set must equal Orbax's own read-only listing, on a local directory
 from __future__ import annotations
 
 import pytest
-from conftest import GCS_CONN_ID, orbax_steps, run_orbax
+from tests.checkpoint.conftest import GCS_CONN_ID, orbax_steps, run_orbax
 
 from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, LocalCheckpointStore, open_store
 from mtc_provider.core.errors import CheckpointStalled, SpecError

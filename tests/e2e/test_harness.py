@@ -11,7 +11,10 @@ from airflow_harness import AirflowServer
 
 IGNORES_SIGINT = ("import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('ready', flush=True); "
                   "time.sleep(120)")
-STOPS_ON_SIGINT = "import time; print('ready', flush=True); time.sleep(120)"
+# Restores Python's SIGINT handler: a process started under a non-interactive background job (as in CI)
+# inherits SIGINT ignored, like the Airflow components the harness starts with their handler restored.
+STOPS_ON_SIGINT = ("import signal, time; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                   "print('ready', flush=True); time.sleep(120)")
 
 
 def _server(tmp_path) -> AirflowServer:

@@ -6,7 +6,7 @@ import yaml
 
 
 def crd_schema() -> dict:
-    from conftest import reference_file
+    from tests.conftest import reference_file
 
     crd = yaml.safe_load(reference_file("checkpointconfiguration-crd.yaml").read_text())
     version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
