@@ -62,6 +62,8 @@ with DAG(
         "max_restarts": Param(2, type="integer", minimum=0, description="In-cluster restarts per attempt"),
         "stall_timeout": Param(120, type="integer", minimum=1, description="Seconds without a new checkpoint"),
         "step_time_ms": Param(150, type="integer", minimum=0, description="Local workload: extra time per step"),
+        "distributed_timeout_s": Param(60, type="integer", minimum=1,
+                                       description="Local workload: exit (retryable) when a peer is gone this long"),
         "fault_plan": Param(DEFAULT_FAULT_PLAN, type="array", description="Local target only: injected faults"),
     },
 ) as dag:

@@ -87,6 +87,8 @@ def training_run(params: Mapping[str, Any], local_home: str) -> dict[str, Any]:
     if target_kind == "local":
         extra_flags["step_time_ms"] = _int(params, "step_time_ms", 0)
         extra_flags["seed"] = _int(params, "seed", 0)
+        # The workload's own watchdog: a survivor of a dead or frozen peer exits (retryable) after this long.
+        extra_flags["distributed_timeout_s"] = _int(params, "distributed_timeout_s", 60)
     workload = WorkloadSpec(
         jobset_name=run_name[:40].rstrip("-"),
         image=_get(params, "image", "local") or "local",

@@ -3,6 +3,7 @@ the supervisor calls it under its lock)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import shutil
 import signal
@@ -123,6 +124,9 @@ class JobSetRun:
     def remove(self) -> None:
         """The last step of delete: the ramdisks leave tmpfs, the state files go; logs and faults stay."""
         shutil.rmtree(self.home.shm_root / self.namespace / self.name, ignore_errors=True)
+        for folder in (self.home.shm_root / self.namespace, self.home.shm_root):  # nothing left on tmpfs
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty: other JobSets' ramdisks stay
         for path in (self.state_file, self.pods_file):
             path.unlink(missing_ok=True)
 

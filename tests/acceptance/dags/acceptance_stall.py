@@ -1,0 +1,49 @@
+"""A DAG for the stall acceptance test (issue 5): the launch operator on the local target, real workload.
+
+Slow steps (1.2 s of simulated accelerator time, a persistent checkpoint every 2 steps) and one `hang`
+fault (SIGSTOP of slice 1) at step 14. The workload's own watchdog (`distributed_timeout_s`, which would exit
+the stuck peer with 42 and restart the JobSet in the cluster) is set far above the stall timeout, so only the
+launch trigger's stall detection can end the hung attempt. Paths come from MTC_LOCAL_HOME.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+from airflow.sdk import DAG
+
+from mtc_provider.operators.jobset import MtcJobSetOperator
+
+HOME = os.environ.get("MTC_LOCAL_HOME", "/tmp/mtc-acceptance-unset")
+RUN_NAME = "acc-stall"
+STEPS = 30
+CHECKPOINT_PERIOD = 2
+STEP_TIME_MS = 1200
+HANG_AT = 22  # the first attempt runs longer than STALL_TIMEOUT before it hangs
+STALL_TIMEOUT = 30  # above the checkpoint interval (~2.5 s) and JAX start-up under load (up to ~25 s here)
+POLL_INTERVAL = 2
+WATCHDOG_S = 900
+
+with DAG("mtc_acceptance_stall", schedule=None, start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+         catchup=False) as dag:
+    MtcJobSetOperator(
+        task_id="train",
+        slices={"tpu_type": "v6e", "topology": "2x2", "num_slices": 2},
+        checkpointing={"run_name": RUN_NAME, "base_output_directory": f"{HOME}/buckets", "steps": STEPS,
+                       "enable_emergency_checkpoint": True, "local_checkpoint_directory": "/local",
+                       "local_checkpoint_period": 1, "checkpoint_period": CHECKPOINT_PERIOD,
+                       "enable_autocheckpoint": True},
+        workload={"jobset_name": RUN_NAME, "image": "local",
+                  "command": ["python", "-m", "mtc_provider.local.workload"],
+                  "extra_flags": {"seed": 7, "model_dim": 128, "global_batch_size": 16,
+                                  "step_time_ms": STEP_TIME_MS, "distributed_timeout_s": WATCHDOG_S},
+                  "max_restarts": 2, "termination_grace_period_seconds": 10},
+        target={"kind": "local", "home": HOME},
+        fault_plan=[{"kind": "hang", "at_step": HANG_AT, "slice": 1}],
+        stall_timeout=STALL_TIMEOUT,
+        poll_interval=POLL_INTERVAL,
+        deferrable=False,
+        retries=2,
+        retry_delay=dt.timedelta(0),
+    )
