@@ -138,3 +138,50 @@ def test_a_live_jobset_of_the_same_run_name_from_another_dag_run_is_never_raced(
     dr, ti = _run(dags.retry_sync)
     assert dr.state == "failed" and ti.try_number == 1  # refused for good, not retried
     assert cluster.created == ["llama-other-a1"] and cluster.live() == ["llama-other-a1"]
+
+
+@pytest.mark.parametrize("dag_name", ["sensor_deferrable", "sensor_poke"])
+def test_sensor_waits_for_a_jobset_launched_elsewhere_and_never_deletes_it(dags, cluster, dag_name):
+    cluster.plan([status_running(), status_restarting(restarts=1), status_completed(restarts=1)])
+    body = jobset_body()
+    body["metadata"]["name"] = "external"
+    cluster.create("default", body)
+    dr = getattr(dags, dag_name).test(logical_date=LOGICAL, run_after=LOGICAL)
+    ti = dr.get_task_instance("wait")
+    assert dr.state == "success"
+    assert ti.xcom_pull(task_ids="wait")["restarts"] == 1
+    assert cluster.deleted == []
+
+
+def test_sensor_fails_for_good_when_the_jobset_fails(dags, cluster):
+    cluster.plan([status_running(), status_failed(restarts=3)])
+    body = jobset_body()
+    body["metadata"]["name"] = "external"
+    cluster.create("default", body)
+    dr = dags.sensor_deferrable.test(logical_date=LOGICAL, run_after=LOGICAL)
+    assert dr.state == "failed" and dr.get_task_instance("wait").try_number == 1
+    assert cluster.live() == ["external"]
+
+
+def test_cleanup_deletes_by_name_and_every_attempt_of_a_run_but_nothing_else(dags, cluster):
+    from mtc_provider.core import labels as L
+
+    for name, labels in [
+        ("external", {}),
+        ("llama-a1", L.run_labels("mtc_cleanup", "RUN", "train", "llama")),
+        ("llama-a2", L.run_labels("mtc_cleanup", "RUN", "train", "llama")),
+        ("other-a1", L.run_labels("mtc_cleanup", "RUN", "train", "other")),
+    ]:
+        body = jobset_body()
+        body["metadata"].update(name=name, labels=labels)
+        cluster.create("default", body)
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.types import DagRunType
+
+    run_id = DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=LOGICAL, run_after=LOGICAL)
+    for name in ("llama-a1", "llama-a2", "other-a1"):  # attempts of this DAG run's `train`
+        cluster.objects[("default", name)]["metadata"]["labels"][L.RUN_ID] = L.label_value(run_id)
+    dr = dags.cleanup.test(logical_date=LOGICAL, run_after=LOGICAL)
+    assert dr.state == "success"
+    assert sorted(cluster.deleted) == ["external", "llama-a1", "llama-a2"]  # checkpoints are not its business
+    assert cluster.live() == ["other-a1"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Sequence
 
-from airflow.sdk import BaseSensorOperator
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException
 
 from mtc_provider.adapters import jobset_factory
@@ -59,13 +59,12 @@ class MtcJobSetSensor(BaseSensorOperator):
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,
         )
 
-    def poke(self, context: Any) -> bool:
+    def poke(self, context: Any) -> PokeReturnValue:
         state = evaluate_jobset(jobset_factory.jobset_api(self._connection()).get(self.namespace, self.name))
         self.log.info("%s", state.describe())
-        if state.ended:
-            self._result(state)
-            return True
-        return False
+        if state.ended:  # the same XCom as the deferred path
+            return PokeReturnValue(is_done=True, xcom_value=self._result(state))
+        return PokeReturnValue(is_done=False)
 
     def _result(self, state) -> dict[str, Any]:
         if state.phase != SUCCEEDED:

@@ -56,3 +56,23 @@ dont_retry = make("mtc_dont_retry", True)
 crash_loop = make("mtc_crash_loop", True)
 bad_spec = make("mtc_bad_spec", True, retries=3, slices={"tpu_type": "v9", "topology": "2x2", "num_slices": 2})
 reattach = make("mtc_reattach", False, retries=0)
+
+
+def make_sensor(dag_id: str, deferrable: bool) -> DAG:
+    from mtc_provider.sensors.jobset import MtcJobSetSensor
+
+    with DAG(dag_id, schedule=None, start_date=START, catchup=False) as dag:
+        MtcJobSetSensor(task_id="wait", name="external", target={"kind": "local", "home": f"{HOME}/home"},
+                        deferrable=deferrable, poll_interval=0, poke_interval=0.01, timeout=30)
+    return dag
+
+
+sensor_deferrable = make_sensor("mtc_sensor_deferrable", True)
+sensor_poke = make_sensor("mtc_sensor_poke", False)
+
+with DAG("mtc_cleanup", schedule=None, start_date=START, catchup=False) as cleanup:
+    from mtc_provider.operators.jobset import MtcDeleteJobSetOperator
+
+    MtcDeleteJobSetOperator(task_id="by_name", name="external", target={"kind": "local", "home": f"{HOME}/home"})
+    MtcDeleteJobSetOperator(task_id="by_run", run_name="llama", launch_task_id="train",
+                            target={"kind": "local", "home": f"{HOME}/home"})
