@@ -42,7 +42,8 @@ from rich.console import Console  # noqa: E402
 from rich.live import Live  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-console = Console()
+# Wide enough for the fault table when the output is a log file or CI, not a terminal.
+console = Console(width=None if sys.stdout.isatty() else 120)
 
 
 def airflow(*args: str, log: Path | None = None) -> int:
