@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from mtc_provider.core.errors import SpecError, require
 from mtc_provider.core.sizing import ramdisk_size
-from mtc_provider.core.spec import BucketSpec, CheckpointingSpec, SizingSpec, WorkloadSpec
+from mtc_provider.core.spec import MAXTEXT_COMMAND, BucketSpec, CheckpointingSpec, SizingSpec, WorkloadSpec
 from mtc_provider.core.tpu import SliceSpec
 
 CHECKPOINT_FLAGS = tuple(
@@ -92,8 +92,7 @@ def training_run(params: Mapping[str, Any], local_home: str) -> dict[str, Any]:
     workload = WorkloadSpec(
         jobset_name=run_name[:40].rstrip("-"),
         image=_get(params, "image", "local") or "local",
-        command=LOCAL_WORKLOAD_COMMAND if target_kind == "local" else tuple(
-            _get(params, "command", WorkloadSpec.__dataclass_fields__["command"].default)),
+        command=LOCAL_WORKLOAD_COMMAND if target_kind == "local" else tuple(_get(params, "command", MAXTEXT_COMMAND)),
         extra_flags=extra_flags,
         namespace=namespace,
         service_account=_get(params, "service_account", "default"),

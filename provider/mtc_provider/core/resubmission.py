@@ -83,3 +83,17 @@ def decide_rejected(status: int, message: str) -> Decision:
     if status in REJECTED_STATUSES:
         return Decision(FAIL, f"JobSet rejected by the API (HTTP {status}): {message}")
     return Decision(RETRY, f"JobSet create failed (HTTP {status}): {message}")
+
+
+def decide_on_completion(state: JobSetState) -> Decision:
+    """A one-shot JobSet (e.g. an evaluation): done when it completes; no checkpoint progress is involved.
+
+    Unlike training, "Completed" is success here: the job is short and has no target step to resume to.
+    """
+    if state.phase not in (SUCCEEDED, FAILED):
+        raise SpecError("state.phase", state.phase, f"an ended JobSet ({SUCCEEDED} or {FAILED})")
+    if state.phase == SUCCEEDED:
+        return Decision(SUCCEED, f"JobSet completed after {state.restarts} in-cluster restarts")
+    if not state.retryable:
+        return Decision(FAIL, f"non-retryable failure: {state.reason}: {state.message}")
+    return Decision(RETRY, f"failed after {state.restarts} in-cluster restarts: {state.reason}; resubmitting")

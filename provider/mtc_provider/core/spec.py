@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from mtc_provider.core.errors import SpecError, positive_int, require
+from mtc_provider.core.locations import check_bucket_location, check_bucket_name
 from mtc_provider.core.names import (
+    REPLICATED_JOB_NAME_MAX,
     check_checkpoint_configuration_name,
+    check_dns1123_label,
     check_jobset_name,
     check_namespace,
     check_run_name,
@@ -26,6 +29,7 @@ SYSTEM_DIRECTORIES = frozenset(
     {"/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root", "/sbin", "/sys", "/usr", "/var", "/tmp", "/dev/shm"}
 )
 TARGETS = ("gke", "local")
+MAXTEXT_COMMAND = ("python3", "-m", "MaxText.train", "MaxText/configs/base.yml")
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,7 @@ class WorkloadSpec:
 
     jobset_name: str
     image: str = "us-docker.pkg.dev/example/maxtext:latest"
-    command: tuple[str, ...] = ("python3", "-m", "MaxText.train", "MaxText/configs/base.yml")
+    command: tuple[str, ...] = MAXTEXT_COMMAND
     extra_flags: Mapping[str, Any] = field(default_factory=dict)
     namespace: str = "default"
     service_account: str = "default"
@@ -144,8 +148,6 @@ class WorkloadSpec:
         check_jobset_name(self.jobset_name)
         check_namespace(self.namespace)
         check_service_account(self.service_account)
-        from mtc_provider.core.names import REPLICATED_JOB_NAME_MAX, check_dns1123_label
-
         check_dns1123_label("workload.replicated_job_name", self.replicated_job_name, REPLICATED_JOB_NAME_MAX)
         check_dns1123_label("workload.container_name", self.container_name)
         require(bool(self.image) and isinstance(self.image, str), "workload.image", self.image, "a container image")
@@ -176,8 +178,6 @@ class ClusterSpec:
     def __post_init__(self) -> None:
         require(bool(self.project_id), "cluster.project_id", self.project_id, "a GCP project id")
         require(bool(self.location), "cluster.location", self.location, "a GCP region or zone")
-        from mtc_provider.core.names import check_dns1123_label
-
         check_dns1123_label("cluster.name", self.name, 40)
         require(
             not self.project_number or str(self.project_number).isdigit(),
@@ -193,8 +193,6 @@ class BucketSpec:
     location: str
 
     def __post_init__(self) -> None:
-        from mtc_provider.core.locations import check_bucket_location, check_bucket_name
-
         check_bucket_name(self.name)
         check_bucket_location(self.location)
 
