@@ -1,0 +1,60 @@
+"""The training DAG's trigger form -> the specs its tasks use; bad values name the field before any side effect."""
+
+from __future__ import annotations
+
+import pytest
+
+from mtc_provider.core.errors import SpecError
+from mtc_provider.core.params import training_run
+
+FORM = {
+    "target": "local", "run_name": "mtc-demo", "steps": 70, "enable_emergency_checkpoint": True,
+    "local_checkpoint_directory": "/local", "local_checkpoint_period": 4, "checkpoint_period": 20,
+    "enable_autocheckpoint": True, "num_slices": 2, "topology": "2x2", "tpu_type": "v6e", "parameters": 1e6,
+    "fault_plan": [{"kind": "sigkill_host", "at_step": 14, "slice": 0, "host": 0}], "step_time_ms": 150,
+}
+
+
+def test_local_form_becomes_the_specs_of_every_task():
+    run = training_run(FORM, "/home/u/.mtc/local")
+    assert run["target"] == {"kind": "local", "home": "/home/u/.mtc/local", "namespace": "default"}
+    assert run["checkpoint_dir"] == "/home/u/.mtc/local/buckets/mtc-checkpoints/mtc-demo/checkpoints"
+    assert run["checkpointing"]["local_checkpoint_period"] == 4 and run["checkpointing"]["steps"] == 70
+    assert run["workload"]["command"] == ["python", "-m", "mtc_provider.local.workload"]
+    assert run["workload"]["extra_flags"] == {"step_time_ms": 150, "seed": 0, "distributed_timeout_s": 60}
+    assert run["fault_plan"] == FORM["fault_plan"]
+    assert run["events_dir"].endswith("/mtc-demo/events") and run["ramdisk"] == "1Gi"
+
+
+def test_gke_form_writes_to_the_bucket_and_drops_local_only_parts():
+    form = {**FORM, "target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c",
+            "bucket": "ckpts", "topology": "4x8"}
+    run = training_run(form, "/unused")
+    assert run["checkpoint_dir"] == "gs://ckpts/mtc-demo/checkpoints"
+    assert run["target"]["kind"] == "gke" and run["fault_plan"] == [] and run["events_dir"] is None
+    assert run["workload"]["command"][:3] == ["python3", "-m", "MaxText.train"]
+    assert run["workload"]["extra_flags"] == {}
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "allowed"),
+    [
+        ({"target": "aws"}, "params.target", "local or gke"),
+        ({"num_slices": 1}, "slices.num_slices", ">= 2"),
+        ({"num_slices": "two"}, "params.num_slices", "an integer"),
+        ({"run_name": "Mtc_Demo"}, "checkpointing.run_name", "lower-case"),
+        ({"local_checkpoint_period": 20}, "checkpointing.local_checkpoint_period", "smaller than checkpoint_period"),
+        ({"fault_plan": [{"kind": "reboot", "at_step": 3}]}, "params.fault_plan[0].kind", "sigkill_host"),
+        ({"fault_plan": [{"kind": "hang"}]}, "params.fault_plan[0]", "at_step or at_seconds"),
+        ({"fault_plan": "kill"}, "params.fault_plan", "a list of faults"),
+        ({"target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": ""},
+         "params.cluster_name", "a value on the gke target"),
+        ({"target": "gke", "project_id": "p", "location": "l", "cluster_name": "c", "bucket_location": "us-central1-a"},
+         "bucket.location", "us-central1"),
+    ],
+)
+def test_bad_form_values_name_the_field_and_the_allowed_values(change, field, allowed):
+    with pytest.raises(SpecError) as err:
+        training_run({**FORM, **change}, "/home/u/.mtc/local")
+    assert err.value.field == field
+    assert allowed in err.value.allowed
