@@ -68,3 +68,77 @@ def test_dag_files_import_nothing_heavy(name):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def _load_evaluation_dag(env: dict[str, str]) -> dict:
+    """Parse the evaluation DAG file in a fresh interpreter with `env`; report its tasks and heavy imports."""
+    import os
+
+    code = (
+        "import importlib.util, json, sys\n"
+        f"spec = importlib.util.spec_from_file_location('dagfile', {str(REPO / 'dags' / 'mtc_checkpoint_evaluation.py')!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "dag = module.dag\n"
+        "tasks = {t.task_id: {'wait_for': getattr(t, 'wait_for', None), 'upstream': sorted(t.upstream_task_ids),"
+        " 'workload': getattr(t, 'workload', None), 'checkpointing': getattr(t, 'checkpointing', None),"
+        " 'slices': getattr(t, 'slices', None), 'target': getattr(t, 'target', None)} for t in dag.tasks}\n"
+        f"heavy = sorted(m for m in {HEAVY!r} if m in sys.modules)\n"
+        "print(json.dumps({'tasks': tasks, 'heavy': heavy, 'uri': module.checkpoints.uri,"
+        " 'max_active_runs': dag.max_active_runs}))\n"
+    )
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("MTC_EVAL_")} | env
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=full_env)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_evaluation_on_a_gs_checkpoint_dir_launches_a_one_shot_jobset_on_gke():
+    loaded = _load_evaluation_dag({
+        "MTC_EVAL_CHECKPOINT_DIR": "gs://bucket/run/checkpoints", "MTC_EVAL_RUN_NAME": "run",
+        "MTC_EVAL_PROJECT_ID": "proj", "MTC_EVAL_LOCATION": "us-east5", "MTC_EVAL_CLUSTER": "tpu",
+        "MTC_EVAL_IMAGE": "us-docker.pkg.dev/p/maxtext:1", "MTC_EVAL_SLICES": '{"tpu_type": "v5e", "topology": "4x4", "num_slices": 2}',
+    })
+    tasks = loaded["tasks"]
+    assert set(tasks) == {"plan_eval", "evaluate_on_gke"}
+    gke = tasks["evaluate_on_gke"]
+    assert gke["wait_for"] == "completion" and gke["upstream"] == ["plan_eval"]
+    assert gke["target"] == {"kind": "gke", "project_id": "proj", "location": "us-east5", "cluster_name": "tpu"}
+    assert gke["slices"] == {"tpu_type": "v5e", "topology": "4x4", "num_slices": 2}
+    assert gke["checkpointing"] == {"run_name": "run-eval", "base_output_directory": "gs://bucket", "steps": 1,
+                                    "enable_checkpointing": False}
+    workload = gke["workload"]
+    assert workload["image"] == "us-docker.pkg.dev/p/maxtext:1" and "MaxText.decode" in workload["command"]
+    assert "plan_eval" in workload["extra_flags"]["load_parameters_path"]  # templated from plan_eval's XCom
+    assert loaded["uri"] == "gs://bucket/run/checkpoints" and loaded["max_active_runs"] == 1
+    # Airflow normalizes any gs:// asset URI with the google provider's handler, which imports the GCS hook
+    # (and google.cloud.storage): a cost of the gs:// asset itself. Nothing else heavy is imported.
+    assert set(loaded["heavy"]) <= {"google.cloud.storage"}
+
+
+def test_evaluation_on_a_local_checkpoint_dir_restores_locally():
+    loaded = _load_evaluation_dag({})
+    assert set(loaded["tasks"]) == {"evaluate"} and loaded["uri"].startswith("file:///")
+    assert loaded["heavy"] == []
+
+
+def test_plan_eval_picks_the_newest_announced_checkpoint(monkeypatch):
+    import importlib.util
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    monkeypatch.setenv("MTC_EVAL_CHECKPOINT_DIR", "gs://bucket/run/checkpoints")
+    monkeypatch.setenv("MTC_EVAL_RUN_NAME", "run")
+    spec = importlib.util.spec_from_file_location("eval_gke", REPO / "dags" / "mtc_checkpoint_evaluation.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    plan_eval = module.dag.get_task("plan_eval").python_callable
+
+    def event(step: int) -> dict:
+        return {"from_trigger": True, "payload": {"step": step, "commit_time": 1.0, "run_name": "run",
+                                                  "checkpoint_dir": "gs://bucket/run/checkpoints",
+                                                  "path": f"gs://bucket/run/checkpoints/{step}"}}
+
+    planned = plan_eval(triggering_asset_events={"asset": [event(20), event(40), event(30)]})
+    assert planned == {"step": 40, "path": "gs://bucket/run/checkpoints/40", "jobset_name": "eval-s40",
+                       "load_parameters_path": "gs://bucket/run/checkpoints/40/items"}
+    with pytest.raises(AirflowFailException, match="nothing to evaluate"):
+        plan_eval(triggering_asset_events={})

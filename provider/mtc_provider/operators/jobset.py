@@ -29,7 +29,14 @@ from mtc_provider.adapters import jobset_factory
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore
 from mtc_provider.core import labels as L
 from mtc_provider.core.errors import SpecError
-from mtc_provider.core.resubmission import DEFAULT_CRASH_LOOP_ATTEMPTS, FAIL, SUCCEED, decide, decide_rejected
+from mtc_provider.core.resubmission import (
+    DEFAULT_CRASH_LOOP_ATTEMPTS,
+    FAIL,
+    SUCCEED,
+    decide,
+    decide_on_completion,
+    decide_rejected,
+)
 from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
@@ -45,6 +52,9 @@ except ImportError:  # pragma: no cover - older Airflow
 STEP_HISTORY_ANNOTATION = f"{L.PREFIX}/step-history"
 XCOM_KEY = "jobset"
 ATTEMPT_SUFFIX_MAX = len("-00000-a999")
+WAIT_FOR_CHECKPOINT = "checkpoint"
+WAIT_FOR_COMPLETION = "completion"
+WAIT_FOR = (WAIT_FOR_CHECKPOINT, WAIT_FOR_COMPLETION)
 
 
 class JobSetAttemptFailed(AirflowException):
@@ -106,6 +116,9 @@ class MtcJobSetOperator(BaseOperator):
     :param stall_timeout: seconds without a new finalized checkpoint before the attempt counts as stalled.
     :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
     :param checkpoint_store_factory: (checkpoint_dir, gcp_conn_id) -> CheckpointStore; default open_store.
+    :param wait_for: "checkpoint" (training: done when the newest finalized checkpoint reaches `target_step`)
+        or "completion" (a one-shot job such as an evaluation: done when the JobSet completes; no checkpoint
+        store is read, no stall or crash-loop detection; a retryable failure is still resubmitted).
     :param fault_plan: local target only: faults the runner injects into the run (a list of
         {kind, at_step|at_seconds, slice, host}, or {seed, faults}); each fires once per training run.
     """
@@ -132,6 +145,7 @@ class MtcJobSetOperator(BaseOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         checkpoint_store_factory: Callable[[str, str], CheckpointStore] | None = None,
         fault_plan: list[Mapping[str, Any]] | Mapping[str, Any] | None = None,
+        wait_for: str = WAIT_FOR_CHECKPOINT,
         retries: int = 6,
         retry_delay: timedelta = timedelta(seconds=30),
         retry_exponential_backoff: float = 2.0,
@@ -152,6 +166,7 @@ class MtcJobSetOperator(BaseOperator):
         self.deferrable = deferrable
         self.checkpoint_store_factory = checkpoint_store_factory
         self.fault_plan = fault_plan
+        self.wait_for = wait_for
         self._current: tuple[dict[str, Any], str, str] | None = None  # (connection, namespace, name) for on_kill
 
     # --- inputs -------------------------------------------------------------------------------------
@@ -166,6 +181,8 @@ class MtcJobSetOperator(BaseOperator):
             if isinstance(self.crash_loop_attempts, bool) or not isinstance(self.crash_loop_attempts, int) \
                     or self.crash_loop_attempts < 1:
                 raise SpecError("crash_loop_attempts", self.crash_loop_attempts, "an integer >= 1")
+            if self.wait_for not in WAIT_FOR:
+                raise SpecError("wait_for", self.wait_for, " or ".join(WAIT_FOR))
             target = target_from_dict(self.target)
             if self.fault_plan and not isinstance(target, LocalTarget):
                 raise SpecError("fault_plan", self.fault_plan, "empty on the gke target (faults are injected locally)")
@@ -175,7 +192,17 @@ class MtcJobSetOperator(BaseOperator):
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         return slices, checkpointing, workload, target_step
 
-    def _store(self, checkpoint_dir: str) -> CheckpointStore:
+    @property
+    def _completion(self) -> bool:
+        return self.wait_for == WAIT_FOR_COMPLETION
+
+    def _latest(self, store: CheckpointStore | None, checkpoint_dir: str) -> int | None:
+        """The newest finalized step; None in completion mode, which never reads a checkpoint store."""
+        return None if store is None else store.latest_step(checkpoint_dir)
+
+    def _store(self, checkpoint_dir: str) -> CheckpointStore | None:
+        if self._completion:
+            return None
         target = target_from_dict(self.target)
         gcp_conn_id = target.gcp_conn_id if isinstance(target, GkeTarget) else "google_cloud_default"
         if self.checkpoint_store_factory is not None:
@@ -192,7 +219,7 @@ class MtcJobSetOperator(BaseOperator):
         namespace = workload.namespace
         connection = jobset_factory.connection_for(self.target, self.kubernetes_conn_id)
         api = jobset_factory.jobset_api(connection)
-        store = self._store(checkpoint_dir := checkpointing.checkpoint_directory)
+        store = self._store(checkpoint_dir := checkpointing.checkpoint_directory)  # None: completion mode
 
         found = sorted(api.list(namespace, L.selector(run_labels)), key=_attempt_of)
         self._refuse_a_second_writer(api, namespace, checkpointing.run_name, run_labels)
@@ -205,27 +232,29 @@ class MtcJobSetOperator(BaseOperator):
             history = _history_of(found[-1]) if found else []
             if found:
                 newest = found[-1]
-                previous_step = store.latest_step(checkpoint_dir)
+                previous_step = self._latest(store, checkpoint_dir)
                 state = evaluate_jobset(newest)
-                if state.phase == "succeeded" and previous_step is not None and previous_step >= target_step:
-                    self.log.info("JobSet %s already completed training: taking its result", state.name)
+                done = self._completion or (previous_step is not None and previous_step >= target_step)
+                if state.phase == "succeeded" and done:
+                    self.log.info("JobSet %s already completed: taking its result", state.name)
                     return self._finish(context, connection, state, _attempt_of(newest), history, store,
                                         checkpoint_dir, target_step, state.restarts)
                 for old in found:  # ended attempts: free the slices; checkpoints stay in the bucket
                     self.log.info("deleting ended JobSet %s (%s) before the next attempt",
                                   old["metadata"]["name"], evaluate_jobset(old).phase)
                     api.delete(namespace, old["metadata"]["name"])
-            history = history + [store.latest_step(checkpoint_dir)]
+            history = history + [self._latest(store, checkpoint_dir)]
             obj = self._submit(api, slices, checkpointing, workload, run_labels, ti, history)
         name = obj["metadata"]["name"]
         self._current = (connection, namespace, name)
         persist_links(context, target_from_dict(self.target), namespace, name, checkpoint_dir)
         state = evaluate_jobset(obj)
+        stall_timeout = None if self._completion or self.stall_timeout in (None, "") else float(self.stall_timeout)
         trigger = JobSetTrigger(
             connection=connection, namespace=namespace, name=name,
             resource_version=obj["metadata"].get("resourceVersion"), restarts_seen=state.restarts,
-            poll_interval=self.poll_interval, checkpoint_dir=checkpoint_dir if self.stall_timeout else None,
-            stall_timeout=float(self.stall_timeout) if self.stall_timeout not in (None, "") else None,
+            poll_interval=self.poll_interval, checkpoint_dir=checkpoint_dir if stall_timeout else None,
+            stall_timeout=stall_timeout,
             # Echoed back in the event: the attempt's bookkeeping survives the deferral.
             extra={"attempt": _attempt_of(obj), "history": _history_of(obj), "target_step": target_step,
                    "checkpoint_dir": checkpoint_dir},
@@ -294,7 +323,7 @@ class MtcJobSetOperator(BaseOperator):
         if ev.kind == ENDED and ev.state is not None:
             return self._finish(context, connection, ev.state, extra["attempt"], extra["history"], store,
                                 extra["checkpoint_dir"], extra["target_step"], ev.restarts_seen)
-        latest = store.latest_step(extra["checkpoint_dir"])
+        latest = self._latest(store, extra["checkpoint_dir"])
         self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message or ev.kind)
         if ev.kind == DELETED:
             raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name} was deleted outside this task")
@@ -305,9 +334,12 @@ class MtcJobSetOperator(BaseOperator):
         raise JobSetAttemptFailed(f"lost track of JobSet {ev.namespace}/{ev.name}: {ev.message}")  # ERROR
 
     def _finish(self, context, connection, state: JobSetState, attempt: int, history: list[int | None],
-                store: CheckpointStore, checkpoint_dir: str, target_step: int, restarts: int) -> Any:
-        latest = store.latest_step(checkpoint_dir)
-        decision = decide(state, latest, target_step, history or [None], self.crash_loop_attempts)
+                store: CheckpointStore | None, checkpoint_dir: str, target_step: int, restarts: int) -> Any:
+        latest = self._latest(store, checkpoint_dir)
+        if self._completion:
+            decision = decide_on_completion(state)
+        else:
+            decision = decide(state, latest, target_step, history or [None], self.crash_loop_attempts)
         self.log.info("%s; newest finalized step %s of %s -> %s: %s", state.describe(), latest, target_step,
                       decision.kind, decision.reason)
         result = self._push(context, state.namespace, state.name, attempt, restarts, latest, decision.reason)
