@@ -57,8 +57,9 @@ def test_gke_setup_dag_then_second_run_changes_nothing(dags, container, gcs, k8s
     assert [p["name"] for p in cluster["nodePools"]] == ["mtc-slice-0", "mtc-slice-1"]
     assert gcs.buckets["ckpt"]["hierarchicalNamespace"]["enabled"]
     binding = next(b for b in gcs.policies["ckpt"]["bindings"] if b["role"] == BUCKET_ROLE)
-    # What `mtc plan` lists (core.iam.bucket_members) is exactly what the operator bound.
+    # What `mtc plan` lists is exactly what the operator bound.
     assert binding["members"] == sorted(bucket_members(PROJECT, NUMBER, "training", "trainer"))
+    assert binding["members"] == sorted(_planned_members())
     assert k8s.objects["mtc-config"]["spec"]["cloudStorageBucketName"] == "ckpt"
     assert container.writes == 4  # two cluster updates, two node pools
     before = writes(container, gcs, k8s)
@@ -97,3 +98,32 @@ def test_zone_bucket_location_fails_before_any_call(gcs, gcp_connection):
     with pytest.raises(SpecError, match="zone of region us-central1"):
         op.execute({})
     assert gcs.requests == []
+
+
+def _planned_members() -> list[str]:
+    """The members `mtc plan` prints for the same cluster, bucket and workload identity."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from mtc_provider.cli import app
+    from mtc_provider.core.iam import CHECKPOINTING_KSA
+
+    config = {
+        "target": "gke",
+        "cluster": {"project_id": PROJECT, "location": LOCATION, "name": CLUSTER},
+        "bucket": {"name": "ckpt", "location": "us-central1"},
+        "slices": {"tpu_type": "v6e", "topology": "4x8", "num_slices": 2},
+        "checkpointing": {"run_name": "run", "base_output_directory": "gs://ckpt", "steps": 100},
+        "workload": {"jobset_name": "run", "namespace": "training", "service_account": "trainer"},
+    }
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run.yaml"
+        path.write_text(yaml.safe_dump(config))
+        result = CliRunner().invoke(app, ["plan", str(path), "--project-number", NUMBER], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    members = sorted({word.strip("`'\",") for word in result.output.split() if word.startswith("principal://")})
+    assert len(members) == 2 and any(CHECKPOINTING_KSA in m for m in members), result.output
+    return members
