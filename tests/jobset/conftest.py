@@ -1,10 +1,37 @@
-"""Fixtures for the JobSet tests: fast retry waits and the fake API server."""
+"""Fixtures for the JobSet tests: fast retry waits, the fake API server, the in-memory cluster, bundle DAGs."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
+from pathlib import Path
+
 import pytest
 
-from mtc_provider.adapters import retry
+from mtc_provider.adapters import jobset_factory, retry
+from mtc_provider.adapters.memory import AsyncMemoryJobSetApi, MemoryJobSetApi, MemoryJobSetCluster
+
+DAGS = Path(__file__).parent / "dags"
+
+
+@pytest.fixture
+def cluster():
+    """The in-memory JobSet cluster, registered as the "local" target's api for the test."""
+    cluster = MemoryJobSetCluster()
+    with jobset_factory.registered("local", lambda c: MemoryJobSetApi(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
+        yield cluster
+
+
+def load_bundle_dags(monkeypatch, tmp_path, filename: str):
+    """Load a DAG file of tests/jobset/dags with paths under tmp_path; dag.test() syncs it from that bundle."""
+    monkeypatch.setenv("MTC_TEST_JOBSET_HOME", str(tmp_path))
+    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([
+        {"name": "mtc-jobset-tests", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+         "kwargs": {"path": str(DAGS)}}]))
+    spec = importlib.util.spec_from_file_location(Path(filename).stem, DAGS / filename)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

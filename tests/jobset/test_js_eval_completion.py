@@ -7,17 +7,12 @@ in-memory JobSet api, and a checkpoint store factory that fails the task if comp
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
-import json
-from pathlib import Path
 
 import pytest
 
-from mtc_provider.adapters import jobset_factory
+from tests.jobset.conftest import load_bundle_dags
+
 from mtc_provider.adapters.memory import (
-    AsyncMemoryJobSetApi,
-    MemoryJobSetApi,
-    MemoryJobSetCluster,
     status_completed,
     status_failed,
     status_running,
@@ -28,7 +23,6 @@ from mtc_provider.core.status import FAILED, RUNNING, SUCCEEDED, JobSetState
 
 pytestmark = pytest.mark.timeout(300)
 LOGICAL = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-DAGS = Path(__file__).parent / "dags"
 
 
 def _state(phase: str, retryable: bool = True, restarts: int = 0, reason: str = "") -> JobSetState:
@@ -56,23 +50,8 @@ def test_decide_on_completion_refuses_a_jobset_that_has_not_ended():
 
 
 @pytest.fixture
-def cluster():
-    cluster = MemoryJobSetCluster()
-    with jobset_factory.registered("local", lambda c: MemoryJobSetApi(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
-        yield cluster
-
-
-@pytest.fixture
 def eval_dags(monkeypatch, tmp_path, airflow_db):
-    """Load mtc_eval_dags.py with paths under tmp_path; dag.test() syncs it from the tests/jobset/dags bundle."""
-    monkeypatch.setenv("MTC_TEST_JOBSET_HOME", str(tmp_path))
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([
-        {"name": "mtc-jobset-tests", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-         "kwargs": {"path": str(DAGS)}}]))
-    spec = importlib.util.spec_from_file_location("mtc_eval_dags", DAGS / "mtc_eval_dags.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bundle_dags(monkeypatch, tmp_path, "mtc_eval_dags.py")
 
 
 def _run(dag):

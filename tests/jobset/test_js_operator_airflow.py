@@ -8,18 +8,13 @@ every resubmission. Deferrable tries run their trigger inline.
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
-import json
-from pathlib import Path
 
 import pytest
 
+from tests.jobset.conftest import load_bundle_dags
+
 from js_helpers import finalize, jobset_body
-from mtc_provider.adapters import jobset_factory
 from mtc_provider.adapters.memory import (
-    AsyncMemoryJobSetApi,
-    MemoryJobSetApi,
-    MemoryJobSetCluster,
     status_completed,
     status_failed,
     status_restarting,
@@ -28,27 +23,11 @@ from mtc_provider.adapters.memory import (
 
 pytestmark = pytest.mark.timeout(300)
 LOGICAL = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-DAGS = Path(__file__).parent / "dags"
-
-
-@pytest.fixture
-def cluster():
-    cluster = MemoryJobSetCluster()
-    with jobset_factory.registered("local", lambda c: MemoryJobSetApi(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
-        yield cluster
 
 
 @pytest.fixture
 def dags(monkeypatch, tmp_path, airflow_db):
-    """Load the DAG file with paths under tmp_path; dag.test() syncs it from this bundle."""
-    monkeypatch.setenv("MTC_TEST_JOBSET_HOME", str(tmp_path))
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([
-        {"name": "mtc-jobset-tests", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-         "kwargs": {"path": str(DAGS)}}]))
-    spec = importlib.util.spec_from_file_location("mtc_jobset_dags", DAGS / "mtc_jobset_dags.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bundle_dags(monkeypatch, tmp_path, "mtc_jobset_dags.py")
 
 
 def _ckpt(tmp_path) -> str:

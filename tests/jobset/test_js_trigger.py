@@ -7,11 +7,7 @@ import asyncio
 import pytest
 
 from js_helpers import jobset_body
-from mtc_provider.adapters import jobset_factory
 from mtc_provider.adapters.memory import (
-    AsyncMemoryJobSetApi,
-    MemoryJobSetApi,
-    MemoryJobSetCluster,
     status_completed,
     status_failed,
     status_restarting,
@@ -20,13 +16,6 @@ from mtc_provider.adapters.memory import (
 from mtc_provider.triggers.jobset import DELETED, ENDED, STALLED, JobSetEvent, JobSetTrigger
 
 CONNECTION = {"kind": "local", "home": "/nonexistent/mtc-home"}
-
-
-@pytest.fixture
-def cluster():
-    cluster = MemoryJobSetCluster()
-    with jobset_factory.registered("local", lambda c: MemoryJobSetApi(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
-        yield cluster
 
 
 def _trigger(**kwargs) -> JobSetTrigger:
