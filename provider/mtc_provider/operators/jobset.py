@@ -221,8 +221,7 @@ class MtcJobSetOperator(BaseOperator):
         api = jobset_factory.jobset_api(connection)
         store = self._store(checkpoint_dir := checkpointing.checkpoint_directory)  # None: completion mode
 
-        found = sorted(api.list(namespace, L.selector(run_labels)), key=_attempt_of)
-        self._refuse_a_second_writer(api, namespace, checkpointing.run_name, run_labels)
+        found = sorted(self._this_tasks_jobsets(api, namespace, checkpointing.run_name, run_labels), key=_attempt_of)
         live = [o for o in found if not evaluate_jobset(o).ended]
         if live:
             obj = live[-1]
@@ -230,9 +229,9 @@ class MtcJobSetOperator(BaseOperator):
                           namespace, obj["metadata"]["name"], _attempt_of(obj))
         else:
             history = _history_of(found[-1]) if found else []
+            previous_step = self._latest(store, checkpoint_dir)  # ended attempts write nothing more
             if found:
                 newest = found[-1]
-                previous_step = self._latest(store, checkpoint_dir)
                 state = evaluate_jobset(newest)
                 done = self._completion or (previous_step is not None and previous_step >= target_step)
                 if state.phase == "succeeded" and done:
@@ -243,7 +242,7 @@ class MtcJobSetOperator(BaseOperator):
                     self.log.info("deleting ended JobSet %s (%s) before the next attempt",
                                   old["metadata"]["name"], evaluate_jobset(old).phase)
                     api.delete(namespace, old["metadata"]["name"])
-            history = history + [self._latest(store, checkpoint_dir)]
+            history = history + [previous_step]
             obj = self._submit(api, slices, checkpointing, workload, run_labels, ti, history)
         name = obj["metadata"]["name"]
         self._current = (connection, namespace, name)
@@ -264,22 +263,26 @@ class MtcJobSetOperator(BaseOperator):
         # Synchronous path: the same trigger, run to its first event in this worker.
         return self.execute_complete(context, asyncio.run(_first_event(trigger)))
 
-    def _refuse_a_second_writer(self, api, namespace: str, run_name: str, run_labels: dict[str, str]) -> None:
-        """Two live JobSets of one run name would write the same checkpoints: refuse before creating anything.
+    def _this_tasks_jobsets(self, api, namespace: str, run_name: str,
+                            run_labels: dict[str, str]) -> list[dict[str, Any]]:
+        """This task's JobSets (every attempt), from one listing of the run name's JobSets.
 
-        The run name, not the DAG run, identifies a training run's checkpoints; a new DAG run (or a re-run
-        of `airflow dags test`) with the run name of a live JobSet fails here instead of racing it.
+        Two live JobSets of one run name would write the same checkpoints, so a live one of another DAG run or
+        task (a new DAG run, or a re-run of `airflow dags test`) fails the try before anything is created.
         """
         selector = L.selector({L.RUN_NAME: run_labels[L.RUN_NAME], L.MANAGED_BY: L.MANAGED_BY_VALUE})
+        mine = []
         for other in api.list(namespace, selector):
             labels = other["metadata"].get("labels") or {}
-            same_task = all(labels.get(key) == value for key, value in run_labels.items())
-            if not same_task and not evaluate_jobset(other).ended:
+            if all(labels.get(key) == value for key, value in run_labels.items()):
+                mine.append(other)
+            elif not evaluate_jobset(other).ended:
                 raise AirflowFailException(
                     f"run_name {run_name!r} already has a live JobSet {namespace}/{other['metadata']['name']} "
                     f"(DAG {labels.get(L.DAG_ID)}, run {labels.get(L.RUN_ID)}): two JobSets must not write the same "
                     "checkpoints; wait for it, delete it, or use another run_name"
                 )
+        return mine
 
     def _submit(self, api, slices, checkpointing, workload, run_labels, ti, history) -> dict[str, Any]:
         from mtc_provider.core.jobset import build_jobset
