@@ -50,7 +50,7 @@ CASES: list[tuple[str, Callable[[], Any], str, tuple[str, ...]]] = [
     ("underscore-namespace", lambda: workload(namespace="my_ns"), "workload.namespace", ("lower-case",)),
     # --- checkpointing spec
     ("relative-ramdisk-path", lambda: checkpointing(local_checkpoint_directory="local"), "checkpointing.local_checkpoint_directory", ("absolute path",)),
-    ("system-dir-ramdisk", lambda: checkpointing(local_checkpoint_directory="/etc"), "checkpointing.local_checkpoint_directory", ("not a system directory",)),
+    ("system-dir-ramdisk", lambda: checkpointing(local_checkpoint_directory="/etc"), "checkpointing.local_checkpoint_directory", ("not a system location",)),
     ("local-period-equal-persistent", lambda: checkpointing(local_checkpoint_period=100, checkpoint_period=100), "checkpointing.local_checkpoint_period", ("smaller than checkpoint_period (100)",)),
     ("local-period-above-persistent", lambda: checkpointing(local_checkpoint_period=500, checkpoint_period=100), "checkpointing.local_checkpoint_period", ("smaller than checkpoint_period",)),
     ("emergency-without-checkpointing", lambda: checkpointing(enable_checkpointing=False), "checkpointing.enable_checkpointing", ("true when enable_emergency_checkpoint",)),
