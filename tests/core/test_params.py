@@ -28,7 +28,7 @@ def test_local_form_becomes_the_specs_of_every_task():
 
 def test_gke_form_writes_to_the_bucket_and_drops_local_only_parts():
     form = {**FORM, "target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c",
-            "bucket": "ckpts", "topology": "4x8"}
+            "bucket": "ckpts", "topology": "4x8", "image": "us-docker.pkg.dev/p/r/maxtext:1"}
     run = training_run(form, "/unused")
     assert run["checkpoint_dir"] == "gs://ckpts/mtc-demo/checkpoints"
     assert run["target"]["kind"] == "gke" and run["fault_plan"] == [] and run["events_dir"] is None
