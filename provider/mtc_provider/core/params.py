@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-import re
 
 from mtc_provider.core.errors import SpecError, require
 from mtc_provider.core.locations import check_bucket_name
@@ -22,6 +21,8 @@ from mtc_provider.core.names import (
 )
 from mtc_provider.core.sizing import check_fits_host, ramdisk_size
 from mtc_provider.core.spec import (
+    IMAGE_RE,
+    LOCAL_IMAGE,
     MAXTEXT_COMMAND,
     BucketSpec,
     CheckpointingSpec,
@@ -37,12 +38,6 @@ CHECKPOINT_FLAGS = tuple(
 LOCAL_WORKLOAD_COMMAND = ("python", "-m", "mtc_provider.local.workload")
 FAULT_KINDS = ("sigkill_host", "sigterm_slice", "wipe_ramdisk", "kill_slice", "hang")
 HOST_FAULTS = ("sigkill_host", "wipe_ramdisk")  # the others act on a whole slice
-LOCAL_IMAGE = "local"  # the form's placeholder: the local target runs no image
-# A container image reference: [registry[:port]/]path[:tag][@sha256:digest], lower-case path components.
-IMAGE_RE = re.compile(
-    r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*"
-    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$"
-)
 # Model settings the local workload takes (mtc_provider.local.workload.FLAG_SPECS); on GKE any MaxText key.
 LOCAL_MODEL_FLAGS = ("model_dim", "global_batch_size", "learning_rate")
 MIN_POLL_INTERVAL_S = 1.0  # below this a watch or listing loop only loads the API server and the bucket

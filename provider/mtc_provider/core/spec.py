@@ -34,6 +34,12 @@ SYSTEM_DIRECTORIES = frozenset(
 SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys", "/usr",
                 "/var/lib")
 CLEAN_PATH_RE = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
+# A container image reference: [registry[:port]/]path[:tag][@sha256:digest], lower-case path components.
+IMAGE_RE = re.compile(
+    r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$"
+)
+LOCAL_IMAGE = "local"  # the local target runs no image; a placeholder where a form asks for one
 
 
 def _under(path: str, tree: str) -> bool:
@@ -74,6 +80,13 @@ class CheckpointingSpec:
             base,
             "a gs://BUCKET[/PATH] URL or an absolute local path",
         )
+        if isinstance(base, str) and base.startswith("/"):
+            require(
+                base.rstrip("/") == normalize_local_directory(base) or base == "/",
+                "checkpointing.base_output_directory",
+                base,
+                f"a normalized absolute path (no '.', '..' or '//' parts), e.g. {normalize_local_directory(base)}",
+            )
         positive_int("checkpointing.steps", self.steps)
         for name in (
             "enable_checkpointing",
@@ -180,7 +193,8 @@ class WorkloadSpec:
         check_service_account(self.service_account)
         check_dns1123_label("workload.replicated_job_name", self.replicated_job_name, REPLICATED_JOB_NAME_MAX)
         check_dns1123_label("workload.container_name", self.container_name)
-        require(bool(self.image) and isinstance(self.image, str), "workload.image", self.image, "a container image")
+        require(isinstance(self.image, str) and bool(IMAGE_RE.match(self.image)), "workload.image", self.image,
+                "a container image reference, e.g. us-docker.pkg.dev/PROJECT/REPO/maxtext:TAG")
         require(
             not isinstance(self.command, (str, bytes)),
             "workload.command",
@@ -265,6 +279,12 @@ class RunConfig:
         if self.target == "gke":
             require(self.cluster is not None, "cluster", None, "a cluster section (project_id, location, name)")
             require(self.bucket is not None, "bucket", None, "a bucket section (name, location)")
+            require(
+                self.workload.image != LOCAL_IMAGE,
+                "workload.image",
+                self.workload.image,
+                "a container image with MaxText on the gke target, not the local placeholder",
+            )
             require(
                 self.checkpointing.base_output_directory.startswith("gs://"),
                 "checkpointing.base_output_directory",
