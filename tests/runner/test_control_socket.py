@@ -15,7 +15,7 @@ from mtc_provider.adapters.protocols import ApiError
 from mtc_provider.local.runner import LocalJobSetApi, auth
 from mtc_provider.local.runner.environment import workload_environment
 from mtc_provider.local.runner.state import read_json, recv_line
-from tests.runner.conftest import make_jobset, processes_mentioning, terminal
+from tests.runner.conftest import make_jobset, processes_mentioning, terminal, wait_for
 
 NS = "default"
 
@@ -53,7 +53,12 @@ def test_a_request_without_the_token_is_refused_and_runs_nothing(api: LocalJobSe
 
 
 def test_the_home_and_its_token_are_private(api: LocalJobSetApi, workload: Path):
-    api.create(NS, make_jobset("private", workload, ["steps=2"]))
+    api.create(NS, make_jobset("private", workload, ["steps=40"]))
+    ramdisks = wait_for(lambda: [Path(p["ramdisk"]) for p in api.pods(NS, "private")
+                                 if (Path(p["ramdisk"]) / "jax-init-info.txt").exists()])
+    for ramdisk in ramdisks:  # tmpfs, like the MTC driver's volume: only the owner reads the checkpoints
+        assert mode(ramdisk) == 0o700 and mode(ramdisk / "jax-init-info.txt") == 0o600, ramdisk
+        assert mode(api.home.shm_root) == 0o700
     terminal(api, NS, "private")
     root = api.home.root
     assert mode(root / auth.TOKEN_FILE) == 0o600
