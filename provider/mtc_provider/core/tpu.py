@@ -41,7 +41,7 @@ SUPPORTED_TPU_TYPES = ", ".join(TPU_TYPES)
 
 # Host memory (GiB) of each machine type: GKE, "Plan TPUs in GKE", table "Choose the TPU version"
 # (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus#choose-tpu-version), column "Memory (GiB)".
-# The v5e and v6e rows agree with Compute Engine's machine-type list; the ramdisk is tmpfs in this memory, shared
+# (The v5e rows also match Compute Engine's machine-type list.) The ramdisk is tmpfs in this memory, shared
 # with the training process itself.
 HOST_MEMORY_GIB: dict[str, int] = {
     "ct4p-hightpu-4t": 407,
