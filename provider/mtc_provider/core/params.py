@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-
 from mtc_provider.core.errors import SpecError, require
 from mtc_provider.core.locations import check_bucket_name
 from mtc_provider.core.maxtext import FLAG_KEY_RE, render_value

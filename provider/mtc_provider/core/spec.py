@@ -47,10 +47,12 @@ def _under(path: str, tree: str) -> bool:
 
 
 def normalize_local_directory(directory: Any) -> str:
-    """`/dev/shm/../etc` -> `/etc`, `//etc` -> `/etc`: the path a mount really lands on (POSIX keeps `//`)."""
+    """`/local/../etc` -> `/etc`, `//etc` -> `/etc`: the path a mount really lands on (normpath keeps `//`)."""
     if not isinstance(directory, str) or not directory.startswith("/"):
         return ""
     return "/" + posixpath.normpath(directory).lstrip("/")
+
+
 TARGETS = ("gke", "local")
 MAXTEXT_COMMAND = ("python3", "-m", "MaxText.train", "MaxText/configs/base.yml")
 
