@@ -210,8 +210,9 @@ def test_measurements_from_the_workload_events():
     assert m.save_local_s == pytest.approx(0.3) and m.save_persistent_s == pytest.approx(0.8)
     assert m.local_write_s == pytest.approx(0.45)  # local saves took 0.4 s (L steps) or 0.5 s (P steps), 4 each
     assert (m.restore_local_s, m.restore_persistent_s) == pytest.approx((0.5, 0.4))
-    # attempt 1: first step 7.5 s after the attempt's end, less 0.5 s restore and 1 s step = 6; attempt 2: 7-0.4-1
-    assert m.restart_s == pytest.approx((6.0 + 5.6) / 2)
+    # attempt 1: first step 7.5 s after the attempt's end, less 0.5 s restore and 1 s step = 6;
+    # attempt 2: 7 s after the restore-less start, less the 0.1 s to the preempted event, 0.4 s restore, 1 s
+    assert m.restart_s == pytest.approx((6.0 + 5.5) / 2)
     assert m.startup_s == pytest.approx(4.0)
     assert m.failures == {"host_loss": 1, "slice_loss": 0, "preemption": 1}
     assert (m.local_period, m.persistent_period, m.total_steps) == (2, 4, 16)
@@ -245,3 +246,69 @@ def test_apply_advice_sets_both_periods_or_says_there_is_none():
     assert unchanged == {"checkpoint_period": 20} and "no stored advice" in said
     with pytest.raises(SpecError):
         apply_advice({}, {"advice": {"local_period": 30, "persistent_period": 24}})
+
+
+# ---- `mtc advise` ---------------------------------------------------------------------------------------------
+HAND = ["--step-s", "1", "--save-local-s", "1", "--save-persistent-s", "3", "--restore-local-s", "2",
+        "--restore-persistent-s", "6", "--restart-s", "20", "--host-mtbf-s", "200", "--slice-mtbf-s", "1000",
+        "--preemption-mtbf-s", "2000"]
+
+
+def cli(*args):
+    from typer.testing import CliRunner
+
+    from mtc_provider.cli import app
+
+    return CliRunner().invoke(app, ["advise", *args])
+
+
+def test_cli_advise_by_hand_human_and_json_agree_with_the_model():
+    import json
+
+    expected = advise(COSTS, RATES)
+    human = cli(*HAND, "--current", "10,50")
+    assert human.exit_code == 0, human.output
+    lines = human.stdout.splitlines()
+    assert lines[0] == (f"advice: local_checkpoint_period={expected.local_period}, checkpoint_period="
+                        f"{expected.persistent_period} -> expected goodput {expected.expected.goodput:.1%}")
+    assert lines[1] == f"now:    local_checkpoint_period=10, checkpoint_period=50 -> expected goodput " \
+                       f"{(1 / 1.14) * (1 - 0.2075):.1%}"
+    data = json.loads(cli(*HAND, "--output", "json").stdout)
+    assert (data["advice"]["local_period"], data["advice"]["persistent_period"]) == \
+        (expected.local_period, expected.persistent_period)
+    assert data["rates"]["host_loss"] == pytest.approx(1 / 200)
+
+
+def test_cli_advise_from_events_of_earlier_runs(tmp_path):
+    import json
+
+    events, _ = run_events()
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "process-0.jsonl").write_text("\n".join(json.dumps(e) for e in events))
+    data = json.loads(cli("--events", str(tmp_path / "events"), "--output", "json").stdout)
+    assert data["costs"]["save_persistent_s"] == pytest.approx(0.8)
+    assert data["current"]["local_period"] == 2 and data["total_steps"] == 16
+    # rates measured over the events: two failures in the exposure time
+    exposure = data["measurements"]["exposure_s"]
+    assert data["rates"]["host_loss"] == pytest.approx(1 / exposure)
+    hand = json.loads(cli("--events", str(tmp_path / "events"), "--step-s", "2", "--host-mtbf-s", "100",
+                          "--output", "json").stdout)
+    assert hand["costs"]["step_s"] == 2.0 and hand["rates"] == {"host_loss": 0.01, "slice_loss": 0.0,
+                                                                "preemption": 0.0}
+
+
+@pytest.mark.parametrize("args,field,allowed", [
+    (["--step-s", "fast", *HAND[2:]], "step_s", "a number >= 0"),
+    ([*HAND, "--output", "yaml"], "--output", "text, json"),
+    ([*HAND, "--current", "4"], "--current", "two integers L,P"),
+    ([*HAND, "--current", "20,4"], "local_checkpoint_period", "< checkpoint_period"),
+    ([*HAND[:-6]], "failure rates", "--host-mtbf-s"),
+    (["--step-s", "1", "--host-mtbf-s", "10"], "save_local_s", "mtc advise --save-local-s"),
+    ([*HAND, "--hosts", "0"], "hosts", "an integer >= 1"),
+    (["--events", "/nonexistent/events"], "--events", "files or directories holding workload events"),
+])
+def test_cli_advise_bad_input_exits_2_naming_field_value_and_allowed(args, field, allowed):
+    result = cli(*args)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert f"error: {field}:" in result.stderr and allowed in result.stderr

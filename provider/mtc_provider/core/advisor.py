@@ -210,7 +210,7 @@ def advise(costs: Costs, rates: FailureRates, total_steps: int | None = None, st
     if costs.save_local_s == 0 and costs.save_persistent_s == 0:
         notes.append("saves cost nothing: checkpoint as often as allowed")
     if low > 1:
-        notes.append(f"L >= {low}: a local save takes {costs.local_write_s}s and the ramdisk holds two checkpoints")
+        notes.append(f"L >= {low}: a local save takes {costs.local_write_s:.3g}s and the ramdisk holds two checkpoints")
     feasible = expected.goodput > 0
     if not feasible:
         notes.append("failures come faster than the run recovers: no schedule makes progress")
@@ -290,7 +290,8 @@ class Measurements:
             values["save_local_s"] = values["save_persistent_s"]
         missing = [k for k, v in values.items() if v is None and k != "local_write_s"]
         if missing:
-            raise SpecError(missing[0], None, "a measured figure (events of an earlier run) or one given by hand")
+            raise SpecError(missing[0], None, "a figure measured in events of an earlier run, or given by hand "
+                                              f"(mtc advise --{missing[0].replace('_', '-')})")
         values["local_write_s"] = values["local_write_s"] or 0.0
         return Costs(**values)
 
@@ -398,7 +399,11 @@ def advice_after_run(events: Sequence[Mapping[str, Any]], rates: FailureRates | 
         return out
     steps = measured.total_steps if measured.total_steps and measured.total_steps >= 2 else None
     startup = measured.startup_s or 0.0
-    advice = advise(costs, rates, steps, startup)
+    try:
+        advice = advise(costs, rates, steps, startup)
+    except SpecError as err:
+        out["line"] = f"no advice: {err}"
+        return out
     out["advice"] = advice.to_payload()
     out["rates"] = asdict(rates)
     this_run = measured_goodput(events, costs.step_s)
@@ -458,3 +463,63 @@ def apply_advice(params: Mapping[str, Any], payload: Mapping[str, Any] | None) -
     before = (params.get("local_checkpoint_period"), params.get("checkpoint_period"))
     params["local_checkpoint_period"], params["checkpoint_period"] = L, P
     return params, f"apply_advice: local_checkpoint_period, checkpoint_period {before} -> ({L}, {P})"
+
+
+# ---- `mtc advise`: figures given by hand and/or measured, one report ---------------------------------------
+COST_FIELDS = ("step_s", "save_local_s", "save_persistent_s", "restore_local_s", "restore_persistent_s",
+               "restart_s", "local_write_s")
+
+
+def advice_report(measured: Measurements | None, given: Mapping[str, Any], rates: FailureRates | None,
+                  total_steps: int | None = None, startup_s: Any = None,
+                  current: tuple[int, int] | None = None) -> dict[str, Any]:
+    """Advice from measurements and/or hand-given figures (a given figure wins), as a JSON-able payload with the
+    human lines under `lines`. Failure rates: given, else measured; none at all is an error."""
+    overrides = {k: (_number(k, v, "a number >= 0 (seconds)") if v is not None else None) for k, v in given.items()}
+    empty = Measurements(None, None, None, None, None, None, None, None, {}, 0.0, None, None, None)
+    measured = measured or empty
+    costs = measured.costs(**overrides)
+    if rates is None:
+        if not measured.exposure_s:
+            raise SpecError("failure rates", None, "--host-mtbf-s / --slice-mtbf-s / --preemption-mtbf-s, or "
+                                                   "--events of earlier runs with failures in them")
+        rates = measured.rates()
+    if total_steps is None and measured.total_steps and measured.total_steps >= 2:
+        total_steps = measured.total_steps
+    startup = _number("startup_s", startup_s, "a number >= 0 (seconds)") if startup_s is not None else (
+        measured.startup_s or 0.0)
+    if current is None and measured.local_period and measured.persistent_period \
+            and measured.local_period < measured.persistent_period:
+        current = (measured.local_period, measured.persistent_period)
+    advice = advise(costs, rates, total_steps, startup)
+    now = expected_goodput(costs, rates, *current, total_steps, startup) if current else None
+    e = advice.expected
+
+    def mtbf(rate: float) -> str:
+        return f"{1 / rate:,.0f}s" if rate > 0 else "never"
+
+    lines = [
+        f"advice: local_checkpoint_period={advice.local_period}, checkpoint_period={advice.persistent_period}"
+        f" -> expected goodput {e.goodput:.1%}" + ("" if advice.feasible else " (no schedule keeps up)"),
+    ]
+    if now is not None:
+        lines.append(f"now:    local_checkpoint_period={now.local_period}, checkpoint_period={now.persistent_period}"
+                     f" -> expected goodput {now.goodput:.1%}")
+    yd_l = f"{advice.young_daly_local:.1f}" if advice.young_daly_local else "-"
+    yd_p = f"{advice.young_daly_persistent:.1f}" if advice.young_daly_persistent else "-"
+    lines += [
+        f"Young/Daly sqrt(2 x save cost x MTBF): L ~ {yd_l} steps, P ~ {yd_p} steps",
+        f"inputs: step {costs.step_s:.4g}s; blocking save local {costs.save_local_s:.4g}s, persistent step "
+        f"{costs.save_persistent_s:.4g}s; restore local {costs.restore_local_s:.4g}s, persistent "
+        f"{costs.restore_persistent_s:.4g}s; restart {costs.restart_s:.4g}s; start-up {startup:.4g}s; "
+        f"run {total_steps if total_steps else 'unbounded'} steps",
+        f"failures: MTBF host loss {mtbf(rates.host_loss)}, slice loss {mtbf(rates.slice_loss)}, "
+        f"preemption {mtbf(rates.preemption)}",
+        f"per failure: host loss {e.per_failure_s['host_loss']:.4g}s, slice loss "
+        f"{e.per_failure_s['slice_loss']:.4g}s, preemption {e.per_failure_s['preemption']:.4g}s "
+        f"(failure load {e.failure_load:.3f} of wall time)",
+        *[f"note: {note}" for note in advice.notes],
+    ]
+    return {"advice": advice.to_payload(), "current": asdict(now) if now else None, "costs": asdict(costs),
+            "rates": asdict(rates), "total_steps": total_steps, "startup_s": startup,
+            "measurements": measured.to_payload() if measured is not empty else None, "lines": lines}

@@ -1,0 +1,203 @@
+"""Benchmark 7: checkpoint periods from the advisor vs the sample DAG's guide-style defaults, under the same
+seeded fault process, on the local target.
+
+Faults arrive as Poisson processes in wall time (exponential gaps, drawn from a seed): host losses (SIGKILL of a
+random slice's host; the local tier covers them) and slice losses (slice 1's ramdisk wiped, then its host killed:
+slice 1 holds the only local copies, so the run falls back to the persistent tier). Each run is one 2-slice JobSet
+through the local runner; every fault restarts it in the cluster (failurePolicy.maxRestarts).
+
+1. Calibration: one run with the default periods and two faults at fixed steps (a host loss, then a slice loss),
+   the "earlier run of the same run_name". `core.advisor.measure_events` reads step time, blocking save costs,
+   restore (both tiers), restart and start-up times from its events; with the injected failure rates (given, as a
+   user gives a fleet's MTBF) `core.advisor.advise` picks (L, P).
+2. The runs, interleaved: default and advised, seeds 0..n-1 (same seed = same fault times in both arms).
+3. Goodput of a run = steps x the calibrated step time / wall time (first start to finish): the quantity the model
+   predicts. Per arm: mean measured goodput, the model's prediction from the calibration figures, and its error.
+
+    python -m benchmarks.advised_periods            # the published run (about 7 minutes)
+    python -m benchmarks.advised_periods --quick    # smoke test (one seed, 40 steps)
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from benchmarks.common import (
+    NAMESPACE,
+    argument_parser,
+    local_jobset,
+    local_runner,
+    print_table,
+    ratio,
+    result_path,
+    wait_terminal,
+    write_result,
+)
+
+NAME = "advised_periods"
+ARMS = ("default", "advised")
+
+
+# ---- pure parts ----------------------------------------------------------------------------------------------
+def poisson_fault_plan(seed: int, host_loss_rate: float, slice_loss_rate: float, horizon_s: float,
+                       num_slices: int = 2) -> list[dict[str, Any]]:
+    """Fault times (seconds from the JobSet's creation) of two independent Poisson processes up to the horizon."""
+    rng = random.Random(seed)
+    plan = []
+    for kind, rate in (("host_loss", host_loss_rate), ("slice_loss", slice_loss_rate)):
+        t = 0.0
+        while rate > 0:
+            t += rng.expovariate(rate)
+            if t > horizon_s:
+                break
+            if kind == "host_loss":
+                plan.append({"kind": "sigkill_host", "at_seconds": round(t, 3), "slice": rng.randrange(num_slices),
+                             "host": 0})
+            else:
+                plan.append({"kind": "wipe_ramdisk", "at_seconds": round(t, 3), "slice": 1, "host": 0})
+    return sorted(plan, key=lambda f: f["at_seconds"])
+
+
+def run_order(seeds: int) -> list[tuple[str, int]]:
+    """Both arms for each seed, alternating which arm goes first so drift hits both alike."""
+    order = []
+    for seed in range(seeds):
+        order += [("advised", seed), ("default", seed)] if seed % 2 else [("default", seed), ("advised", seed)]
+    return order
+
+
+def calibration_faults(steps: int) -> list[dict[str, Any]]:
+    """A host loss at a third of the run, a slice loss (slice 1 holds the local copies) at two thirds."""
+    return [{"kind": "sigkill_host", "at_step": steps // 3, "slice": 0, "host": 0},
+            {"kind": "wipe_ramdisk", "at_step": 2 * steps // 3, "slice": 1, "host": 0}]
+
+
+def summarize(runs: Sequence[Mapping[str, Any]], predicted: Mapping[str, float]) -> dict[str, Any]:
+    """Mean measured goodput per arm, the ratio advised/default, per-seed ratios and the model's relative error."""
+    arms: dict[str, Any] = {}
+    for arm in ARMS:
+        values = [r["goodput"] for r in runs if r["arm"] == arm and r["goodput"] is not None]
+        mean = statistics.fmean(values) if values else None
+        arms[arm] = {"mean_goodput": mean, "stdev": statistics.stdev(values) if len(values) > 1 else None,
+                     "runs": len(values), "predicted": predicted.get(arm),
+                     "prediction_error": (predicted[arm] - mean) / mean if mean and arm in predicted else None}
+    by_seed = {}
+    for r in runs:
+        by_seed.setdefault(r["seed"], {})[r["arm"]] = r["goodput"]
+    per_seed = {seed: ratio(v.get("advised"), v.get("default")) for seed, v in sorted(by_seed.items())}
+    return {"arms": arms, "ratio": ratio(arms["advised"]["mean_goodput"], arms["default"]["mean_goodput"]),
+            "predicted_ratio": ratio(predicted.get("advised"), predicted.get("default")), "per_seed_ratio": per_seed}
+
+
+# ---- running ---------------------------------------------------------------------------------------------
+def run_once(api: Any, scratch: Path, arm: str, seed: int, periods: tuple[int, int], args: Any,
+             plan: list[dict[str, Any]] | None = None, steps: int | None = None) -> dict[str, Any]:
+    from mtc_provider.core.goodput import compute_goodput, timeline_from_workload_events
+    from mtc_provider.core.spec import CheckpointingSpec
+    from mtc_provider.local.workload_events import events_dir, read_events
+
+    run_name = f"ap-{arm}-{seed}"
+    bucket = scratch / run_name
+    spec = CheckpointingSpec(run_name, str(bucket), steps or args.steps, enable_emergency_checkpoint=True,
+                             local_checkpoint_directory="/local", local_checkpoint_period=periods[0],
+                             checkpoint_period=periods[1], enable_autocheckpoint=True)
+    flags = {"seed": 0, "model_dim": args.model_dim, "global_batch_size": args.batch,
+             "step_time_ms": args.step_time_ms}
+    if plan is None:
+        plan = poisson_fault_plan(seed, 1 / args.host_mtbf, 1 / args.slice_mtbf, args.timeout)
+    name = f"{run_name}-a0"
+    t0 = time.time()
+    api.create(NAMESPACE, local_jobset(name, spec, flags, plan, max_restarts=len(plan) + 2))
+    obj = wait_terminal(api, name, args.timeout)
+    wall = time.time() - t0
+    fired = api.faults(NAMESPACE, name)
+    api.delete(NAMESPACE, name)
+    events = read_events(events_dir(str(bucket), run_name))
+    finished = any(e["event"] == "finish" for e in events)
+    return {"arm": arm, "seed": seed, "periods": list(periods), "events": events, "wall_s": wall,
+            "terminal": obj["status"].get("terminalState"), "restarts": obj["status"].get("restarts"),
+            "finished": finished, "faults_fired": [{k: f.get(k) for k in ("kind", "at_seconds", "slice", "step")}
+                                                   for f in fired],
+            "core_goodput": compute_goodput(timeline_from_workload_events(events)).goodput}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    from mtc_provider.core.advisor import FailureRates, advise, expected_goodput, measure_events, measured_goodput
+
+    parser = argument_parser(__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--seeds", type=int, default=3, help="fault-process seeds per arm")
+    parser.add_argument("--local-period", type=int, default=4, help="default L (the sample DAG's)")
+    parser.add_argument("--persistent-period", type=int, default=20, help="default P (the sample DAG's)")
+    parser.add_argument("--host-mtbf", type=float, default=60.0, help="seconds between host losses (mean)")
+    parser.add_argument("--slice-mtbf", type=float, default=120.0, help="seconds between slice losses (mean)")
+    parser.add_argument("--model-dim", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--step-time-ms", type=int, default=100, help="simulated accelerator time per step")
+    parser.add_argument("--calibration-steps", type=int, default=60, help="steps of the calibration run")
+    parser.add_argument("--timeout", type=float, default=400, help="seconds per run")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.steps, args.seeds, args.calibration_steps = 40, 1, 24
+    default = (args.local_period, args.persistent_period)
+    rates = FailureRates.from_mtbf(args.host_mtbf, args.slice_mtbf)
+    runs: list[dict[str, Any]] = []
+    with local_runner("advised") as (api, scratch):
+        first = run_once(api, scratch, "calibration", 0, default, args, calibration_faults(args.calibration_steps),
+                         args.calibration_steps)
+        measured = measure_events(first.pop("events"))
+        costs = measured.costs()
+        startup = measured.startup_s or 0.0
+        advice = advise(costs, rates, args.steps, startup)
+        calibration = {"run": first, "measurements": measured.to_payload(), "costs": costs.__dict__,
+                       "startup_s": startup, "advice": advice.to_payload()}
+        print(f"calibration: {costs}; advice L={advice.local_period}, P={advice.persistent_period}", flush=True)
+        for arm, seed in run_order(args.seeds):
+            periods = default if arm == "default" else (calibration["advice"]["local_period"],
+                                                        calibration["advice"]["persistent_period"])
+            runs.append(run_once(api, scratch, arm, seed, periods, args))
+    step_s = calibration["costs"]["step_s"]
+    for run in runs:
+        run["goodput"] = measured_goodput(run.pop("events"), step_s) if run["finished"] else None
+    from mtc_provider.core.advisor import Costs
+
+    costs = Costs(**calibration["costs"])
+    predicted = {arm: expected_goodput(costs, rates, *periods, args.steps, calibration["startup_s"]).goodput
+                 for arm, periods in (("default", default), ("advised", (calibration["advice"]["local_period"],
+                                                                          calibration["advice"]["persistent_period"])))}
+    result = {"quick": args.quick,
+              "parameters": {k: v for k, v in vars(args).items() if k not in ("output", "quick")},
+              "calibration": calibration, "runs": runs, "summary": summarize(runs, predicted)}
+    report(result)
+    path = write_result(result_path(NAME, args.quick, args.output), NAME, result)
+    print(f"result written to {path}")
+    return result
+
+
+def report(result: Mapping[str, Any]) -> None:
+    advice = result["calibration"]["advice"]
+    summary = result["summary"]
+    rows = [[r["arm"], r["seed"], f"{r['periods'][0]}/{r['periods'][1]}", len(r["faults_fired"]), r["restarts"],
+             r["wall_s"], r["goodput"], r["core_goodput"]] for r in result["runs"]]
+    print_table("Runs (L/P, faults fired, in-cluster restarts, wall, goodput = steps x step time / wall)",
+                ["arm", "seed", "L/P", "faults", "restarts", "wall s", "goodput", "core.goodput"], rows)
+    arms = summary["arms"]
+    print_table(
+        f"Advised L={advice['local_period']}, P={advice['persistent_period']} (Young/Daly: "
+        f"{advice['young_daly_local'] or 0:.1f} / {advice['young_daly_persistent'] or 0:.1f} steps)",
+        ["", "default", "advised", "advised / default"],
+        [["mean goodput (measured)", arms["default"]["mean_goodput"], arms["advised"]["mean_goodput"],
+          summary["ratio"]],
+         ["predicted goodput (model)", arms["default"]["predicted"], arms["advised"]["predicted"],
+          summary["predicted_ratio"]],
+         ["prediction error (pred/meas - 1)", arms["default"]["prediction_error"],
+          arms["advised"]["prediction_error"], None]])
+    print(f"per-seed ratios advised/default: {summary['per_seed_ratio']}")
+
+
+if __name__ == "__main__":
+    main()

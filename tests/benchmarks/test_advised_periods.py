@@ -1,0 +1,48 @@
+"""Benchmark 7's pure parts: the seeded Poisson fault process, the run order and the summary."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from benchmarks.advised_periods import calibration_faults, poisson_fault_plan, run_order, summarize
+
+
+def test_the_fault_process_is_seeded_poisson_at_the_given_rates():
+    plan = poisson_fault_plan(3, 1 / 60, 1 / 120, 400)
+    assert plan == poisson_fault_plan(3, 1 / 60, 1 / 120, 400)  # same seed, same faults
+    assert plan != poisson_fault_plan(4, 1 / 60, 1 / 120, 400)
+    times = [f["at_seconds"] for f in plan]
+    assert times == sorted(times) and all(0 < t <= 400 for t in times)
+    assert {f["kind"] for f in plan} <= {"sigkill_host", "wipe_ramdisk"}
+    assert all(f["slice"] == 1 for f in plan if f["kind"] == "wipe_ramdisk")  # the slice holding the local copies
+    # Over many seeds the counts match the rates: 400 s at 1/60 -> 6.67 host losses, 1/120 -> 3.33 slice losses.
+    hosts = [sum(f["kind"] == "sigkill_host" for f in poisson_fault_plan(s, 1 / 60, 1 / 120, 400)) for s in range(400)]
+    slices = [sum(f["kind"] == "wipe_ramdisk" for f in poisson_fault_plan(s, 1 / 60, 1 / 120, 400)) for s in range(400)]
+    assert statistics.fmean(hosts) == pytest.approx(400 / 60, rel=0.08)
+    assert statistics.fmean(slices) == pytest.approx(400 / 120, rel=0.1)
+    assert statistics.variance(hosts) == pytest.approx(400 / 60, rel=0.25)  # Poisson: variance = mean
+    assert poisson_fault_plan(0, 0.0, 0.0, 400) == []
+
+
+def test_runs_interleave_and_the_calibration_faults_hit_both_tiers():
+    assert run_order(3) == [("default", 0), ("advised", 0), ("advised", 1), ("default", 1), ("default", 2),
+                            ("advised", 2)]
+    host, wipe = calibration_faults(60)
+    assert (host["kind"], host["at_step"], wipe["kind"], wipe["at_step"], wipe["slice"]) == \
+        ("sigkill_host", 20, "wipe_ramdisk", 40, 1)
+
+
+def test_summary_means_ratio_and_prediction_error():
+    runs = [{"arm": "default", "seed": 0, "goodput": 0.4}, {"arm": "advised", "seed": 0, "goodput": 0.5},
+            {"arm": "default", "seed": 1, "goodput": 0.2}, {"arm": "advised", "seed": 1, "goodput": 0.3},
+            {"arm": "advised", "seed": 2, "goodput": None}]
+    out = summarize(runs, {"default": 0.33, "advised": 0.36})
+    assert out["arms"]["default"]["mean_goodput"] == pytest.approx(0.3)
+    assert out["arms"]["advised"]["mean_goodput"] == pytest.approx(0.4) and out["arms"]["advised"]["runs"] == 2
+    assert out["ratio"] == pytest.approx(4 / 3)
+    assert out["predicted_ratio"] == pytest.approx(0.36 / 0.33)
+    assert out["arms"]["default"]["prediction_error"] == pytest.approx(0.1)
+    assert out["arms"]["advised"]["prediction_error"] == pytest.approx(-0.1)
+    assert out["per_seed_ratio"][0] == pytest.approx(1.25) and out["per_seed_ratio"][2] is None
