@@ -312,3 +312,17 @@ def test_cli_advise_bad_input_exits_2_naming_field_value_and_allowed(args, field
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
     assert f"error: {field}:" in result.stderr and allowed in result.stderr
+
+
+def test_periods_are_read_from_regular_saves_only():
+    # P=20 over a 24-step run: one regular persistent save (20) and the final one (24); local every 4 steps
+    events = [{"ts": 0.0, "event": "start", "process": 0}]
+    for step in range(1, 25):
+        events.append({"ts": float(step), "event": "step", "process": 0, "step": step})
+        if step % 20 == 0 or step == 24:
+            events.append({"ts": float(step), "event": "save_start", "process": 0, "step": step, "tier": "persistent"})
+        if step % 4 == 0:
+            events.append({"ts": float(step), "event": "save_start", "process": 1, "step": step, "tier": "local"})
+    events.append({"ts": 24.5, "event": "finish", "process": 0, "step": 24})
+    m = measure_events(events)
+    assert (m.local_period, m.persistent_period) == (4, 20)

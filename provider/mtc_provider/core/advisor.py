@@ -304,10 +304,9 @@ def _median(values: Sequence[float]) -> float | None:
 
 
 def _period(steps: Iterable[int]) -> int | None:
-    """The most common gap between consecutive save steps (the regular schedule; forced saves are rare)."""
-    ordered = sorted(set(steps))
-    gaps = [b - a for a, b in zip(ordered, ordered[1:])]
-    return statistics.mode(gaps) if gaps else None
+    """The period of regular saves (they fall on multiples of it): the greatest common divisor of their steps."""
+    steps = [s for s in steps if s > 0]
+    return math.gcd(*steps) if steps else None
 
 
 def measure_events(events: Sequence[Mapping[str, Any]]) -> Measurements:
@@ -329,6 +328,7 @@ def measure_events(events: Sequence[Mapping[str, Any]]) -> Measurements:
         if e["event"] == "save_end" and e.get("tier") == "local" and e.get("duration_s") is not None:
             writes.append(float(e["duration_s"]))
     preempted_at = {float(e["ts"]) for e in events if e["event"] == "preempted"}
+    forced = {int(e["step"]) for e in events if e["event"] in ("preempted", "finish") and e.get("step") is not None}
     by_attempt = _steps_by_attempt(timeline)
     plain, after_save = [], {"local": [], "persistent": []}
     for records in by_attempt.values():
@@ -367,8 +367,9 @@ def measure_events(events: Sequence[Mapping[str, Any]]) -> Measurements:
             failures["host_loss"] += 1
         else:
             failures["slice_loss"] += 1
-    persistent_steps = [s for s, t in saves.items() if "persistent" in t]
-    local_steps = [s for s, t in saves.items() if "local" in t]
+    # forced saves (on preemption, at the last step) fall off the schedule
+    persistent_steps = [s for s, t in saves.items() if "persistent" in t and s not in forced]
+    local_steps = [s for s, t in saves.items() if "local" in t and s not in forced]
     return Measurements(
         step_s, save_cost["local"], save_cost["persistent"], _median(writes), restores["local"],
         restores["persistent"], _median(restart), _median(startup), failures, exposure,
