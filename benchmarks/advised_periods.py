@@ -12,7 +12,9 @@ through the local runner; every fault restarts it in the cluster (failurePolicy.
    user gives a fleet's MTBF) `core.advisor.advise` picks (L, P).
 2. The runs, interleaved: default and advised, seeds 0..n-1 (same seed = same fault times in both arms).
 3. Goodput of a run = steps x the calibrated step time / wall time (first start to finish): the quantity the model
-   predicts. Per arm: mean measured goodput, the model's prediction from the calibration figures, and its error.
+   predicts. Per arm: mean measured goodput; the model's prediction from the calibration figures at the injected
+   rates (what the advisor foresaw), and its error; the model on the figures and failure counts re-measured in
+   the arm's own runs (the model itself, apart from the calibration's foresight), and its error.
 
     python -m benchmarks.advised_periods            # the published run (about 7 minutes)
     python -m benchmarks.advised_periods --quick    # smoke test (one seed, 40 steps)
@@ -93,9 +95,39 @@ def summarize(runs: Sequence[Mapping[str, Any]], predicted: Mapping[str, float])
             "predicted_ratio": ratio(predicted.get("advised"), predicted.get("default")), "per_seed_ratio": per_seed}
 
 
+def model_from_runs(measured: Sequence[Mapping[str, Any]], periods: Sequence[int], steps: int,
+                    step_s: float) -> dict[str, Any]:
+    """The model with the figures re-measured in an arm's own runs (median of each figure over the runs; failure
+    rates = failures / exposure, pooled): its expected wall time, and goodput on the common step time `step_s`.
+    This checks the model itself, apart from how well one calibration run foresaw the arm's conditions."""
+    from mtc_provider.core.advisor import Costs, FailureRates, expected_goodput
+
+    def pooled(name: str) -> float | None:
+        values = [m[name] for m in measured if m.get(name) is not None]
+        return statistics.median(values) if values else None
+
+    figures = {name: pooled(name) for name in ("step_s", "save_local_s", "save_persistent_s", "restore_local_s",
+                                                "restore_persistent_s", "restart_s", "startup_s")}
+    figures["restore_persistent_s"] = figures["restore_persistent_s"] or figures["restore_local_s"]
+    figures["restart_s"] = figures["restart_s"] or 0.0  # no failure in any run: nothing to restart
+    figures["restore_local_s"] = figures["restore_local_s"] or 0.0
+    figures["restore_persistent_s"] = figures["restore_persistent_s"] or 0.0
+    exposure = sum(m["exposure_s"] for m in measured)
+    counts = {k: sum(m["failures"].get(k, 0) for m in measured) for k in ("host_loss", "slice_loss", "preemption")}
+    rates = FailureRates(*(counts[k] / exposure for k in counts)) if exposure else FailureRates()
+    startup = figures.pop("startup_s") or 0.0
+    costs = Costs(**figures)
+    e = expected_goodput(costs, rates, periods[0], periods[1], steps, startup)
+    wall = (steps * e.step_cost_s + startup) / (1 - e.failure_load) if e.failure_load < 1 else None
+    return {"costs": figures, "startup_s": startup, "failures": counts, "exposure_s": exposure,
+            "rates": rates.__dict__, "expected_wall_s": wall,
+            "predicted_goodput": steps * step_s / wall if wall else 0.0}
+
+
 # ---- running ---------------------------------------------------------------------------------------------
 def run_once(api: Any, scratch: Path, arm: str, seed: int, periods: tuple[int, int], args: Any,
              plan: list[dict[str, Any]] | None = None, steps: int | None = None) -> dict[str, Any]:
+    from mtc_provider.core.advisor import measure_events
     from mtc_provider.core.goodput import compute_goodput, timeline_from_workload_events
     from mtc_provider.core.spec import CheckpointingSpec
     from mtc_provider.local.workload_events import events_dir, read_events
@@ -120,7 +152,7 @@ def run_once(api: Any, scratch: Path, arm: str, seed: int, periods: tuple[int, i
     finished = any(e["event"] == "finish" for e in events)
     return {"arm": arm, "seed": seed, "periods": list(periods), "events": events, "wall_s": wall,
             "terminal": obj["status"].get("terminalState"), "restarts": obj["status"].get("restarts"),
-            "finished": finished, "faults_fired": [{k: f.get(k) for k in ("kind", "at_seconds", "slice", "step")}
+            "finished": finished, "measured": measure_events(events).to_payload(), "faults_fired": [{k: f.get(k) for k in ("kind", "at_seconds", "slice", "step")}
                                                    for f in fired],
             "core_goodput": compute_goodput(timeline_from_workload_events(events)).goodput}
 
@@ -169,9 +201,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     predicted = {arm: expected_goodput(costs, rates, *periods, args.steps, calibration["startup_s"]).goodput
                  for arm, periods in (("default", default), ("advised", (calibration["advice"]["local_period"],
                                                                           calibration["advice"]["persistent_period"])))}
+    advised = (calibration["advice"]["local_period"], calibration["advice"]["persistent_period"])
+    refit = {arm: model_from_runs([r["measured"] for r in runs if r["arm"] == arm],
+                                  default if arm == "default" else advised, args.steps, step_s) for arm in ARMS}
+    summary = summarize(runs, predicted)
+    for arm in ARMS:
+        mean = summary["arms"][arm]["mean_goodput"]
+        summary["arms"][arm]["refit_predicted"] = refit[arm]["predicted_goodput"]
+        summary["arms"][arm]["refit_error"] = (refit[arm]["predicted_goodput"] - mean) / mean if mean else None
     result = {"quick": args.quick,
               "parameters": {k: v for k, v in vars(args).items() if k not in ("output", "quick")},
-              "calibration": calibration, "runs": runs, "summary": summarize(runs, predicted)}
+              "calibration": calibration, "runs": runs, "refit": refit, "summary": summary}
     report(result)
     path = write_result(result_path(NAME, args.quick, args.output), NAME, result)
     print(f"result written to {path}")
@@ -195,7 +235,18 @@ def report(result: Mapping[str, Any]) -> None:
          ["predicted goodput (model)", arms["default"]["predicted"], arms["advised"]["predicted"],
           summary["predicted_ratio"]],
          ["prediction error (pred/meas - 1)", arms["default"]["prediction_error"],
-          arms["advised"]["prediction_error"], None]])
+          arms["advised"]["prediction_error"], None],
+         ["model on the arm's own figures", arms["default"]["refit_predicted"], arms["advised"]["refit_predicted"],
+          ratio(arms["advised"]["refit_predicted"], arms["default"]["refit_predicted"])],
+         ["its error (pred/meas - 1)", arms["default"]["refit_error"], arms["advised"]["refit_error"], None]])
+    refit = result["refit"]
+    print_table("Figures re-measured per arm", ["", "default", "advised"],
+                [[name, refit["default"]["costs"][name], refit["advised"]["costs"][name]]
+                 for name in refit["default"]["costs"]]
+                + [["startup_s", refit["default"]["startup_s"], refit["advised"]["startup_s"]],
+                   ["failures (host/slice)", "{host_loss}/{slice_loss}".format(**refit["default"]["failures"]),
+                    "{host_loss}/{slice_loss}".format(**refit["advised"]["failures"])],
+                   ["exposure_s", refit["default"]["exposure_s"], refit["advised"]["exposure_s"]]])
     print(f"per-seed ratios advised/default: {summary['per_seed_ratio']}")
 
 

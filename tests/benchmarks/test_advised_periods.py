@@ -46,3 +46,20 @@ def test_summary_means_ratio_and_prediction_error():
     assert out["arms"]["default"]["prediction_error"] == pytest.approx(0.1)
     assert out["arms"]["advised"]["prediction_error"] == pytest.approx(-0.1)
     assert out["per_seed_ratio"][0] == pytest.approx(1.25) and out["per_seed_ratio"][2] is None
+
+
+def test_model_from_runs_pools_the_figures_of_an_arms_runs():
+    from benchmarks.advised_periods import model_from_runs
+
+    base = {"step_s": 1.0, "save_local_s": 0.5, "save_persistent_s": 1.0, "restore_local_s": 2.0,
+            "restore_persistent_s": None, "restart_s": 10.0, "startup_s": 20.0}
+    runs = [{**base, "failures": {"host_loss": 1, "slice_loss": 0, "preemption": 0}, "exposure_s": 100.0},
+            {**base, "restart_s": 14.0, "failures": {"host_loss": 0, "slice_loss": 1, "preemption": 0},
+             "exposure_s": 100.0}]
+    out = model_from_runs(runs, (2, 4), 100, 1.0)
+    assert out["costs"]["restart_s"] == 12.0 and out["costs"]["restore_persistent_s"] == 2.0
+    assert out["rates"]["host_loss"] == pytest.approx(1 / 200) and out["rates"]["slice_loss"] == pytest.approx(1 / 200)
+    # tau = 1 + 0.5*(1/2 - 1/4) + 1/4 = 1.375; host 2*1.375/2 + 12 + 2 = 15.375; slice 4*1.375/2 + 14 = 16.75
+    load = (15.375 + 16.75) / 200
+    assert out["expected_wall_s"] == pytest.approx((100 * 1.375 + 20) / (1 - load))
+    assert out["predicted_goodput"] == pytest.approx(100 / out["expected_wall_s"])
