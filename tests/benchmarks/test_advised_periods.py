@@ -61,5 +61,17 @@ def test_model_from_runs_pools_the_figures_of_an_arms_runs():
     assert out["rates"]["host_loss"] == pytest.approx(1 / 200) and out["rates"]["slice_loss"] == pytest.approx(1 / 200)
     # tau = 1 + 0.5*(1/2 - 1/4) + 1/4 = 1.375; host 2*1.375/2 + 12 + 2 = 15.375; slice 4*1.375/2 + 14 = 16.75
     load = (15.375 + 16.75) / 200
-    assert out["expected_wall_s"] == pytest.approx((100 * 1.375 + 20) / (1 - load))
+    assert out["expected_wall_s"] == pytest.approx(100 * 1.375 / (1 - load))  # start-up left out
+    assert out["startup_s"] == 20.0
     assert out["predicted_goodput"] == pytest.approx(100 / out["expected_wall_s"])
+
+
+def test_goodput_after_startup_counts_from_the_first_step_to_the_finish():
+    from benchmarks.advised_periods import goodput_after_startup
+
+    events = [{"ts": 0.0, "event": "start", "process": 0}, {"ts": 30.0, "event": "step", "process": 0, "step": 1},
+              {"ts": 31.0, "event": "step", "process": 1, "step": 1},
+              {"ts": 40.0, "event": "step", "process": 0, "step": 11},
+              {"ts": 50.0, "event": "finish", "process": 0, "step": 11}]
+    assert goodput_after_startup(events, 0.5) == pytest.approx(10 * 0.5 / 20)
+    assert goodput_after_startup(events[:3], 0.5) is None  # never finished

@@ -120,7 +120,8 @@ def _check_periods(local_period: Any, persistent_period: Any) -> tuple[int, int]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SpecError(name, value, "an integer >= 1 (steps)")
     if local_period >= persistent_period:
-        raise SpecError("local_checkpoint_period", local_period, f"an integer < checkpoint_period ({persistent_period})")
+        raise SpecError("local_checkpoint_period", local_period,
+                        f"an integer < checkpoint_period ({persistent_period})")
     return local_period, persistent_period
 
 
@@ -203,7 +204,7 @@ def advise(costs: Costs, rates: FailureRates, total_steps: int | None = None, st
     scored = [(*best_k(L), L) for L in candidates]
     _, _, coarse = max(scored)
     near = range(max(low, int(coarse / 1.2)), min(limit // 2, int(coarse * 1.2) + 1) + 1)
-    score, k, L = max((*best_k(L), L) for L in {*near, coarse})
+    _, k, L = max((*best_k(L), L) for L in {*near, coarse})
     expected = expected_goodput(costs, rates, L, L * k, total_steps, startup_s)
     if rates.total == 0:
         notes.append("no failures: checkpoint as rarely as allowed")
