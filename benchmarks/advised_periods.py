@@ -173,8 +173,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from mtc_provider.core.advisor import FailureRates, advise, expected_goodput, measure_events, measured_goodput
 
     parser = argument_parser(__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=240)
-    parser.add_argument("--seeds", type=int, default=3, help="fault-process seeds per arm")
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--seeds", type=int, default=5, help="fault-process seeds per arm")
     parser.add_argument("--local-period", type=int, default=4, help="default L (the sample DAG's)")
     parser.add_argument("--persistent-period", type=int, default=20, help="default P (the sample DAG's)")
     parser.add_argument("--host-mtbf", type=float, default=90.0, help="seconds between host losses (mean)")
