@@ -17,7 +17,7 @@ through the local runner; every fault restarts it in the cluster (failurePolicy.
    rates (what the advisor foresaw), and its error; the model on the figures and failure counts re-measured in
    the arm's own runs (the model itself, apart from the calibration's foresight), and its error.
 
-    python -m benchmarks.advised_periods            # the published run (8-15 minutes, by load)
+    python -m benchmarks.advised_periods            # the published run (8-25 minutes, by load)
     python -m benchmarks.advised_periods --quick    # smoke test (one seed, 40 steps)
 """
 
