@@ -3,7 +3,9 @@
 Each try of `train` is one attempt (a JobSet); a failed or preempted attempt is resubmitted by Airflow's
 retries and resumes from the newest checkpoint. `teardown` removes the JobSet, never the checkpoints.
 Trigger it with a form (target local or gke, slices, model size, the guide's eight checkpoint flags, steps,
-a fault plan on the local target); the `plan` task validates everything before any side effect.
+a fault plan on the local target); the `plan` task validates everything before any side effect. The goodput
+task logs the checkpoint periods the advisor recommends; `remember_advice` stores them (Variable
+`mtc_advice.<run_name>`) and the next run uses them when its `apply_advice` param is on.
 
 This file imports only Airflow's SDK and the provider's thin glue at parse time.
 """
@@ -62,6 +64,9 @@ PARAMS = {
     "termination_grace_period_seconds": Param(None, type=["null", "integer"], minimum=1,
                                               description="Seconds between SIGTERM and SIGKILL (default 60 locally, 300 on GKE)"),
     "poll_interval": Param(2.0, type="number", minimum=1, description="Seconds between JobSet status checks"),
+    "apply_advice": Param(False, type="boolean",
+                          description="Use the checkpoint periods advised after the last run of this run_name "
+                                      "(Airflow Variable mtc_advice.<run_name>) instead of the two above"),
 }
 
 
@@ -82,6 +87,18 @@ with DAG(
         """Validate the whole run description before any side effect; hand the specs to the next tasks."""
         from mtc_provider.dag_support import plan_training_run
 
+        if params and params.get("apply_advice"):
+            from airflow.sdk import Variable
+
+            from mtc_provider.core.advisor import VARIABLE_PREFIX, apply_advice
+            from mtc_provider.core.errors import SpecError
+
+            stored = Variable.get(VARIABLE_PREFIX + str(params.get("run_name")), default=None, deserialize_json=True)
+            try:
+                params, said = apply_advice(params, stored)
+            except SpecError as err:  # a hand-edited Variable: say which value, keep the periods as given
+                said = f"apply_advice: stored advice ignored: {err}"
+            print(said)
         # The connection and the service account are the DAG author's: set them here, never in the form.
         return plan_training_run(params, conf=getattr(dag_run, "conf", None), declared=PARAMS,
                                  gcp_conn_id="google_cloud_default", service_account="default")
@@ -135,5 +152,20 @@ with DAG(
         launch_task_id="train",
     ).as_teardown(setups=train)
 
+    @task
+    def remember_advice(report: dict | None = None, params=None) -> dict | None:
+        """Store the goodput task's checkpoint advice for the next run of this run_name (see apply_advice)."""
+        advice = (report or {}).get("advice") or {}
+        if not advice.get("advice"):
+            return None
+        from airflow.sdk import Variable
+
+        from mtc_provider.core.advisor import VARIABLE_PREFIX
+
+        stored = {"advice": advice["advice"], "line": advice["line"]}
+        Variable.set(VARIABLE_PREFIX + str(params["run_name"]), stored, serialize_json=True)
+        return stored
+
     plan_task >> readiness >> train >> progress >> goodput
     goodput >> teardown
+    remember_advice(goodput.output)

@@ -1,4 +1,5 @@
-"""`mtc`: size the ramdisk, plan a run, render its manifests. No cluster or network access.
+"""`mtc`: size the ramdisk, plan a run, render its manifests, advise checkpoint periods. No cluster or
+network access.
 
 Bad input (a SpecError, invalid YAML, a missing file) goes to stderr with exit code 2, naming the field,
 the bad value and what is allowed.
@@ -114,6 +115,72 @@ def render(config: Path = typer.Argument(..., help="Run description (YAML).")) -
     """Print the manifests as one YAML stream, ready for `kubectl apply -f -`."""
     result = _guarded(lambda: build_plan(load_config(config)))
     sys.stdout.write(render_manifests(result.manifests))
+
+
+OUTPUTS = ("text", "json")
+
+
+@app.command()
+def advise(
+    events: list[Path] = typer.Option(None, "--events", help="Event files or directories of earlier runs of one "
+                                      "run_name (<base>/<run_name>/events); repeatable."),
+    step_s: str = typer.Option(None, "--step-s", help="Seconds per training step (overrides the measured one)."),
+    save_local_s: str = typer.Option(None, "--save-local-s", help="Seconds a local save blocks training."),
+    save_persistent_s: str = typer.Option(None, "--save-persistent-s",
+                                          help="Seconds a persistent save step blocks training."),
+    restore_local_s: str = typer.Option(None, "--restore-local-s", help="Seconds to restore from the local tier."),
+    restore_persistent_s: str = typer.Option(None, "--restore-persistent-s",
+                                             help="Seconds to restore from the persistent tier."),
+    restart_s: str = typer.Option(None, "--restart-s", help="Seconds from a failure to training again, restore "
+                                  "excluded (resubmission, start-up)."),
+    local_write_s: str = typer.Option(None, "--local-write-s", help="Seconds a whole (async) local save takes."),
+    startup_s: str = typer.Option(None, "--startup-s", help="Seconds from submission to the first step, once."),
+    steps: int = typer.Option(None, "--steps", help="Steps of the run (bounds P; default: measured, else none)."),
+    host_mtbf_s: str = typer.Option(None, "--host-mtbf-s", help="Mean seconds between losses of ONE host."),
+    hosts: int = typer.Option(1, "--hosts", help="Hosts of the run (scales --host-mtbf-s)."),
+    slice_mtbf_s: str = typer.Option(None, "--slice-mtbf-s", help="Mean seconds between slice or cluster losses."),
+    preemption_mtbf_s: str = typer.Option(None, "--preemption-mtbf-s", help="Mean seconds between preemptions."),
+    current: str = typer.Option(None, "--current", help="The periods in use, L,P (default: read from --events)."),
+    output: str = typer.Option("text", "--output", help="text or json."),
+) -> None:
+    """Checkpoint periods (L, P) maximising expected goodput, from measurements and/or figures given by hand."""
+    from mtc_provider.core.advisor import FailureRates, advice_report, measure_events
+
+    def build() -> dict[str, Any]:
+        if output not in OUTPUTS:
+            raise SpecError("--output", output, ", ".join(OUTPUTS))
+        measured = None
+        if events:
+            from mtc_provider.local.workload_events import read_events
+
+            found = [e for path in events for e in read_events(path)]
+            if not found:
+                raise SpecError("--events", [str(p) for p in events], "files or directories holding workload events")
+            measured = measure_events(found)
+        given_mtbf = (host_mtbf_s, slice_mtbf_s, preemption_mtbf_s)
+        rates = None if all(v is None for v in given_mtbf) else FailureRates.from_mtbf(*given_mtbf, hosts=hosts)
+        periods = None
+        if current is not None:
+            try:
+                periods = tuple(int(part) for part in current.split(","))
+            except ValueError:
+                periods = ()
+            if len(periods) != 2:
+                raise SpecError("--current", current, "two integers L,P, e.g. 4,20")
+        given = {"step_s": step_s, "save_local_s": save_local_s, "save_persistent_s": save_persistent_s,
+                 "restore_local_s": restore_local_s, "restore_persistent_s": restore_persistent_s,
+                 "restart_s": restart_s, "local_write_s": local_write_s}
+        return advice_report(measured, given, rates, steps, startup_s, periods)
+
+    result = _guarded(build)
+    if output == "json":
+        import json
+
+        sys.stdout.write(json.dumps(result, indent=1) + "\n")
+        return
+    console = _out()
+    for line in result["lines"]:
+        console.print(escape(line))
 
 
 def render_manifests(manifests: Any) -> str:

@@ -118,4 +118,19 @@ class GoodputReportOperator(BaseOperator):
         self.log.info("goodput %.1f%% (%s): productive %.0fs of %.0fs; badput %s; recovery %s; chart %s",
                       100 * report.goodput, source, report.productive_s, report.elapsed_s, report.badput_s,
                       report.recovery_s, path)
-        return {**report.to_payload(), "source": source, "chart_path": path}
+        advice = self.checkpoint_advice()
+        return {**report.to_payload(), "source": source, "chart_path": path, "advice": advice}
+
+    def checkpoint_advice(self) -> dict[str, Any] | None:
+        """Checkpoint periods advised from this run_name's events (core.advisor), logged as one line."""
+        if not self.events_dir:
+            return None
+        from mtc_provider.core.advisor import advice_after_run
+        from mtc_provider.local.workload_events import read_events
+
+        events = read_events(self.events_dir)
+        if not events:
+            return None
+        advice = advice_after_run(events)
+        self.log.info("checkpoint advice: %s", advice["line"])
+        return advice
