@@ -40,7 +40,8 @@ def test_advice_is_reported_stored_and_applied_only_when_asked(training_dag, tmp
 
     from tests.core.test_advisor import run_events
 
-    conf = {"run_name": "advice-run", "local_checkpoint_period": 2, "checkpoint_period": 4, "steps": 16}
+    conf = {"run_name": "advice-run", "local_checkpoint_period": 2, "checkpoint_period": 4, "steps": 16,
+            "fault_plan": []}
     from mtc_provider.core.params import training_run
 
     first_day = dt.datetime(2026, 2, 1, tzinfo=dt.timezone.utc)
