@@ -11,7 +11,8 @@ from typing import Any, Mapping
 
 from mtc_provider.core.errors import SpecError, require
 from mtc_provider.core.sizing import ramdisk_size
-from mtc_provider.core.spec import MAXTEXT_COMMAND, BucketSpec, CheckpointingSpec, SizingSpec, WorkloadSpec
+from mtc_provider.core.maxtext import DEFAULT_LAYOUT, check_target_mode, container_command
+from mtc_provider.core.spec import BucketSpec, CheckpointingSpec, SizingSpec, WorkloadSpec
 from mtc_provider.core.tpu import SliceSpec
 
 CHECKPOINT_FLAGS = tuple(
@@ -78,11 +79,13 @@ def training_run(params: Mapping[str, Any], local_home: str) -> dict[str, Any]:
         base = f"{local_home.rstrip('/')}/buckets/{bucket}"
         target = {"kind": "local", "home": local_home, "namespace": namespace}
     flags = {name: params[name] for name in CHECKPOINT_FLAGS if params.get(name) is not None}
-    for name in ("local_checkpoint_period", "checkpoint_period"):
+    for name in ("local_checkpoint_period", "checkpoint_period", "multi_tier_checkpointing_backup_interval_minutes",
+                 "multi_tier_checkpointing_backup_interval_steps"):
         if name in flags:
             flags[name] = _int(params, name, 0)
     checkpointing = CheckpointingSpec(run_name=run_name, base_output_directory=base, steps=_int(params, "steps", 1),
                                       **flags)
+    check_target_mode(target_kind, checkpointing)
     extra_flags: dict[str, Any] = {}
     if target_kind == "local":
         extra_flags["step_time_ms"] = _int(params, "step_time_ms", 0)
@@ -92,13 +95,15 @@ def training_run(params: Mapping[str, Any], local_home: str) -> dict[str, Any]:
     workload = WorkloadSpec(
         jobset_name=run_name[:40].rstrip("-"),
         image=_get(params, "image", "local") or "local",
-        command=LOCAL_WORKLOAD_COMMAND if target_kind == "local" else tuple(_get(params, "command", MAXTEXT_COMMAND)),
+        command=LOCAL_WORKLOAD_COMMAND if target_kind == "local" else _get(params, "command", None),
+        maxtext_layout=_get(params, "maxtext_layout", DEFAULT_LAYOUT),
         extra_flags=extra_flags,
         namespace=namespace,
         service_account=_get(params, "service_account", "default"),
         max_restarts=_int(params, "max_restarts", 3),
         termination_grace_period_seconds=_int(params, "termination_grace_period_seconds", 60 if target_kind == "local" else 300),
     )
+    container_command(checkpointing, workload)  # cross-section rules (layout vs flags) fail here, at plan time
     sizing = SizingSpec(parameters=float(_get(params, "parameters", 1e9)))
     size = ramdisk_size(sizing.parameters, slices.hosts_per_slice)
     fault_plan = _fault_plan(_get(params, "fault_plan", [])) if target_kind == "local" else []
