@@ -141,3 +141,16 @@ def test_dag_form_takes_the_multi_tier_mode_and_the_layout() -> None:
         training_run({**form, "target": "local"}, "/tmp/home")
     assert caught.value.field == "checkpointing.enable_multi_tier_checkpointing"
 
+
+
+def test_empty_values_are_never_rendered() -> None:
+    """OmegaConf reads `key=` as null: MaxText 0.2.5 refuses `local_checkpoint_directory=` (tests/conformance)."""
+    spec = checkpointing(enable_emergency_checkpoint=False, local_checkpoint_directory="", local_checkpoint_period=0)
+    _, args = container_command(spec, workload())
+    assert not [arg for arg in args if arg.endswith("=")]
+    with pytest.raises(SpecError) as caught:
+        container_command(spec, workload(extra_flags={"tokenizer_path": ""}))
+    assert caught.value.field == "workload.extra_flags.tokenizer_path" and "null" in caught.value.allowed
+    with pytest.raises(SpecError) as caught:
+        container_command(spec, workload(extra_flags={"local_checkpoint_directory": "/x"}))
+    assert caught.value.field == "workload.extra_flags.local_checkpoint_directory"

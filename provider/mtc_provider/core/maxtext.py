@@ -125,15 +125,14 @@ def container_command(checkpointing: "CheckpointingSpec", workload: "WorkloadSpe
     checkpoints; extra flags may add MaxText settings but never override the checkpointing ones.
     """
     owned = checkpointing.maxtext_flags()
+    reserved = list(dict.fromkeys([*owned, "local_checkpoint_directory", *MULTI_TIER_FLAGS]))
     extra = dict(workload.extra_flags or {})
-    for key in extra:
-        if key in owned or key in MULTI_TIER_FLAGS:
-            raise SpecError(
-                f"workload.extra_flags.{key}",
-                extra[key],
-                f"a flag other than the checkpointing ones ({', '.join([*owned, *MULTI_TIER_FLAGS])}); "
-                "set it in the checkpointing section",
-            )
+    for key, value in extra.items():
+        require(key not in reserved, f"workload.extra_flags.{key}", value,
+                f"a flag other than the checkpointing ones ({', '.join(reserved)}); set it in the checkpointing section")
+        # OmegaConf (MaxText's command-line parser) reads `key=` as null, not as an empty string.
+        require(value != "", f"workload.extra_flags.{key}", value,
+                "a non-empty value (MaxText reads `key=` as null); leave the flag out for MaxText's default")
     if workload.maxtext_layout != DEFAULT_LAYOUT:
         for key in ("multi_tier_checkpointing_backup_interval_steps", "use_replicator_service"):
             require(key not in owned, f"checkpointing.{key}", owned.get(key),

@@ -145,7 +145,8 @@ class CheckpointingSpec:
             "enable_checkpointing": self.enable_checkpointing,
             "enable_emergency_checkpoint": self.enable_emergency_checkpoint,
             "async_checkpointing": self.async_checkpointing,
-            "local_checkpoint_directory": self.local_checkpoint_directory,
+            # MaxText 0.2.5 reads `local_checkpoint_directory=` as null and refuses it: empty means its default.
+            **({"local_checkpoint_directory": self.local_checkpoint_directory} if self.local_checkpoint_directory else {}),
             "local_checkpoint_period": self.local_checkpoint_period,
             "checkpoint_period": self.checkpoint_period,
             "enable_single_replica_ckpt_restoring": self.enable_single_replica_ckpt_restoring,
