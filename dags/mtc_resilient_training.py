@@ -99,6 +99,7 @@ with DAG(
         checkpointing=planned("checkpointing"),
         workload=planned("workload"),
         fault_plan=planned("fault_plan"),
+        target_step=planned("target_step"),
         stall_timeout="{{ params.stall_timeout }}",
         poll_interval=2.0,
         retries=6,
@@ -110,7 +111,7 @@ with DAG(
     progress = CheckpointProgressSensor(
         task_id="checkpoint_progress",
         checkpoint_dir=planned("checkpoint_dir"),
-        target_step="{{ params.steps }}",
+        target_step=planned("target_step"),
         stall_timeout="{{ params.stall_timeout }}",
         poll_interval=5,
     )

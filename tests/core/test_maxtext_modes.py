@@ -10,7 +10,7 @@ import pytest
 from core_helpers import checkpointing, gke_config, local_config, workload
 
 from mtc_provider.core.errors import SpecError
-from mtc_provider.core.maxtext import container_command, maxtext_command
+from mtc_provider.core.maxtext import container_command, last_step, maxtext_command
 from mtc_provider.core.params import training_run
 from mtc_provider.core.spec import RunConfig
 
@@ -154,3 +154,13 @@ def test_empty_values_are_never_rendered() -> None:
     with pytest.raises(SpecError) as caught:
         container_command(spec, workload(extra_flags={"local_checkpoint_directory": "/x"}))
     assert caught.value.field == "workload.extra_flags.local_checkpoint_directory"
+
+
+def test_a_maxtext_run_ends_at_step_steps_minus_one() -> None:
+    """MaxText 0.2.5 with steps=6 saves 0, 2, 4, 5 (tests/conformance/test_real_maxtext_cpu.py)."""
+    gke = training_run({"target": "gke", "project_id": "p", "location": "l", "cluster_name": "c", "run_name": "r",
+                        "steps": 70}, "/unused")
+    local = training_run({"target": "local", "run_name": "r", "steps": 70}, "/tmp/home")
+    assert (gke["target_step"], local["target_step"]) == (69, 70)
+    assert last_step(checkpointing(steps=6), workload(maxtext_layout="pre-rename")) == 5
+    assert last_step(checkpointing(steps=6), workload(command=["python", "train.py"])) == 6

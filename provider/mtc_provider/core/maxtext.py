@@ -98,6 +98,17 @@ def check_target_mode(target: str, spec: "CheckpointingSpec") -> None:
             "false on the local target (no MTC replicator there; use enable_emergency_checkpoint)")
 
 
+def last_step(checkpointing: "CheckpointingSpec", workload: "WorkloadSpec") -> int:
+    """The step of a finished run's last checkpoint. MaxText counts steps from 0: `steps=N` runs steps 0..N-1
+    and saves N-1 last (tests/conformance/test_real_maxtext_cpu.py); other commands (the local workload) end at N."""
+    command = tuple(workload.command or ())
+    if "-m" in command[:-1]:
+        package = command[command.index("-m") + 1].split(".", 1)[0]
+        if package in {paths["package"] for paths in MAXTEXT_LAYOUTS.values()}:
+            return max(checkpointing.steps - 1, 0)
+    return checkpointing.steps
+
+
 def render_value(value: Any, field: str) -> str:
     # bool before int: True is an int in Python, and MaxText expects the words True/False.
     if isinstance(value, bool):

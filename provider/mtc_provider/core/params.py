@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from mtc_provider.core.errors import SpecError, require
 from mtc_provider.core.sizing import ramdisk_size
-from mtc_provider.core.maxtext import DEFAULT_LAYOUT, check_target_mode, container_command
+from mtc_provider.core.maxtext import DEFAULT_LAYOUT, check_target_mode, container_command, last_step
 from mtc_provider.core.spec import BucketSpec, CheckpointingSpec, SizingSpec, WorkloadSpec
 from mtc_provider.core.tpu import SliceSpec
 
@@ -117,6 +117,7 @@ def training_run(params: Mapping[str, Any], local_home: str) -> dict[str, Any]:
         "sizing": dataclasses.asdict(sizing),
         "ramdisk": size.quantity,
         "checkpoint_dir": checkpointing.checkpoint_directory,
+        "target_step": last_step(checkpointing, workload),  # MaxText's last checkpoint is steps - 1
         "events_dir": f"{run_dir}/events" if target_kind == "local" else None,
         "chart_path": f"{run_dir}/goodput.png" if target_kind == "local" else None,
         "fault_plan": fault_plan,
