@@ -27,7 +27,7 @@ from mtc_provider.core.spec import RunConfig
 from mtc_provider.operators.goodput import GoodputReportOperator
 from mtc_provider.sensors.checkpoint import CheckpointProgressSensor
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a cold build downloads ~1.7 GB
 
 STEPS, PERIOD = 6, 2
 TINY_MODEL = {"dataset_type": "synthetic", "hardware": "cpu", "skip_jax_distributed_system": True,

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 # MaxText config keys are Python identifiers (they become attributes of its config object).
 FLAG_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FLAG_VALUE_TYPES = "a string, integer, float or true/false"
+# Rendered only in multi-tier mode (MaxText's defaults are right otherwise), but never settable as extras.
+MULTI_TIER_FLAGS = ("enable_multi_tier_checkpointing", "multi_tier_checkpointing_backup_interval_minutes",
+                    "multi_tier_checkpointing_backup_interval_steps", "use_replicator_service")
 
 # Entry modules and config path per package layout. The config path resolves both in a source checkout
 # (the working directory of MaxText's images) and in a pip install (pyconfig.resolve_config_path).
@@ -150,8 +153,3 @@ def container_command(checkpointing: "CheckpointingSpec", workload: "WorkloadSpe
                     "unset with workload.maxtext_layout pre-rename (MaxText 0.1 has no such key; it came with 0.2)")
     args = render_flags(owned, "checkpointing") + render_flags(extra, "workload.extra_flags")
     return list(workload.command), args
-
-
-# Rendered only in multi-tier mode (MaxText's defaults are right otherwise), but never settable as extras.
-MULTI_TIER_FLAGS = ("enable_multi_tier_checkpointing", "multi_tier_checkpointing_backup_interval_minutes",
-                    "multi_tier_checkpointing_backup_interval_steps", "use_replicator_service")
