@@ -1,7 +1,7 @@
 """Conformance with the real MaxText 0.2.5: its own config loader accepts what we render and reads back our values.
 
-Every command we render (the golden manifests, the sample DAGs' default plans on both targets, the multi-tier
-mode) goes through MaxText's `pyconfig.initialize` in a Python 3.12 environment holding `maxtext==0.2.5`
+Every command we render (the golden manifests, the sample DAGs' default plans on both targets, the
+persistent-only and multi-tier modes, extra flags of each value type) goes through MaxText's `pyconfig.initialize` in a Python 3.12 environment holding `maxtext==0.2.5`
 (scripts/maxtext_env.py); only JAX's distributed start-up is replaced by recorders (maxtext_probe.py). A case
 passes when MaxText accepts it and every value it parsed equals the one in our spec. The other direction is
 checked too: multi-tier combinations our spec rejects, rendered by hand, are rejected by MaxText as well.
@@ -39,6 +39,10 @@ MULTI_TIER_FORMS = {
     "multi-tier-steps": {"enable_emergency_checkpoint": False, "enable_multi_tier_checkpointing": True,
                          "multi_tier_checkpointing_backup_interval_steps": 4, "use_replicator_service": True},
 }
+PERSISTENT_ONLY = {"enable_emergency_checkpoint": False, "local_checkpoint_directory": "", "local_checkpoint_period": 0}
+# Extra flags of every value type we render (float exponents, spaces, booleans).
+EXTRA_FLAGS = {"learning_rate": 1e-05, "per_device_batch_size": 0.5, "tokenizer_path": "assets/tokenizer v2",
+               "enable_goodput_recording": False, "max_target_length": 2048}
 # Multi-tier flags our spec refuses (the field it names); MaxText must refuse them too.
 REFUSED = {
     "both-intervals": ({"multi_tier_checkpointing_backup_interval_minutes": 15,
@@ -83,7 +87,7 @@ def dag_cases(defaults: dict[str, Any], home: Path) -> list[dict[str, Any]]:
     # The local target runs our workload, not MaxText: its checkpointing flags are MaxText's, checked with the trainer.
     cases = [{"name": "training-dag-local", "command": list(maxtext_command()), "args": render_flags(spec.maxtext_flags()),
               "expected": spec.maxtext_flags()}]
-    for name, extra in {"training-dag-gke": {}, **MULTI_TIER_FORMS}.items():
+    for name, extra in {"training-dag-gke": {}, "persistent-only": PERSISTENT_ONLY, **MULTI_TIER_FORMS}.items():
         run = training_run({**defaults, **GKE_FORM, **extra}, str(home))
         cases.append(case(name, CheckpointingSpec(**run["checkpointing"]), WorkloadSpec(**run["workload"])))
     # The evaluation DAG's GKE job: MaxText's decode entry on a step's items, checkpointing off.
@@ -92,7 +96,9 @@ def dag_cases(defaults: dict[str, Any], home: Path) -> list[dict[str, Any]]:
                                         enable_checkpointing=False),
                       WorkloadSpec(jobset_name="eval-s20", command=maxtext_command(entry="decode"),
                                    extra_flags={"load_parameters_path": "gs://my-bucket/mtc-demo/checkpoints/20/items"}))
-    return [*cases, evaluation]
+    extras = case("extra-flag-values", CheckpointingSpec(run_name="r", base_output_directory="gs://b", steps=10),
+                  WorkloadSpec(jobset_name="r", extra_flags=EXTRA_FLAGS))
+    return [*cases, evaluation, extras]
 
 
 def refused_cases(defaults: dict[str, Any], home: Path) -> list[dict[str, Any]]:
@@ -121,7 +127,8 @@ def conformance(maxtext_python, tmp_path_factory) -> tuple[list[dict[str, Any]],
     return cases, results
 
 
-ACCEPTED = sorted(regenerate.CASES) + ["training-dag-local", "training-dag-gke", *MULTI_TIER_FORMS, "evaluation-dag-gke"]
+ACCEPTED = sorted(regenerate.CASES) + ["training-dag-local", "training-dag-gke", "persistent-only", *MULTI_TIER_FORMS,
+                                       "evaluation-dag-gke", "extra-flag-values"]
 
 
 @pytest.mark.parametrize("name", ACCEPTED)
