@@ -40,10 +40,10 @@ def test_render_flags_rejects(flags, field, allowed) -> None:
 
 def test_container_command_passes_every_flag_then_extras() -> None:
     command, args = container_command(
-        checkpointing(), workload(command=("python3", "-m", "MaxText.train", "base.yml"), maxtext_layout="pre-rename",
+        checkpointing(), workload(command=("python3", "-m", "maxtext.trainers.pre_train.train", "base.yml"),
                                   extra_flags={"model_name": "llama2-7b"})
     )
-    assert command == ["python3", "-m", "MaxText.train", "base.yml"]
+    assert command == ["python3", "-m", "maxtext.trainers.pre_train.train", "base.yml"]
     assert args == [
         "run_name=run-1",
         "base_output_directory=gs://my-bucket/out",

@@ -164,3 +164,13 @@ def test_a_maxtext_run_ends_at_step_steps_minus_one() -> None:
     assert (gke["target_step"], local["target_step"]) == (69, 70)
     assert last_step(checkpointing(steps=6), workload(maxtext_layout="pre-rename")) == 5
     assert last_step(checkpointing(steps=6), workload(command=["python", "train.py"])) == 6
+
+
+def test_pre_rename_leaves_out_autocheckpoint_when_false() -> None:
+    """MaxText 0.1.0 refuses `enable_autocheckpoint` (not in its base.yml; tests/conformance); false is the default."""
+    _, args = container_command(checkpointing(), workload(maxtext_layout="pre-rename"))
+    assert not [arg for arg in args if arg.startswith("enable_autocheckpoint=")] and len(args) == 10
+    _, args = container_command(checkpointing(enable_autocheckpoint=True), workload(maxtext_layout="pre-rename"))
+    assert args[-1] == "enable_autocheckpoint=True"
+    _, args = container_command(checkpointing(), workload())
+    assert "enable_autocheckpoint=False" in args

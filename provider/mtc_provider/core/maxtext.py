@@ -151,5 +151,7 @@ def container_command(checkpointing: "CheckpointingSpec", workload: "WorkloadSpe
         for key in ("multi_tier_checkpointing_backup_interval_steps", "use_replicator_service"):
             require(key not in owned, f"checkpointing.{key}", owned.get(key),
                     "unset with workload.maxtext_layout pre-rename (MaxText 0.1 has no such key; it came with 0.2)")
+        if not owned["enable_autocheckpoint"]:  # MaxText 0.1.0 refuses the key; false is every release's default
+            del owned["enable_autocheckpoint"]
     args = render_flags(owned, "checkpointing") + render_flags(extra, "workload.extra_flags")
     return list(workload.command), args
