@@ -120,6 +120,8 @@ def conformance(maxtext_python, tmp_path_factory) -> tuple[list[dict[str, Any]],
     home = tmp_path_factory.mktemp("home")
     defaults = training_dag_defaults()
     cases = golden_cases() + dag_cases(defaults, home) + refused_cases(defaults, home)
+    cases.append({"name": "empty-local-directory", "command": list(maxtext_command()),
+                  "args": ["run_name=r", "base_output_directory=gs://b", "local_checkpoint_directory="]})
     cases.append({"name": "pre-rename-trainer", "command": list(maxtext_command("pre-rename")),
                   "args": ["run_name=r", "base_output_directory=gs://b"]})
     results = run_probe(maxtext_python, [{k: c[k] for k in ("name", "command", "args")} for c in cases],
@@ -171,3 +173,19 @@ def test_the_pre_rename_trainer_does_not_exist_in_0_2_5(conformance) -> None:
     _, results = conformance
     result = results["pre-rename-trainer"]
     assert not result["ok"] and result["error"] == "ModuleNotFoundError: No module named 'MaxText'"
+
+
+def test_an_empty_value_is_read_as_null_and_refused(conformance) -> None:
+    """Why empty values are never rendered (docs/maxtext.md, known limits)."""
+    _, results = conformance
+    result = results["empty-local-directory"]
+    assert not result["ok"] and "local_checkpoint_directory" in result["error"]
+    assert "Input should be a valid string" in result["error"]
+
+
+def test_use_replicator_service_is_read_by_no_code_path(maxtext_python) -> None:
+    """docs/maxtext.md, known limits: in 0.2.5 only the config schema and the deprecated loader name the key."""
+    package = next(Path(maxtext_python).parent.parent.glob("lib/python3.*/site-packages/maxtext"))
+    naming = sorted(str(path.relative_to(package)) for path in package.rglob("*.py")
+                    if "use_replicator_service" in path.read_text(encoding="utf-8", errors="replace"))
+    assert naming == ["configs/pyconfig_deprecated.py", "configs/types.py"]
