@@ -24,6 +24,7 @@ import os
 from airflow.sdk import DAG, task
 
 from mtc_provider.assets import checkpoint_asset
+from mtc_provider.core.maxtext import maxtext_command
 from mtc_provider.dag_support import planned
 from mtc_provider.target import default_local_home
 
@@ -33,7 +34,7 @@ CHECKPOINT_DIR = os.environ.get(
 )
 ON_GKE = CHECKPOINT_DIR.startswith("gs://")
 DEFAULT_EVAL_SLICES = {"tpu_type": "v6e", "topology": "2x2", "num_slices": 2}
-EVAL_COMMAND = ["python3", "-m", "MaxText.decode", "MaxText/configs/base.yml"]
+EVAL_COMMAND = list(maxtext_command(entry="decode"))  # the current MaxText release (docs/maxtext.md)
 checkpoints = checkpoint_asset(CHECKPOINT_DIR, RUN_NAME, poll_interval=5)
 
 with DAG(

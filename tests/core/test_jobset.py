@@ -141,5 +141,5 @@ def test_deterministic_and_free_of_mount_options() -> None:
 
 def test_container_gets_command_and_args_separately() -> None:
     container = pod_template(build_jobset_for_run(run_config()))["spec"]["containers"][0]
-    assert container["command"] == ["python3", "-m", "MaxText.train", "MaxText/configs/base.yml"]
+    assert container["command"] == ["python3", "-m", "maxtext.trainers.pre_train.train", "src/maxtext/configs/base.yml"]
     assert container["args"][:2] == ["run_name=run-1", "base_output_directory=gs://my-bucket/out"]

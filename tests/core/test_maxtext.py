@@ -40,9 +40,10 @@ def test_render_flags_rejects(flags, field, allowed) -> None:
 
 def test_container_command_passes_every_flag_then_extras() -> None:
     command, args = container_command(
-        checkpointing(), workload(command=("python3", "-m", "MaxText.train", "base.yml"), extra_flags={"model_name": "llama2-7b"})
+        checkpointing(), workload(command=("python3", "-m", "maxtext.trainers.pre_train.train", "base.yml"),
+                                  extra_flags={"model_name": "llama2-7b"})
     )
-    assert command == ["python3", "-m", "MaxText.train", "base.yml"]
+    assert command == ["python3", "-m", "maxtext.trainers.pre_train.train", "base.yml"]
     assert args == [
         "run_name=run-1",
         "base_output_directory=gs://my-bucket/out",
@@ -64,7 +65,9 @@ def test_container_command_passes_every_flag_then_extras() -> None:
     "key",
     ["run_name", "base_output_directory", "steps", "enable_checkpointing", "enable_emergency_checkpoint",
      "async_checkpointing", "local_checkpoint_directory", "local_checkpoint_period", "checkpoint_period",
-     "enable_single_replica_ckpt_restoring", "enable_autocheckpoint"],
+     "enable_single_replica_ckpt_restoring", "enable_autocheckpoint", "enable_multi_tier_checkpointing",
+     "multi_tier_checkpointing_backup_interval_minutes", "multi_tier_checkpointing_backup_interval_steps",
+     "use_replicator_service"],
 )
 def test_extra_flags_cannot_override_checkpointing(key) -> None:
     with pytest.raises(SpecError) as caught:

@@ -32,7 +32,7 @@ def test_gke_form_writes_to_the_bucket_and_drops_local_only_parts():
     run = training_run(form, "/unused")
     assert run["checkpoint_dir"] == "gs://ckpts/mtc-demo/checkpoints"
     assert run["target"]["kind"] == "gke" and run["fault_plan"] == [] and run["events_dir"] is None
-    assert run["workload"]["command"][:3] == ["python3", "-m", "MaxText.train"]
+    assert run["workload"]["command"][:3] == ["python3", "-m", "maxtext.trainers.pre_train.train"]
     assert run["workload"]["extra_flags"] == {}
 
 

@@ -106,7 +106,7 @@ def test_evaluation_on_a_gs_checkpoint_dir_launches_a_one_shot_jobset_on_gke():
     assert gke["checkpointing"] == {"run_name": "run-eval", "base_output_directory": "gs://bucket", "steps": 1,
                                     "enable_checkpointing": False}
     workload = gke["workload"]
-    assert workload["image"] == "us-docker.pkg.dev/p/maxtext:1" and "MaxText.decode" in workload["command"]
+    assert workload["image"] == "us-docker.pkg.dev/p/maxtext:1" and "maxtext.inference.decode" in workload["command"]
     assert "plan_eval" in workload["extra_flags"]["load_parameters_path"]  # templated from plan_eval's XCom
     assert loaded["uri"] == "gs://bucket/run/checkpoints" and loaded["max_active_runs"] == 1
     # Airflow normalizes any gs:// asset URI with the google provider's handler, which imports the GCS hook

@@ -22,6 +22,7 @@ from mtc_provider.core.listing import (
     COMMIT_FILE,
     backup_steps,
     commit_glob,
+    item_of,
     longer_steps_glob,
     newer_than,
     same_length_glob,
@@ -73,6 +74,14 @@ class LocalCheckpointStore:
     def latest_step(self, checkpoint_dir: str) -> int | None:
         found = self.finalized(checkpoint_dir)
         return found[-1].step if found else None
+
+    def item_path(self, step_path: str) -> str | None:
+        """`<step>/<item>` for a step directory (items, default or state: core.listing.ITEM_DIRS), or None."""
+        try:
+            item = item_of(entry.name for entry in os.scandir(local_path(step_path)) if entry.is_dir())
+        except FileNotFoundError:
+            return None
+        return f"{step_path.rstrip('/')}/{item}" if item else None
 
 
 @dataclass
@@ -142,6 +151,16 @@ class GcsCheckpointStore:
     def latest_step(self, checkpoint_dir: str) -> int | None:
         found = self.finalized(checkpoint_dir)
         return found[-1].step if found else None
+
+    def item_path(self, step_path: str) -> str | None:
+        """`<step>/<item>` for a step (items, default or state), from one delimiter listing of its top level."""
+        bucket, path = split_gcs_uri(step_path)
+        iterator = self.hook.get_conn().list_blobs(bucket, prefix=f"{path}/", delimiter="/")
+        for page in iterator.pages:
+            self.cost.requests += 1
+            list(page)
+        item = item_of(prefix[len(path) + 1:] for prefix in iterator.prefixes)
+        return f"gs://{bucket}/{path}/{item}" if item else None
 
     def backup_steps(self, backup_dir: str, workers: int | None = None) -> list[int]:
         """Steps GKE MTC's replicator backed up under `backup_dir` (`<job>-s<step>-n<node>-w<worker>.meta`)."""

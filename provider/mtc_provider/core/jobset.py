@@ -142,7 +142,7 @@ def _container(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: Wo
         "env": _env(workload),
         "resources": {"limits": {TPU_RESOURCE: slices.chips_per_host}},
     }
-    if checkpointing.enable_emergency_checkpoint:
+    if checkpointing.local_tier:
         container["volumeMounts"] = [{"name": MTC_VOLUME_NAME, "mountPath": checkpointing.local_checkpoint_directory}]
     return container
 
@@ -161,7 +161,7 @@ def _pod_spec(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: Wor
         "tolerations": [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
         "containers": [_container(slices, checkpointing, workload)],
     }
-    if checkpointing.enable_emergency_checkpoint:
+    if checkpointing.local_tier:
         # The MTC driver provisions the ramdisk (sized by the CheckpointConfiguration) and writes
         # jax-init-info.txt at its root.
         spec["volumes"] = [{"name": MTC_VOLUME_NAME, "csi": {"driver": MTC_CSI_DRIVER}}]

@@ -1,8 +1,12 @@
 """Which steps of a checkpoint directory are finalized, from names alone (object names or directory entries).
 
-Orbax names a step directory by its integer step; while a save is in flight it lives in
-`<step>.orbax-checkpoint-tmp` (older releases add `-<n>` or `-<timestamp>`), and a step is final only when
-`<step>/commit_success.txt` exists. GKE MTC's replicator backs steps up as `<job>-s<step>-n<node>-w<worker>.meta`.
+What MaxText writes (0.2.5 with Orbax 0.12): persistent steps under `<base_output_directory>/<run_name>/
+checkpoints/<step>/`. While a save is in flight the step lives in `<step>.orbax-checkpoint-tmp` (older
+releases add `-<n>` or `-<timestamp>`) on a local disk, or without `commit_success.txt` on GCS. Orbax
+finalizes a step by updating `<step>/_CHECKPOINT_METADATA` (its commit timestamp) and then writing
+`<step>/commit_success.txt` (before the rename, on a local disk), so the commit marker, written last, is the
+one name that decides. The state is in one item folder whose name depends on the mode (ITEM_DIRS).
+GKE MTC's replicator backs steps up as `<job>-s<step>-n<node>-w<worker>.meta`.
 Steps going backwards never count: `newer_than` is the one place that rule lives.
 """
 
@@ -13,6 +17,15 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 COMMIT_FILE = "commit_success.txt"
+CHECKPOINT_METADATA_FILE = "_CHECKPOINT_METADATA"
+# The item folder inside a step, by who wrote it (read in maxtext/common/checkpointing.py, emergency_checkpointing.py
+# and orbax/checkpoint/experimental/emergency/checkpoint_manager.py):
+ITEM_DIRS = {
+    "items": "MaxText's persistent checkpoints without a local tier (Orbax v1 checkpointable `items`)",
+    "default": "persistent checkpoints of Orbax's emergency CheckpointManager (enable_emergency_checkpoint; the local "
+               "target's workload)",
+    "state": "the local (ramdisk) tier of the emergency and replicator managers",
+}
 STEP_DIR_RE = re.compile(r"^(?P<step>\d+)$")
 TMP_DIR_RE = re.compile(r"\.orbax-checkpoint-tmp")
 MTC_BACKUP_RE = re.compile(r"^(?P<job>.+)-s(?P<step>\d+)-n(?P<node>\d+)-w(?P<worker>\d+)\.meta$")
@@ -40,6 +53,20 @@ def finalized_from_entries(entries: Mapping[str, Iterable[str]]) -> list[int]:
     steps = {step for name, children in entries.items()
              if (step := step_of_dir(name)) is not None and COMMIT_FILE in set(children)}
     return sorted(steps)
+
+
+def persistent_item(flags: Mapping[str, object]) -> str | None:
+    """The item folder of a run's persistent steps, from its MaxText checkpointing flags; None when MaxText
+    itself writes no persistent steps (multi-tier: the MTC replicator backs the local tier up instead)."""
+    if flags.get("enable_multi_tier_checkpointing"):
+        return None
+    return "default" if flags.get("enable_emergency_checkpoint") else "items"
+
+
+def item_of(children: Iterable[str]) -> str | None:
+    """Which item folder a step directory holds (names inside it, a trailing '/' allowed), or None."""
+    names = {name.rstrip("/") for name in children}
+    return next((item for item in ITEM_DIRS if item in names), None)
 
 
 def finalized_from_objects(names: Iterable[str], prefix: str = "") -> list[int]:

@@ -11,7 +11,14 @@ from typing import Any, Mapping
 
 from mtc_provider.core.errors import SpecError, require
 from mtc_provider.core.locations import check_bucket_name
-from mtc_provider.core.maxtext import FLAG_KEY_RE, render_value
+from mtc_provider.core.maxtext import (
+    DEFAULT_LAYOUT,
+    FLAG_KEY_RE,
+    check_target_mode,
+    container_command,
+    last_step,
+    render_value,
+)
 from mtc_provider.core.names import (
     check_checkpoint_configuration_name,
     check_dns1123_label,
@@ -22,7 +29,6 @@ from mtc_provider.core.sizing import check_fits_host, ramdisk_size
 from mtc_provider.core.spec import (
     IMAGE_RE,
     LOCAL_IMAGE,
-    MAXTEXT_COMMAND,
     BucketSpec,
     CheckpointingSpec,
     ClusterSpec,
@@ -142,7 +148,7 @@ def training_run(
     *,
     gcp_conn_id: str = "google_cloud_default",
     service_account: str = "default",
-    command: tuple[str, ...] = MAXTEXT_COMMAND,
+    command: tuple[str, ...] | None = None,
     needs_image: bool = True,
 ) -> dict[str, Any]:
     """Validate the form and return the dicts the training DAG's tasks take (all JSON-serializable).
@@ -178,11 +184,13 @@ def training_run(
         base = f"{local_home.rstrip('/')}/buckets/{bucket}"
         target = {"kind": "local", "home": local_home, "namespace": namespace}
     flags = {name: params[name] for name in CHECKPOINT_FLAGS if params.get(name) is not None}
-    for name in ("local_checkpoint_period", "checkpoint_period"):
+    for name in ("local_checkpoint_period", "checkpoint_period", "multi_tier_checkpointing_backup_interval_minutes",
+                 "multi_tier_checkpointing_backup_interval_steps"):
         if name in flags:
             flags[name] = _int(params, name, 0)
     steps = _int(params, "steps", 1)
     checkpointing = CheckpointingSpec(run_name=run_name, base_output_directory=base, steps=steps, **flags)
+    check_target_mode(target_kind, checkpointing)
     extra_flags: dict[str, Any] = {}
     if target_kind == "local":
         extra_flags["step_time_ms"] = _int(params, "step_time_ms", 0)
@@ -194,13 +202,15 @@ def training_run(
     workload = WorkloadSpec(
         jobset_name=run_name[:40].rstrip("-"),
         image=_image(params, target_kind, needs_image),
-        command=LOCAL_WORKLOAD_COMMAND if target_kind == "local" else tuple(command),
+        command=LOCAL_WORKLOAD_COMMAND if target_kind == "local" else command,  # None: the layout's trainer
+        maxtext_layout=_get(params, "maxtext_layout", DEFAULT_LAYOUT),
         extra_flags=extra_flags,
         namespace=namespace,
         service_account=service_account,
         max_restarts=_int(params, "max_restarts", 3),
         termination_grace_period_seconds=_int(params, "termination_grace_period_seconds", 60 if target_kind == "local" else 300),
     )
+    container_command(checkpointing, workload)  # cross-section rules (layout vs flags) fail here, at plan time
     sizing = SizingSpec(parameters=float(_get(params, "parameters", 1e9)))
     size = ramdisk_size(sizing.parameters, slices.hosts_per_slice)
     warning = check_fits_host(size, slices.machine_type, slices.host_memory_bytes)
@@ -217,6 +227,7 @@ def training_run(
         "ramdisk": size.quantity,
         "warnings": [warning] if warning else [],
         "checkpoint_dir": checkpointing.checkpoint_directory,
+        "target_step": last_step(checkpointing, workload),  # MaxText's last checkpoint is steps - 1
         "events_dir": f"{run_dir}/events" if target_kind == "local" else None,
         "chart_path": f"{run_dir}/goodput.png" if target_kind == "local" else None,
         "fault_plan": fault_plan,

@@ -127,7 +127,7 @@ def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
             creates=(
                 Step("checkpoint-directory", f"local directory {checkpointing.base_output_directory}", True),
                 Step("ramdisk", f"a per-host directory under /dev/shm mounted as {checkpointing.local_checkpoint_directory}"
-                     if checkpointing.enable_emergency_checkpoint else "none (emergency checkpointing is off)", True),
+                     if checkpointing.local_tier else "none (no local checkpoint tier)", True),
                 Step("jobset", f"JobSet {config.workload.jobset_name} run as local processes", True),
             ),
             binds=(),

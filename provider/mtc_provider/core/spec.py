@@ -14,6 +14,13 @@ from typing import Any, Mapping
 
 from mtc_provider.core.errors import SpecError, positive_int, require
 from mtc_provider.core.locations import check_bucket_location, check_bucket_name
+from mtc_provider.core.maxtext import (
+    DEFAULT_LAYOUT,
+    check_command_layout,
+    check_multi_tier,
+    check_target_mode,
+    maxtext_command,
+)
 from mtc_provider.core.names import (
     REPLICATED_JOB_NAME_MAX,
     check_checkpoint_configuration_name,
@@ -54,7 +61,7 @@ def normalize_local_directory(directory: Any) -> str:
 
 
 TARGETS = ("gke", "local")
-MAXTEXT_COMMAND = ("python3", "-m", "MaxText.train", "MaxText/configs/base.yml")
+MAXTEXT_COMMAND = maxtext_command(DEFAULT_LAYOUT)  # the current release's trainer (docs/maxtext.md)
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,11 @@ class CheckpointingSpec:
     checkpoint_period: int = 10000
     enable_single_replica_ckpt_restoring: bool = False
     enable_autocheckpoint: bool = False
+    # MaxText's multi-tier mode (0.2.5 prefers it to the legacy enable_emergency_checkpoint; docs/maxtext.md).
+    enable_multi_tier_checkpointing: bool = False
+    multi_tier_checkpointing_backup_interval_minutes: int | None = None
+    multi_tier_checkpointing_backup_interval_steps: int | None = None
+    use_replicator_service: bool = False
 
     def __post_init__(self) -> None:
         check_run_name(self.run_name)
@@ -96,6 +108,8 @@ class CheckpointingSpec:
             "async_checkpointing",
             "enable_single_replica_ckpt_restoring",
             "enable_autocheckpoint",
+            "enable_multi_tier_checkpointing",
+            "use_replicator_service",
         ):
             require(isinstance(getattr(self, name), bool), f"checkpointing.{name}", getattr(self, name), "true or false")
         positive_int("checkpointing.checkpoint_period", self.checkpoint_period)
@@ -106,15 +120,23 @@ class CheckpointingSpec:
             period,
             "an integer >= 0 (0 turns local checkpoints off)",
         )
-        if self.enable_emergency_checkpoint:
+        check_multi_tier(self)
+        if self.local_tier:
             self._validate_emergency()
+
+    @property
+    def local_tier(self) -> str | None:
+        """Which flag turns on the ramdisk tier (emergency or multi-tier), or None."""
+        if self.enable_multi_tier_checkpointing:
+            return "enable_multi_tier_checkpointing"
+        return "enable_emergency_checkpoint" if self.enable_emergency_checkpoint else None
 
     def _validate_emergency(self) -> None:
         require(
             self.enable_checkpointing,
             "checkpointing.enable_checkpointing",
             self.enable_checkpointing,
-            "true when enable_emergency_checkpoint is true",
+            f"true when {self.local_tier} is true",
         )
         directory = self.local_checkpoint_directory
         normalized = normalize_local_directory(directory)
@@ -143,6 +165,10 @@ class CheckpointingSpec:
                 f"a directory outside local_checkpoint_directory ({normalized}): persistent checkpoints must not "
                 "land in the ramdisk",
             )
+        if self.enable_multi_tier_checkpointing:  # the replicator, not checkpoint_period, sets persistent saves
+            require(self.local_checkpoint_period > 0, "checkpointing.local_checkpoint_period",
+                    self.local_checkpoint_period, "an integer > 0 in multi-tier mode")
+            return
         require(
             0 < self.local_checkpoint_period < self.checkpoint_period,
             "checkpointing.local_checkpoint_period",
@@ -164,12 +190,27 @@ class CheckpointingSpec:
             "enable_checkpointing": self.enable_checkpointing,
             "enable_emergency_checkpoint": self.enable_emergency_checkpoint,
             "async_checkpointing": self.async_checkpointing,
-            "local_checkpoint_directory": self.local_checkpoint_directory,
+            # MaxText 0.2.5 reads `local_checkpoint_directory=` as null and refuses it: empty means its default.
+            **({"local_checkpoint_directory": self.local_checkpoint_directory} if self.local_checkpoint_directory else {}),
             "local_checkpoint_period": self.local_checkpoint_period,
             "checkpoint_period": self.checkpoint_period,
             "enable_single_replica_ckpt_restoring": self.enable_single_replica_ckpt_restoring,
             "enable_autocheckpoint": self.enable_autocheckpoint,
+            **self._multi_tier_flags(),
         }
+
+    def _multi_tier_flags(self) -> dict[str, Any]:
+        """Only in multi-tier mode: releases before 0.2 do not know all of these keys."""
+        if not self.enable_multi_tier_checkpointing:
+            return {}
+        flags: dict[str, Any] = {"enable_multi_tier_checkpointing": True}
+        for unit in ("minutes", "steps"):
+            value = getattr(self, f"multi_tier_checkpointing_backup_interval_{unit}")
+            if value is not None:
+                flags[f"multi_tier_checkpointing_backup_interval_{unit}"] = value
+        if self.use_replicator_service:
+            flags["use_replicator_service"] = True
+        return flags
 
 
 @dataclass(frozen=True)
@@ -178,7 +219,8 @@ class WorkloadSpec:
 
     jobset_name: str
     image: str = "us-docker.pkg.dev/example/maxtext:latest"
-    command: tuple[str, ...] = MAXTEXT_COMMAND
+    command: tuple[str, ...] | None = None  # None: the trainer of `maxtext_layout`
+    maxtext_layout: str = DEFAULT_LAYOUT  # current (MaxText >= 0.2) or pre-rename; docs/maxtext.md
     extra_flags: Mapping[str, Any] = field(default_factory=dict)
     namespace: str = "default"
     service_account: str = "default"
@@ -201,15 +243,16 @@ class WorkloadSpec:
             not isinstance(self.command, (str, bytes)),
             "workload.command",
             self.command,
-            "a list of strings, one argument each (no shell string), e.g. [python3, -m, MaxText.train]",
+            "a list of strings, one argument each (no shell string), e.g. [python3, -m, maxtext.trainers.pre_train.train]",
         )
-        command = tuple(self.command)
+        command = maxtext_command(self.maxtext_layout) if self.command is None else tuple(self.command)
         require(
             bool(command) and all(isinstance(part, str) and part for part in command),
             "workload.command",
             self.command,
             "a non-empty list of strings (no shell string)",
         )
+        check_command_layout(command, self.maxtext_layout)
         object.__setattr__(self, "command", command)
         require(
             isinstance(self.max_restarts, int) and not isinstance(self.max_restarts, bool) and self.max_restarts >= 0,
@@ -277,6 +320,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         require(self.target in TARGETS, "target", self.target, " or ".join(TARGETS))
+        check_target_mode(self.target, self.checkpointing)
         check_checkpoint_configuration_name(self.checkpoint_configuration_name)
         if self.target == "gke":
             require(self.cluster is not None, "cluster", None, "a cluster section (project_id, location, name)")

@@ -29,7 +29,7 @@ def make(dag_id: str, deferrable: bool, wait_for: str = "completion", retries: i
             checkpointing={"run_name": "llama-eval", "base_output_directory": f"{HOME}/out", "steps": 1,
                            "enable_checkpointing": False},
             workload={"jobset_name": "eval", "max_restarts": 1,
-                      "command": ["python3", "-m", "MaxText.decode", "MaxText/configs/base.yml"],
+                      "command": ["python3", "-m", "maxtext.inference.decode", "src/maxtext/configs/base.yml"],
                       "extra_flags": {"load_parameters_path": f"{HOME}/out/llama/checkpoints/20/items"}},
             target={"kind": "local", "home": f"{HOME}/home"},
             checkpoint_store_factory=no_store,
