@@ -130,7 +130,8 @@ def test_dag_form_takes_the_multi_tier_mode_and_the_layout() -> None:
     form = {"target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c", "run_name": "r",
             "steps": 100, "local_checkpoint_directory": "/local", "local_checkpoint_period": 5,
             "enable_emergency_checkpoint": False, "enable_multi_tier_checkpointing": True,
-            "multi_tier_checkpointing_backup_interval_steps": "10", "maxtext_layout": "pre-rename"}
+            "multi_tier_checkpointing_backup_interval_steps": "10", "maxtext_layout": "pre-rename",
+            "image": "us-docker.pkg.dev/p/r/maxtext:1"}
     with pytest.raises(SpecError) as caught:  # MaxText 0.1 has no backup-interval-steps key
         training_run(form, "/unused")
     assert caught.value.field == "checkpointing.multi_tier_checkpointing_backup_interval_steps"
@@ -159,7 +160,7 @@ def test_empty_values_are_never_rendered() -> None:
 def test_a_maxtext_run_ends_at_step_steps_minus_one() -> None:
     """MaxText 0.2.5 with steps=6 saves 0, 2, 4, 5 (tests/conformance/test_real_maxtext_cpu.py)."""
     gke = training_run({"target": "gke", "project_id": "p", "location": "l", "cluster_name": "c", "run_name": "r",
-                        "steps": 70}, "/unused")
+                        "steps": 70, "image": "us-docker.pkg.dev/p/r/maxtext:1"}, "/unused")
     local = training_run({"target": "local", "run_name": "r", "steps": 70}, "/tmp/home")
     assert (gke["target_step"], local["target_step"]) == (69, 70)
     assert last_step(checkpointing(steps=6), workload(maxtext_layout="pre-rename")) == 5

@@ -72,6 +72,6 @@ def test_author_settings_come_from_arguments_not_the_form():
             "image": "us-docker.pkg.dev/p/r/maxtext:1", "gcp_conn_id": "from_form", "service_account": "from-form",
             "command": "rm -rf /"}
     run = training_run(form, "/unused", gcp_conn_id="author_conn", service_account="trainer",
-                       command=("python3", "-m", "MaxText.train"))
+                       command=("python3", "-m", "maxtext.trainers.pre_train.train"))
     assert run["target"]["gcp_conn_id"] == "author_conn" and run["workload"]["service_account"] == "trainer"
-    assert run["workload"]["command"] == ["python3", "-m", "MaxText.train"]
+    assert run["workload"]["command"] == ["python3", "-m", "maxtext.trainers.pre_train.train"]
