@@ -54,7 +54,7 @@ class LocalJobSetApi:
         if not info:
             return None
         try:
-            with socket.create_connection(("127.0.0.1", int(info["port"])), timeout=30) as conn:
+            with socket.create_connection((info.get("host") or "127.0.0.1", int(info["port"])), timeout=30) as conn:
                 conn.sendall(json.dumps({**request, "home": str(self.home.root)}).encode() + b"\n")
                 data = recv_line(conn)
             response = json.loads(data)
