@@ -221,8 +221,8 @@ def test_training_survives_worker_triggerer_and_scheduler_kills(reference_sha, t
         worker["at_s"] = round(time.monotonic() - started, 1)
         triggerer = kill_triggerer_holding_train(topo, run_id)
         triggerer["at_s"] = round(time.monotonic() - started, 1)
-        (scheduler_killed_at,) = topo.sql("SELECT now()")[0]
         topo.kill("airflow-scheduler-1")
+        (scheduler_killed_at,) = topo.sql("SELECT now()")[0]
         state = _wait_run(topo, run_id)
     finally:
         watch.stop.set()
