@@ -49,14 +49,16 @@ with DAG(
         "enable_mtc": Param(False, type="boolean", description="Opt-in: change the cluster's addons"),
         "create_node_pools": Param(False, type="boolean", description="Opt-in: one TPU node pool per slice"),
         "run_name": Param("mtc-demo", type="string"),
+        "node_pool_prefix": Param("mtc-slice", type="string", description="TPU node pools are <prefix>-<slice>"),
     },
 ) as dag:
 
     @task
-    def plan(params=None) -> dict:
-        from mtc_provider.dag_support import plan_training_run
+    def plan(params=None, dag_run=None) -> dict:
+        """Every name the setup will create or bind is validated here, before the first side effect."""
+        from mtc_provider.dag_support import plan_cluster_setup
 
-        return plan_training_run(params)
+        return plan_cluster_setup(params, conf=getattr(dag_run, "conf", None), declared=dag.params.keys())
 
     @task.short_circuit(ignore_downstream_trigger_rules=False)
     def opted_in(flag: str, params=None) -> bool:
@@ -70,14 +72,15 @@ with DAG(
     )
     grant = MtcGrantBucketAccessOperator(
         task_id="grant_bucket_access", target=planned("target"), bucket_name="{{ params.bucket }}",
-        workload_namespace="{{ params.namespace }}", workload_service_account="{{ params.service_account }}",
+        workload_namespace=planned("namespace"), workload_service_account=planned("service_account"),
     )
     config = MtcApplyCheckpointConfigurationOperator(
         task_id="checkpoint_configuration", target=planned("target"),
-        name="{{ params.checkpoint_configuration_name }}", bucket_name="{{ params.bucket }}",
+        name=planned("checkpoint_configuration_name"), bucket_name="{{ params.bucket }}",
         slices=planned("slices"), sizing=planned("sizing"),
     )
-    pools = MtcCreateTpuNodePoolsOperator(task_id="node_pools", target=planned("target"), slices=planned("slices"))
+    pools = MtcCreateTpuNodePoolsOperator(task_id="node_pools", target=planned("target"), slices=planned("slices"),
+                                          node_pool_prefix=planned("node_pool_prefix"))
     ready = MtcClusterReadinessSensor(
         task_id="ready", target=planned("target"), slices=planned("slices"), sizing=planned("sizing"),
         poke_interval=30, timeout=1800, trigger_rule="none_failed",

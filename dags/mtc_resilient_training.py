@@ -27,6 +27,43 @@ DEFAULT_FAULT_PLAN = [
 ]
 
 
+# The trigger form. A dag_run.conf key that is not one of these is refused by the plan task.
+PARAMS = {
+    "target": Param("local", enum=["local", "gke"], description="Where the JobSet runs"),
+    "project_id": Param("", type="string", description="GKE only"),
+    "location": Param("", type="string", description="GKE only: the cluster's region or zone"),
+    "cluster_name": Param("", type="string", description="GKE only"),
+    "namespace": Param("default", type="string"),
+    "bucket": Param("mtc-checkpoints", type="string", description="Checkpoint bucket (a directory locally)"),
+    "tpu_type": Param("v6e", enum=["v4", "v5e", "v5p", "v6e"]),
+    "topology": Param("2x2", type="string", description="Per slice, e.g. 2x2, 4x8 (v5e/v6e) or 2x2x2 (v4/v5p)"),
+    "num_slices": Param(2, type="integer", minimum=2),
+    "parameters": Param(1e6, type="number", minimum=1, description="Model parameters, for ramdisk sizing"),
+    "run_name": Param("mtc-demo", type="string", description="Stable: a resubmitted run resumes from it"),
+    "steps": Param(70, type="integer", minimum=1),
+    "enable_checkpointing": Param(True, type="boolean"),
+    "enable_emergency_checkpoint": Param(True, type="boolean"),
+    "async_checkpointing": Param(True, type="boolean"),
+    "local_checkpoint_directory": Param("/local", type="string"),
+    "local_checkpoint_period": Param(4, type="integer", minimum=0),
+    "checkpoint_period": Param(20, type="integer", minimum=1),
+    "enable_single_replica_ckpt_restoring": Param(False, type="boolean"),
+    "enable_autocheckpoint": Param(True, type="boolean"),
+    "image": Param("local", type="string", description="Container image (ignored on the local target)"),
+    "max_restarts": Param(2, type="integer", minimum=0, description="In-cluster restarts per attempt"),
+    "stall_timeout": Param(120, type="integer", minimum=1, description="Seconds without a new checkpoint"),
+    "step_time_ms": Param(150, type="integer", minimum=0, description="Local workload: extra time per step"),
+    "distributed_timeout_s": Param(60, type="integer", minimum=1,
+                                   description="Local workload: exit (retryable) when a peer is gone this long"),
+    "fault_plan": Param(DEFAULT_FAULT_PLAN, type="array", description="Local target only: injected faults"),
+    "machine_type": Param("", type="string", description="TPU machine type (empty: the TPU type's default)"),
+    "model_flags": Param({}, type="object", description="More MaxText flags (GKE), e.g. {\"model_name\": \"llama2-7b\"}; "
+                         "locally model_dim, global_batch_size, learning_rate"),
+    "termination_grace_period_seconds": Param(None, type=["null", "integer"], minimum=1,
+                                              description="Seconds between SIGTERM and SIGKILL (default 60 locally, 300 on GKE)"),
+    "poll_interval": Param(2.0, type="number", minimum=1, description="Seconds between JobSet status checks"),
+}
+
 
 with DAG(
     dag_id="mtc_resilient_training",
@@ -37,43 +74,17 @@ with DAG(
     max_active_runs=1,
     render_template_as_native_obj=True,
     tags=["mtc", "training"],
-    params={
-        "target": Param("local", enum=["local", "gke"], description="Where the JobSet runs"),
-        "project_id": Param("", type="string", description="GKE only"),
-        "location": Param("", type="string", description="GKE only: the cluster's region or zone"),
-        "cluster_name": Param("", type="string", description="GKE only"),
-        "namespace": Param("default", type="string"),
-        "bucket": Param("mtc-checkpoints", type="string", description="Checkpoint bucket (a directory locally)"),
-        "tpu_type": Param("v6e", enum=["v4", "v5e", "v5p", "v6e"]),
-        "topology": Param("2x2", type="string", description="Per slice, e.g. 2x2, 4x8 (v5e/v6e) or 2x2x2 (v4/v5p)"),
-        "num_slices": Param(2, type="integer", minimum=2),
-        "parameters": Param(1e6, type="number", minimum=1, description="Model parameters, for ramdisk sizing"),
-        "run_name": Param("mtc-demo", type="string", description="Stable: a resubmitted run resumes from it"),
-        "steps": Param(70, type="integer", minimum=1),
-        "enable_checkpointing": Param(True, type="boolean"),
-        "enable_emergency_checkpoint": Param(True, type="boolean"),
-        "async_checkpointing": Param(True, type="boolean"),
-        "local_checkpoint_directory": Param("/local", type="string"),
-        "local_checkpoint_period": Param(4, type="integer", minimum=0),
-        "checkpoint_period": Param(20, type="integer", minimum=1),
-        "enable_single_replica_ckpt_restoring": Param(False, type="boolean"),
-        "enable_autocheckpoint": Param(True, type="boolean"),
-        "image": Param("local", type="string", description="Container image (ignored on the local target)"),
-        "max_restarts": Param(2, type="integer", minimum=0, description="In-cluster restarts per attempt"),
-        "stall_timeout": Param(120, type="integer", minimum=1, description="Seconds without a new checkpoint"),
-        "step_time_ms": Param(150, type="integer", minimum=0, description="Local workload: extra time per step"),
-        "distributed_timeout_s": Param(60, type="integer", minimum=1,
-                                       description="Local workload: exit (retryable) when a peer is gone this long"),
-        "fault_plan": Param(DEFAULT_FAULT_PLAN, type="array", description="Local target only: injected faults"),
-    },
+    params=PARAMS,
 ) as dag:
 
     @task
-    def plan(params=None) -> dict:
+    def plan(params=None, dag_run=None) -> dict:
         """Validate the whole run description before any side effect; hand the specs to the next tasks."""
         from mtc_provider.dag_support import plan_training_run
 
-        return plan_training_run(params)
+        # The connection and the service account are the DAG author's: set them here, never in the form.
+        return plan_training_run(params, conf=getattr(dag_run, "conf", None), declared=PARAMS,
+                                 gcp_conn_id="google_cloud_default", service_account="default")
 
     plan_task = plan()
 
@@ -93,7 +104,7 @@ with DAG(
         workload=planned("workload"),
         fault_plan=planned("fault_plan"),
         stall_timeout="{{ params.stall_timeout }}",
-        poll_interval=2.0,
+        poll_interval=planned("poll_interval"),
         retries=6,
         retry_delay=datetime.timedelta(seconds=3),
         retry_exponential_backoff=2.0,

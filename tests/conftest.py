@@ -1,4 +1,4 @@
-"""Test-wide set-up: an isolated Airflow home on the embedded SQLite database, and the shared reference files."""
+"""Test-wide set-up: an isolated Airflow home on the embedded SQLite database, and the third-party test data."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_REFERENCE = REPO.parent / "shared" / "reference"
+THIRD_PARTY = REPO / "tests" / "data" / "third_party"  # upstream CRDs, see its README.md for source and licence
+# The guide (prose, not copied into the project): present only on machines that keep it beside the repository.
+GUIDE_REFERENCE = REPO.parent / "shared" / "reference"
 
 # Airflow reads its configuration at import: set the home before any test imports it.
 _AIRFLOW_HOME = Path(os.environ.get("MTC_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="mtc-airflow-home-"))
@@ -20,13 +22,19 @@ os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
 
 
 def reference_file(name: str) -> Path:
-    """A file from ../shared/reference; fail with a clear message when the folder is absent."""
-    path = SHARED_REFERENCE / name
+    """A third-party file kept in tests/data/third_party (part of the repository: missing means a broken checkout)."""
+    path = THIRD_PARTY / name
     if not path.exists():
-        pytest.fail(
-            f"reference file {path} is absent: these tests need ../shared/reference beside the repository "
-            "(the CRD schemas and the guide are not copied into the project)"
-        )
+        pytest.fail(f"test data {path} is missing from the checkout (see tests/data/third_party/README.md)")
+    return path
+
+
+def guide_file(name: str) -> Path:
+    """The guide itself, where it sits beside the repository; skip (saying why) where it does not."""
+    path = GUIDE_REFERENCE / name
+    if not path.exists():
+        pytest.skip(f"the guide {path} is not beside this checkout: the comparison of tests/data/guide_facts.py "
+                    "with the guide runs only where the guide is present")
     return path
 
 

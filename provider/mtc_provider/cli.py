@@ -17,8 +17,9 @@ from rich.markup import escape
 
 from mtc_provider.core.errors import SpecError
 from mtc_provider.core.plan import build_plan
-from mtc_provider.core.sizing import DEFAULT_BUFFER, DEFAULT_BYTES_PER_PARAMETER, ramdisk_size
+from mtc_provider.core.sizing import DEFAULT_BUFFER, DEFAULT_BYTES_PER_PARAMETER, check_fits_host, ramdisk_size
 from mtc_provider.core.spec import RunConfig
+from mtc_provider.core.tpu import HOST_MEMORY_GIB
 
 app = typer.Typer(
     name="mtc",
@@ -70,12 +71,27 @@ def size(
         str(DEFAULT_BYTES_PER_PARAMETER), "--bytes-per-param", help="Bytes per parameter (weights + optimizer)."
     ),
     buffer: str = typer.Option(str(DEFAULT_BUFFER), "--buffer", help="Safety buffer, 0.10 to 0.15."),
+    allow_any_buffer: bool = typer.Option(
+        False, "--allow-any-buffer", help="Accept a buffer outside the guide's 10-15% (0 to 1)."
+    ),
+    machine_type: str = typer.Option(
+        None, "--machine-type", help="TPU machine type: refuse a ramdisk its host memory cannot hold."
+    ),
 ) -> None:
     """Ramdisk size per host, computed step by step as the guide does."""
-    result = _guarded(lambda: ramdisk_size(params, hosts, bytes_per_param, buffer))
+    result = _guarded(lambda: ramdisk_size(params, hosts, bytes_per_param, buffer, allow_any_buffer=allow_any_buffer))
+    warning = _guarded(lambda: _fits(result, machine_type)) if machine_type else None
     console = _out()
     for line in result.walkthrough():
         console.print(escape(line))
+    if warning:
+        Console(file=sys.stderr, soft_wrap=True, highlight=False).print(f"warning: {escape(warning)}")
+
+
+def _fits(result: Any, machine_type: str) -> str | None:
+    if machine_type not in HOST_MEMORY_GIB:
+        raise SpecError("--machine-type", machine_type, f"one of {', '.join(HOST_MEMORY_GIB)}")
+    return check_fits_host(result, machine_type, HOST_MEMORY_GIB[machine_type] * 2**30)
 
 
 @app.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, Callable
 
 import pytest
@@ -50,7 +51,7 @@ CASES: list[tuple[str, Callable[[], Any], str, tuple[str, ...]]] = [
     ("underscore-namespace", lambda: workload(namespace="my_ns"), "workload.namespace", ("lower-case",)),
     # --- checkpointing spec
     ("relative-ramdisk-path", lambda: checkpointing(local_checkpoint_directory="local"), "checkpointing.local_checkpoint_directory", ("absolute path",)),
-    ("system-dir-ramdisk", lambda: checkpointing(local_checkpoint_directory="/etc"), "checkpointing.local_checkpoint_directory", ("not a system directory",)),
+    ("system-dir-ramdisk", lambda: checkpointing(local_checkpoint_directory="/etc"), "checkpointing.local_checkpoint_directory", ("not a system location",)),
     ("local-period-equal-persistent", lambda: checkpointing(local_checkpoint_period=100, checkpoint_period=100), "checkpointing.local_checkpoint_period", ("smaller than checkpoint_period (100)",)),
     ("local-period-above-persistent", lambda: checkpointing(local_checkpoint_period=500, checkpoint_period=100), "checkpointing.local_checkpoint_period", ("smaller than checkpoint_period",)),
     ("emergency-without-checkpointing", lambda: checkpointing(enable_checkpointing=False), "checkpointing.enable_checkpointing", ("true when enable_emergency_checkpoint",)),
@@ -90,3 +91,272 @@ def test_bad_input_names_field_and_allowed_values(action, field, allowed) -> Non
         assert text in error.allowed, f"{text!r} not in {error.allowed!r}"
     # The message a user sees carries all three parts.
     assert field in str(error) and error.allowed in str(error)
+
+
+# --- refused by `mtc plan` and by the sample DAGs' plan task (issue 12) ---------------------------------------------
+# Each case goes through the real entry points a user meets: the `mtc plan` command on a YAML run description,
+# and the `plan` task of the sample DAG (its python callable, with the form's defaults plus the change, and the
+# change sent as dag_run.conf). Both must refuse before any side effect, naming field, value and what is allowed.
+
+def _dash(**sections: Any) -> dict:
+    from core_helpers import gke_config
+
+    return gke_config(**sections)
+
+
+def _local(**sections: Any) -> dict:
+    from core_helpers import local_config
+
+    return local_config(**sections)
+
+
+# (case id, run description, field, substrings of "allowed", the value as the error must show it)
+PLAN_CASES: list[tuple[str, dict, str, tuple[str, ...], str]] = [
+    ("command-as-string", _dash(workload={"command": "python3 -m MaxText.train"}), "workload.command",
+     ("no shell string",), "'python3 -m MaxText.train'"),
+    ("ramdisk-dotdot-into-etc", _dash(checkpointing={"local_checkpoint_directory": "/dev/shm/../etc"}),
+     "checkpointing.local_checkpoint_directory", ("not a system location", "under /bin, /boot, /dev"), "'/dev/etc'"),
+    ("ramdisk-double-slash-etc", _dash(checkpointing={"local_checkpoint_directory": "//etc"}),
+     "checkpointing.local_checkpoint_directory", ("not a system location",), "'/etc'"),
+    ("ramdisk-usr-local", _dash(checkpointing={"local_checkpoint_directory": "/usr/local"}),
+     "checkpointing.local_checkpoint_directory", ("under /bin", "/usr"), "'/usr/local'"),
+    ("ramdisk-etc-mtc", _dash(checkpointing={"local_checkpoint_directory": "/etc/mtc"}),
+     "checkpointing.local_checkpoint_directory", ("/etc",), "'/etc/mtc'"),
+    ("ramdisk-under-proc", _dash(checkpointing={"local_checkpoint_directory": "/proc/1/root"}),
+     "checkpointing.local_checkpoint_directory", ("/proc",), "'/proc/1/root'"),
+    ("ramdisk-under-sys", _dash(checkpointing={"local_checkpoint_directory": "/sys/fs/x"}),
+     "checkpointing.local_checkpoint_directory", ("/sys",), "'/sys/fs/x'"),
+    ("ramdisk-under-bin", _dash(checkpointing={"local_checkpoint_directory": "/bin/x"}),
+     "checkpointing.local_checkpoint_directory", ("/bin",), "'/bin/x'"),
+    ("ramdisk-under-lib", _dash(checkpointing={"local_checkpoint_directory": "/lib/x/../y"}),
+     "checkpointing.local_checkpoint_directory", ("/lib",), "'/lib/y'"),
+    ("ramdisk-under-var-lib", _dash(checkpointing={"local_checkpoint_directory": "/var/lib/kubelet"}),
+     "checkpointing.local_checkpoint_directory", ("/var/lib",), "'/var/lib/kubelet'"),
+    ("ramdisk-with-a-space", _dash(checkpointing={"local_checkpoint_directory": "/my ramdisk"}),
+     "checkpointing.local_checkpoint_directory", ("letters, digits",), "'/my ramdisk'"),
+    ("output-inside-ramdisk", _local(checkpointing={"base_output_directory": "/local/out"}),
+     "checkpointing.base_output_directory", ("outside local_checkpoint_directory (/local)",), "'/local/out'"),
+    ("output-not-normalized", _local(checkpointing={"base_output_directory": "/srv/mtc/../../etc/out"}),
+     "checkpointing.base_output_directory", ("normalized absolute path", "/etc/out"), "'/srv/mtc/../../etc/out'"),
+    ("model-larger-than-host-memory", _dash(sizing={"parameters": "1e30"}), "sizing.parameters",
+     ("fits the 720 GiB host memory of ct6e-standard-4t", "more hosts per slice"),
+     "1000000000000000000000000000000"),
+    ("single-host-8t-on-multi-host-topology", _dash(slices={"topology": "4x4", "machine_type": "ct6e-standard-8t"}),
+     "slices.machine_type", ("multi-host machine type: ct6e-standard-4t", "single host of 8 chips"),
+     "'ct6e-standard-8t'"),
+    ("single-host-1t-on-multi-host-topology",
+     _dash(slices={"tpu_type": "v5e", "topology": "2x2", "machine_type": "ct5lp-hightpu-1t"}),
+     "slices.machine_type", ("ct5lp-hightpu-4t",), "'ct5lp-hightpu-1t'"),
+    ("bad-checkpoint-configuration-name", _dash(checkpoint_configuration_name="MTC_Config"),
+     "checkpoint_configuration.name", ("lower-case",), "'MTC_Config'"),
+    ("bad-service-account", _dash(workload={"service_account": "Trainer_SA"}), "workload.service_account",
+     ("lower-case",), "'Trainer_SA'"),
+    ("local-image-placeholder-on-gke", _dash(workload={"image": "local"}), "workload.image",
+     ("not the local placeholder",), "'local'"),
+    ("image-with-a-space", _dash(workload={"image": "my image"}), "workload.image", ("container image",),
+     "'my image'"),
+    ("model-flag-overrides-checkpointing", _dash(workload={"extra_flags": {"checkpoint_period": 5}}),
+     "workload.extra_flags.checkpoint_period", ("set it in the checkpointing section",), "5"),
+    ("model-flag-bad-key", _dash(workload={"extra_flags": {"model name": "x"}}), "workload.extra_flags.model name",
+     ("MaxText config key",), "'model name'"),
+    ("author-key-in-run-description", _dash(workload={"gcp_conn_id": "prod"}), "workload.gcp_conn_id",
+     ("known keys",), "'prod'"),
+    ("buffer-outside-range-without-override", _dash(sizing={"parameters": "70e9", "buffer": 0.3}), "sizing.buffer",
+     ("0.10 and 0.15", "allow_any_buffer"), "0.3"),
+    ("local-bucket-escaping", {**_local(), "bucket": {"name": "../..", "location": "us-central1"}}, "bucket.name",
+     ("lower-case letters",), "'../..'"),
+]
+
+
+@pytest.mark.parametrize("config, field, allowed, shown", [c[1:] for c in PLAN_CASES], ids=[c[0] for c in PLAN_CASES])
+def test_mtc_plan_refuses(tmp_path, config, field, allowed, shown) -> None:
+    import yaml
+    from typer.testing import CliRunner
+
+    from mtc_provider.cli import app
+
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = CliRunner().invoke(app, ["plan", str(path)])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""  # nothing planned, nothing rendered
+    error = " ".join(result.stderr.split())
+    assert f"error: {field}: {shown} is not allowed; allowed: " in error, error
+    for text in allowed:
+        assert text in error, f"{text!r} not in {error!r}"
+    assert "/dev/shm/../etc" not in error  # the normalized path is shown, never the raw one
+
+
+def test_buffer_override_is_explicit_in_the_sizing_spec_and_the_cli(tmp_path) -> None:
+    import yaml
+    from typer.testing import CliRunner
+
+    from mtc_provider.cli import app
+    from mtc_provider.core.plan import build_plan
+    from mtc_provider.core.spec import RunConfig
+
+    plan = build_plan(RunConfig.from_dict(_dash(sizing={"parameters": "70e9", "buffer": 0.3,
+                                                        "allow_any_buffer": True})))
+    assert plan.ramdisk.buffer == Decimal("0.3") and plan.lines()["ramdisk"][3].startswith("With a 30% buffer")
+    size = CliRunner().invoke(app, ["size", "--params", "70e9", "--hosts", "32", "--buffer", "0.3",
+                                    "--allow-any-buffer"])
+    assert size.exit_code == 0 and "x 1.3 = 68.25 GB" in size.stdout
+    refused = CliRunner().invoke(app, ["size", "--params", "70e9", "--hosts", "32", "--buffer", "0.3"])
+    assert refused.exit_code == 2 and "--allow-any-buffer" in refused.stderr
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(_dash(sizing={"allow_any_buffer": "yes"})))
+    bad = CliRunner().invoke(app, ["plan", str(path)])
+    assert bad.exit_code == 2 and "sizing.allow_any_buffer" in bad.stderr
+
+
+def test_a_ramdisk_taking_most_of_the_host_memory_warns(tmp_path) -> None:
+    import yaml
+    from typer.testing import CliRunner
+
+    from mtc_provider.cli import app
+
+    # Two hosts per slice (2x4 on ct6e-standard-4t): 20e9 parameters need 258Gi per host, 36% of 720 GiB (no
+    # warning); 40e9 need 515Gi, 72%.
+    quiet, loud = (_dash(slices={"topology": "2x4"}, sizing={"parameters": p}) for p in ("20e9", "40e9"))
+    for config, warned in ((quiet, False), (loud, True)):
+        path = tmp_path / "run.yaml"
+        path.write_text(yaml.safe_dump(config))
+        result = CliRunner().invoke(app, ["plan", str(path)])
+        assert result.exit_code == 0, result.output
+        assert ("takes 72% of the 720 GiB host memory of ct6e-standard-4t" in result.stdout) is warned, result.stdout
+
+
+def test_the_ramdisk_path_is_rendered_normalized() -> None:
+    from mtc_provider.core.jobset import build_jobset_for_run, pod_template
+    from mtc_provider.core.spec import RunConfig
+
+    config = RunConfig.from_dict(_dash(checkpointing={"local_checkpoint_directory": "/local/./ram//disk/"}))
+    container = pod_template(build_jobset_for_run(config))["spec"]["containers"][0]
+    assert container["volumeMounts"][0]["mountPath"] == "/local/ram/disk"
+    assert "local_checkpoint_directory=/local/ram/disk" in container["args"]
+
+
+def test_user_values_in_args_cannot_expand_kubernetes_variables() -> None:
+    """Kubernetes expands $(VAR) in command and args and reduces $$ to $ (kubernetes.io, "Define a Command and
+    Arguments for a Container"; facts.md): doubled, a user's value reaches the program as written."""
+    from mtc_provider.core.jobset import build_jobset_for_run, pod_template
+    from mtc_provider.core.spec import RunConfig
+    from mtc_provider.local.runner.manifest import expand_vars
+
+    value = "$(GOOGLE_APPLICATION_CREDENTIALS)-and-$$-and-$HOME"
+    config = RunConfig.from_dict(_dash(workload={"extra_flags": {"tokenizer_path": value}}))
+    args = pod_template(build_jobset_for_run(config))["spec"]["containers"][0]["args"]
+    assert "tokenizer_path=$$(GOOGLE_APPLICATION_CREDENTIALS)-and-$$$$-and-$$HOME" in args
+    # What the container sees after Kubernetes' expansion (the local runner implements the same rules).
+    expanded = [expand_vars(arg, {"GOOGLE_APPLICATION_CREDENTIALS": "/secret/key.json", "HOME": "/root"})
+                for arg in args]
+    assert f"tokenizer_path={value}" in expanded
+
+
+# The same refusals through the sample DAGs' trigger form: the plan task, the DAG's first task, is called as the
+# task runner calls it (params = the form's defaults with the change; dag_run.conf = the change).
+GKE_FORM = {"target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c",
+            "image": "us-docker.pkg.dev/p/r/maxtext:1"}
+
+# (case id, DAG, change sent by the trigger, field, substrings of "allowed")
+DAG_CASES: list[tuple[str, str, dict, str, tuple[str, ...]]] = [
+    ("conf-command", "training", {"command": "rm -rf /"}, "dag_run.conf.command", ("one of the DAG's params",)),
+    ("conf-connection", "training", {"gcp_conn_id": "prod_admin"}, "dag_run.conf.gcp_conn_id", ("params",)),
+    ("conf-service-account", "training", {"service_account": "admin"}, "dag_run.conf.service_account", ("params",)),
+    ("ramdisk-dotdot-into-etc", "training", {"local_checkpoint_directory": "/dev/shm/../etc"},
+     "checkpointing.local_checkpoint_directory", ("not a system location",)),
+    ("ramdisk-double-slash-etc", "training", {"local_checkpoint_directory": "//etc"},
+     "checkpointing.local_checkpoint_directory", ("not a system location",)),
+    ("ramdisk-usr-local", "training", {"local_checkpoint_directory": "/usr/local"},
+     "checkpointing.local_checkpoint_directory", ("/usr",)),
+    ("ramdisk-etc-mtc", "training", {"local_checkpoint_directory": "/etc/mtc"},
+     "checkpointing.local_checkpoint_directory", ("/etc",)),
+    ("ramdisk-var-lib", "training", {"local_checkpoint_directory": "/var/lib/mtc"},
+     "checkpointing.local_checkpoint_directory", ("/var/lib",)),
+    ("output-inside-ramdisk", "training", {"local_checkpoint_directory": "<HOME_PARENT>"},
+     "checkpointing.base_output_directory", ("outside local_checkpoint_directory",)),
+    ("model-larger-than-host-memory", "training", {"parameters": 1e30}, "sizing.parameters",
+     ("fits the 720 GiB host memory of ct6e-standard-4t",)),
+    ("single-host-8t-on-multi-host-topology", "training", {"machine_type": "ct6e-standard-8t", "topology": "4x4"},
+     "slices.machine_type", ("ct6e-standard-4t",)),
+    ("local-image-placeholder-on-gke", "training", {**GKE_FORM, "image": "local"}, "params.image",
+     ("not the local placeholder",)),
+    ("model-flag-overrides-checkpointing", "training", {**GKE_FORM, "model_flags": {"checkpoint_period": 5}},
+     "params.model_flags.checkpoint_period", ("use that field",)),
+    ("model-flag-bad-key", "training", {**GKE_FORM, "model_flags": {"model name": "x"}},
+     "params.model_flags.model name", ("MaxText config key",)),
+    ("model-flag-not-a-scalar", "training", {**GKE_FORM, "model_flags": {"ici_mesh": [1, 2]}},
+     "params.model_flags.ici_mesh", ("a string, integer, float or true/false",)),
+    ("model-flag-unknown-locally", "training", {"model_flags": {"model_name": "llama2-7b"}},
+     "params.model_flags.model_name", ("model_dim",)),
+    ("fault-on-a-missing-slice", "training", {"fault_plan": [{"kind": "sigterm_slice", "at_step": 5, "slice": 2}]},
+     "params.fault_plan[0].slice", ("from 0 to 1",)),
+    ("fault-on-a-missing-host", "training", {"fault_plan": [{"kind": "sigkill_host", "at_step": 5, "slice": 0,
+                                                               "host": 1}]},
+     "params.fault_plan[0].host", ("from 0 to 0", "1 hosts per slice")),
+    ("fault-beyond-the-target", "training", {"fault_plan": [{"kind": "sigkill_host", "at_step": 500}]},
+     "params.fault_plan[0].at_step", ("from 0 to 69",)),
+    ("poll-interval-below-one-second", "training", {"poll_interval": 0.2}, "params.poll_interval", (">= 1",)),
+    ("local-bucket-escaping-the-home", "training", {"bucket": "../.."}, "bucket.name", ("lower-case letters",)),
+    ("setup-bad-checkpoint-configuration-name", "setup", {"checkpoint_configuration_name": "MTC_Config"},
+     "params.checkpoint_configuration_name", ("lower-case",)),
+    ("setup-bad-service-account", "setup", {"service_account": "Trainer_SA"}, "params.service_account",
+     ("lower-case",)),
+    ("setup-bad-namespace", "setup", {"namespace": "ml_team"}, "params.namespace", ("lower-case",)),
+    ("setup-bad-node-pool-prefix", "setup", {"node_pool_prefix": "Pools_"}, "params.node_pool_prefix",
+     ("lower-case", "36")),
+    ("setup-zone-as-bucket-location", "setup", {"bucket_location": "us-central1-a"}, "bucket.location",
+     ("region us-central1",)),
+    ("setup-conf-connection", "setup", {"gcp_conn_id": "prod_admin"}, "dag_run.conf.gcp_conn_id", ("params",)),
+]
+DAG_FILES = {"training": "mtc_resilient_training.py", "setup": "mtc_cluster_setup.py"}
+
+
+@pytest.fixture(scope="module")
+def sample_dags():
+    import importlib.util
+    from pathlib import Path
+
+    dags = {}
+    for key, name in DAG_FILES.items():
+        path = Path(__file__).resolve().parents[2] / "dags" / name
+        spec = importlib.util.spec_from_file_location(f"bad_input_{key}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        dags[key] = module.dag
+    return dags
+
+
+def run_plan_task(dag, change: dict) -> dict:
+    from types import SimpleNamespace
+
+    params = {key: dag.params[key] for key in dag.params} | change
+    return dag.get_task("plan").python_callable(params=params, dag_run=SimpleNamespace(conf=change))
+
+
+@pytest.mark.parametrize("dag_key, change, field, allowed", [c[1:] for c in DAG_CASES], ids=[c[0] for c in DAG_CASES])
+def test_sample_dag_plan_refuses(sample_dags, tmp_path, monkeypatch, dag_key, change, field, allowed) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    home = tmp_path / "mtc-home" / "local"
+    monkeypatch.setenv("MTC_LOCAL_HOME", str(home))
+    change = {k: (str(home.parent) if v == "<HOME_PARENT>" else v) for k, v in change.items()}
+    with pytest.raises(AirflowFailException) as caught:
+        run_plan_task(sample_dags[dag_key], change)
+    message = str(caught.value)
+    assert message.startswith(f"invalid run description: {field}: "), message
+    assert " is not allowed; allowed: " in message
+    for text in allowed:
+        assert text in message, f"{text!r} not in {message!r}"
+    assert not (tmp_path / "mtc-home").exists()  # no side effect: not even the local home was made
+
+
+def test_sample_dag_forms_pass_with_their_defaults(sample_dags, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("MTC_LOCAL_HOME", str(tmp_path / "home"))
+    run = run_plan_task(sample_dags["training"], {"model_flags": {"model_dim": 64}})
+    assert run["workload"]["extra_flags"]["model_dim"] == 64 and run["poll_interval"] == 2.0
+    gke = run_plan_task(sample_dags["training"], {**GKE_FORM, "model_flags": {"model_name": "llama2-7b"}})
+    assert gke["workload"]["image"] == GKE_FORM["image"] and gke["target"]["gcp_conn_id"] == "google_cloud_default"
+    assert gke["workload"]["extra_flags"] == {"model_name": "llama2-7b"}
+    setup = run_plan_task(sample_dags["setup"], {})
+    assert (setup["checkpoint_configuration_name"], setup["node_pool_prefix"]) == ("mtc-checkpoint-config", "mtc-slice")

@@ -28,7 +28,7 @@ def test_local_form_becomes_the_specs_of_every_task():
 
 def test_gke_form_writes_to_the_bucket_and_drops_local_only_parts():
     form = {**FORM, "target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c",
-            "bucket": "ckpts", "topology": "4x8"}
+            "bucket": "ckpts", "topology": "4x8", "image": "us-docker.pkg.dev/p/r/maxtext:1"}
     run = training_run(form, "/unused")
     assert run["checkpoint_dir"] == "gs://ckpts/mtc-demo/checkpoints"
     assert run["target"]["kind"] == "gke" and run["fault_plan"] == [] and run["events_dir"] is None
@@ -58,3 +58,20 @@ def test_bad_form_values_name_the_field_and_the_allowed_values(change, field, al
         training_run({**FORM, **change}, "/home/u/.mtc/local")
     assert err.value.field == field
     assert allowed in err.value.allowed
+
+
+def test_local_model_flags_are_flags_the_local_workload_takes():
+    from mtc_provider.core.params import LOCAL_MODEL_FLAGS
+    from mtc_provider.local.workload import FLAG_SPECS
+
+    assert set(LOCAL_MODEL_FLAGS) <= set(FLAG_SPECS)
+
+
+def test_author_settings_come_from_arguments_not_the_form():
+    form = {**FORM, "target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c",
+            "image": "us-docker.pkg.dev/p/r/maxtext:1", "gcp_conn_id": "from_form", "service_account": "from-form",
+            "command": "rm -rf /"}
+    run = training_run(form, "/unused", gcp_conn_id="author_conn", service_account="trainer",
+                       command=("python3", "-m", "MaxText.train"))
+    assert run["target"]["gcp_conn_id"] == "author_conn" and run["workload"]["service_account"] == "trainer"
+    assert run["workload"]["command"] == ["python3", "-m", "MaxText.train"]

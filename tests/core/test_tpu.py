@@ -12,7 +12,9 @@ from mtc_provider.core.tpu import TPU_TYPES, SliceSpec, parse_topology
         ("v6e", "8x16", "ct6e-standard-4t", "tpu-v6e-slice", 4, 32),  # the guide: 8x16 is 32 hosts
         ("v6e", "2x4", "ct6e-standard-8t", "tpu-v6e-slice", 8, 1),
         ("v5e", "4x4", "", "tpu-v5-lite-podslice", 4, 4),
-        ("v5e", "2x2", "ct5lp-hightpu-1t", "tpu-v5-lite-podslice", 1, 4),
+        ("v5e", "1x1", "ct5lp-hightpu-1t", "tpu-v5-lite-podslice", 1, 1),
+        ("v5e", "2x4", "ct5lp-hightpu-8t", "tpu-v5-lite-podslice", 8, 1),
+        ("v5e", "2x4", "ct5lp-hightpu-4t", "tpu-v5-lite-podslice", 4, 2),
         ("v5p", "2x2x2", "", "tpu-v5p-slice", 4, 2),
         ("v5p", "2x2x4", "", "tpu-v5p-slice", 4, 4),
         ("v4", "2x2x4", "", "tpu-v4-podslice", 4, 4),

@@ -4,7 +4,7 @@
 - troubleshooting.md has a heading for every exception class the provider defines, and quotes the fixed part
   of every message it raises on purpose (Airflow failures, retryable attempts, resubmission decisions).
 - gcloud-mapping.md has a table row for every gcloud command + flag of the guide, every MaxText flag of its
-  table and both gcluster flags, and each of those rows names a provider class, parameter or `mtc` command.
+  table and both gcluster flags (the guide's facts are written in tests/data/guide_facts.py), and each of those rows names a provider class, parameter or `mtc` command.
 - Every provider class or `mtc` command a page of ours names really exists.
 """
 
@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, reference_file
+from tests.conftest import REPO
+from tests.data.guide_facts import GCLOUD_CALLS, GCLUSTER_FLAGS, MAXTEXT_FLAGS
 
 DOCS = REPO / "docs"
 PACKAGE = REPO / "provider" / "mtc_provider"
 OUR_PAGES = ("quickstart.md", "gcloud-mapping.md", "troubleshooting.md", "resubmission.md", "local-target.md")
-GUIDE = "000_b69431a3bd8f2db4.txt"
 
 # Exception types that the provider raises on purpose whose messages must be explained.
 AIRFLOW_RAISES = {"AirflowFailException", "AirflowSensorTimeout"}
@@ -145,31 +145,13 @@ def test_every_raised_message_is_explained():
 
 # --- the gcloud mapping ---------------------------------------------------------------------------
 
-GCLOUD_RE = re.compile(r"\bgcloud\s")
-
-
 def guide_invocations() -> list[tuple[str, list[str]]]:
-    """Each gcloud call of the guide as (command words, flags), continuation lines joined."""
-    text = reference_file(GUIDE).read_text(encoding="utf-8").replace("\\\n", " ")
-    calls = []
-    for line in text.splitlines():
-        match = GCLOUD_RE.search(line)
-        if not match or "gcloud job submit" in line:
-            continue
-        words = []
-        for token in line[match.start():].split():
-            if token.startswith("-") or "$" in token or "://" in token or not re.fullmatch(r"[a-z][a-z/-]*", token):
-                break
-            words.append(token)
-        flags = re.findall(r"(?<!\S)(--[a-z][a-z-]*)", line[match.start():])
-        if len(words) >= 3:  # "gcloud" + group + verb at least; prose mentioning gcloud is skipped
-            calls.append((" ".join(words), flags))
-    return calls
+    """Each gcloud call of the guide as (command words, flags), from the table written in the project."""
+    return [(command, list(flags)) for command, flags in GCLOUD_CALLS]
 
 
 def guide_maxtext_flags() -> list[str]:
-    text = reference_file(GUIDE).read_text(encoding="utf-8")
-    return re.findall(r"^`([a-z_]+)`\t.*\t`(?:boolean|string|integer)`\t", text, flags=re.M)
+    return list(MAXTEXT_FLAGS)
 
 
 def table_rows(markdown: str) -> list[str]:
@@ -217,7 +199,7 @@ def test_every_gcloud_command_and_flag_has_a_row():
 
 def test_every_maxtext_and_gcluster_flag_has_a_row():
     rows = table_rows(page("gcloud-mapping.md"))
-    wanted = [f"`{flag}`" for flag in guide_maxtext_flags()] + ["`--gke-mtc-enabled`", "`--gke-mtc-ramdisk-dir`"]
+    wanted = [f"`{flag}`" for flag in guide_maxtext_flags()] + [f"`{flag}`" for flag in GCLUSTER_FLAGS]
     missing = [flag for flag in wanted if not any(row.startswith(f"| {flag}") for row in rows)]
     assert not missing, f"gcloud-mapping.md has no row starting with: {missing}"
 

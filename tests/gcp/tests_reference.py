@@ -1,4 +1,4 @@
-"""The CheckpointConfiguration CRD's declared spec fields, read from ../shared/reference (never copied)."""
+"""The CheckpointConfiguration CRD's declared spec fields, read from tests/data/third_party."""
 
 from __future__ import annotations
 

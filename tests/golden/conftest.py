@@ -1,4 +1,4 @@
-"""Schemas the golden manifests are validated against (from ../shared/reference, never copied here)."""
+"""Schemas the golden manifests are validated against (upstream CRDs kept in tests/data/third_party)."""
 
 from __future__ import annotations
 

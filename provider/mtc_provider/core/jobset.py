@@ -127,13 +127,18 @@ def _env(workload: WorkloadSpec) -> list[dict[str, Any]]:
     return env
 
 
+def escape_var_refs(value: str) -> str:
+    """Kubernetes expands `$(VAR)` in args and reduces `$$` to `$`: doubling every `$` keeps a value literal."""
+    return value.replace("$", "$$")
+
+
 def _container(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec) -> dict[str, Any]:
     command, args = container_command(checkpointing, workload)
     container: dict[str, Any] = {
         "name": workload.container_name,
         "image": workload.image,
         "command": command,
-        "args": args,
+        "args": [escape_var_refs(arg) for arg in args],
         "env": _env(workload),
         "resources": {"limits": {TPU_RESOURCE: slices.chips_per_host}},
     }

@@ -10,8 +10,25 @@ import dataclasses
 from typing import Any, Mapping
 
 from mtc_provider.core.errors import SpecError, require
-from mtc_provider.core.sizing import ramdisk_size
-from mtc_provider.core.spec import MAXTEXT_COMMAND, BucketSpec, CheckpointingSpec, SizingSpec, WorkloadSpec
+from mtc_provider.core.locations import check_bucket_name
+from mtc_provider.core.maxtext import FLAG_KEY_RE, render_value
+from mtc_provider.core.names import (
+    check_checkpoint_configuration_name,
+    check_dns1123_label,
+    check_namespace,
+    check_service_account,
+)
+from mtc_provider.core.sizing import check_fits_host, ramdisk_size
+from mtc_provider.core.spec import (
+    IMAGE_RE,
+    LOCAL_IMAGE,
+    MAXTEXT_COMMAND,
+    BucketSpec,
+    CheckpointingSpec,
+    ClusterSpec,
+    SizingSpec,
+    WorkloadSpec,
+)
 from mtc_provider.core.tpu import SliceSpec
 
 CHECKPOINT_FLAGS = tuple(
@@ -19,6 +36,10 @@ CHECKPOINT_FLAGS = tuple(
 )
 LOCAL_WORKLOAD_COMMAND = ("python", "-m", "mtc_provider.local.workload")
 FAULT_KINDS = ("sigkill_host", "sigterm_slice", "wipe_ramdisk", "kill_slice", "hang")
+HOST_FAULTS = ("sigkill_host", "wipe_ramdisk")  # the others act on a whole slice
+# Model settings the local workload takes (mtc_provider.local.workload.FLAG_SPECS); on GKE any MaxText key.
+LOCAL_MODEL_FLAGS = ("model_dim", "global_batch_size", "learning_rate")
+MIN_POLL_INTERVAL_S = 1.0  # below this a watch or listing loop only loads the API server and the bucket
 
 
 def _get(params: Mapping[str, Any], key: str, default: Any = None) -> Any:
@@ -37,24 +58,102 @@ def _int(params: Mapping[str, Any], key: str, default: int) -> int:
     return value
 
 
-def _fault_plan(raw: Any) -> list[dict[str, Any]]:
+def check_conf_keys(conf: Mapping[str, Any] | None, declared: Any) -> None:
+    """A trigger may set only the DAG's declared params: connections, service accounts and commands come from
+    the DAG author, never from `dag_run.conf`."""
+    allowed = sorted(declared)
+    for key, value in (conf or {}).items():
+        if key not in allowed:
+            raise SpecError(f"dag_run.conf.{key}", value, f"one of the DAG's params: {', '.join(allowed)}")
+
+
+def check_poll_interval(value: Any, field: str = "poll_interval") -> float:
+    require(
+        isinstance(value, (int, float)) and not isinstance(value, bool) and value >= MIN_POLL_INTERVAL_S,
+        field,
+        value,
+        f"a number of seconds >= {MIN_POLL_INTERVAL_S:g}",
+    )
+    return float(value)
+
+
+def _fault_plan(raw: Any, slices: SliceSpec, steps: int) -> list[dict[str, Any]]:
+    """The local fault plan, checked against the run's shape and length before anything starts."""
     require(isinstance(raw, list), "params.fault_plan", raw, "a list of faults like {kind, at_step, slice, host}")
     for i, fault in enumerate(raw):
-        require(isinstance(fault, Mapping), f"params.fault_plan[{i}]", fault, "a mapping with kind and at_step")
-        require(fault.get("kind") in FAULT_KINDS, f"params.fault_plan[{i}].kind", fault.get("kind"),
-                ", ".join(FAULT_KINDS))
-        require("at_step" in fault or "at_seconds" in fault, f"params.fault_plan[{i}]", fault,
-                "a fault with at_step or at_seconds")
+        where = f"params.fault_plan[{i}]"
+        require(isinstance(fault, Mapping), where, fault, "a mapping with kind and at_step")
+        require(fault.get("kind") in FAULT_KINDS, f"{where}.kind", fault.get("kind"), ", ".join(FAULT_KINDS))
+        require("at_step" in fault or "at_seconds" in fault, where, fault, "a fault with at_step or at_seconds")
+        if "at_step" in fault:
+            step = fault["at_step"]
+            require(isinstance(step, int) and not isinstance(step, bool) and 0 <= step < steps, f"{where}.at_step",
+                    step, f"an integer from 0 to {steps - 1} (below steps: a fault at or after the last step "
+                    "never fires)")
+        if "slice" in fault:
+            index = fault["slice"]
+            require(isinstance(index, int) and not isinstance(index, bool) and 0 <= index < slices.num_slices,
+                    f"{where}.slice", index, f"a slice index from 0 to {slices.num_slices - 1}")
+        if "host" in fault:
+            host = fault["host"]
+            require(fault["kind"] in HOST_FAULTS, f"{where}.host", host,
+                    f"no host for {fault['kind']} (it acts on a whole slice); a host only for {', '.join(HOST_FAULTS)}")
+            require(isinstance(host, int) and not isinstance(host, bool) and 0 <= host < slices.hosts_per_slice,
+                    f"{where}.host", host, f"a host index from 0 to {slices.hosts_per_slice - 1} "
+                    f"({slices.hosts_per_slice} hosts per slice)")
     return [dict(fault) for fault in raw]
 
 
-def training_run(params: Mapping[str, Any], local_home: str) -> dict[str, Any]:
-    """Validate the form and return the dicts the training DAG's tasks take (all JSON-serializable)."""
+def _image(params: Mapping[str, Any], target_kind: str, needs_image: bool) -> str:
+    image = _get(params, "image", LOCAL_IMAGE) or LOCAL_IMAGE
+    if target_kind == "local" or not needs_image:
+        return LOCAL_IMAGE
+    require(
+        isinstance(image, str) and image != LOCAL_IMAGE and bool(IMAGE_RE.match(image)),
+        "params.image",
+        image,
+        "a container image with MaxText for the gke target, e.g. us-docker.pkg.dev/PROJECT/REPO/maxtext:TAG "
+        f"(not the local placeholder {LOCAL_IMAGE!r})",
+    )
+    return image
+
+
+def _model_flags(params: Mapping[str, Any], target_kind: str, taken: set[str]) -> dict[str, Any]:
+    raw = _get(params, "model_flags", {})
+    require(isinstance(raw, Mapping), "params.model_flags", raw, "a mapping of MaxText flags, e.g. {model_name: llama2-7b}")
+    flags: dict[str, Any] = {}
+    for key, value in raw.items():
+        field = f"params.model_flags.{key}"
+        require(isinstance(key, str) and bool(FLAG_KEY_RE.match(key)), field, key,
+                "a MaxText config key: letters, digits and '_', not starting with a digit")
+        require(key not in taken, field, value,
+                f"a flag other than the ones the form sets ({', '.join(sorted(taken))}): use that field")
+        if target_kind == "local":
+            require(key in LOCAL_MODEL_FLAGS, field, value,
+                    f"on the local target one of {', '.join(LOCAL_MODEL_FLAGS)} (the local workload's model settings)")
+        render_value(value, field)  # a scalar MaxText can parse
+        flags[key] = value
+    return flags
+
+
+def training_run(
+    params: Mapping[str, Any],
+    local_home: str,
+    *,
+    gcp_conn_id: str = "google_cloud_default",
+    service_account: str = "default",
+    command: tuple[str, ...] = MAXTEXT_COMMAND,
+    needs_image: bool = True,
+) -> dict[str, Any]:
+    """Validate the form and return the dicts the training DAG's tasks take (all JSON-serializable).
+
+    The connection, the Kubernetes service account and the GKE command are the DAG author's (arguments), never
+    the form's. `needs_image=False` for DAGs that launch no training container (cluster setup)."""
     target_kind = _get(params, "target", "local")
     require(target_kind in ("local", "gke"), "params.target", target_kind, "local or gke")
-    namespace = _get(params, "namespace", "default")
+    namespace = check_namespace(_get(params, "namespace", "default"), "params.namespace")
     run_name = _get(params, "run_name", "")
-    bucket = _get(params, "bucket", "mtc-checkpoints")
+    bucket = check_bucket_name(_get(params, "bucket", "mtc-checkpoints"))  # locally a folder name: no '..'
     slices = SliceSpec(
         tpu_type=_get(params, "tpu_type", "v6e"),
         topology=_get(params, "topology", "2x2"),
@@ -65,6 +164,7 @@ def training_run(params: Mapping[str, Any], local_home: str) -> dict[str, Any]:
         BucketSpec(name=bucket, location=_get(params, "bucket_location", "us-central1"))
         for key in ("project_id", "location", "cluster_name"):
             require(bool(_get(params, key, "")), f"params.{key}", _get(params, key, ""), "a value on the gke target")
+        ClusterSpec(project_id=params["project_id"], location=params["location"], name=params["cluster_name"])
         base = f"gs://{bucket}"
         target: dict[str, Any] = {
             "kind": "gke",
@@ -72,7 +172,7 @@ def training_run(params: Mapping[str, Any], local_home: str) -> dict[str, Any]:
             "location": params["location"],
             "cluster_name": params["cluster_name"],
             "namespace": namespace,
-            "gcp_conn_id": _get(params, "gcp_conn_id", "google_cloud_default"),
+            "gcp_conn_id": gcp_conn_id,
         }
     else:
         base = f"{local_home.rstrip('/')}/buckets/{bucket}"
@@ -81,27 +181,31 @@ def training_run(params: Mapping[str, Any], local_home: str) -> dict[str, Any]:
     for name in ("local_checkpoint_period", "checkpoint_period"):
         if name in flags:
             flags[name] = _int(params, name, 0)
-    checkpointing = CheckpointingSpec(run_name=run_name, base_output_directory=base, steps=_int(params, "steps", 1),
-                                      **flags)
+    steps = _int(params, "steps", 1)
+    checkpointing = CheckpointingSpec(run_name=run_name, base_output_directory=base, steps=steps, **flags)
     extra_flags: dict[str, Any] = {}
     if target_kind == "local":
         extra_flags["step_time_ms"] = _int(params, "step_time_ms", 0)
         extra_flags["seed"] = _int(params, "seed", 0)
         # The workload's own watchdog: a survivor of a dead or frozen peer exits (retryable) after this long.
         extra_flags["distributed_timeout_s"] = _int(params, "distributed_timeout_s", 60)
+    taken = set(checkpointing.maxtext_flags()) | set(extra_flags)
+    extra_flags.update(_model_flags(params, target_kind, taken))
     workload = WorkloadSpec(
         jobset_name=run_name[:40].rstrip("-"),
-        image=_get(params, "image", "local") or "local",
-        command=LOCAL_WORKLOAD_COMMAND if target_kind == "local" else tuple(_get(params, "command", MAXTEXT_COMMAND)),
+        image=_image(params, target_kind, needs_image),
+        command=LOCAL_WORKLOAD_COMMAND if target_kind == "local" else tuple(command),
         extra_flags=extra_flags,
         namespace=namespace,
-        service_account=_get(params, "service_account", "default"),
+        service_account=service_account,
         max_restarts=_int(params, "max_restarts", 3),
         termination_grace_period_seconds=_int(params, "termination_grace_period_seconds", 60 if target_kind == "local" else 300),
     )
     sizing = SizingSpec(parameters=float(_get(params, "parameters", 1e9)))
     size = ramdisk_size(sizing.parameters, slices.hosts_per_slice)
-    fault_plan = _fault_plan(_get(params, "fault_plan", [])) if target_kind == "local" else []
+    warning = check_fits_host(size, slices.machine_type, slices.host_memory_bytes)
+    fault_plan = _fault_plan(_get(params, "fault_plan", []), slices, steps) if target_kind == "local" else []
+    poll_interval = check_poll_interval(_get(params, "poll_interval", 2.0), "params.poll_interval")
     run_dir = f"{base}/{run_name}"
     return {
         "target": target,
@@ -111,8 +215,27 @@ def training_run(params: Mapping[str, Any], local_home: str) -> dict[str, Any]:
         "workload": {**dataclasses.asdict(workload), "command": list(workload.command)},
         "sizing": dataclasses.asdict(sizing),
         "ramdisk": size.quantity,
+        "warnings": [warning] if warning else [],
         "checkpoint_dir": checkpointing.checkpoint_directory,
         "events_dir": f"{run_dir}/events" if target_kind == "local" else None,
         "chart_path": f"{run_dir}/goodput.png" if target_kind == "local" else None,
         "fault_plan": fault_plan,
+        "poll_interval": poll_interval,
     }
+
+
+def cluster_setup_run(params: Mapping[str, Any], local_home: str) -> dict[str, Any]:
+    """The cluster-setup DAG's plan: the training run's checks plus every name the setup creates or binds,
+    so nothing is created before a bad name is found."""
+    run = training_run(params, local_home, needs_image=False)  # the setup launches no training container
+    names = {
+        "checkpoint_configuration_name": check_checkpoint_configuration_name(
+            _get(params, "checkpoint_configuration_name", "mtc-checkpoint-config"),
+            "params.checkpoint_configuration_name"),
+        "service_account": check_service_account(_get(params, "service_account", "default"), "params.service_account"),
+        # Pools are named <prefix>-<slice index>; GKE allows 40 characters.
+        "node_pool_prefix": check_dns1123_label("params.node_pool_prefix", _get(params, "node_pool_prefix", "mtc-slice"),
+                                                36),
+    }
+    BucketSpec(name=_get(params, "bucket", "mtc-checkpoints"), location=_get(params, "bucket_location", "us-central1"))
+    return {**run, **names}

@@ -13,7 +13,7 @@ from mtc_provider.core.checkpoint_config import build_checkpoint_configuration
 from mtc_provider.core.errors import SpecError
 from mtc_provider.core.iam import BUCKET_ROLE, bucket_members, workload_identity_pool
 from mtc_provider.core.jobset import build_jobset_for_run
-from mtc_provider.core.sizing import RamdiskSize, ramdisk_size
+from mtc_provider.core.sizing import RamdiskSize, check_fits_host, ramdisk_size
 from mtc_provider.core.spec import RunConfig
 from mtc_provider.core.versions import MTC_MIN_VERSION_EXCLUSIVE
 
@@ -50,6 +50,7 @@ class Plan:
     ramdisk: RamdiskSize
     manifests: tuple[dict[str, Any], ...]
     not_applicable_locally: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())
 
     @property
     def members(self) -> list[str]:
@@ -69,6 +70,8 @@ class Plan:
         }
         if self.target == "local":
             sections["not applicable locally"] = list(self.not_applicable_locally)
+        if self.warnings:
+            sections["warnings"] = list(self.warnings)
         return sections
 
 
@@ -111,7 +114,10 @@ def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
     """Everything `mtc plan` shows for this run; raises SpecError before anything is created."""
     slices, checkpointing = config.slices, config.checkpointing
     sizing = config.sizing
-    size = ramdisk_size(sizing.parameters, slices.hosts_per_slice, sizing.bytes_per_parameter, sizing.buffer)
+    size = ramdisk_size(sizing.parameters, slices.hosts_per_slice, sizing.bytes_per_parameter, sizing.buffer,
+                        allow_any_buffer=sizing.allow_any_buffer)
+    fit = check_fits_host(size, slices.machine_type, slices.host_memory_bytes)
+    warnings = (fit,) if fit else ()
     jobset = build_jobset_for_run(config)
     checks = _checks(config)
     if config.target == "local":
@@ -127,6 +133,7 @@ def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
             binds=(),
             ramdisk=size,
             manifests=(jobset,),
+            warnings=warnings,
             not_applicable_locally=tuple(
                 [f"{step.name}: {step.description}" for step in checks if not step.applies_locally]
                 + [
@@ -165,4 +172,5 @@ def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
         ramdisk=size,
         # The CheckpointConfiguration first: the MTC driver needs it before the JobSet's pods mount the ramdisk.
         manifests=(checkpoint_configuration, jobset),
+        warnings=warnings,
     )

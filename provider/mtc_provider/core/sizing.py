@@ -3,6 +3,9 @@
 checkpoint = parameters x bytes per parameter (12 by default: weights plus optimizer state)
 shard      = checkpoint / hosts in the slice
 ramdisk    = 2 x shard, plus a 10-15% buffer (15% by default)
+
+The ramdisk is tmpfs in the TPU host's memory: a ramdisk that does not fit the machine type's memory is refused,
+one that takes most of it is reported as a warning (the training process needs that memory too).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ GiB = 2**30
 DEFAULT_BYTES_PER_PARAMETER = 12
 DEFAULT_BUFFER = Decimal("0.15")
 BUFFER_RANGE = (Decimal("0.10"), Decimal("0.15"))
+MOST_OF_HOST_MEMORY = Decimal("0.5")  # above this share of host memory, plans carry a warning
 
 
 def _decimal(field: str, value: float | int | str | Decimal, allowed: str) -> Decimal:
@@ -91,9 +95,32 @@ def ramdisk_size(
         if buf < 0 or buf > 1:
             raise SpecError("sizing.buffer", buffer, "a fraction between 0 and 1")
     elif not low <= buf <= high:
-        raise SpecError("sizing.buffer", buffer, "a fraction between 0.10 and 0.15 (the guide's advice)")
+        raise SpecError("sizing.buffer", buffer, "a fraction between 0.10 and 0.15 (the guide's advice; another "
+                        "value needs sizing.allow_any_buffer: true, or --allow-any-buffer on the command line)")
     checkpoint = params * per_param
     shard = checkpoint / hosts
     doubled = shard * 2
     total = math.ceil(doubled * (1 + buf))
     return RamdiskSize(int(params), per_param, hosts, buf, checkpoint, shard, doubled, total)
+
+
+def check_fits_host(size: RamdiskSize, machine_type: str, host_memory_bytes: int) -> str | None:
+    """Refuse a ramdisk that cannot fit the host's memory; a warning when it takes most of it, else None."""
+    ramdisk = size.total_gib_rounded_up * GiB
+    memory_gib = host_memory_bytes // GiB
+    if ramdisk >= host_memory_bytes:
+        # The largest model whose ramdisk still fits: memory = 2 x (params x bytes / hosts) x (1 + buffer).
+        largest = int(Decimal(host_memory_bytes) * size.hosts_per_slice
+                      / (2 * size.bytes_per_parameter * (1 + size.buffer)))
+        raise SpecError(
+            "sizing.parameters",
+            size.parameters,
+            f"a model whose ramdisk per host fits the {memory_gib} GiB host memory of {machine_type} (this one needs "
+            f"{size.quantity}): fewer than {largest:,} parameters with {size.hosts_per_slice} hosts per slice, "
+            "or more hosts per slice",
+        )
+    if ramdisk > host_memory_bytes * MOST_OF_HOST_MEMORY:
+        share = Decimal(ramdisk) / host_memory_bytes * 100
+        return (f"the ramdisk ({size.quantity} per host) takes {share:.0f}% of the {memory_gib} GiB host memory of "
+                f"{machine_type}: the training process shares that memory; consider more hosts per slice")
+    return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -26,8 +27,32 @@ from mtc_provider.core.tpu import SliceSpec
 
 # Directories a ramdisk must never be mounted over.
 SYSTEM_DIRECTORIES = frozenset(
-    {"/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root", "/sbin", "/sys", "/usr", "/var", "/tmp", "/dev/shm"}
+    {"/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/proc", "/root", "/run", "/sbin", "/srv",
+     "/sys", "/usr", "/var", "/tmp", "/dev/shm"}
 )
+# ... nor anywhere below these: the image's programs, libraries and configuration, and the kernel's files.
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys", "/usr",
+                "/var/lib")
+CLEAN_PATH_RE = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
+# A container image reference: [registry[:port]/]path[:tag][@sha256:digest], lower-case path components.
+IMAGE_RE = re.compile(
+    r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$"
+)
+LOCAL_IMAGE = "local"  # the local target runs no image; a placeholder where a form asks for one
+
+
+def _under(path: str, tree: str) -> bool:
+    return path == tree or path.startswith(tree + "/")
+
+
+def normalize_local_directory(directory: Any) -> str:
+    """`/local/../etc` -> `/etc`, `//etc` -> `/etc`: the path a mount really lands on (normpath keeps `//`)."""
+    if not isinstance(directory, str) or not directory.startswith("/"):
+        return ""
+    return "/" + posixpath.normpath(directory).lstrip("/")
+
+
 TARGETS = ("gke", "local")
 MAXTEXT_COMMAND = ("python3", "-m", "MaxText.train", "MaxText/configs/base.yml")
 
@@ -57,6 +82,13 @@ class CheckpointingSpec:
             base,
             "a gs://BUCKET[/PATH] URL or an absolute local path",
         )
+        if isinstance(base, str) and base.startswith("/"):
+            require(
+                base.rstrip("/") == normalize_local_directory(base) or base == "/",
+                "checkpointing.base_output_directory",
+                base,
+                f"a normalized absolute path (no '.', '..' or '//' parts), e.g. {normalize_local_directory(base)}",
+            )
         positive_int("checkpointing.steps", self.steps)
         for name in (
             "enable_checkpointing",
@@ -85,19 +117,32 @@ class CheckpointingSpec:
             "true when enable_emergency_checkpoint is true",
         )
         directory = self.local_checkpoint_directory
-        normalized = posixpath.normpath(directory) if directory else ""
+        normalized = normalize_local_directory(directory)
         require(
-            bool(directory) and directory.startswith("/") and normalized != "/",
+            bool(normalized) and normalized != "/" and bool(CLEAN_PATH_RE.match(normalized)),
             "checkpointing.local_checkpoint_directory",
             directory,
-            "an absolute path to the ramdisk mount (not '/'), e.g. /local",
+            "an absolute path to the ramdisk mount (not '/') of letters, digits, '.', '_', '-', e.g. /local",
         )
+        system = normalized in SYSTEM_DIRECTORIES or any(_under(normalized, tree) for tree in SYSTEM_TREES)
         require(
-            normalized not in SYSTEM_DIRECTORIES,
+            not system,
             "checkpointing.local_checkpoint_directory",
-            directory,
-            f"a path that is not a system directory ({', '.join(sorted(SYSTEM_DIRECTORIES))})",
+            normalized,  # what the mount would really replace, whatever the spelling
+            f"a path that is not a system location (not {', '.join(sorted(SYSTEM_DIRECTORIES))}, nor anything "
+            f"under {', '.join(SYSTEM_TREES)}), e.g. /local",
         )
+        # Manifests and flags carry the normalized path only.
+        object.__setattr__(self, "local_checkpoint_directory", normalized)
+        base = self.base_output_directory
+        if base.startswith("/"):
+            require(
+                not _under(normalize_local_directory(base), normalized),
+                "checkpointing.base_output_directory",
+                normalize_local_directory(base),
+                f"a directory outside local_checkpoint_directory ({normalized}): persistent checkpoints must not "
+                "land in the ramdisk",
+            )
         require(
             0 < self.local_checkpoint_period < self.checkpoint_period,
             "checkpointing.local_checkpoint_period",
@@ -150,7 +195,14 @@ class WorkloadSpec:
         check_service_account(self.service_account)
         check_dns1123_label("workload.replicated_job_name", self.replicated_job_name, REPLICATED_JOB_NAME_MAX)
         check_dns1123_label("workload.container_name", self.container_name)
-        require(bool(self.image) and isinstance(self.image, str), "workload.image", self.image, "a container image")
+        require(isinstance(self.image, str) and bool(IMAGE_RE.match(self.image)), "workload.image", self.image,
+                "a container image reference, e.g. us-docker.pkg.dev/PROJECT/REPO/maxtext:TAG")
+        require(
+            not isinstance(self.command, (str, bytes)),
+            "workload.command",
+            self.command,
+            "a list of strings, one argument each (no shell string), e.g. [python3, -m, MaxText.train]",
+        )
         command = tuple(self.command)
         require(
             bool(command) and all(isinstance(part, str) and part for part in command),
@@ -202,6 +254,12 @@ class SizingSpec:
     parameters: float = 1e9
     bytes_per_parameter: float = 12
     buffer: float = 0.15
+    # The guide advises a 10-15% buffer; another value must be asked for explicitly.
+    allow_any_buffer: bool = False
+
+    def __post_init__(self) -> None:
+        require(isinstance(self.allow_any_buffer, bool), "sizing.allow_any_buffer", self.allow_any_buffer,
+                "true or false")
 
 
 @dataclass(frozen=True)
@@ -223,6 +281,12 @@ class RunConfig:
         if self.target == "gke":
             require(self.cluster is not None, "cluster", None, "a cluster section (project_id, location, name)")
             require(self.bucket is not None, "bucket", None, "a bucket section (name, location)")
+            require(
+                self.workload.image != LOCAL_IMAGE,
+                "workload.image",
+                self.workload.image,
+                "a container image with MaxText on the gke target, not the local placeholder",
+            )
             require(
                 self.checkpointing.base_output_directory.startswith("gs://"),
                 "checkpointing.base_output_directory",

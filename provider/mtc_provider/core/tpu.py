@@ -38,6 +38,27 @@ TPU_TYPES: dict[str, TpuType] = {
     ),
 }
 SUPPORTED_TPU_TYPES = ", ".join(TPU_TYPES)
+
+# Host memory (GiB) of each machine type: GKE, "Plan TPUs in GKE", table "Choose the TPU version"
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus#choose-tpu-version), column "Memory (GiB)".
+# (The v5e rows also match Compute Engine's machine-type list.) The ramdisk is tmpfs in this memory, shared
+# with the training process itself.
+HOST_MEMORY_GIB: dict[str, int] = {
+    "ct4p-hightpu-4t": 407,
+    "ct5lp-hightpu-1t": 48,
+    "ct5lp-hightpu-4t": 192,
+    "ct5lp-hightpu-8t": 384,
+    "ct5p-hightpu-4t": 448,
+    "ct6e-standard-1t": 448,
+    "ct6e-standard-4t": 720,
+    "ct6e-standard-8t": 1440,
+}
+
+# Machine types that exist only as a single-host slice: every chip of the slice on one VM. GKE, "Plan TPUs in
+# GKE", "Choose the TPU topology" (v5e and v6e tables), and Cloud TPU "TPU v6e" / "TPU v5e" supported
+# configurations: 1x1 runs on the -1t types, 2x4 on the -8t types as one host; multi-host topologies use the -4t
+# types only.
+SINGLE_HOST_ONLY = frozenset({"ct5lp-hightpu-1t", "ct5lp-hightpu-8t", "ct6e-standard-1t", "ct6e-standard-8t"})
 TOPOLOGY_RE = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*)+$")
 MIN_SLICES = 2  # the guide: emergency checkpointing assumes a multi-slice workload
 
@@ -82,6 +103,15 @@ class SliceSpec:
                 self.topology,
                 f"a chip count divisible by {self.chips_per_host} chips per host of {self.machine_type}",
             )
+        if self.machine_type in SINGLE_HOST_ONLY and self.chips_per_slice != self.chips_per_host:
+            multi_host = [m for m in kind.machine_types if m not in SINGLE_HOST_ONLY]
+            raise SpecError(
+                "slices.machine_type",
+                self.machine_type,
+                f"for topology {self.topology} ({self.chips_per_slice} chips, more than one host) a multi-host "
+                f"machine type: {', '.join(multi_host)} ({self.machine_type} exists only as a single host of "
+                f"{self.chips_per_host} chips)",
+            )
 
     @property
     def kind(self) -> TpuType:
@@ -102,6 +132,10 @@ class SliceSpec:
     @property
     def hosts_per_slice(self) -> int:
         return max(1, self.chips_per_slice // self.chips_per_host)
+
+    @property
+    def host_memory_bytes(self) -> int:
+        return HOST_MEMORY_GIB[self.machine_type] * 2**30
 
     @property
     def total_hosts(self) -> int:

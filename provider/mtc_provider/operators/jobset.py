@@ -125,6 +125,7 @@ class MtcJobSetOperator(BaseOperator):
 
     template_fields: Sequence[str] = (
         "slices", "checkpointing", "workload", "target", "target_step", "fault_plan", "stall_timeout",
+        "poll_interval",  # the sample DAG passes the value its plan task validated (>= 1 s)
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS

@@ -1,13 +1,15 @@
 """The local JobSetApi / AsyncJobSetApi: reads go to the state files, writes go to the supervisor's socket.
 
 Any process that knows the home directory sees the same JobSets: a retried task or a restarted triggerer
-builds a new client from the home path alone (a primitive a trigger can carry).
+builds a new client from the home path alone (a primitive a trigger can carry). Writes are signed with the
+home's token (readable by its owner only) and the supervisor's answers must be signed too (auth.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -17,6 +19,7 @@ from typing import Any, AsyncIterator
 
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound, WatchEvent
 from mtc_provider.core.errors import require
+from mtc_provider.local.runner import auth
 from mtc_provider.local.runner.faults import parse_plan
 from mtc_provider.local.runner.manifest import FAULT_PLAN_ANNOTATION, parse
 from mtc_provider.local.runner.state import Home, read_json, read_jsonl, recv_line
@@ -47,18 +50,33 @@ class LocalJobSetApi:
     def __init__(self, home: str) -> None:
         self.home = Home.of(home)
         self._spawned: subprocess.Popen[bytes] | None = None
+        self._refused = ""  # why the last answer was not trusted, for the timeout message
 
     # ---- transport -------------------------------------------------------------------------------
     def _send(self, request: dict[str, Any]) -> dict[str, Any] | None:
         info = read_json(self.home.supervisor_file)
-        if not info:
-            return None
         try:
-            with socket.create_connection((info.get("host") or "127.0.0.1", int(info["port"])), timeout=30) as conn:
-                conn.sendall(json.dumps({**request, "home": str(self.home.root)}).encode() + b"\n")
-                data = recv_line(conn)
-            response = json.loads(data)
-        except _RETRYABLE:
+            token = auth.read_token(self.home.root)
+        except auth.TokenError as err:
+            raise ApiError(403, str(err), "Forbidden") from err
+        if not info or token is None:
+            return None
+        request = {**request, "home": str(self.home.root)}
+        client_nonce = auth.nonce()
+        address = info.get("host") or "127.0.0.1"  # MTC_RUNNER_BIND_HOST of the supervisor (docker-compose.yaml)
+        try:
+            with socket.create_connection((address, int(info["port"])), timeout=30) as conn:
+                server_nonce = str(json.loads(recv_line(conn))["nonce"])
+                mac = auth.signature(token, "request", server_nonce, request)
+                envelope = {"request": request, "nonce": client_nonce, "mac": mac}
+                conn.sendall(json.dumps(envelope).encode() + b"\n")
+                reply = json.loads(recv_line(conn))
+        except (*_RETRYABLE, KeyError, TypeError):
+            return None
+        response = reply.get("response") if isinstance(reply, dict) else None
+        if not auth.valid(token, "response", client_nonce, response, reply.get("mac") if response is not None else None):
+            # Not our supervisor (a stale port now used by another program) or one holding another token.
+            self._refused = f"{address}:{info['port']} did not answer as {self.home.root}'s supervisor: {reply!r:.200}"
             return None
         if response.get("retry") or (response.get("error") or {}).get("status") == 421:
             return None  # a supervisor that is exiting, or a stale port: start a fresh one
@@ -67,8 +85,9 @@ class LocalJobSetApi:
     def _spawn(self) -> None:
         if self._spawned is not None and self._spawned.poll() is None:
             return
-        self.home.root.mkdir(parents=True, exist_ok=True)
-        with open(self.home.supervisor_log, "ab") as log:
+        auth.make_private_dir(self.home.root)
+        log_fd = os.open(self.home.supervisor_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, auth.PRIVATE_FILE)
+        with os.fdopen(log_fd, "ab") as log:
             # A new session: the supervisor survives the task (and its process group) that started it.
             self._spawned = subprocess.Popen(
                 [sys.executable, "-m", "mtc_provider.local.runner.supervisor", str(self.home.root)],
@@ -86,7 +105,8 @@ class LocalJobSetApi:
             if response is not None:
                 break
             if time.monotonic() > deadline:
-                raise ApiError(503, f"local runner supervisor for {self.home.root} did not answer", "Unavailable")
+                why = f" ({self._refused})" if self._refused else ""
+                raise ApiError(503, f"local runner supervisor for {self.home.root} did not answer{why}", "Unavailable")
             self._spawn()
             time.sleep(0.05)
         if self._spawned is not None and self._spawned.poll() is not None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mtc_provider.core.errors import SpecError, require
+from mtc_provider.local.runner.environment import workload_environment
 
 MTC_CSI_DRIVER = "multitier-checkpoint.csi.storage.gke.io"
 LOG_DIR_ANNOTATION = "mtc.local/log-dir"
@@ -266,9 +267,8 @@ def pod_spec(
     """The process for one host of one slice, with the env vars JobSet and the MTC driver provide."""
     process_id = slice_index * plan.hosts_per_slice + host
     pod_name = f"{plan.name}-{rj.name}-{job_index}-{host}"
-    env = dict(os.environ if base_env is None else base_env)
-    # `python3` inside a shell script must also be the runner's interpreter, so its packages import.
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    # Not a copy of the parent's environment: the workload's needs only (environment.py), then what JobSet declares.
+    env = workload_environment(os.environ if base_env is None else base_env)
     env.update(
         {
             "JOBSET_NAME": plan.name,

@@ -3,7 +3,8 @@
 Started on demand by the client (`python -m mtc_provider.local.runner.supervisor <home>`, in a new session);
 one per home, enforced by an flock on <home>/supervisor.lock. It serves create/delete on a socket bound to
 MTC_RUNNER_BIND_HOST (default 127.0.0.1; 0.0.0.0 in docker-compose.yaml, where other containers share the home)
-(one JSON line in, one out), writes every JobSet object to <home>/state/ (the only writer; clients read the files
+(a nonce line out, one signed JSON line in, one signed line out: see auth.py; a request not signed with the
+home's token is refused and runs nothing), writes every JobSet object to <home>/state/ (the only writer; clients read the files
 directly for get/list/watch), and exits by itself after MTC_RUNNER_IDLE_SECONDS with no active JobSet.
 """
 
@@ -21,6 +22,7 @@ import uuid
 from typing import Any
 
 from mtc_provider.core.errors import SpecError
+from mtc_provider.local.runner import auth
 from mtc_provider.local.runner.jobset import JobSetRun
 from mtc_provider.local.runner.manifest import LOG_DIR_ANNOTATION
 from mtc_provider.local.runner.state import Home, read_json, recv_line, write_json
@@ -147,7 +149,23 @@ class Supervisor:
                 pod.signal(signal.SIGKILL)
 
 
-def _serve(server: socket.socket, supervisor: Supervisor) -> None:
+def _answer(conn: socket.socket, supervisor: Supervisor, token: bytes) -> dict[str, Any]:
+    """One exchange: our nonce out, a request signed over it in, the answer signed over the client's nonce."""
+    server_nonce = auth.nonce()
+    conn.sendall(json.dumps({"nonce": server_nonce}).encode() + b"\n")
+    envelope = json.loads(recv_line(conn) or b"null")
+    if not isinstance(envelope, dict) or not auth.valid(
+        token, "request", server_nonce, envelope.get("request"), envelope.get("mac")
+    ):
+        # Refused before the request is looked at: nothing runs for a caller that cannot read the token file.
+        return {"error": {"status": 401, "message": "request not signed with this home's supervisor.token"}}
+    with supervisor.lock:
+        response = supervisor.handle(envelope["request"])
+    client_nonce = str(envelope.get("nonce", ""))
+    return {"response": response, "mac": auth.signature(token, "response", client_nonce, response)}
+
+
+def _serve(server: socket.socket, supervisor: Supervisor, token: bytes) -> None:
     while True:
         try:
             conn, _ = server.accept()
@@ -156,26 +174,33 @@ def _serve(server: socket.socket, supervisor: Supervisor) -> None:
         with conn:
             try:
                 conn.settimeout(10)
-                data = recv_line(conn)
-                request = json.loads(data)
-                with supervisor.lock:
-                    response = supervisor.handle(request)
-                conn.sendall(json.dumps(response).encode() + b"\n")
+                reply = _answer(conn, supervisor, token)
             except Exception as err:  # one bad client must not stop the supervisor
-                try:
-                    conn.sendall(json.dumps({"error": {"status": 500, "message": repr(err)}}).encode() + b"\n")
-                except OSError:
-                    pass
+                reply = {"error": {"status": 500, "message": repr(err)}}
+            try:
+                conn.sendall(json.dumps(reply).encode() + b"\n")
+            except OSError:
+                pass
+
+
+def make_private(home: Home) -> None:
+    """The home, its state, logs and faults, and its ramdisks: only their owner may read them (0700 / 0600)."""
+    os.umask(0o077)  # every file and folder the supervisor and its pods create from now on is private
+    auth.make_private_dir(home.root)
+    for folder in (home.state_dir, home.root / "logs", home.root / "faults", home.shm_root):
+        if folder.is_dir():  # left by an older version: tighten it (new ones are private through the umask)
+            os.chmod(folder, auth.PRIVATE_DIR)
 
 
 def main(home_arg: str) -> int:
     home = Home.of(home_arg)
-    home.root.mkdir(parents=True, exist_ok=True)
+    make_private(home)
     lock = open(home.lock_file, "w")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return 0  # another supervisor owns this home
+    token = auth.ensure_token(home.root)
     supervisor = Supervisor(home)
     host = bind_host()
     server = socket.socket()
@@ -188,7 +213,7 @@ def main(home_arg: str) -> int:
         supervisor.recover()
     write_json(home.supervisor_file, {"pid": os.getpid(), "host": advertised_host(host),
                                       "port": server.getsockname()[1], "home": str(home.root)})
-    threading.Thread(target=_serve, args=(server, supervisor), daemon=True).start()
+    threading.Thread(target=_serve, args=(server, supervisor, token), daemon=True).start()
     idle_since = time.time()
     try:
         while not stop.is_set():
