@@ -324,10 +324,13 @@ class Topology:
         import psutil
 
         found = []
+        root = str(self.root)
         for p in psutil.process_iter():
             try:
-                if p.pid != os.getpid() and p.status() != psutil.STATUS_ZOMBIE \
-                        and p.environ().get(MARKER_ENV) == str(self.root):
+                if p.pid == os.getpid() or p.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                # Airflow processes carry the marker; pods start from an explicit environment but name the root.
+                if p.environ().get(MARKER_ENV) == root or any(root in part for part in p.cmdline()):
                     found.append(p)
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 pass
