@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 DAG_ID = "mtc_resilient_training"
 NAMESPACE = "default"
 # Airflow's detection delays, shortened (defaults: 300 s task heartbeat timeout, 30 s triggerer and scheduler
-# health thresholds, 300 s orphaned-task adoption).
+# health thresholds, 300 s orphaned-task adoption), and two settings for a small, busy machine.
 TIMINGS = {
     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "15",
     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
@@ -47,6 +47,9 @@ TIMINGS = {
     "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
     "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
     "AIRFLOW__CELERY__WORKER_CONCURRENCY": "4",  # 16 forked pool processes by default: too many for 2 cores
+    # Sending a task to Redis may take over the default 1 s on a loaded 2-core machine: the scheduler then marks
+    # the task failed while the worker still runs it ("TI was not in a state where it could be marked as running").
+    "AIRFLOW__CELERY__OPERATION_TIMEOUT": "15",
 }
 CONF = {"steps": 40, "step_time_ms": 250, "checkpoint_period": 10, "local_checkpoint_period": 2,
         "max_restarts": 1, "stall_timeout": 300, "fault_plan": []}
@@ -169,8 +172,12 @@ def _failure_report(topo: Topology, run_id: str) -> str:
 # ---- the faults ---------------------------------------------------------------------------------------------
 def kill_worker_in_sync_part(topo: Topology, run_id: str, run_name: str) -> dict[str, Any]:
     """SIGKILL the worker's tree while `train`'s first try runs in it (before it defers)."""
-    wait_until("train running", lambda: _train(topo, run_id)[0] == "running", 240, interval=0.02,
-               alive=topo.check_alive)
+    def running() -> bool:
+        if _run_state(topo, run_id) == "failed":
+            pytest.fail(f"the run failed before train ran: {_failure_report(topo, run_id)}")
+        return _train(topo, run_id)[0] == "running"
+
+    wait_until("train running", running, 240, interval=0.02, alive=topo.check_alive)
     pids = topo.kill("airflow-worker-1")
     state, try_number, _ = _train(topo, run_id)
     submitted = bool(list((topo.places.local_home / "state" / NAMESPACE).glob(f"{run_name}-*-a1.json")))
