@@ -1,7 +1,8 @@
-"""The compose file and Dockerfile, checked offline: no Docker engine runs on this machine.
+"""The compose file and Dockerfile, checked offline (no Docker engine runs on this machine), and the process
+topology (scripts/airflow_topology.py) checked against them: same services, commands and settings.
 
-Docker Compose resolves YAML merge keys and `${VAR:-default}` interpolation before validating; the
-`compose-spec` validator does neither, so the test does both the way Compose does, then validates.
+Docker Compose resolves YAML merge keys and `${VAR...}` interpolation before validating; the `compose-spec`
+validator does neither, so `load_compose` does both the way Compose does, then the spec validates.
 """
 
 from __future__ import annotations
@@ -14,61 +15,169 @@ import pytest
 import yaml
 from compose_spec import PyCompose
 
+from scripts.airflow_topology import (
+    LOCAL_FLAGS,
+    ComposeError,
+    Places,
+    Topology,
+    argv_of,
+    interpolate,
+    load_compose,
+    local_env,
+    machine_env,
+    services,
+)
+
 REPO = Path(__file__).resolve().parents[2]
-INTERPOLATION_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}")
+SECRETS = {"AIRFLOW_JWT_SECRET": "jwt-secret", "AIRFLOW_API_SECRET_KEY": "api-secret"}
 EXPECTED_SERVICES = {
-    "postgres",
-    "airflow-apiserver",
-    "airflow-scheduler",
-    "airflow-dag-processor",
-    "airflow-triggerer",
-    "airflow-init",
+    "postgres", "redis", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-worker",
+    "airflow-triggerer", "airflow-init", "mtc-local",
+}
+AIRFLOW_SERVICES = EXPECTED_SERVICES - {"postgres", "redis"}
+# The only compose settings the process topology may change: container addresses and paths.
+ADDRESSES_AND_PATHS = {
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__CELERY__RESULT_BACKEND", "AIRFLOW__CELERY__BROKER_URL",
+    "AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE",
+    "GOOGLE_APPLICATION_CREDENTIALS", "MTC_LOCAL_HOME", "MTC_RUNNER_BIND_HOST",
 }
 
 
-def interpolate(text: str, env: dict[str, str]) -> str:
-    text = INTERPOLATION_RE.sub(lambda m: env.get(m.group(1), m.group(2) or ""), text)
-    return text.replace("$$", "$")
-
-
-def _resolved_compose(env: dict[str, str] | None = None) -> dict:
-    data = yaml.safe_load((REPO / "docker-compose.yaml").read_text())  # resolves the x-airflow-common merges
-    return yaml.safe_load(interpolate(yaml.safe_dump(data), env or {}))
+def _resolved(env: dict[str, str] | None = None) -> dict:
+    return load_compose({**SECRETS, **(env or {})})
 
 
 def test_compose_file_validates_against_the_compose_spec():
-    compose = PyCompose.from_yaml(yaml.safe_dump(_resolved_compose()))
+    compose = PyCompose.from_yaml(yaml.safe_dump(_resolved()))
     assert set(compose.service_names()) == EXPECTED_SERVICES
 
 
 def test_compose_validator_rejects_a_broken_file():
     """The validator is not a rubber stamp: a service with a bad depends_on condition fails."""
-    data = _resolved_compose()
+    data = _resolved()
     data["services"]["airflow-scheduler"]["depends_on"]["postgres"]["condition"] = "service_sleeping"
     with pytest.raises(ValueError):
         PyCompose.from_yaml(yaml.safe_dump(data))
 
 
-def test_airflow_services_use_the_provider_image_and_mount_dags():
-    services = _resolved_compose()["services"]
-    for name in EXPECTED_SERVICES - {"postgres"}:
-        service = services[name]
-        assert service["build"] == ".", name
-        assert "./dags:/opt/airflow/dags" in service["volumes"], name
-        assert "_PIP_ADDITIONAL_REQUIREMENTS" not in service.get("environment", {}), name
+def test_interpolation_follows_compose_rules():
+    env = {"SET": "x", "EMPTY": ""}
+    assert interpolate("${SET:-d} ${EMPTY:-d} ${EMPTY-d} ${UNSET-d} $$HOME ${SET}", env) == "x d  d $HOME x"
+    with pytest.raises(ComposeError, match="EMPTY is missing a value: say so"):
+        interpolate("${EMPTY:?say so}", env)
+
+
+def test_the_shared_secrets_are_required_with_a_message_naming_them():
+    """Without a shared JWT secret each component would make its own and task calls would fail with
+    "Invalid auth token: Signature verification failed": Compose stops before starting anything."""
+    with pytest.raises(ComposeError, match="AIRFLOW_JWT_SECRET .*set AIRFLOW_JWT_SECRET in .env"):
+        load_compose({"AIRFLOW_API_SECRET_KEY": "x"})
+    with pytest.raises(ComposeError, match="AIRFLOW_API_SECRET_KEY"):
+        load_compose({"AIRFLOW_JWT_SECRET": "x"})
+
+
+def test_every_airflow_component_shares_secrets_executor_and_execution_api():
+    services = _resolved()["services"]
+    for name in AIRFLOW_SERVICES:
+        env = services[name]["environment"]
+        assert env["AIRFLOW__API_AUTH__JWT_SECRET"] == "jwt-secret", name
+        assert env["AIRFLOW__API__SECRET_KEY"] == "api-secret", name
+        assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/", name
+        assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor", name
+        assert env["AIRFLOW__CELERY__BROKER_URL"].startswith("redis://"), name
+        assert env["AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE"] == "true", name
+        assert env["MTC_LOCAL_HOME"] == "/opt/airflow/mtc-local", name
+        assert "mtc-local:/opt/airflow/mtc-local" in services[name]["volumes"], name
+        assert services[name]["build"] == ".", name
+        assert "./dags:/opt/airflow/dags" in services[name]["volumes"], name
+        assert "_PIP_ADDITIONAL_REQUIREMENTS" not in env, name
     assert services["airflow-apiserver"]["ports"] == ["127.0.0.1:8080:8080"]
     assert "/api/v2/version" in " ".join(services["airflow-apiserver"]["healthcheck"]["test"])
 
 
+def test_init_sets_a_password_instead_of_the_fab_user_create():
+    """`_AIRFLOW_WWW_USER_CREATE` runs FAB's `airflow users create` and the entrypoint exits without a password;
+    with SimpleAuthManager the init writes the password file the auth manager reads."""
+    init = _resolved()["services"]["airflow-init"]
+    assert "_AIRFLOW_WWW_USER_CREATE" not in init["environment"]
+    assert init["environment"]["_AIRFLOW_WWW_USER_PASSWORD"] == "airflow"  # the official file's default
+    assert init["user"] == "0:0"
+    script = init["command"][1]
+    assert "_AIRFLOW_WWW_USER_PASSWORD is empty" in script and "exec airflow db migrate" in script
+    assert "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE" in script
+    assert init["environment"]["AIRFLOW__CORE__AUTH_MANAGER"].endswith("SimpleAuthManager")
+
+
+def test_mtc_local_volume_is_the_airflow_users_and_its_supervisor_is_reachable():
+    services = _resolved({"AIRFLOW_UID": "1234"})["services"]
+    script = services["airflow-init"]["command"][1]
+    assert re.search(r'chown -R "1234:0" .*"\$\{MTC_LOCAL_HOME\}"', script), script
+    dockerfile = (REPO / "Dockerfile").read_text()
+    # A new named volume copies the image folder's owner: the airflow user (uid 50000) creates it.
+    assert dockerfile.index("USER airflow") < dockerfile.index("mkdir -p /opt/airflow/mtc-local")
+    local = services["mtc-local"]
+    assert local["hostname"] == "mtc-local" and local["environment"]["MTC_RUNNER_BIND_HOST"] == "0.0.0.0"
+    assert local["environment"]["MTC_RUNNER_IDLE_SECONDS"] == "inf"
+    assert "mtc_provider.local.runner.supervisor" in " ".join(local["command"])
+    assert all(services[n]["user"] == "1234:0" for n in AIRFLOW_SERVICES - {"airflow-init"})
+
+
+def test_two_schedulers_and_two_triggerers():
+    services = _resolved()["services"]
+    assert services["airflow-scheduler"]["deploy"]["replicas"] == 2
+    assert services["airflow-triggerer"]["deploy"]["replicas"] == 2
+    assert services["airflow-worker"]["command"] == "celery worker"
+
+
 def test_credentials_mount_is_read_only_and_overridable():
-    services = _resolved_compose({"GCLOUD_CONFIG_DIR": "/secrets/gcloud"})["services"]
+    services = _resolved({"GCLOUD_CONFIG_DIR": "/secrets/gcloud"})["services"]
     assert "/secrets/gcloud:/opt/airflow/gcloud:ro" in services["airflow-triggerer"]["volumes"]
 
 
-def test_dockerfile_installs_with_the_readme_command():
+def test_dockerfile_installs_with_the_readme_command_on_the_locked_airflow():
     dockerfile = (REPO / "Dockerfile").read_text()
     runs = [line.removeprefix("RUN ").strip() for line in dockerfile.splitlines() if line.startswith("RUN ")]
     install = [cmd for cmd in runs if shlex.split(cmd)[:2] == ["pip", "install"]]
     assert len(install) == 1, runs
     assert install[0] in (REPO / "README.md").read_text(), "README must give the Dockerfile's install command"
-    assert re.search(r"^FROM apache/airflow:3\.\d+\.\d+", dockerfile, re.M)
+    locked = set(re.findall(r'^name = "apache-airflow"\nversion = "([^"]+)"', (REPO / "uv.lock").read_text(), re.M))
+    (image_version,) = re.findall(r"^FROM apache/airflow:(\d+\.\d+\.\d+)", dockerfile, re.M)
+    assert locked == {image_version}, (locked, image_version)
+
+
+# ---- the process topology is the compose file ---------------------------------------------------------
+def test_topology_runs_the_compose_commands_with_only_declared_changes(tmp_path: Path):
+    topology = Topology(tmp_path)
+    compose = load_compose(topology.compose_env)["services"]
+    places: Places = topology.places
+    local, machine = local_env(places), machine_env(places)
+    composed_keys = set().union(*(s["environment"] for n, s in compose.items() if n in AIRFLOW_SERVICES))
+    assert set(local) == ADDRESSES_AND_PATHS, "the topology may replace container addresses and paths only"
+    assert set(local) <= composed_keys, "a local replacement for a setting the compose file does not have"
+    assert not set(machine) & composed_keys, "machine settings must not silently override compose settings"
+    assert set(topology.services) == AIRFLOW_SERVICES
+    for name, service in topology.services.items():
+        spec = compose[name]
+        assert service.replicas == (spec.get("deploy") or {}).get("replicas", 1)
+        argv = argv_of(service)
+        if "entrypoint" in spec:
+            assert argv == [*shlex.split(spec["entrypoint"]), *spec["command"]], name
+        else:
+            command = shlex.split(spec["command"]) if isinstance(spec["command"], str) else spec["command"]
+            assert Path(argv[0]).name == "airflow", name
+            assert argv[1:] == [*command, *LOCAL_FLAGS.get(" ".join(command), [])], name
+        env = topology.env_for(service, 1)
+        for key, value in spec["environment"].items():
+            expected = local.get(key, "" if value is None else str(value))
+            assert env[key] == expected, (name, key)
+
+
+def test_topology_database_and_broker_are_this_runs_own(tmp_path: Path):
+    one, two = Topology(tmp_path / "a"), Topology(tmp_path / "b")
+    assert one.places.database != two.places.database and one.places.key_prefix != two.places.key_prefix
+    env = one.env_for(one.services["airflow-worker"], 1)
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("/" + one.places.database)
+    assert env["AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__GLOBAL_KEYPREFIX"] == one.places.key_prefix
+    scheduler = one.services["airflow-scheduler"]
+    ports = {one.env_for(scheduler, i)["AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT"] for i in (1, 2)}
+    assert len(ports) == 2  # two schedulers on one machine: a health server each

@@ -63,8 +63,9 @@ class LocalJobSetApi:
             return None
         request = {**request, "home": str(self.home.root)}
         client_nonce = auth.nonce()
+        address = info.get("host") or "127.0.0.1"  # MTC_RUNNER_BIND_HOST of the supervisor (docker-compose.yaml)
         try:
-            with socket.create_connection(("127.0.0.1", int(info["port"])), timeout=30) as conn:
+            with socket.create_connection((address, int(info["port"])), timeout=30) as conn:
                 server_nonce = str(json.loads(recv_line(conn))["nonce"])
                 mac = auth.signature(token, "request", server_nonce, request)
                 envelope = {"request": request, "nonce": client_nonce, "mac": mac}
@@ -75,7 +76,7 @@ class LocalJobSetApi:
         response = reply.get("response") if isinstance(reply, dict) else None
         if not auth.valid(token, "response", client_nonce, response, reply.get("mac") if response is not None else None):
             # Not our supervisor (a stale port now used by another program) or one holding another token.
-            self._refused = f"127.0.0.1:{info['port']} did not answer as {self.home.root}'s supervisor: {reply!r:.200}"
+            self._refused = f"{address}:{info['port']} did not answer as {self.home.root}'s supervisor: {reply!r:.200}"
             return None
         if response.get("retry") or (response.get("error") or {}).get("status") == 421:
             return None  # a supervisor that is exiting, or a stale port: start a fresh one

@@ -1,7 +1,8 @@
 """The detached supervisor: owns the pods of every JobSet in one home, so they outlive the task that made them.
 
 Started on demand by the client (`python -m mtc_provider.local.runner.supervisor <home>`, in a new session);
-one per home, enforced by an flock on <home>/supervisor.lock. It serves create/delete on a 127.0.0.1 socket
+one per home, enforced by an flock on <home>/supervisor.lock. It serves create/delete on a socket bound to
+MTC_RUNNER_BIND_HOST (default 127.0.0.1; 0.0.0.0 in docker-compose.yaml, where other containers share the home)
 (a nonce line out, one signed JSON line in, one signed line out: see auth.py; a request not signed with the
 home's token is refused and runs nothing), writes every JobSet object to <home>/state/ (the only writer; clients read the files
 directly for get/list/watch), and exits by itself after MTC_RUNNER_IDLE_SECONDS with no active JobSet.
@@ -28,6 +29,19 @@ from mtc_provider.local.runner.state import Home, read_json, recv_line, write_js
 
 TICK_SECONDS = 0.1
 IDLE_SECONDS = float(os.environ.get("MTC_RUNNER_IDLE_SECONDS", "60"))
+DEFAULT_BIND_HOST = "127.0.0.1"
+
+
+def bind_host() -> str:
+    return os.environ.get("MTC_RUNNER_BIND_HOST") or DEFAULT_BIND_HOST
+
+
+def advertised_host(bound: str) -> str:
+    """The address clients connect to (written to supervisor.json): MTC_RUNNER_ADVERTISE_HOST, else the bound
+    address, else (bound to every interface) this machine's host name, as other containers resolve it."""
+    if os.environ.get("MTC_RUNNER_ADVERTISE_HOST"):
+        return os.environ["MTC_RUNNER_ADVERTISE_HOST"]
+    return socket.gethostname() if bound == "0.0.0.0" else bound
 
 
 class Supervisor:
@@ -188,15 +202,17 @@ def main(home_arg: str) -> int:
         return 0  # another supervisor owns this home
     token = auth.ensure_token(home.root)
     supervisor = Supervisor(home)
+    host = bind_host()
     server = socket.socket()
-    server.bind(("127.0.0.1", 0))
+    server.bind((host, 0))
     server.listen(16)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     with supervisor.lock:
         supervisor.recover()
-    write_json(home.supervisor_file, {"pid": os.getpid(), "port": server.getsockname()[1], "home": str(home.root)})
+    write_json(home.supervisor_file, {"pid": os.getpid(), "host": advertised_host(host),
+                                      "port": server.getsockname()[1], "home": str(home.root)})
     threading.Thread(target=_serve, args=(server, supervisor, token), daemon=True).start()
     idle_since = time.time()
     try:

@@ -1,0 +1,469 @@
+"""docker-compose.yaml's Airflow, run as processes on one machine: the same services, commands and environment.
+
+Each compose service becomes `deploy.replicas` processes (two schedulers, two triggerers, one Celery worker,
+dag-processor, api-server, the local target's supervisor), after airflow-init's own script has run. What a
+container gets from Docker is replaced, and only that (`LOCAL_ENV`, `LOCAL_FLAGS`): container addresses become
+127.0.0.1 and ports chosen here, container paths become folders under one root, each replica gets its own host
+name (containers have one each), and the log servers, which always listen on every interface and on one fixed
+port, are not started (the api-server reads task logs from the shared log folder). tests/deploy checks that
+nothing else differs. The metadata database is a new PostgreSQL database per run, the broker a Redis key prefix
+per run; both are removed by `drop()`.
+
+    python scripts/airflow_topology.py          # start, print the UI address and login, stop on Ctrl-C
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[1]
+COMPOSE_FILE = REPO / "docker-compose.yaml"
+AIRFLOW_SERVICES = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-worker",
+                    "airflow-triggerer", "mtc-local")
+INIT_SERVICE = "airflow-init"
+HOSTNAME_ENV = "MTC_TOPOLOGY_HOSTNAME"
+MARKER_ENV = "MTC_TOPOLOGY_ROOT"  # every process of a topology carries it: how leftovers are found
+POSTGRES_ADMIN_DSN = os.environ.get("MTC_TOPOLOGY_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("MTC_TOPOLOGY_REDIS", "redis://127.0.0.1:6379/0")
+# The log servers listen on every interface on a fixed port: fine in a container, a clash for two triggerers here.
+LOCAL_FLAGS = {"scheduler": ["--skip-serve-logs"], "triggerer": ["--skip-serve-logs"],
+               "celery worker": ["--skip-serve-logs"]}
+INTERPOLATION_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
+
+
+def component_hostname() -> str:
+    """Airflow's [core] hostname_callable here: each process its own name, as each container has."""
+    return os.environ.get(HOSTNAME_ENV) or socket.getfqdn()
+
+
+# ---- the compose file, resolved as Docker Compose resolves it --------------------------------------------
+class ComposeError(ValueError):
+    pass
+
+
+def interpolate(text: str, env: dict[str, str]) -> str:
+    """`${VAR}`, `${VAR:-default}`, `${VAR-default}`, `${VAR:?error}`, `$$` (Compose's rules)."""
+    def one(match: re.Match) -> str:
+        name, op, arg = match.group(1), match.group(2), match.group(3) or ""
+        value = env.get(name)
+        if op in (":?", "?") and (value is None or (op == ":?" and value == "")):
+            raise ComposeError(f"required variable {name} is missing a value: {arg}")
+        if op == ":-" and not value:
+            return arg
+        if op == "-" and value is None:
+            return arg
+        return value or ""
+
+    out, last = [], 0
+    for match in re.finditer(r"\$\$|\$\{[^}]*\}", text):
+        out.append(text[last:match.start()])
+        token = match.group(0)
+        out.append("$" if token == "$$" else one(INTERPOLATION_RE.fullmatch(token) or _bad(token)))
+        last = match.end()
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _bad(token: str) -> re.Match:
+    raise ComposeError(f"invalid interpolation {token!r}")
+
+
+def load_compose(env: dict[str, str], path: Path = COMPOSE_FILE) -> dict[str, Any]:
+    """The compose file with its `<<:` merges resolved (YAML does it) and every string interpolated."""
+    import yaml
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {walk(k): walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return interpolate(node, env) if isinstance(node, str) else node
+
+    return walk(yaml.safe_load(path.read_text()))
+
+
+def as_argv(value: str | list[str] | None) -> list[str]:
+    """Compose's `command`/`entrypoint`: a list as is, a string split like a shell would."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else shlex.split(value)
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    entrypoint: list[str]
+    command: list[str]
+    environment: dict[str, str]
+    replicas: int
+
+    @property
+    def airflow_command(self) -> str | None:
+        """The airflow subcommand (`scheduler`, `celery worker`), or None for a service with its own entrypoint."""
+        return None if self.entrypoint else " ".join(self.command)
+
+
+def services(compose: dict[str, Any]) -> dict[str, Service]:
+    found = {}
+    for name, spec in compose["services"].items():
+        if "build" not in spec:
+            continue  # postgres and redis: the machine's own services stand in for them
+        env = {k: "" if v is None else str(v) for k, v in (spec.get("environment") or {}).items()}
+        found[name] = Service(name, as_argv(spec.get("entrypoint")), as_argv(spec.get("command")), env,
+                              int((spec.get("deploy") or {}).get("replicas", 1)))
+    return found
+
+
+# ---- what one machine changes --------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Places:
+    """Addresses and folders of one topology on this machine."""
+
+    root: Path
+    database: str
+    key_prefix: str
+    api_port: int
+    dags_folder: Path
+
+    @property
+    def sql_alchemy_conn(self) -> str:
+        base = POSTGRES_ADMIN_DSN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg2://", 1)
+        return f"{base}/{self.database}"
+
+    @property
+    def local_home(self) -> Path:
+        return self.root / "mtc-local"
+
+    @property
+    def airflow_home(self) -> Path:
+        return self.root / "airflow"
+
+
+def local_env(places: Places) -> dict[str, str]:
+    """Compose settings whose values are container addresses or paths, with this machine's values."""
+    return {
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": places.sql_alchemy_conn,
+        "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + places.sql_alchemy_conn,
+        "AIRFLOW__CELERY__BROKER_URL": REDIS_URL,
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{places.api_port}/execution/",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(places.root / "config" / "passwords.json"),
+        "GOOGLE_APPLICATION_CREDENTIALS": str(places.root / "gcloud" / "application_default_credentials.json"),
+        "MTC_LOCAL_HOME": str(places.local_home),
+        "MTC_RUNNER_BIND_HOST": "127.0.0.1",  # servers here bind loopback; containers need every interface
+    }
+
+
+def machine_env(places: Places) -> dict[str, str]:
+    """What a container has from the image or from Docker, and one machine must set (not compose settings)."""
+    return {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(REPO),  # component_hostname
+        "PYTHONUNBUFFERED": "1",
+        "AIRFLOW_HOME": str(places.airflow_home),  # the image's /opt/airflow
+        "AIRFLOW__CORE__DAGS_FOLDER": str(places.dags_folder),  # the ./dags bind mount
+        "AIRFLOW__API__HOST": "127.0.0.1",  # the container's port 8080, published on 127.0.0.1
+        "AIRFLOW__API__PORT": str(places.api_port),
+        "AIRFLOW__API__WORKERS": "1",
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{places.api_port}",
+        "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__GLOBAL_KEYPREFIX": places.key_prefix,  # Redis is shared here
+        "AIRFLOW__CORE__HOSTNAME_CALLABLE": "scripts.airflow_topology.component_hostname",
+        MARKER_ENV: str(places.root),
+    }
+
+
+def replica_env(service: Service, index: int, places: Places) -> dict[str, str]:
+    env = {HOSTNAME_ENV: f"{service.name}-{index}"}
+    if service.airflow_command == "scheduler":  # its health server: a port of its own, on loopback
+        env["AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST"] = "127.0.0.1"
+        env["AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT"] = str(free_port())
+    return env
+
+
+def argv_of(service: Service) -> list[str]:
+    """The process for a service: its entrypoint and command, or `airflow <command>` (the image's entrypoint)."""
+    if service.entrypoint:
+        return [*service.entrypoint, *service.command]
+    return [str(Path(sys.executable).parent / "airflow"), *service.command,
+            *LOCAL_FLAGS.get(service.airflow_command or "", [])]
+
+
+# ---- the running topology ---------------------------------------------------------------------------------
+@dataclass
+class Topology:
+    root: Path
+    dags_folder: Path = REPO / "dags"
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. shorter heartbeats for a test
+    username: str = "airflow"
+    password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    envs: dict[str, dict[str, str]] = field(default_factory=dict)
+    argvs: dict[str, list[str]] = field(default_factory=dict)
+    killed: set[str] = field(default_factory=set)  # replicas killed on purpose (not a failure)
+
+    def __post_init__(self) -> None:
+        run = uuid.uuid4().hex[:10]
+        self.places = Places(self.root, f"mtc_topology_{run}", f"mtc-topology-{run}:", free_port(), self.dags_folder)
+        self.compose_env = {
+            "AIRFLOW_UID": str(os.getuid()),
+            "AIRFLOW_JWT_SECRET": secrets.token_urlsafe(32),
+            "AIRFLOW_API_SECRET_KEY": secrets.token_urlsafe(32),
+            "_AIRFLOW_WWW_USER_USERNAME": self.username,
+            "_AIRFLOW_WWW_USER_PASSWORD": self.password,
+        }
+        self.services = services(load_compose(self.compose_env))
+        self._token = ""
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.places.api_port}"
+
+    def env_for(self, service: Service, index: int) -> dict[str, str]:
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "MTC_", "_AIRFLOW"))}
+        return {**inherited, **service.environment, **local_env(self.places), **machine_env(self.places),
+                **replica_env(service, index, self.places), **self.extra_env}
+
+    def log_path(self, name: str) -> Path:
+        return self.root / "component-logs" / f"{name}.log"
+
+    # ---- lifecycle ----
+    def create_database(self) -> None:
+        _admin_sql(f'CREATE DATABASE "{self.places.database}"')
+
+    def run_init(self, timeout: float = 300) -> None:
+        init = self.services[INIT_SERVICE]
+        self.log_path(INIT_SERVICE).parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path(INIT_SERVICE), "ab") as log:
+            done = subprocess.run(argv_of(init), env=self.env_for(init, 1), stdout=log, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, timeout=timeout)
+        if done.returncode:
+            raise RuntimeError(f"{INIT_SERVICE} exited {done.returncode}:\n{self.log_tail(INIT_SERVICE)}")
+
+    def start(self, timeout: float = 240) -> None:
+        self.create_database()
+        self.run_init()
+        for name in AIRFLOW_SERVICES:
+            service = self.services[name]
+            for index in range(1, service.replicas + 1):
+                self.spawn(f"{name}-{index}")
+        self.wait_healthy(timeout)
+
+    def spawn(self, proc_name: str) -> None:
+        """Start (or restart, as `restart: always` does) one replica, e.g. `airflow-worker-1`."""
+        service_name, index = proc_name.rsplit("-", 1)
+        service = self.services[service_name]
+        env = self.env_for(service, int(index))
+        self.envs[proc_name], self.argvs[proc_name] = env, argv_of(service)
+        with open(self.log_path(proc_name), "ab") as log:
+            # A session of its own: the whole group can be signalled, and SIGINT is not ignored.
+            self.procs[proc_name] = subprocess.Popen(
+                self.argvs[proc_name], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, cwd=str(self.root),
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+    def wait_healthy(self, timeout: float) -> None:
+        def healthy() -> bool:
+            import requests
+
+            try:
+                health = requests.get(f"{self.base_url}/api/v2/monitor/health", timeout=5).json()
+            except requests.RequestException:
+                return False
+            return all((health.get(part) or {}).get("status") == "healthy"
+                       for part in ("metadatabase", "scheduler", "triggerer", "dag_processor"))
+
+        wait_until("every component healthy", healthy, timeout, alive=self.check_alive)
+
+    def check_alive(self) -> None:
+        for name, proc in self.procs.items():
+            if proc.poll() is not None and name not in self.killed:
+                raise RuntimeError(f"{name} exited {proc.returncode}:\n{self.log_tail(name)}")
+
+    def kill(self, proc_name: str) -> list[int]:
+        """SIGKILL a replica and everything it started (a container dying): returns the PIDs killed."""
+        import psutil
+
+        proc = self.procs[proc_name]
+        try:
+            tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            tree = []
+        for p in tree:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        proc.wait(30)
+        psutil.wait_procs(tree, timeout=30)
+        self.killed.add(proc_name)
+        return [p.pid for p in tree]
+
+    def restart(self, proc_name: str) -> None:
+        self.killed.discard(proc_name)
+        self.spawn(proc_name)
+
+    def leftovers(self) -> list[Any]:
+        import psutil
+
+        found = []
+        root = str(self.root)
+        for p in psutil.process_iter():
+            try:
+                if p.pid == os.getpid() or p.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                # Airflow processes carry the marker; pods start from an explicit environment but name the root.
+                if p.environ().get(MARKER_ENV) == root or any(root in part for part in p.cmdline()):
+                    found.append(p)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                pass
+        return found
+
+    def stop(self, timeout: float = 60) -> list[str]:
+        """SIGINT every replica's group (the supervisor last: it stops its pods), wait, kill stragglers by PID;
+        returns what had to be killed."""
+        import psutil
+
+        order = [n for n in self.procs if not n.startswith("mtc-local")] + \
+                [n for n in self.procs if n.startswith("mtc-local")]
+        for name in order:
+            proc = self.procs[name]
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGINT if not name.startswith("mtc-local") else signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        survivors = self.leftovers()
+        while survivors and time.monotonic() < deadline:
+            time.sleep(0.5)
+            survivors = self.leftovers()
+        killed = []
+        for p in survivors:
+            try:
+                killed.append(f"{p.pid} {' '.join(p.cmdline())[:200]}")
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(survivors, timeout=10)
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        return killed
+
+    def drop(self) -> None:
+        """Remove this run's database and broker keys."""
+        _admin_sql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{self.places.database}'")
+        _admin_sql(f'DROP DATABASE IF EXISTS "{self.places.database}"')
+        import redis
+
+        client = redis.Redis.from_url(REDIS_URL)
+        keys = list(client.scan_iter(match=f"{self.places.key_prefix}*"))
+        if keys:
+            client.delete(*keys)
+
+    def log_tail(self, name: str, lines: int = 40) -> str:
+        path = self.log_path(name)
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+    # ---- the metadata database and the REST API ----
+    def sql(self, query: str, params: tuple = ()) -> list[tuple]:
+        import psycopg2
+
+        dsn = self.places.sql_alchemy_conn.replace("+psycopg2", "", 1)
+        with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+            cur.execute(query, params)
+            return cur.fetchall() if cur.description else []
+
+    def token(self) -> str:
+        import requests
+
+        if not self._token:
+            resp = requests.post(f"{self.base_url}/auth/token",
+                                 json={"username": self.username, "password": self.password}, timeout=30)
+            resp.raise_for_status()
+            self._token = resp.json()["access_token"]
+        return self._token
+
+    def api(self, method: str, path: str, **kwargs: Any) -> Any:
+        import requests
+
+        resp = requests.request(method, f"{self.base_url}/api/v2{path}", timeout=60,
+                                headers={"Authorization": f"Bearer {self.token()}"}, **kwargs)
+        if resp.status_code >= 300:
+            raise RuntimeError(f"{method} {path} -> {resp.status_code}: {resp.text[:2000]}")
+        return resp.json() if resp.content else None
+
+
+def _admin_sql(statement: str) -> None:
+    import psycopg2
+
+    conn = psycopg2.connect(POSTGRES_ADMIN_DSN)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(statement)
+    finally:
+        conn.close()
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float, interval: float = 1.0,
+               alive: Callable[[], None] | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if alive:
+            alive()
+        value = check()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def main() -> int:
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="mtc-topology-"))
+    topology = Topology(root)
+    try:
+        topology.start()
+        print(json.dumps({"url": topology.base_url, "username": topology.username, "password": topology.password,
+                          "root": str(root), "processes": {n: p.pid for n, p in topology.procs.items()}}, indent=1))
+        print("Ctrl-C stops it", flush=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        killed = topology.stop()
+        topology.drop()
+        if killed:
+            print("killed after the stop timeout:", *killed, sep="\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
