@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from airflow.sdk.exceptions import AirflowFailException
-
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.params import training_run
-from mtc_provider.target import default_local_home
-
 
 def plan_training_run(params: Mapping[str, Any] | None) -> dict[str, Any]:
     """Validate the trigger form; a bad value fails the run at once (no retry), naming the field."""
+    # Imported where it runs: DAG files import `planned` at parse time and must not pull the spec machinery.
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mtc_provider.core.errors import SpecError
+    from mtc_provider.core.params import training_run
+    from mtc_provider.target import default_local_home
+
     try:
         return training_run(dict(params or {}), default_local_home())
     except SpecError as err:
