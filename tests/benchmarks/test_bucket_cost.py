@@ -13,7 +13,8 @@ from mtc_provider.local.bucket_cost import BucketCost, UploadCost, from_env, pay
 def test_off_unless_configured_and_each_setting_defaults_the_other():
     assert from_env({}) is None
     assert from_env({"MTC_BUCKET_LATENCY_MS": "20"}) == BucketCost(0.02, 200e6)
-    assert from_env({"MTC_BUCKET_MB_PER_S": "100"}) == BucketCost(0.05, 100e6)
+    assert from_env({"MTC_BUCKET_MB_PER_S": "100"}) == BucketCost(0.05, 100e6, 32)
+    assert from_env({"MTC_BUCKET_MB_PER_S": "100", "MTC_BUCKET_CONCURRENCY": "4"}).concurrency == 4
 
 
 @pytest.mark.parametrize("raw", ["0", "-3", "fast"])
@@ -28,8 +29,9 @@ def test_a_restore_pays_every_object_and_its_share_of_the_bytes(tmp_path):
     (step / "default" / "d" / "0").write_bytes(b"x" * 4_000_000)
     (step / "commit_success.txt").write_bytes(b"")
     assert step_objects(step) == (2, 4_000_000)
-    cost = BucketCost(latency_s=0.01, bytes_per_s=100e6)
+    cost = BucketCost(latency_s=0.01, bytes_per_s=100e6, concurrency=1)
     assert cost.seconds(2, 4_000_000) == pytest.approx(0.06)
+    assert BucketCost(0.01, 100e6, concurrency=32).seconds(33, 0) == pytest.approx(0.02)  # two rounds
     t0 = time.monotonic()
     paid = pay_restore(cost, step, hosts_sharing=2)  # two hosts per slice: each reads half the bytes
     assert time.monotonic() - t0 >= 0.04

@@ -3,14 +3,16 @@ bucket charges and the local tier's trade-off can show.
 
 Locally the persistent tier is a directory on a page-cached disk: a restore from it takes milliseconds, faster
 than the emergency manager's local-tier restore. On GKE it is a GCS bucket: every object costs a round trip
-and every byte crosses the host's network. The model adds, per host, ``objects x latency + bytes /
-bandwidth`` to each persistent restore (before the restore reads) and to each persistent save (in the
+and every byte crosses the host's network. The model adds, per host, ``ceil(objects / concurrency) x latency +
+bytes / bandwidth`` to each persistent restore (before the restore reads) and to each persistent save (in the
 background, as Orbax's async upload; the next persistent save and the final wait join it).
 
 Off by default. The local runner's pods inherit the supervisor's environment, so a benchmark turns it on with:
 
 - ``MTC_BUCKET_LATENCY_MS``: per-request latency, default 50 ms when only the bandwidth is set;
-- ``MTC_BUCKET_MB_PER_S``: per-host bandwidth in MB/s (10^6 bytes), default 200 when only the latency is set.
+- ``MTC_BUCKET_MB_PER_S``: per-host bandwidth in MB/s (10^6 bytes), default 200 when only the latency is set;
+- ``MTC_BUCKET_CONCURRENCY``: requests in flight at once, default 32 (TensorStore's default GCS request
+  concurrency, which Orbax's reads and writes go through).
 
 Defaults (documented in docs/benchmarks.md with their sources): GCS documents typical first-byte latencies of
 tens of milliseconds for regional buckets, and per-VM read throughput limited by the VM's egress and a
@@ -20,6 +22,7 @@ overridden.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -30,15 +33,18 @@ LATENCY_ENV = "MTC_BUCKET_LATENCY_MS"
 BANDWIDTH_ENV = "MTC_BUCKET_MB_PER_S"
 DEFAULT_LATENCY_MS = 50.0
 DEFAULT_MB_PER_S = 200.0
+CONCURRENCY_ENV = "MTC_BUCKET_CONCURRENCY"
+DEFAULT_CONCURRENCY = 32
 
 
 @dataclass(frozen=True)
 class BucketCost:
     latency_s: float
     bytes_per_s: float
+    concurrency: int = DEFAULT_CONCURRENCY
 
     def seconds(self, objects: int, nbytes: int) -> float:
-        return objects * self.latency_s + nbytes / self.bytes_per_s
+        return math.ceil(objects / self.concurrency) * self.latency_s + nbytes / self.bytes_per_s
 
 
 def _positive(name: str, raw: str) -> float:
@@ -59,7 +65,9 @@ def from_env(environ: dict[str, str] | None = None) -> BucketCost | None:
         return None
     latency_ms = _positive(LATENCY_ENV, latency) if latency else DEFAULT_LATENCY_MS
     mb_per_s = _positive(BANDWIDTH_ENV, bandwidth) if bandwidth else DEFAULT_MB_PER_S
-    return BucketCost(latency_ms / 1000.0, mb_per_s * 1e6)
+    concurrency = env.get(CONCURRENCY_ENV, "")
+    requests = int(_positive(CONCURRENCY_ENV, concurrency)) if concurrency else DEFAULT_CONCURRENCY
+    return BucketCost(latency_ms / 1000.0, mb_per_s * 1e6, max(1, requests))
 
 
 def step_objects(step_dir: str | os.PathLike) -> tuple[int, int]:
