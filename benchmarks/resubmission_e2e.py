@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -222,6 +223,8 @@ def main() -> None:
         observer.stop.set()
     finally:
         killed = server.stop()
+        if not os.environ.get("MTC_BENCH_KEEP"):
+            shutil.rmtree(scratch, ignore_errors=True)
     summary = {}
     for dag_id, rows in results.items():
         summary[dag_id] = {key: median([r.get(key) for r in rows]) for key in
