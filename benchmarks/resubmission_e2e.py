@@ -127,10 +127,13 @@ class Observer(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set():
             now = time.time()
-            try:
-                objs = self.api.list(NAMESPACE)
-            except Exception:  # noqa: BLE001 - a state file being written: read it next time
-                objs = []
+            objs = []
+            for _ in range(5):  # a state file deleted or rewritten between listing and reading: read again
+                try:
+                    objs = self.api.list(NAMESPACE)
+                    break
+                except Exception:  # noqa: BLE001
+                    time.sleep(0.005)
             for obj in objs:
                 name = obj["metadata"]["name"]
                 for run, data in self.runs.items():
