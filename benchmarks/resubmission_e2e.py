@@ -8,7 +8,7 @@ Three DAGs, every one run (none modelled), side by side in one Airflow:
 - ``resub_ours``: the launch operator, deferrable, with the sample training DAG's retry settings
   (retry_delay 3 s, exponential backoff 2.0);
 - ``resub_default_delay``: the same operator with Airflow's default retry_delay (core.default_task_retry_delay,
-  300 s);
+  300 s, no backoff; set explicitly, since the operator's own default is 30 s with backoff 2.0);
 - ``resub_polling``: the ml-auto-solutions pattern, a sensor in reschedule mode poking every 60 s; each poke
   reads the JobSet and, when it failed, submits the next one (resubmission by polling).
 
@@ -66,7 +66,10 @@ def launch(**retry):
 for dag_id, retry in (("resub_ours", {"retry_delay": datetime.timedelta(seconds=OURS_DELAY),
                                       "retry_exponential_backoff": 2.0,
                                       "max_retry_delay": datetime.timedelta(minutes=5)}),
-                      ("resub_default_delay", {})):
+                      # Airflow's default (core.default_task_retry_delay, 300 s, no backoff), set explicitly:
+                      # the launch operator's own default is 30 s with backoff 2.0.
+                      ("resub_default_delay", {"retry_delay": datetime.timedelta(seconds=300),
+                                               "retry_exponential_backoff": 0})):
     with DAG(dag_id=dag_id, schedule=None, start_date=datetime.datetime(2026, 1, 1), catchup=False,
              render_template_as_native_obj=True):
         launch(**retry)
