@@ -10,12 +10,17 @@ time, time to regain the pre-fault step, restore tier and restore time; per arm:
 total wall time; then ratios emergency / persistent-only.
 
     python -m benchmarks.lost_work            # the published run
+    python -m benchmarks.lost_work --model-dim 1024 ...   # a larger state (see docs/benchmarks.md)
+
+The persistent tier pays a GCS-like cost (local/bucket_cost.py: per-object latency, per-host bandwidth) unless
+--no-bucket-cost: on this machine the "bucket" is page-cached local disk, cheaper than any real bucket.
     python -m benchmarks.lost_work --quick    # smoke test (one SIGKILL)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -173,7 +178,18 @@ def run_arm(api: Any, scratch: Path, arm: str, faults: list[dict[str, Any]], arg
     events = read_events(events_dir(str(bucket), run_name))
     outcomes = fault_outcomes(events, fired)
     return {"attempts": attempts, "wall_s": wall, "faults_fired": len(fired), "faults": outcomes,
-            **arm_summary(events, outcomes)}
+            "checkpoint": checkpoint_size(Path(spec.checkpoint_directory)), **arm_summary(events, outcomes)}
+
+
+def checkpoint_size(checkpoint_dir: Path) -> dict[str, int] | None:
+    """Objects and bytes of the newest persistent step: the state both hosts hold (one host per slice)."""
+    from mtc_provider.local.bucket_cost import step_objects
+
+    steps = sorted((int(p.name), p) for p in checkpoint_dir.glob("*") if p.name.isdigit())
+    if not steps:
+        return None
+    objects, nbytes = step_objects(steps[-1][1])
+    return {"step": steps[-1][0], "objects": objects, "bytes": nbytes}
 
 
 def same_cost_goodput(arms: Mapping[str, Mapping[str, Any]], steps: int) -> dict[str, float | None]:
@@ -214,7 +230,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--step-time-ms", type=int, default=100, help="simulated accelerator time per step")
     parser.add_argument("--faults", help="JSON fault plan (list of {kind, at_step, slice, host})")
     parser.add_argument("--timeout", type=float, default=400, help="seconds per attempt")
+    parser.add_argument("--bucket-latency-ms", type=float, default=50.0, help="persistent tier: per-object latency")
+    parser.add_argument("--bucket-mb-per-s", type=float, default=200.0, help="persistent tier: per-host MB/s")
+    parser.add_argument("--no-bucket-cost", action="store_true", help="the plain local directory as the bucket")
     args = parser.parse_args(argv)
+    from mtc_provider.local import bucket_cost
+
+    for variable in (bucket_cost.LATENCY_ENV, bucket_cost.BANDWIDTH_ENV):
+        os.environ.pop(variable, None)
+    if not args.no_bucket_cost:  # the runner's pods inherit this environment
+        os.environ[bucket_cost.LATENCY_ENV] = str(args.bucket_latency_ms)
+        os.environ[bucket_cost.BANDWIDTH_ENV] = str(args.bucket_mb_per_s)
+    load_at_start = [round(x, 2) for x in os.getloadavg()]
     faults = json.loads(args.faults) if args.faults else DEFAULT_FAULTS
     if args.quick:
         args.steps, args.local_period, args.persistent_period = 16, 2, 8
@@ -231,6 +258,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "parameters": {**{k: v for k, v in vars(args).items() if k not in ("output", "quick", "faults")},
                        "faults": faults},
         "expected_lost_ratio": args.local_period / args.persistent_period,
+        "load_average_at_start": load_at_start,
         "arms": arms,
         "ratios": compare(arms),
         "same_final_params": arms["emergency"]["params_sha256"] is not None

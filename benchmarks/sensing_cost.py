@@ -2,15 +2,17 @@
 
 For 10, 1,000 and 100,000 Orbax step directories (4 objects each, the commit marker among them, plus one
 in-flight `.orbax-checkpoint-tmp`), and as many GKE MTC replicator backups (a `.meta` and a data object per
-step), against the GCS emulator (`tests/checkpoint/emulator.py`, seeded server-side) and a local directory:
+step), against a GCS listing server and a local directory:
 
-- ours: `open_store(dir)` — GCS: one matchGlob listing of the commit markers, then startOffset listings of
-  what is new; local: one scandir plus a stat per new step. Backups: a `**.meta` matchGlob listing.
+- ours: `open_store(dir)` — GCS: one matchGlob listing of the commit markers, then, once a step is known, a
+  startOffset listing of same-length step names plus a listing of longer step names; local: one scandir plus
+  a stat per new step. Backups: a `**.meta` matchGlob listing.
 - naive: list every object under the prefix (GCS) / `os.walk` the directory (local), then the same parsing.
 
-The emulator answers a listing in one response and ignores startOffset, so the GCS figures are also given as
-what real GCS would serve: entries at or above startOffset, 1,000 a page. Time on the emulator is the
-emulator's own Python work (it scans the whole bucket per listing): its ratios matter, not its seconds.
+The GCS side is `benchmarks/listing_server.py`: `objects.list` with paging (1,000 entries a page),
+`startOffset` and `matchGlob` as GCS documents them, driven by the real client through `GCSHook`; every request
+and every entry in the table is one the server answered (observed, not modelled). Its seconds are this
+server's Python work on a loaded machine; on GCS each request is a network round trip.
 
     python -m benchmarks.sensing_cost [--quick]
 """
@@ -29,12 +31,9 @@ from typing import Any, Callable
 
 from benchmarks.common import REPO, argument_parser, interleaved, median, print_table, ratio, result_path, write_result
 
-sys.path.insert(0, str(REPO / "tests" / "checkpoint"))  # CountingEmulator: the tests' counting GCS emulator
-
-from emulator import CountingEmulator  # noqa: E402
-
-from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, open_store  # noqa: E402
-from mtc_provider.core.listing import backup_steps, finalized_from_objects  # noqa: E402
+from benchmarks.listing_server import ListingServer
+from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, open_store
+from mtc_provider.core.listing import backup_steps, finalized_from_objects
 
 BUCKET = "bench"
 CONN_ID = "mtc_bench_gcs"
@@ -52,70 +51,52 @@ def backup_objects(prefix: str, count: int) -> list[str]:
     return [f"{prefix}/train-s{step}-n0-w0.{ext}" for step in range(1, count + 1) for ext in ("meta", "data")]
 
 
-class MeasuredGcsStore(GcsCheckpointStore):
-    """Our GCS store, also noting what real GCS would return: the emulator ignores startOffset."""
-
-    def __init__(self, conn_id: str) -> None:
-        super().__init__(conn_id)
-        self.listings: list[dict[str, int]] = []
-
-    def _list(self, bucket: str, prefix: str, match_glob: str, start_offset: str | None = None) -> list[Any]:
-        blobs = super()._list(bucket, prefix, match_glob, start_offset)
-        served = [b for b in blobs if start_offset is None or b.name >= start_offset]
-        self.listings.append({"emulator_entries": len(blobs), "gcs_entries": len(served)})
-        return served
-
-
-def _gcs_pages(entries: int) -> int:
-    return max(1, math.ceil(entries / PAGE))
-
-
-def gcs_poke(gcs: CountingEmulator, fn: Callable[[], Any], store: MeasuredGcsStore | None = None) -> dict[str, Any]:
-    """One poke: wall time, HTTP requests the emulator served, entries, and the pages real GCS would serve."""
+def gcs_poke(gcs: ListingServer, fn: Callable[[], Any]) -> dict[str, Any]:
+    """One poke: wall time, the listing requests the server answered (one per page) and the entries served."""
     gcs.reset()
-    if store is not None:
-        store.listings.clear()
     t0 = time.perf_counter()
     value = fn()
     seconds = time.perf_counter() - t0
-    listings = gcs.listings()
-    if store is not None:
-        entries = sum(item["gcs_entries"] for item in store.listings)
-        pages = sum(_gcs_pages(item["gcs_entries"]) for item in store.listings)
-    else:
-        entries = sum(r.entries for r in listings)
-        pages = sum(_gcs_pages(r.entries) for r in listings)
-    return {"seconds": seconds, "http_requests": gcs.count(), "listings": len(listings),
-            "emulator_entries": sum(r.entries for r in listings), "gcs_entries": entries, "gcs_pages": pages,
-            "found": value}
+    listings = list(gcs.listings)
+    return {"seconds": seconds, "http_requests": len(listings), "gcs_entries": sum(r.items for r in listings),
+            "start_offset_requests": sum(1 for r in listings if "startOffset" in r.params),
+            "requests_by_glob": _by_glob(listings), "found": value}
+
+
+def _by_glob(listings: list[Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in listings:
+        key = r.params.get("matchGlob", "(none)").rsplit("/", 2)[-2:]
+        out["/".join(key)] = out.get("/".join(key), 0) + 1
+    return out
 
 
 def naive_gcs_list(client: Any, prefix: str) -> list[str]:
     return [blob.name for blob in client.list_blobs(BUCKET, prefix=prefix + "/", page_size=PAGE)]
 
 
-def measure_gcs(gcs: CountingEmulator, count: int, repeats: int) -> dict[str, Any]:
+def measure_gcs(gcs: ListingServer, count: int, repeats: int) -> dict[str, Any]:
     prefix, backups = f"run{count}/checkpoints", f"run{count}/mtc-backup"
     t0 = time.perf_counter()
     gcs.seed(BUCKET, step_objects(prefix, count) + backup_objects(backups, count))
     seed_s = time.perf_counter() - t0
     directory, backup_dir = f"gs://{BUCKET}/{prefix}", f"gs://{BUCKET}/{backups}"
-    store = MeasuredGcsStore(CONN_ID)
+    store = GcsCheckpointStore(CONN_ID)
     client = store.hook.get_conn()
     store.finalized(directory)  # warm-up, not measured: the client's one-time bucket lookup
     naive_gcs_list(client, prefix)
 
     def ours_first():
-        return gcs_poke(gcs, lambda: len(store.finalized(directory)), store)
+        return gcs_poke(gcs, lambda: len(store.finalized(directory)))
 
     def ours_next():
-        return gcs_poke(gcs, lambda: len(store.finalized(directory, after=count)), store)
+        return gcs_poke(gcs, lambda: len(store.finalized(directory, after=count)))
 
     def naive():
         return gcs_poke(gcs, lambda: len(finalized_from_objects(naive_gcs_list(client, prefix), prefix)))
 
     def ours_backup():
-        return gcs_poke(gcs, lambda: len(store.backup_steps(backup_dir)), store)
+        return gcs_poke(gcs, lambda: len(store.backup_steps(backup_dir)))
 
     def naive_backup():
         return gcs_poke(gcs, lambda: len(backup_steps(naive_gcs_list(client, backups))))
@@ -211,22 +192,19 @@ def measure_local(scratch: Path, count: int, repeats: int) -> dict[str, Any]:
 
 
 # ---- run --------------------------------------------------------------------------------------------------
-def run(counts: list[int], repeats: int) -> dict[str, Any]:
+def run(counts: list[int], repeats: int, local_counts: list[int] | None = None) -> dict[str, Any]:
     gcs_results, local_results = [], []
     # An anonymous google_cloud_platform connection: GCSHook then talks to STORAGE_EMULATOR_HOST.
     os.environ[f"AIRFLOW_CONN_{CONN_ID.upper()}"] = json.dumps(
         {"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True}})
-    with CountingEmulator() as gcs:
-        from google.auth.credentials import AnonymousCredentials
-        from google.cloud import storage
-
-        storage.Client(project="mtc-bench", credentials=AnonymousCredentials()).create_bucket(BUCKET)
+    with ListingServer() as gcs:
+        os.environ["STORAGE_EMULATOR_HOST"] = gcs.url  # GCSHook's client then talks to the listing server
         for count in counts:
             gcs_results.append(measure_gcs(gcs, count, repeats if count < 100_000 else max(2, repeats // 2)))
             print(f"gcs {count}: done", flush=True)
     scratch = Path(tempfile.mkdtemp(prefix="mtc-bench-sensing-"))
     try:
-        for count in counts:
+        for count in (counts if local_counts is None else local_counts):
             local_results.append(measure_local(scratch, count, repeats))
             print(f"local {count}: done", flush=True)
     finally:
@@ -242,11 +220,12 @@ def ratios(gcs_results: list[dict], local_results: list[dict]) -> dict[str, Any]
             "time_first_over_naive": ratio(arms["ours_first"]["seconds_median"], arms["naive"]["seconds_median"]),
             "time_next_over_naive": ratio(arms["ours_next"]["seconds_median"], arms["naive"]["seconds_median"]),
             "entries_first_over_naive": ratio(arms["ours_first"]["gcs_entries"], arms["naive"]["gcs_entries"]),
-            "pages_first_over_naive": ratio(arms["ours_first"]["gcs_pages"], arms["naive"]["gcs_pages"]),
-            "pages_next_over_naive": ratio(arms["ours_next"]["gcs_pages"], arms["naive"]["gcs_pages"]),
+            "requests_first_over_naive": ratio(arms["ours_first"]["http_requests"], arms["naive"]["http_requests"]),
+            "requests_next_over_naive": ratio(arms["ours_next"]["http_requests"], arms["naive"]["http_requests"]),
             "time_backup_over_naive": ratio(arms["ours_backup"]["seconds_median"],
                                             arms["naive_backup"]["seconds_median"]),
-            "pages_backup_over_naive": ratio(arms["ours_backup"]["gcs_pages"], arms["naive_backup"]["gcs_pages"]),
+            "requests_backup_over_naive": ratio(arms["ours_backup"]["http_requests"],
+                                                arms["naive_backup"]["http_requests"]),
         }
     for item in local_results:
         arms = item["arms"]
@@ -263,10 +242,10 @@ def report(result: dict[str, Any]) -> None:
     rows = []
     for item in result["gcs"]:
         for name, arm in item["arms"].items():
-            rows.append([f"gcs {item['dirs']}", name, arm["http_requests"], arm["listings"], arm["emulator_entries"],
-                         arm["gcs_entries"], arm["gcs_pages"], arm["seconds_median"]])
-    print_table("Sensing cost, GCS emulator (per poke)", ["dirs", "arm", "HTTP requests", "listings",
-                "entries (emulator)", "entries (GCS)", "GCS pages", "median s"], rows)
+            rows.append([f"gcs {item['dirs']}", name, arm["http_requests"], arm["start_offset_requests"],
+                         json.dumps(arm["requests_by_glob"]), arm["gcs_entries"], arm["seconds_median"]])
+    print_table("Sensing cost, GCS listing server (per poke, observed)", ["dirs", "arm", "requests",
+                "with startOffset", "requests by matchGlob", "entries", "median s"], rows)
     rows = [[f"local {item['dirs']}", name, arm["fs_calls"], arm["scandir"], arm["stat"], arm["seconds_median"]]
             for item in result["local"] for name, arm in item["arms"].items()]
     print_table("Sensing cost, local directory (per poke)", ["dirs", "arm", "fs calls", "scandir", "stat", "median s"],
@@ -280,13 +259,18 @@ def main() -> None:
     parser = argument_parser(__doc__.splitlines()[0])
     parser.add_argument("--counts", default=None, help="comma-separated step-directory counts (default 10,1000,100000)")
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--local-counts", default=None,
+                        help="step counts for the local directory (default: --counts); 100,000 steps are 700,000 "
+                             "files, which take minutes to create on a loaded machine")
     args = parser.parse_args()
-    default_counts = [10, 200] if args.quick else [10, 1000, 100_000]
+    default_counts = [10, 300] if args.quick else [10, 1000, 100_000]
     counts = [int(c) for c in args.counts.split(",")] if args.counts else default_counts
     repeats = args.repeats or (2 if args.quick else 5)
-    result = run(counts, repeats)
-    result["parameters"] = {"counts": counts, "repeats": repeats, "orbax_files_per_step": len(ORBAX_FILES),
-                            "backup_objects_per_step": 2, "gcs_page_size": PAGE}
+    local_counts = [int(c) for c in args.local_counts.split(",")] if args.local_counts else None
+    result = run(counts, repeats, local_counts)
+    result["parameters"] = {"counts": counts, "local_counts": local_counts or counts, "repeats": repeats, "orbax_files_per_step": len(ORBAX_FILES),
+                            "backup_objects_per_step": 2, "gcs_page_size": PAGE,
+                            "gcs_server": "benchmarks/listing_server.py (startOffset, matchGlob, 1,000-entry pages)"}
     report(result)
     path = write_result(result_path("sensing_cost", args.quick, args.output), "sensing_cost", result)
     print(f"result: {path}")

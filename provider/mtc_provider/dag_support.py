@@ -5,17 +5,17 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Iterable, Mapping
 
-from airflow.sdk.exceptions import AirflowFailException
-
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.params import check_conf_keys, cluster_setup_run, training_run
-from mtc_provider.target import default_local_home
-
 log = logging.getLogger(__name__)
 
 
 def _planned_or_fail(plan: Callable[[], dict[str, Any]], conf: Mapping[str, Any] | None,
                      declared: Iterable[str] | None) -> dict[str, Any]:
+    # Imported where it runs: DAG files import `planned` at parse time and must not pull the spec machinery.
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mtc_provider.core.errors import SpecError
+    from mtc_provider.core.params import check_conf_keys
+
     try:
         if declared is not None:
             check_conf_keys(conf, declared)
@@ -33,12 +33,18 @@ def plan_training_run(params: Mapping[str, Any] | None, conf: Mapping[str, Any] 
 
     `conf` is the run's dag_run.conf and `declared` the DAG's params: a conf key that is not a param is refused.
     `author` (gcp_conn_id, service_account, command) comes from the DAG file, never from the trigger."""
+    from mtc_provider.core.params import training_run
+    from mtc_provider.target import default_local_home
+
     return _planned_or_fail(lambda: training_run(dict(params or {}), default_local_home(), **author), conf, declared)
 
 
 def plan_cluster_setup(params: Mapping[str, Any] | None, conf: Mapping[str, Any] | None = None,
                        declared: Iterable[str] | None = None) -> dict[str, Any]:
     """The cluster-setup DAG's plan: every name it will create or bind, validated before the first task."""
+    from mtc_provider.core.params import cluster_setup_run
+    from mtc_provider.target import default_local_home
+
     return _planned_or_fail(lambda: cluster_setup_run(dict(params or {}), default_local_home()), conf, declared)
 
 

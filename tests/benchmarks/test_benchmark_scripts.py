@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.checkpoint_overhead import throughput
+from benchmarks.checkpoint_overhead import slowest_process, throughput
 from benchmarks.common import interleaved, median, ratio
 from benchmarks.lost_work import fault_outcomes
 
@@ -71,6 +71,15 @@ def test_throughput_counts_steps_after_warmup_and_time_between_steps():
         throughput(_steps(0, 1, 3, 0.0), warmup=3)
 
 
+def test_the_slowest_process_sets_the_run_throughput():
+    saves = [{"ts": 3.0, "event": "save_start", "process": 1, "step": 2}]
+    events = _steps(0, 1, 11, 0.0, dt=2.0) + _steps(1, 1, 11, 0.0, dt=3.0) + saves
+    run = slowest_process(events, warmup=1)
+    assert run["slowest_process"] == 1 and run["steps_per_s"] == pytest.approx(10 / 30)
+    assert run["per_process"]["0"]["steps_per_s"] == pytest.approx(0.5)
+    assert run["per_process"]["1"]["saves"] == 1 and run["per_process"]["0"]["saves"] == 0
+
+
 def test_interleaved_alternates_the_order_and_ratio_handles_missing_values():
     calls = []
     runs = interleaved({"a": lambda: calls.append("a") or 1, "b": lambda: calls.append("b") or 2}, 3)
@@ -110,5 +119,8 @@ def test_checkpoint_overhead_quick_run_writes_a_result(tmp_path):
     [config] = result["configs"]
     assert set(config["runs"]) == {"none", "emergency"}
     assert all(run["steps_per_s"] > 0 for runs in config["runs"].values() for run in runs)
-    assert config["runs"]["none"][0]["saves_process0"] == 0 < config["runs"]["emergency"][0]["saves_process0"]
+    none, emergency = config["runs"]["none"][0], config["runs"]["emergency"][0]
+    assert set(none["per_process"]) == set(emergency["per_process"]) == {"0", "1"}  # every process measured
+    assert sum(p["saves"] for p in none["per_process"].values()) == 0
+    assert all(p["saves"] > 0 for p in emergency["per_process"].values())  # each replica writes its tier
     assert 0 < config["median_ratio"] == result["median_ratio"]["0"]

@@ -49,3 +49,19 @@ def test_quick_run_measures_every_resubmission_and_beats_the_baselines(tmp_path)
     assert ours["max_kill_to_next_s"] < 5
     assert ours["median_kill_to_next_s"] < result["poll_30s_model_s"] < result["airflow_retry"]["estimate_s"]
     assert result["airflow_retry"]["retry_delay_s"] == 300
+
+
+def test_end_to_end_legs_follow_the_task_instance_through_defer_fail_and_retry():
+    from benchmarks.resubmission_e2e import legs
+
+    data = {"jobsets": {"r-abc-a1": {"created": 100.0, "failed": 110.0}, "r-abc-a2": {"created": 121.0,
+                                                                                        "failed": None}},
+            "ti": [(99.0, "queued", 1), (101.0, "running", 1), (102.0, "deferred", 1), (112.0, "scheduled", 1),
+                   (114.0, "up_for_retry", 1), (118.0, "queued", 2), (120.0, "running", 2)]}
+    out = legs(data, kill_ts=109.5)
+    assert out["kill_to_failed_s"] == 0.5 and out["failed_to_trigger_event_s"] == 2.0
+    assert out["trigger_event_to_task_failed_s"] == 2.0 and out["task_failed_to_retry_scheduled_s"] == 4.0
+    assert out["retry_scheduled_to_next_jobset_s"] == 3.0 and out["kill_to_next_jobset_s"] == 11.5
+    # A polling sensor never defers: no trigger event, the next JobSet still timed from the fault.
+    polled = legs({"jobsets": data["jobsets"], "ti": [(99.0, "up_for_reschedule", 1)]}, kill_ts=109.5)
+    assert polled["failed_to_trigger_event_s"] is None and polled["kill_to_next_jobset_s"] == 11.5

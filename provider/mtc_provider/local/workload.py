@@ -585,6 +585,7 @@ class Workload:
         if "://" not in persistent_dir:
             Path(persistent_dir).mkdir(parents=True, exist_ok=True)
         self.persistent_dir = persistent_dir
+        self._bucket_cost_setup()
         if cfg.enable_emergency_checkpoint:
             from orbax.checkpoint.experimental.emergency import checkpoint_manager as ecm
 
@@ -651,6 +652,8 @@ class Workload:
         else:
             saved = self.mgr.save(step, args=ocp.args.Composite(state=ocp.args.PyTreeSave(self.state)), force=force)
         blocking = time.time() - t0
+        if any(tier == "persistent" for tier, _ in tiers):
+            self._bucket_upload(step)
         for tier, directory in tiers:
             self.tracker.add(tier, step, directory, t0)
         self.log(f"saved step {step} (tiers: {','.join(t for t, _ in tiers) or '-'}; blocking {blocking:.3f}s)")
@@ -683,9 +686,11 @@ class Workload:
             if finder is not None and finder(latest) > -1:  # the same test Orbax's restore() makes
                 tier = "local"
             t0 = time.time()
+            bucket = self._bucket_restore(latest) if tier == "persistent" else None
             restored = self.mgr.restore(latest)
             state = restored.state
         else:
+            bucket = self._bucket_restore(latest)
             state = self.mgr.restore(latest, args=ocp.args.StandardRestore(self.abstract_state()))
         import jax
 
@@ -696,7 +701,7 @@ class Workload:
             raise RetryableError(f"checkpoint {latest} holds step counter {restored_step}")
         self.state = state
         self.log(f"restored step {latest} from tier {tier} in {duration:.3f}s")
-        self.emit("restore", step=latest, tier=tier, duration_s=round(duration, 4))
+        self.emit("restore", step=latest, tier=tier, duration_s=round(duration, 4), **(bucket or {}))
         self.beat("restored")
         return latest
 
@@ -726,9 +731,32 @@ class Workload:
         except RuntimeError:
             return False
 
+    # -- the persistent tier's cost model (local/bucket_cost.py; off unless its env vars are set) --------
+    def _bucket_cost_setup(self) -> None:
+        from mtc_provider.local import bucket_cost
+
+        self.bucket_cost = bucket_cost.from_env() if "://" not in self.persistent_dir else None
+        self.bucket_upload = bucket_cost.UploadCost(self.bucket_cost, self.ident.hosts_per_slice)
+
+    def _bucket_restore(self, step: int) -> dict[str, float] | None:
+        from mtc_provider.local import bucket_cost
+
+        return bucket_cost.pay_restore(self.bucket_cost, Path(self.persistent_dir) / str(step),
+                                       self.ident.hosts_per_slice)
+
+    def _bucket_upload(self, step: int) -> None:
+        import jax
+
+        leaves = jax.tree_util.tree_leaves(self.state)
+        self.bucket_upload.start(Path(self.persistent_dir) / str(step), sum(int(x.nbytes) for x in leaves),
+                                 len(leaves) + 4)  # + Orbax's metadata objects
+        if not self.cfg.async_checkpointing:
+            self.bucket_upload.join()
+
     def close(self) -> None:
         if self.mgr is not None:
             self.beat("wait for saves")
+            self.bucket_upload.join()
             self.mgr.wait_until_finished()
             self.mgr.close()
             self.tracker.flush()

@@ -16,11 +16,9 @@ from airflow.configuration import conf
 from airflow.sdk import BaseOperator
 
 from mtc_provider.core.errors import NotReady, OperationFailed, SpecError
-from mtc_provider.core.readiness import all_ok, enable_steps, summary
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.gcp import GcsBucketLink, GkeClusterLink
 from mtc_provider.target import GkeTarget, LocalTarget, target_from_dict
-from mtc_provider.triggers.gcp import GkeOperationTrigger, OperationEvent, readiness_checks
 
 NOT_LOCAL = "does not apply locally"
 
@@ -61,6 +59,8 @@ class MtcGcpBaseOperator(BaseOperator):
     def wait_for(self, context: Any, target: GkeTarget, operation: str, state: dict[str, Any]) -> dict[str, Any] | None:
         """Wait for the operation, then continue with `self.step(context, state)`."""
         if self.deferrable:
+            from mtc_provider.triggers.gcp import GkeOperationTrigger  # imported where it runs: DAG files stay light
+
             # Also kept in XCom: some runners (dag.test) resume without the defer kwargs.
             context["ti"].xcom_push(key="mtc_step_state", value=state)
             self.defer(trigger=GkeOperationTrigger(operation, target.to_dict(), self.api_endpoint, self.poll_interval),
@@ -74,6 +74,8 @@ class MtcGcpBaseOperator(BaseOperator):
 
     def execute_complete(self, context: Any, event: dict[str, Any],
                          state: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        from mtc_provider.triggers.gcp import OperationEvent
+
         ti = context["ti"]
         state = state or ti.xcom_pull(task_ids=ti.task_id, key="mtc_step_state")
         result = OperationEvent.from_payload(event)
@@ -98,6 +100,9 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
         self.checkpoint_configuration_name = checkpoint_configuration_name
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from mtc_provider.core.readiness import all_ok, summary
+        from mtc_provider.triggers.gcp import readiness_checks
+
         target = self.resolved_target()
         slices = slices_dict(self.slices)
         if isinstance(target, GkeTarget):
@@ -123,6 +128,7 @@ class MtcEnableCheckpointingOperator(MtcGcpBaseOperator):
 
     def step(self, context: Any, state: dict[str, Any]) -> dict[str, Any] | None:
         from mtc_provider.adapters.gke_cluster import cluster_api
+        from mtc_provider.core.readiness import enable_steps
 
         target = self.resolved_target()
         api = cluster_api(target, self.api_endpoint)

@@ -10,23 +10,19 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from airflow.sdk import BaseOperator, Context
 
-from mtc_provider.adapters.checkpoint_stores import open_store
 from mtc_provider.core.errors import SpecError
-from mtc_provider.core.goodput import (
-    Attempt,
-    GoodputReport,
-    Timeline,
-    compute_goodput,
-    timeline_from_checkpoints,
-    timeline_from_workload_events,
-)
+
+if TYPE_CHECKING:  # the goodput core and the stores are imported where they run: DAG files stay light
+    from mtc_provider.core.goodput import Attempt, GoodputReport, Timeline
 
 
 def attempts_from_dicts(items: Iterable[Mapping[str, Any]]) -> list[Attempt]:
+    from mtc_provider.core.goodput import Attempt
+
     out = []
     for index, item in enumerate(items):
         try:
@@ -94,6 +90,9 @@ class GoodputReportOperator(BaseOperator):
         self.gcp_conn_id = gcp_conn_id
 
     def build_timeline(self) -> tuple[Timeline, str]:
+        from mtc_provider.adapters.checkpoint_stores import open_store
+        from mtc_provider.core.goodput import Attempt, timeline_from_checkpoints, timeline_from_workload_events
+
         if self.events_dir:
             from mtc_provider.local.workload_events import read_events
 
@@ -109,6 +108,8 @@ class GoodputReportOperator(BaseOperator):
         return timeline_from_checkpoints(attempts, checkpoints), "checkpoint commit times"
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from mtc_provider.core.goodput import compute_goodput
+
         timeline, source = self.build_timeline()
         report = compute_goodput(timeline)
         path = self.chart_path or (

@@ -20,7 +20,7 @@ import dataclasses
 import hashlib
 import json
 from datetime import timedelta
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -37,12 +37,14 @@ from mtc_provider.core.resubmission import (
     decide_on_completion,
     decide_rejected,
 )
-from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.jobset import JOBSET_LINKS, persist_links
 from mtc_provider.target import GkeTarget, LocalTarget, target_from_dict
-from mtc_provider.triggers.jobset import DELETED, ENDED, ERROR, STALLED, JobSetEvent, JobSetTrigger
+
+if TYPE_CHECKING:  # the spec and the trigger are imported where they run: DAG files stay light
+    from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
+    from mtc_provider.triggers.jobset import JobSetTrigger
 
 try:
     from airflow.sdk.configuration import conf
@@ -172,6 +174,8 @@ class MtcJobSetOperator(BaseOperator):
 
     # --- inputs -------------------------------------------------------------------------------------
     def _specs(self) -> tuple[SliceSpec, CheckpointingSpec, WorkloadSpec, int]:
+        from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
+
         try:
             slices = _spec(SliceSpec, "slices", self.slices)
             checkpointing = _spec(CheckpointingSpec, "checkpointing", self.checkpointing)
@@ -214,6 +218,8 @@ class MtcJobSetOperator(BaseOperator):
 
     # --- execute ------------------------------------------------------------------------------------
     def execute(self, context: Any) -> Any:
+        from mtc_provider.triggers.jobset import JobSetTrigger
+
         slices, checkpointing, workload, target_step = self._specs()
         ti = context["ti"]
         run_labels = L.run_labels(ti.dag_id, ti.run_id, ti.task_id, checkpointing.run_name)
@@ -318,6 +324,8 @@ class MtcJobSetOperator(BaseOperator):
             raise JobSetAttemptFailed(decision.reason) from exc
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        from mtc_provider.triggers.jobset import DELETED, ENDED, STALLED, JobSetEvent
+
         ev = JobSetEvent.from_payload(event)
         extra = ev.extra
         connection = self._current[0] if self._current else jobset_factory.connection_for(
@@ -368,6 +376,8 @@ class MtcJobSetOperator(BaseOperator):
 
 
 async def _first_event(trigger: JobSetTrigger) -> dict[str, Any]:
+    from mtc_provider.triggers.jobset import ERROR, JobSetEvent
+
     async for event in trigger.run():
         return event.payload
     return JobSetEvent(ERROR, trigger.namespace, trigger.name, message="the watch ended without an event").to_payload()

@@ -8,15 +8,15 @@ checkpoint_dir. A log line per new checkpoint.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
-from mtc_provider.adapters.checkpoint_stores import open_store
 from mtc_provider.core.errors import CheckpointStalled, MtcError, SpecError
-from mtc_provider.core.progress import Progress, ProgressTracker
-from mtc_provider.triggers.checkpoint import REACHED, STALLED, CheckpointProgressEvent, CheckpointProgressTrigger
+
+if TYPE_CHECKING:  # the stores and the trigger are imported where they run: DAG files stay light
+    from mtc_provider.core.progress import Progress, ProgressTracker
 
 
 def _positive_number(field: str, value: Any, cast: type = float) -> Any:
@@ -61,12 +61,16 @@ class CheckpointProgressSensor(BaseSensorOperator):
         # Templated values arrive as strings: convert once, naming the field when they are wrong.
         self.target_step = _positive_number("target_step", self.target_step, int)
         self.stall_timeout = _positive_number("stall_timeout", self.stall_timeout)
+        from mtc_provider.adapters.checkpoint_stores import open_store
+
         open_store(self.checkpoint_dir, self.gcp_conn_id)  # SpecError on a bad directory, before any I/O
 
     def execute(self, context: Context) -> Any:
         self._validate()
         if not self.deferrable:
             return super().execute(context)
+        from mtc_provider.triggers.checkpoint import CheckpointProgressTrigger
+
         self.defer(
             trigger=CheckpointProgressTrigger(
                 checkpoint_dir=self.checkpoint_dir, target_step=self.target_step, stall_timeout=self.stall_timeout,
@@ -76,6 +80,9 @@ class CheckpointProgressSensor(BaseSensorOperator):
         )
 
     def poke(self, context: Context) -> PokeReturnValue | bool:
+        from mtc_provider.adapters.checkpoint_stores import open_store
+        from mtc_provider.core.progress import ProgressTracker
+
         now = time.time()
         if self._tracker is None:
             self._tracker = ProgressTracker(started_at=now, window_s=self.window_s)
@@ -92,6 +99,8 @@ class CheckpointProgressSensor(BaseSensorOperator):
         return False
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        from mtc_provider.triggers.checkpoint import REACHED, STALLED, CheckpointProgressEvent
+
         result = CheckpointProgressEvent.from_payload(event)
         for step, commit_time in result.new_checkpoints:
             self.log.info("new checkpoint: step %d (commit time %s)", step, commit_time)

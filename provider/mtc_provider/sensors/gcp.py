@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from mtc_provider.core.errors import NotReady
-from mtc_provider.core.readiness import Check, all_ok, summary
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.gcp import GkeClusterLink
 from mtc_provider.operators.gcp import slices_dict
 from mtc_provider.target import GkeTarget, LocalTarget, target_from_dict
-from mtc_provider.triggers.gcp import ClusterReadinessTrigger, ReadinessEvent, readiness_checks
+
+if TYPE_CHECKING:  # readiness checks and the trigger are imported where they run: DAG files stay light
+    from mtc_provider.core.readiness import Check
 
 
 class MtcClusterReadinessSensor(BaseSensorOperator):
@@ -37,12 +38,17 @@ class MtcClusterReadinessSensor(BaseSensorOperator):
         self._last: list[Check] = []
 
     def _report(self, context: Any, checks: list[Check]) -> dict[str, Any]:
+        from mtc_provider.core.readiness import all_ok
+
         target = target_from_dict(self.target)
         report = {"target": target.kind, "ready": all_ok(checks), "checks": [c.to_dict() for c in checks]}
         context["ti"].xcom_push(key="readiness", value=report)
         return report
 
     def poke(self, context: Any) -> PokeReturnValue:
+        from mtc_provider.core.readiness import summary
+        from mtc_provider.triggers.gcp import readiness_checks
+
         target = target_from_dict(self.target)
         checks = readiness_checks(target, slices_dict(self.slices), self.sizing, self.checkpoint_configuration_name,
                                   self.api_endpoint)
@@ -53,6 +59,9 @@ class MtcClusterReadinessSensor(BaseSensorOperator):
         return PokeReturnValue(is_done=report["ready"], xcom_value=report)
 
     def execute(self, context: Any) -> Any:
+        from mtc_provider.core.readiness import summary
+        from mtc_provider.triggers.gcp import ClusterReadinessTrigger
+
         target = target_from_dict(self.target)
         if isinstance(target, GkeTarget):
             GkeClusterLink.persist(context, project_id=target.project_id, location=target.location,
@@ -71,6 +80,9 @@ class MtcClusterReadinessSensor(BaseSensorOperator):
             method_name="execute_complete")
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        from mtc_provider.core.readiness import Check, summary
+        from mtc_provider.triggers.gcp import ReadinessEvent
+
         result = ReadinessEvent.from_payload(event)
         if result.status == "error":
             raise NotReady(f"readiness could not be evaluated: {result.message}")

@@ -10,7 +10,6 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from mtc_provider.adapters import jobset_factory
 from mtc_provider.core.status import SUCCEEDED, evaluate_jobset
-from mtc_provider.triggers.jobset import ENDED, JobSetEvent, JobSetTrigger
 
 try:
     from airflow.sdk.configuration import conf
@@ -50,6 +49,8 @@ class MtcJobSetSensor(BaseSensorOperator):
         state = evaluate_jobset(obj)
         if state.ended:
             return self._result(state)
+        from mtc_provider.triggers.jobset import JobSetTrigger  # imported where it runs: DAG files stay light
+
         self.defer(
             trigger=JobSetTrigger(connection=connection, namespace=self.namespace, name=self.name,
                                   resource_version=obj["metadata"].get("resourceVersion"),
@@ -73,6 +74,8 @@ class MtcJobSetSensor(BaseSensorOperator):
                 "phase": state.phase}
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        from mtc_provider.triggers.jobset import ENDED, JobSetEvent
+
         ev = JobSetEvent.from_payload(event)
         if ev.kind == ENDED and ev.state is not None:
             return self._result(ev.state)

@@ -20,8 +20,9 @@ PASSED_NAMES = frozenset(
         "OMP_NUM_THREADS", "COVERAGE_PROCESS_START",
     }
 )
-# Settings of the libraries the workload runs (JAX, XLA, TensorStore under Orbax) and the locale.
-PASSED_PREFIXES = ("LC_", "JAX_", "XLA_", "TF_CPP_", "TENSORSTORE_")
+# Settings of the libraries the workload runs (JAX, XLA, TensorStore under Orbax), the locale, and the local
+# bucket's cost model (local/bucket_cost.py: it stands for the persistent tier's latency and bandwidth).
+PASSED_PREFIXES = ("LC_", "JAX_", "XLA_", "TF_CPP_", "TENSORSTORE_", "MTC_BUCKET_")
 
 
 def passes(name: str) -> bool:
