@@ -212,7 +212,7 @@ class JobSetTrigger(BaseTrigger):
         if pods.all_started:
             self._pods_started = True
             return None
-        if now - self._capacity_logged_at >= self.capacity_log_interval:
+        if pods.scheduled < pods.total and now - self._capacity_logged_at >= self.capacity_log_interval:
             self.log.warning("JobSet %s/%s %s", self.namespace, self.name, pods.capacity_line())
             self._capacity_logged_at = now
         if self.startup_timeout is not None and now - self._started_at > float(self.startup_timeout):
