@@ -315,6 +315,8 @@ class MemoryJobSetCluster:
             status = frame(copy.deepcopy(self.objects[key])) if callable(frame) else frame
             if key not in self.objects or key in self._terminating:  # the frame deleted it (a user, or a test)
                 return True
+            if dict(status) == self.objects[key].get("status"):
+                return True  # a no-op update: the API server bumps no resourceVersion and sends no event
             self.objects[key]["status"] = copy.deepcopy(dict(status))
             self._record(key, "MODIFIED")
             return True

@@ -276,6 +276,14 @@ class MtcJobSetOperator(BaseOperator):
         """The newest finalized step; None in completion mode, which never reads a checkpoint store."""
         return None if store is None else store.latest_step(checkpoint_dir)
 
+    def _latest_or_none(self, store: CheckpointStore | None, checkpoint_dir: str) -> int | None:
+        """The newest step for a report line; a listing outage must not hide the attempt's own outcome."""
+        try:
+            return self._latest(store, checkpoint_dir)
+        except Exception as exc:  # noqa: BLE001 - reported, then decided without the step
+            self.log.warning("listing %s failed (%s): newest finalized step unknown", checkpoint_dir, exc)
+            return None
+
     def _store(self, checkpoint_dir: str) -> CheckpointStore | None:
         if self._completion:
             return None
@@ -461,7 +469,7 @@ class MtcJobSetOperator(BaseOperator):
         if ev.kind == ENDED and ev.state is not None:
             return self._finish(context, connection, lock, ev.state, extra["attempt"], extra["history"], store,
                                 extra["checkpoint_dir"], extra["target_step"], ev.restarts_seen)
-        latest = self._latest(store, extra["checkpoint_dir"])
+        latest = self._latest_or_none(store, extra["checkpoint_dir"])
         if ev.kind == LISTING_FAILED:  # training goes on: a retry reattaches; a 403 needs the user
             self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message, lock)
             if " 403" in ev.message or "HTTP 403" in ev.message:

@@ -136,6 +136,8 @@ class JobSetTrigger(BaseTrigger):
             },
         )
 
+    clock = staticmethod(time.time)  # wall clock of the stall and startup checks (tests step it by hand)
+
     def _api(self):
         return async_jobset_api(self.connection, poll_interval=self.poll_interval)
 
@@ -154,7 +156,7 @@ class JobSetTrigger(BaseTrigger):
         from mtc_provider.core.progress import ProgressTracker
         from mtc_provider.core.status import PENDING
 
-        now = time.time()
+        now = self.clock()
         if self._tracker is None or state.phase == PENDING or self._pods_started is False:
             latest = self._tracker.latest_step if self._tracker else None
             self._tracker = ProgressTracker(started_at=now)
@@ -196,7 +198,7 @@ class JobSetTrigger(BaseTrigger):
         """
         from mtc_provider.core.status import evaluate_pods
 
-        now = time.time()
+        now = self.clock()
         if self._pods_started is not False or now - self._pods_checked_at < self.poll_interval:
             return None
         self._pods_checked_at = now
