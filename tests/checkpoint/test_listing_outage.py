@@ -126,7 +126,7 @@ async def test_listing_outage_ends_the_watch_with_a_listing_failed_event(gcs, cl
     _commit(10, run)
     cluster.plan([status_running(), _slow(status_running(), then=lambda: gcs.fail_listings(403, 30))]
                  + [_slow(status_running())] * 200)
-    (event,) = await _watch(cluster, run, stall_timeout=0.2, listing_timeout=0.5)
+    (event,) = await _watch(cluster, run, stall_timeout=5, listing_timeout=0.5)
     assert event.kind == LISTING_FAILED
     assert "bucket ckpt" in event.message and "HTTP 403" in event.message
     gcs.outage_until = 0
@@ -142,7 +142,7 @@ def test_listing_outage_403_fails_the_launch_for_good_and_leaves_training_alone(
                  + [_slow(status_running())] * 200)
     op = launch(str(tmp_path), checkpointing={"run_name": "llama403", "base_output_directory": "gs://ckpt/out",
                                               "steps": 100, "checkpoint_period": 20},
-                checkpoint_store_factory=None, gcp_conn_id=GCS_CONN_ID, stall_timeout=0.2, listing_timeout=0.5,
+                checkpoint_store_factory=None, gcp_conn_id=GCS_CONN_ID, stall_timeout=5, listing_timeout=0.5,
                 poll_interval=0.02)
     try:
         with pytest.raises(AirflowFailException, match=r"bucket ckpt\).*HTTP 403"):
