@@ -329,3 +329,34 @@ def test_worker_sigterm_on_kill_of_a_synchronous_try(cluster, tmp_path, state, d
     except Exception:  # noqa: BLE001 - a deleted JobSet ends the try; what matters is the cluster
         pass
     assert (cluster.created[0] in cluster.deleted) is deletes
+
+
+# --- 10. attempt_records ---------------------------------------------------------------------------------
+def test_attempt_records_give_goodput_below_one_with_the_outage_as_a_disruption(cluster, tmp_path):
+    from mtc_provider.operators.goodput import GoodputReportOperator
+
+    def reach(step, status):
+        def frame(obj):
+            time.sleep(0.05)
+            finalize(_ckpt(tmp_path), step)
+            return status
+        return frame
+
+    cluster.plan([status_running(), reach(20, status_running(restarts=0)), reach(40, status_failed(restarts=2))],
+                 [status_running(), reach(60, status_running()), reach(80, status_running()),
+                  reach(100, status_completed())])
+    first = FakeTI(try_number=1)
+    with pytest.raises(JobSetAttemptFailed):
+        run_try(launch(str(tmp_path), checkpoint_store_factory=None), first)
+    time.sleep(0.4)  # the outage between attempts (retry delay, capacity): downtime, not training
+    second = FakeTI(try_number=2)
+    run_try(launch(str(tmp_path), checkpoint_store_factory=None), second)
+    records = second.xcoms["attempts"]
+    assert [(r["attempt"], r["outcome"], r["last_step"]) for r in records] == [(1, "disrupted", 40),
+                                                                            (2, "finished", 100)]
+    assert records[0]["restarts"] == 2 and records[0]["end"] < records[1]["start"]
+    report = GoodputReportOperator(task_id="goodput", checkpoint_dir=_ckpt(tmp_path),
+                                   attempts=str(records)).execute({"run_id": "r"})  # as a template renders it
+    assert report["disruptions"] == 1 and 0 < report["goodput"] < 1
+    assert report["badput_s"]["downtime"] >= 0.4
+    assert cluster.locks == {}  # released with the run
