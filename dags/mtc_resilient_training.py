@@ -25,6 +25,7 @@ DEFAULT_FAULT_PLAN = [
     {"kind": "wipe_ramdisk", "at_step": 34, "slice": 1, "host": 0},  # a replaced node: its local copy is gone
     {"kind": "sigterm_slice", "at_step": 52, "slice": 1},  # a preemption
 ]
+STALL_TIMEOUT = "{{ params.stall_timeout or (120 if params.target == 'local' else 1800) }}"
 
 
 
@@ -60,7 +61,9 @@ with DAG(
         "enable_autocheckpoint": Param(True, type="boolean"),
         "image": Param("local", type="string", description="Container image (ignored on the local target)"),
         "max_restarts": Param(2, type="integer", minimum=0, description="In-cluster restarts per attempt"),
-        "stall_timeout": Param(120, type="integer", minimum=1, description="Seconds without a new checkpoint"),
+        "stall_timeout": Param(None, type=["null", "integer"], minimum=1,
+                               description="Seconds without a new checkpoint before an attempt is resubmitted; "
+                                           "empty: 120 locally, 1800 on GKE (compilation and restore take minutes)"),
         "step_time_ms": Param(150, type="integer", minimum=0, description="Local workload: extra time per step"),
         "distributed_timeout_s": Param(60, type="integer", minimum=1,
                                        description="Local workload: exit (retryable) when a peer is gone this long"),
@@ -92,8 +95,11 @@ with DAG(
         checkpointing=planned("checkpointing"),
         workload=planned("workload"),
         fault_plan=planned("fault_plan"),
-        stall_timeout="{{ params.stall_timeout }}",
-        poll_interval=2.0,
+        # Scaled with the target: seconds locally, minutes on GKE. Deferrable: a worker's restart (a deploy, a
+        # scale-down) never touches the JobSet, and no worker slot is held for hours.
+        stall_timeout=STALL_TIMEOUT,
+        poll_interval="{{ 2 if params.target == 'local' else 30 }}",
+        deferrable=True,
         retries=6,
         retry_delay=datetime.timedelta(seconds=3),
         retry_exponential_backoff=2.0,
@@ -104,7 +110,7 @@ with DAG(
         task_id="checkpoint_progress",
         checkpoint_dir=planned("checkpoint_dir"),
         target_step="{{ params.steps }}",
-        stall_timeout="{{ params.stall_timeout }}",
+        stall_timeout=STALL_TIMEOUT,
         poll_interval=5,
     )
 
@@ -112,7 +118,7 @@ with DAG(
         task_id="goodput",
         checkpoint_dir=planned("checkpoint_dir"),
         events_dir=planned("events_dir"),
-        attempts="{{ ti.xcom_pull(task_ids='train', key='attempts') }}",
+        attempts_task_id="train",  # one record per attempt, pushed by the launch operator
         chart_path=planned("chart_path"),
     )
 

@@ -162,7 +162,7 @@ class MtcJobSetOperator(BaseOperator):
 
     template_fields: Sequence[str] = (
         "slices", "checkpointing", "workload", "target", "target_step", "fault_plan", "stall_timeout",
-        "gcp_conn_id", "impersonation_chain", "project_id", "startup_timeout",
+        "gcp_conn_id", "impersonation_chain", "project_id", "startup_timeout", "poll_interval",
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
@@ -243,7 +243,8 @@ class MtcJobSetOperator(BaseOperator):
                 value = getattr(self, field)
                 if value not in (None, "") and float(value) <= 0:
                     raise SpecError(field, value, "a positive number of seconds, or None")
-            for field in ("listing_timeout", "deletion_timeout", "capacity_log_interval"):
+            self.poll_interval = float(self.poll_interval)  # templated values arrive as text
+            for field in ("poll_interval", "listing_timeout", "deletion_timeout", "capacity_log_interval"):
                 if float(getattr(self, field)) < 0:
                     raise SpecError(field, getattr(self, field), "a number of seconds >= 0")
         except (SpecError, ValueError) as exc:
