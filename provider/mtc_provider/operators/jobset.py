@@ -260,6 +260,10 @@ class MtcJobSetOperator(BaseOperator):
                                            ("project_id", self.project_id)) if v not in (None, "")}
             if overrides:
                 target = dataclasses.replace(target, **overrides)
+            if not target.project_id:
+                from mtc_provider.target import resolve_project
+
+                target = resolve_project(target)
         return target
 
     def _google(self) -> tuple[str, Any]:
