@@ -360,3 +360,6 @@ def test_attempt_records_give_goodput_below_one_with_the_outage_as_a_disruption(
     assert report["disruptions"] == 1 and 0 < report["goodput"] < 1
     assert report["badput_s"]["downtime"] >= 0.4
     assert cluster.locks == {}  # released with the run
+    assert cluster.deleted == cluster.created[:1]  # the ended attempt was deleted before the next one ...
+    assert sorted(int(p.name) for p in (tmp_path / "out" / "llama" / "checkpoints").iterdir()
+                  if p.name.isdigit()) == [20, 40, 60, 80, 100]  # ... and its checkpoints were kept

@@ -186,3 +186,13 @@ async def test_async_get_and_delete(apiserver, fast_retries):
     assert (await api.get("ml", "train"))["metadata"]["deletionTimestamp"]  # foreground: still there, marked
     with pytest.raises(NotFound):
         await api.get("ml", "train")
+
+
+async def test_async_list_pods_reads_the_waiting_reason(apiserver, fast_retries):
+    from mtc_provider.adapters.memory import pod_waiting
+    from mtc_provider.core.status import evaluate_pods
+
+    apiserver.pods = [pod_waiting("train-a1", "ImagePullBackOff", index=0)]
+    pods = await async_api(apiserver).list_pods("ml", "train-a1")
+    state = evaluate_pods(pods)
+    assert state.total == 1 and "ImagePullBackOff" in state.permanent_error

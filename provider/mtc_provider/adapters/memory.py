@@ -102,8 +102,11 @@ def _pod(jobset: str, index: int, phase: str, conditions: list[dict[str, Any]],
             "metadata": {"name": f"{jobset}-slice-{index}-0-x{index:04d}",
                          "labels": {JOBSET_NAME_LABEL: jobset, "jobset.sigs.k8s.io/replicatedjob-name": "slice",
                                     "jobset.sigs.k8s.io/job-index": str(index)}},
+            "spec": {"containers": [{"name": "workload", "image": "gcr.io/p/maxtext:1"}],
+                     "terminationGracePeriodSeconds": 30},
             "status": {"phase": phase, "conditions": conditions,
-                       "containerStatuses": [{"name": "workload", "ready": phase == "Running", "restartCount": 0,
+                       "containerStatuses": [{"name": "workload", "image": "gcr.io/p/maxtext:1", "imageID": "",
+                                              "ready": phase == "Running", "restartCount": 0,
                                               "state": container_state}] if container_state else []}}
 
 
