@@ -14,7 +14,7 @@ import time
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from conftest import GCS_CONN_ID
+from tests.checkpoint.conftest import GCS_CONN_ID
 from mtc_provider.adapters import checkpoint_stores, jobset_factory
 from mtc_provider.adapters.memory import (
     AsyncMemoryJobSetApi,

@@ -321,6 +321,16 @@ class MtcJobSetOperator(BaseOperator):
                 "JobSets must not write the same checkpoints; wait for that run, use another run_name, or, if that "
                 f"run is gone, delete the lock (kubectl delete configmap -n {namespace} {lock.name})") from None
 
+        try:
+            return self._run_try(context, ti, api, connection, store, lock, lock_data, slices, checkpointing,
+                                 workload, target_step, run_labels)
+        except AirflowFailException:
+            lock.release()  # refused or failed for good: the run name is free again
+            raise
+
+    def _run_try(self, context, ti, api, connection, store, lock, lock_data, slices, checkpointing, workload,
+                 target_step, run_labels) -> Any:
+        namespace, checkpoint_dir = workload.namespace, checkpointing.checkpoint_directory
         while True:
             found = sorted(self._this_tasks_jobsets(api, namespace, checkpointing.run_name, run_labels),
                            key=_attempt_of)
@@ -354,8 +364,13 @@ class MtcJobSetOperator(BaseOperator):
             obj = self._submit(api, slices, checkpointing, workload, run_labels, ti, history)
             record = {"attempt": ti.try_number, "jobset": obj["metadata"]["name"], "start": time.time(), "end": None,
                       "outcome": None, "restarts": 0, "last_step": previous_step, "reason": ""}
-            lock.update(lambda data: (data.__setitem__(HISTORY, history),
-                                      data[ATTEMPTS].append(record)))
+
+            def remember(data: dict[str, Any]) -> None:
+                data[HISTORY] = history
+                if not any(r.get("jobset") == record["jobset"] for r in data[ATTEMPTS]):  # not on a reattach
+                    data[ATTEMPTS].append(record)
+
+            lock.update(remember)
         name = obj["metadata"]["name"]
         self._current = (connection, namespace, name, {"dag_id": ti.dag_id, "run_id": ti.run_id,
                                                        "task_id": ti.task_id, "run_name": checkpointing.run_name})
