@@ -27,6 +27,7 @@ DEFAULT_FAULT_PLAN = [
     {"kind": "wipe_ramdisk", "at_step": 34, "slice": 1, "host": 0},  # a replaced node: its local copy is gone
     {"kind": "sigterm_slice", "at_step": 52, "slice": 1},  # a preemption
 ]
+STALL_TIMEOUT = "{{ params.stall_timeout or (120 if params.target == 'local' else 1800) }}"
 
 
 # The trigger form. A dag_run.conf key that is not one of these is refused by the plan task.
@@ -60,7 +61,9 @@ PARAMS = {
     "maxtext_layout": Param("current", enum=["current", "pre-rename"],
                             description="GKE: the image's MaxText (current: 0.2.0 and later)"),
     "max_restarts": Param(2, type="integer", minimum=0, description="In-cluster restarts per attempt"),
-    "stall_timeout": Param(120, type="integer", minimum=1, description="Seconds without a new checkpoint"),
+    "stall_timeout": Param(None, type=["null", "integer"], minimum=1,
+                           description="Seconds without a new checkpoint before an attempt is resubmitted; "
+                                       "empty: 120 locally, 1800 on GKE (compilation and restore take minutes)"),
     "step_time_ms": Param(150, type="integer", minimum=0, description="Local workload: extra time per step"),
     "distributed_timeout_s": Param(60, type="integer", minimum=1,
                                    description="Local workload: exit (retryable) when a peer is gone this long"),
@@ -70,7 +73,8 @@ PARAMS = {
                          "locally model_dim, global_batch_size, learning_rate"),
     "termination_grace_period_seconds": Param(None, type=["null", "integer"], minimum=1,
                                               description="Seconds between SIGTERM and SIGKILL (default 60 locally, 300 on GKE)"),
-    "poll_interval": Param(2.0, type="number", minimum=1, description="Seconds between JobSet status checks"),
+    "poll_interval": Param(None, type=["null", "number"], minimum=1,
+                           description="Seconds between JobSet status checks; empty: 2 locally, 30 on GKE"),
     "apply_advice": Param(False, type="boolean",
                           description="Use the checkpoint periods advised after the last run of this run_name "
                                       "(Airflow Variable mtc_advice.<run_name>) instead of the two above"),
@@ -128,8 +132,11 @@ with DAG(
         workload=planned("workload"),
         fault_plan=planned("fault_plan"),
         target_step=planned("target_step"),
-        stall_timeout="{{ params.stall_timeout }}",
+        # Scaled with the target: seconds locally, minutes on GKE. Deferrable: a worker's restart (a deploy, a
+        # scale-down) never touches the JobSet, and no worker slot is held for hours.
+        stall_timeout=STALL_TIMEOUT,
         poll_interval=planned("poll_interval"),
+        deferrable=True,
         retries=6,
         retry_delay=datetime.timedelta(seconds=3),
         retry_exponential_backoff=2.0,
@@ -140,7 +147,7 @@ with DAG(
         task_id="checkpoint_progress",
         checkpoint_dir=planned("checkpoint_dir"),
         target_step=planned("target_step"),
-        stall_timeout="{{ params.stall_timeout }}",
+        stall_timeout=STALL_TIMEOUT,
         poll_interval=5,
     )
 
@@ -148,7 +155,7 @@ with DAG(
         task_id="goodput",
         checkpoint_dir=planned("checkpoint_dir"),
         events_dir=planned("events_dir"),
-        attempts="{{ ti.xcom_pull(task_ids='train', key='attempts') }}",
+        attempts_task_id="train",  # one record per attempt, pushed by the launch operator
         chart_path=planned("chart_path"),
     )
 

@@ -17,7 +17,10 @@ from mtc_provider.core.errors import SpecError
 
 @dataclass
 class GkeTarget:
-    project_id: str
+    """A GKE cluster. `project_id` may be empty: the project of the `gcp_conn_id` connection is used
+    (`resolve_project`). `use_dns_endpoint` reaches the control plane through its DNS-based endpoint."""
+
+    project_id: str | None
     location: str
     cluster_name: str
     gcp_conn_id: str = "google_cloud_default"
@@ -25,16 +28,21 @@ class GkeTarget:
     use_internal_ip: bool = False
     # Where the workload's JobSets live; the google provider resolves endpoint and CA once from the cluster.
     namespace: str = "default"
+    use_dns_endpoint: bool = False
 
     template_fields: Sequence[str] = field(
-        default=("project_id", "location", "cluster_name", "namespace"), repr=False, compare=False
+        default=("project_id", "location", "cluster_name", "namespace", "gcp_conn_id", "impersonation_chain"),
+        repr=False, compare=False,
     )
     kind: str = field(default="gke", init=False)
 
     def __post_init__(self) -> None:
-        for name in ("project_id", "location", "cluster_name"):
+        for name in ("location", "cluster_name"):
             if not getattr(self, name):
                 raise SpecError(f"target.{name}", getattr(self, name), "a non-empty string")
+        if self.use_internal_ip and self.use_dns_endpoint:
+            raise SpecError("target.use_dns_endpoint", self.use_dns_endpoint,
+                            "False when use_internal_ip is True (one control-plane endpoint)")
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -63,6 +71,27 @@ class LocalTarget:
 
 
 Target = GkeTarget | LocalTarget
+
+
+def resolve_project(target: GkeTarget) -> GkeTarget:
+    """The target with its project: its own, else the connection's (as every Google operator does)."""
+    if target.project_id:
+        return target
+    from dataclasses import replace
+
+    from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
+
+    hook = GoogleBaseHook(gcp_conn_id=target.gcp_conn_id, impersonation_chain=target.impersonation_chain)
+    project = hook._get_field("project")  # the connection's "Project Id" field
+    if not project:
+        try:
+            project = hook.project_id  # from the credentials (a key file's project, ADC)
+        except Exception:  # noqa: BLE001 - no credentials: the error below names what is missing
+            project = None
+    if not project:
+        raise SpecError("target.project_id", target.project_id,
+                        f"a project id, or a connection {target.gcp_conn_id!r} that names a project")
+    return replace(target, project_id=project)
 
 
 def target_from_dict(data: dict[str, Any] | Target | None) -> Target:

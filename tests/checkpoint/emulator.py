@@ -27,10 +27,30 @@ class Served:
     entries: int = 0
 
 
+# Error bodies as the GCS JSON API sends them (cloud.google.com/storage/docs/json_api/v1/status-codes): 403 when
+# the identity lacks storage.objects.list, 429 rate limits, 503 backend unavailable; a client times out on a hang.
+OUTAGE_BODIES = {
+    403: ("forbidden", "sa@proj.iam.gserviceaccount.com does not have storage.objects.list access to the Google "
+                       "Cloud Storage bucket. Permission 'storage.objects.list' denied on resource (or it may not exist)."),
+    429: ("rateLimitExceeded", "The project exceeded the rate limit for Cloud Storage."),
+    503: ("backendError", "We encountered an internal error. Please try again."),
+}
+
+
 @dataclass
 class CountingEmulator:
     port: int = field(default_factory=free_port)
     requests: list[Served] = field(default_factory=list)
+    # Listings fail until this time.monotonic() with this status (or hang `hang_s` when status is "timeout").
+    outage_until: float = 0.0
+    outage_status: int | str = 503
+    hang_s: float = 2.0
+
+    def fail_listings(self, status: int | str, seconds: float) -> None:
+        """GCS listings answer `status` (403/429/503) or hang ("timeout") for `seconds`; training goes on."""
+        import time
+
+        self.outage_status, self.outage_until = status, time.monotonic() + seconds
 
     @property
     def url(self) -> str:
@@ -54,8 +74,23 @@ class CountingEmulator:
             return original_json(response, obj)
 
         def handle(router, method):
+            import json as _json
+            import time
+
+            path = router._request_handler.path.split("?")[0]
             with counter._lock:
-                counter.requests.append(Served(method, router._request_handler.path.split("?")[0]))
+                counter.requests.append(Served(method, path))
+            if method == "GET" and path.rstrip("/").endswith("/o") and time.monotonic() < counter.outage_until:
+                if counter.outage_status == "timeout":
+                    time.sleep(counter.hang_s)
+                else:
+                    code = int(counter.outage_status)
+                    reason, message = OUTAGE_BODIES[code]
+                    response = server.Response(router._request_handler)
+                    response.status = __import__("http").HTTPStatus(code)
+                    response.json({"error": {"code": code, "message": message,
+                                             "errors": [{"message": message, "domain": "global", "reason": reason}]}})
+                    return response.close()
             return original_handle(router, method)
 
         self._patches = [(server.Response, "json", original_json), (server.Router, "handle", original_handle)]

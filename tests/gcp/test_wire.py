@@ -175,6 +175,20 @@ def test_grant_binds_exactly_the_guides_members_idempotently(gcs):
     assert second.added == [] and second.already_present == members and gcs.policy_writes == 1
 
 
+def test_grant_keeps_the_roles_existing_members_when_adding_the_two_principals(gcs):
+    """setIamPolicy replaces the whole policy (cloud.google.com/storage/docs/json_api/v1/buckets/setIamPolicy): a
+    binding written without its existing members would revoke them."""
+    gcs.add_bucket("ckpt")
+    gcs.policies["ckpt"]["bindings"].append({"role": BUCKET_ROLE, "members": ["serviceAccount:etl@p.iam.gserviceaccount.com",
+                                                                           "group:ml-team@example.com"]})
+    members = bucket_members(PROJECT, NUMBER, "default", "default")
+    result = GcsBucketApi(storage_client(gcs)).grant("ckpt", BUCKET_ROLE, members)
+    assert result.added == members
+    (binding,) = [b for b in gcs.policies["ckpt"]["bindings"] if b["role"] == BUCKET_ROLE]
+    assert set(binding["members"]) == {"serviceAccount:etl@p.iam.gserviceaccount.com", "group:ml-team@example.com",
+                                       *members}
+
+
 @pytest.mark.parametrize("status", [412, 409])
 def test_concurrent_policy_change_is_reread_and_retried(gcs, status):
     gcs.add_bucket("ckpt")

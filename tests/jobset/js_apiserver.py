@@ -5,6 +5,13 @@ and the watch stream (newline-delimited JSON events). `script` is consumed by wa
 at a time: a status dict (applied, sent as MODIFIED), or a directive: "end-stream" (close the
 stream, like a server timeout), "401" / "503" / "429" (the next request gets that error), "410" (the
 next watch answers ERROR 410 Gone).
+
+As Kubernetes is documented to behave (kubernetes.io/docs/concepts/architecture/garbage-collection/#foreground-deletion):
+a DELETE with propagationPolicy Foreground answers 200 at once and leaves the object readable, with
+metadata.deletionTimestamp and the foregroundDeletion finalizer (watchers get MODIFIED), until its pods are gone
+(here: `deletion_reads` further GETs of it), then DELETED. It also serves the core/v1 pieces the provider uses:
+pods by label selector (`pods`), and ConfigMaps with create-if-absent (409 AlreadyExists) and compare-and-set
+replace on metadata.resourceVersion (409 Conflict), as the run lock needs.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 PREFIX = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/"
+CORE = "/api/v1/namespaces/"
 
 
 def _status_body(code: int, reason: str, message: str) -> dict:
@@ -32,6 +40,10 @@ class FakeApiServer:
         self.pending_errors: list[int] = []  # next requests get these statuses
         self.watch_gone = 0
         self.requests: list[dict] = []
+        self.deletion_reads = 1  # GETs a foreground deletion still answers with the object
+        self.terminating: dict[tuple[str, str], int] = {}
+        self.pods: list[dict] = []
+        self.configmaps: dict[tuple[str, str], dict] = {}
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -103,6 +115,8 @@ class FakeApiServer:
                         code = server.pending_errors.pop(0)
                         reasons = {401: "Unauthorized", 429: "TooManyRequests", 503: "ServiceUnavailable"}
                         return self._send(code, _status_body(code, reasons.get(code, "Error"), "scripted"))
+                if url.path.startswith(CORE):
+                    return self._core(method, url.path[len(CORE):].split("/"), query, body)
                 if not url.path.startswith(PREFIX):
                     return self._send(404, _status_body(404, "NotFound", "unknown path"))
                 parts = url.path[len(PREFIX):].split("/")
@@ -114,15 +128,33 @@ class FakeApiServer:
                             return self._send(409, _status_body(409, "AlreadyExists", msg))
                         return self._send(201, server.put(namespace, body))
                 if method == "DELETE":
+                    key = (namespace, name)
+                    policy = (body or {}).get("propagationPolicy") or query.get("propagationPolicy", "Background")
                     with server.lock:
-                        if (namespace, name) not in server.objects:
+                        if key not in server.objects:
                             return self._send(404, _status_body(404, "NotFound", f'"{name}" not found'))
-                        server._bump((namespace, name), "DELETED")
-                        del server.objects[(namespace, name)]
+                        if key in server.terminating:
+                            return self._send(200, server.objects[key])
+                        if policy == "Foreground" and server.deletion_reads > 0:
+                            metadata = server.objects[key]["metadata"]
+                            metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+                            metadata["finalizers"] = [*metadata.get("finalizers", []), "foregroundDeletion"]
+                            server.terminating[key] = server.deletion_reads
+                            server._bump(key, "MODIFIED")
+                            return self._send(200, server.objects[key])
+                        server._bump(key, "DELETED")
+                        del server.objects[key]
                     return self._send(200, _status_body(200, "", "deleted") | {"status": "Success"})
                 if name:
+                    key = (namespace, name)
                     with server.lock:
-                        obj = server.objects.get((namespace, name))
+                        if key in server.terminating:
+                            if server.terminating[key] <= 0:  # its pods are gone: the object goes
+                                server._bump(key, "DELETED")
+                                del server.objects[key], server.terminating[key]
+                            else:
+                                server.terminating[key] -= 1
+                        obj = server.objects.get(key)
                     if obj is None:
                         return self._send(404, _status_body(404, "NotFound", f'"{name}" not found'))
                     return self._send(200, obj)
@@ -134,6 +166,43 @@ class FakeApiServer:
                         (o["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())]
                     return self._send(200, {"kind": "JobSetList", "items": items,
                                             "metadata": {"resourceVersion": str(server.rv)}})
+
+            def _core(self, method: str, parts: list[str], query: dict, body):
+                """/api/v1/namespaces/{ns}/pods and /configmaps[/{name}]."""
+                namespace, kind, name = parts[0], parts[1], (parts[2] if len(parts) > 2 else None)
+                if kind == "pods" and method == "GET":
+                    key, _, value = query.get("labelSelector", "").partition("=")
+                    with server.lock:
+                        items = [p for p in server.pods if (p["metadata"].get("labels") or {}).get(key) == value]
+                    return self._send(200, {"kind": "PodList", "apiVersion": "v1", "items": items,
+                                            "metadata": {"resourceVersion": str(server.rv)}})
+                if kind != "configmaps":
+                    return self._send(404, _status_body(404, "NotFound", "unknown path"))
+                with server.lock:
+                    key = (namespace, name or (body or {}).get("metadata", {}).get("name"))
+                    current = server.configmaps.get(key)
+                    if method == "POST":
+                        if current is not None:
+                            return self._send(409, _status_body(409, "AlreadyExists",
+                                                                f'configmaps "{key[1]}" already exists'))
+                        server.rv += 1
+                        body["metadata"].update(namespace=namespace, resourceVersion=str(server.rv))
+                        server.configmaps[key] = body
+                        return self._send(201, body)
+                    if current is None:
+                        return self._send(404, _status_body(404, "NotFound", f'configmaps "{key[1]}" not found'))
+                    if method == "GET":
+                        return self._send(200, current)
+                    if method == "PUT":
+                        if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                            return self._send(409, _status_body(409, "Conflict", f'Operation cannot be fulfilled on '
+                                                                f'configmaps "{key[1]}": the object has been modified'))
+                        server.rv += 1
+                        body["metadata"].update(namespace=namespace, resourceVersion=str(server.rv))
+                        server.configmaps[key] = body
+                        return self._send(200, body)
+                    del server.configmaps[key]
+                    return self._send(200, _status_body(200, "", "deleted") | {"status": "Success"})
 
             def _line(self, event: dict) -> None:
                 data = (json.dumps(event) + "\n").encode()
@@ -190,5 +259,8 @@ class FakeApiServer:
 
             def do_DELETE(self):
                 self._route("DELETE")
+
+            def do_PUT(self):
+                self._route("PUT")
 
         return Handler

@@ -35,3 +35,39 @@ def finalize(checkpoint_dir: str, step: int) -> None:
     path = Path(checkpoint_dir) / str(step)
     path.mkdir(parents=True, exist_ok=True)
     (path / "commit_success.txt").write_text("ok")
+
+
+class FakeTI:
+    """The task instance fields the launch operator reads, and the XComs it pushes (for fast, DB-free tries)."""
+
+    def __init__(self, dag_id: str = "dag", run_id: str = "run-1", task_id: str = "train", try_number: int = 1,
+                 max_tries: int = 6) -> None:
+        self.dag_id, self.run_id, self.task_id = dag_id, run_id, task_id
+        self.try_number, self.max_tries = try_number, max_tries
+        self.xcoms: dict[str, object] = {}
+
+    def xcom_push(self, key: str, value: object) -> None:
+        self.xcoms[key] = value
+
+
+def launch(checkpoint_dir_home: str, **overrides):
+    """A launch operator on the in-memory cluster ("local" kind) with a DirStore, synchronous unless told."""
+    from mtc_provider.operators.jobset import MtcJobSetOperator
+
+    kwargs = dict(
+        task_id="train",
+        slices={"tpu_type": "v6e", "topology": "2x2", "num_slices": 2},
+        checkpointing={"run_name": "llama", "base_output_directory": f"{checkpoint_dir_home}/out", "steps": 100,
+                       "checkpoint_period": 20},
+        workload={"jobset_name": "train", "max_restarts": 2},
+        target={"kind": "local", "home": f"{checkpoint_dir_home}/home"},
+        checkpoint_store_factory=lambda directory, conn_id: DirStore(),
+        deferrable=False, poll_interval=0, retries=6,
+    )
+    kwargs.update(overrides)
+    return MtcJobSetOperator(**kwargs)
+
+
+def run_try(op, ti: FakeTI):
+    """One try: execute with a context holding the task instance; returns the result or raises."""
+    return op.execute({"ti": ti, "run_id": ti.run_id})

@@ -65,10 +65,39 @@ def test_create_get_list_delete(apiserver, fast_retries):
     api.delete("ml", "train")
     delete = [r for r in apiserver.requests if r["method"] == "DELETE"][-1]
     assert "Foreground" in (str(delete["query"]) + str(delete["body"]))
+    # Foreground deletion: still readable, marked, until its pods are gone.
+    assert api.get("ml", "train")["metadata"]["finalizers"] == ["foregroundDeletion"]
+    api.delete("ml", "train")  # deleting a terminating object again is fine
     with pytest.raises(NotFound):
         api.get("ml", "train")
     api.delete("ml", "train")  # missing is not an error
     assert [o["metadata"]["name"] for o in api.list("ml", "")] == ["other"]
+
+
+def test_terminating_pods_and_run_lock_over_the_wire(apiserver, fast_retries):
+    """The run lock is a ConfigMap: create-if-absent (409 AlreadyExists), replace compare-and-set (409)."""
+    from mtc_provider.adapters.memory import pod_unschedulable
+    from mtc_provider.adapters.protocols import ApiError
+    from mtc_provider.adapters.run_lock import LockHeld, RunLock
+    from mtc_provider.core import labels as L
+
+    api = sync_api(apiserver)
+    apiserver.pods = [pod_unschedulable("train-a1", 0), pod_unschedulable("other", 0)]
+    assert [p["metadata"]["name"] for p in api.list_pods("ml", "train-a1")] == ["train-a1-slice-0-0-x0000"]
+    mine = RunLock(api, "ml", "llama", L.run_labels("dag", "run-1", "train", "llama"))
+    theirs = RunLock(api, "ml", "llama", L.run_labels("dag", "run-2", "train", "llama"))
+    assert mine.acquire()["history"] == []
+    with pytest.raises(LockHeld):
+        theirs.acquire()
+    mine.update(lambda data: data["history"].append(20))
+    assert mine.acquire()["history"] == [20]  # a retry of the same task finds its own lock and history
+    stale = api.get_lock("ml", mine.name)
+    mine.update(lambda data: data["history"].append(40))
+    with pytest.raises(ApiError) as conflict:
+        api.replace_lock("ml", mine.name, stale)
+    assert conflict.value.status == 409
+    mine.release()
+    assert theirs.acquire()["history"] == []
 
 
 def test_transient_errors_are_retried_with_bounded_backoff(apiserver, fast_retries):
@@ -154,5 +183,16 @@ async def test_async_get_and_delete(apiserver, fast_retries):
     assert (await api.get("ml", "train"))["metadata"]["name"] == "train"
     await api.delete("ml", "train")
     await api.delete("ml", "train")
+    assert (await api.get("ml", "train"))["metadata"]["deletionTimestamp"]  # foreground: still there, marked
     with pytest.raises(NotFound):
         await api.get("ml", "train")
+
+
+async def test_async_list_pods_reads_the_waiting_reason(apiserver, fast_retries):
+    from mtc_provider.adapters.memory import pod_waiting
+    from mtc_provider.core.status import evaluate_pods
+
+    apiserver.pods = [pod_waiting("train-a1", "ImagePullBackOff", index=0)]
+    pods = await async_api(apiserver).list_pods("ml", "train-a1")
+    state = evaluate_pods(pods)
+    assert state.total == 1 and "ImagePullBackOff" in state.permanent_error

@@ -31,6 +31,7 @@ from mtc_provider.core.listing import (
 )
 
 GCS_PAGE_SIZE = 1000  # the GCS JSON API maximum for objects.list
+LISTING_TIMEOUT = 60.0  # seconds for one listing request (connect and read)
 
 
 def split_gcs_uri(uri: str) -> tuple[str, str]:
@@ -104,8 +105,10 @@ class GcsCheckpointStore:
     is new: steps with as many digits as the last one from startOffset on, plus those with more digits.
     """
 
-    def __init__(self, gcp_conn_id: str = "google_cloud_default", hook: Any = None) -> None:
+    def __init__(self, gcp_conn_id: str = "google_cloud_default", hook: Any = None,
+                 impersonation_chain: str | list[str] | None = None) -> None:
         self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
         self._hook = hook
         self.cost = ListingCost()
 
@@ -114,13 +117,15 @@ class GcsCheckpointStore:
         if self._hook is None:
             from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
-            self._hook = GCSHook(gcp_conn_id=self.gcp_conn_id)
+            self._hook = GCSHook(gcp_conn_id=self.gcp_conn_id, impersonation_chain=self.impersonation_chain)
         return self._hook
 
     def _list(self, bucket: str, prefix: str, match_glob: str, start_offset: str | None = None) -> list[Any]:
         client = self.hook.get_conn()
+        # No client-library retry: a failed listing is reported at once; the caller lists again next poll
+        # (a trigger pauses its stall clock while listings fail). The timeout bounds a hung request.
         iterator = client.list_blobs(bucket, prefix=prefix, match_glob=match_glob, start_offset=start_offset,
-                                     page_size=GCS_PAGE_SIZE)
+                                     page_size=GCS_PAGE_SIZE, retry=None, timeout=LISTING_TIMEOUT)
         blobs = []
         for page in iterator.pages:
             self.cost.requests += 1
@@ -174,11 +179,12 @@ def _timestamp(value: datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
 
 
-def open_store(checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default") -> LocalCheckpointStore | GcsCheckpointStore:
+def open_store(checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default",
+               impersonation_chain: str | list[str] | None = None) -> LocalCheckpointStore | GcsCheckpointStore:
     """The store for a checkpoint directory: gs:// goes to GCS, an absolute path or file:// is local."""
     if checkpoint_dir.startswith("gs://"):
         split_gcs_uri(checkpoint_dir)
-        return GcsCheckpointStore(gcp_conn_id)
+        return GcsCheckpointStore(gcp_conn_id, impersonation_chain=impersonation_chain)
     local_path(checkpoint_dir)
     return LocalCheckpointStore()
 
@@ -186,18 +192,20 @@ def open_store(checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default") -
 class AsyncCheckpointStore:
     """The trigger's side: the same store, each call in a worker thread so the event loop keeps running."""
 
-    def __init__(self, checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default") -> None:
+    def __init__(self, checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default",
+                 impersonation_chain: str | list[str] | None = None) -> None:
         self.checkpoint_dir = checkpoint_dir
-        self.store = open_store(checkpoint_dir, gcp_conn_id)
+        self.store = open_store(checkpoint_dir, gcp_conn_id, impersonation_chain)
 
     async def finalized(self, after: int | None = None) -> list[CheckpointInfo]:
         return await asyncio.to_thread(self.store.finalized, self.checkpoint_dir, after)
 
 
 async def latest_checkpoint(checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default",
-                            after: int | None = None) -> CheckpointInfo | None:
+                            after: int | None = None,
+                            impersonation_chain: str | list[str] | None = None) -> CheckpointInfo | None:
     """The newest finalized checkpoint (newer than `after`, when given), or None. Never blocks the loop."""
-    found = await AsyncCheckpointStore(checkpoint_dir, gcp_conn_id).finalized(after)
+    found = await AsyncCheckpointStore(checkpoint_dir, gcp_conn_id, impersonation_chain).finalized(after)
     return found[-1] if found else None
 
 

@@ -55,13 +55,17 @@ def connection_for(target: Target | Mapping[str, Any] | None, kubernetes_conn_id
         return {"kind": "local", "home": target.home}
     if isinstance(target, GkeTarget):
         from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
+
+        from mtc_provider.target import resolve_project
+
+        target = resolve_project(target)
         from airflow.providers.google.cloud.operators.kubernetes_engine import GKEClusterAuthDetails
 
         hook = GKEHook(gcp_conn_id=target.gcp_conn_id, location=target.location,
                        impersonation_chain=target.impersonation_chain)
         url, ca = GKEClusterAuthDetails(
             cluster_name=target.cluster_name, project_id=target.project_id, use_internal_ip=target.use_internal_ip,
-            use_dns_endpoint=False, cluster_hook=hook,
+            use_dns_endpoint=getattr(target, "use_dns_endpoint", False), cluster_hook=hook,
         ).fetch_cluster_info()
         return {
             "kind": "gke", "cluster_url": url, "ssl_ca_cert": ca, "gcp_conn_id": target.gcp_conn_id,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from typing import Any, AsyncContextManager, AsyncIterator, Callable
 
@@ -22,6 +23,7 @@ from mtc_provider.adapters.protocols import ApiError, NotFound, WatchEvent
 GROUP = "jobset.x-k8s.io"
 VERSION = "v1alpha2"
 PLURAL = "jobsets"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 log = logging.getLogger(__name__)
 
 
@@ -56,12 +58,14 @@ class KubernetesJobSetApi:
     def __init__(self, client_factory: Callable[[], Any]) -> None:
         self.client_factory = client_factory
 
-    def _call(self, method: str, **kwargs: Any) -> Any:
+    def _call(self, method: str, core: bool = False, **kwargs: Any) -> Any:
         from kubernetes import client as k8s
 
         def once() -> Any:
             api_client = self.client_factory()  # a fresh client, so a fresh token, per attempt
             try:
+                if core:  # pods and the run lock (a ConfigMap): core/v1
+                    return getattr(k8s.CoreV1Api(api_client), method)(**kwargs)
                 api = k8s.CustomObjectsApi(api_client)
                 return getattr(api, method)(group=GROUP, version=VERSION, plural=PLURAL, **kwargs)
             except Exception as exc:
@@ -89,6 +93,33 @@ class KubernetesJobSetApi:
         with contextlib.suppress(NotFound):
             self._call("delete_namespaced_custom_object", namespace=namespace, name=name,
                        propagation_policy="Foreground")
+
+    def list_pods(self, namespace: str, jobset_name: str) -> list[dict[str, Any]]:
+        """The JobSet's pods (label jobset.sigs.k8s.io/jobset-name), as plain dicts."""
+        result = self._call("list_namespaced_pod", core=True, namespace=namespace,
+                            label_selector=f"{JOBSET_NAME_LABEL}={jobset_name}", _preload_content=False)
+        return json.loads(result.data).get("items", [])
+
+    # The run lock: a ConfigMap; create is create-if-absent (409), replace is compare-and-set on resourceVersion.
+    def create_lock(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._plain(self._call("create_namespaced_config_map", core=True, namespace=namespace, body=body,
+                                      _preload_content=False))
+
+    def get_lock(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._plain(self._call("read_namespaced_config_map", core=True, namespace=namespace, name=name,
+                                      _preload_content=False))
+
+    def replace_lock(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._plain(self._call("replace_namespaced_config_map", core=True, namespace=namespace, name=name,
+                                      body=body, _preload_content=False))
+
+    def delete_lock(self, namespace: str, name: str) -> None:
+        with contextlib.suppress(NotFound):
+            self._call("delete_namespaced_config_map", core=True, namespace=namespace, name=name)
+
+    @staticmethod
+    def _plain(response: Any) -> dict[str, Any]:
+        return json.loads(response.data) if hasattr(response, "data") else response
 
 
 class AsyncKubernetesJobSetApi:
@@ -127,6 +158,22 @@ class AsyncKubernetesJobSetApi:
         with contextlib.suppress(NotFound):
             await self._call("delete_namespaced_custom_object", namespace=namespace, name=name,
                              propagation_policy="Foreground")
+
+    async def list_pods(self, namespace: str, jobset_name: str) -> list[dict[str, Any]]:
+        from kubernetes_asyncio import client as k8s
+
+        async for attempt in _async_retrying():
+            with attempt:
+                try:
+                    async with self.client_factory() as api_client:
+                        api = k8s.CoreV1Api(api_client)
+                        pods = await api.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={jobset_name}")
+                        return [api_client.sanitize_for_serialization(p) for p in pods.items]
+                except Exception as exc:
+                    mapped = to_api_error(exc)
+                    if mapped is exc:
+                        raise
+                    raise mapped from exc
 
     async def _watch_once(self, namespace: str, name: str, resource_version: str) -> AsyncIterator[WatchEvent]:
         """One watch request from resource_version until the server ends it; errors mapped."""

@@ -84,3 +84,20 @@ class CheckpointStore(Protocol):
 
     def latest_step(self, checkpoint_dir: str) -> int | None:
         """The newest finalized step, or None when there is none."""
+
+
+@runtime_checkable
+class RunLockApi(Protocol):
+    """One lock object per run name (a ConfigMap on Kubernetes, a file locally), so two writers never start.
+
+    `create_lock` is create-if-absent (AlreadyExists when held); `replace_lock` is compare-and-set on
+    metadata.resourceVersion (ApiError 409 when someone else changed it).
+    """
+
+    def create_lock(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def get_lock(self, namespace: str, name: str) -> dict[str, Any]: ...
+
+    def replace_lock(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def delete_lock(self, namespace: str, name: str) -> None: ...

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from mtc_provider.core.names import label_value
+import hashlib
+from typing import Mapping
+
+from mtc_provider.core.names import label_value  # the one shortening function (hash suffix), used everywhere
 
 PREFIX = "mtc.airflow.apache.org"
 DAG_ID = f"{PREFIX}/dag-id"
@@ -29,6 +32,24 @@ def run_labels(dag_id: str, run_id: str, task_id: str, run_name: str) -> dict[st
         RUN_NAME: label_value(run_name),
         MANAGED_BY: MANAGED_BY_VALUE,
     }
+
+
+def belongs_to(labels: Mapping[str, str] | None, run_labels: Mapping[str, str]) -> bool:
+    """True when a JobSet with `labels` is an attempt of this task in this DAG run (every run label equal).
+
+    The DAG run id is part of the key: another DAG run of the same DAG, task and run name is someone else.
+    """
+    labels = labels or {}
+    return all(labels.get(key) == value for key, value in run_labels.items())
+
+
+def lock_name(run_name: str) -> str:
+    """The name of the run's lock object (one per run name and namespace): a DNS-1123 name <= 63."""
+    name = f"mtc-run-{run_name}"
+    if len(name) <= 63:
+        return name
+    digest = hashlib.sha256(run_name.encode()).hexdigest()[:8]
+    return f"{name[: 63 - len(digest) - 1].rstrip('-')}-{digest}"
 
 
 def selector(labels: dict[str, str]) -> str:

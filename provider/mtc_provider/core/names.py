@@ -7,6 +7,7 @@ DNS-1123 subdomain (253), while the Job name `<jobset>-<replicatedJob>-<jobIndex
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from mtc_provider.core.errors import SpecError
@@ -54,7 +55,15 @@ def check_run_name(value: str, field: str = "checkpointing.run_name") -> str:
 
 
 def label_value(text: str) -> str:
-    """Turn any text (an Airflow run id, say) into a valid label value, stable for the same input."""
-    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", str(text))[:DNS1123_LABEL_MAX]
-    cleaned = cleaned.strip("_.-")
-    return cleaned or "none"
+    """Turn any text (an Airflow run id, say) into a valid label value, stable for the same input.
+
+    Text that is already a valid value of at most 63 characters is kept as is. Anything else (too long, or with
+    characters a label value cannot hold) is cut and given an 8-hex hash of the whole text, so two long ids that
+    share their first 63 characters (or differ only in a replaced character) never share a label value.
+    """
+    text = str(text)
+    if text and len(text) <= DNS1123_LABEL_MAX and LABEL_VALUE_RE.match(text):
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", text)[: DNS1123_LABEL_MAX - len(digest) - 1].strip("_.-")
+    return f"{cleaned}-{digest}" if cleaned else digest

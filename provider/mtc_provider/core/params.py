@@ -215,7 +215,9 @@ def training_run(
     size = ramdisk_size(sizing.parameters, slices.hosts_per_slice)
     warning = check_fits_host(size, slices.machine_type, slices.host_memory_bytes)
     fault_plan = _fault_plan(_get(params, "fault_plan", []), slices, steps) if target_kind == "local" else []
-    poll_interval = check_poll_interval(_get(params, "poll_interval", 2.0), "params.poll_interval")
+    # Seconds locally; on GKE a JobSet changes over minutes and every poll is an API call.
+    poll_interval = check_poll_interval(_get(params, "poll_interval", 2.0 if target_kind == "local" else 30.0),
+                                        "params.poll_interval")
     run_dir = f"{base}/{run_name}"
     return {
         "target": target,

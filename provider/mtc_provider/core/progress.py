@@ -74,6 +74,12 @@ class ProgressTracker:
         """Time since the last new step was seen, or since watching began."""
         return max(0.0, now - max(self.started_at, self.last_progress_at or self.started_at))
 
+    def pause(self, seconds: float) -> None:
+        """Time in which progress could not be observed (a listing outage): it does not count towards a stall."""
+        self.started_at += max(0.0, seconds)
+        if self.last_progress_at is not None:
+            self.last_progress_at += max(0.0, seconds)
+
     def stalled(self, now: float, stall_timeout: float) -> bool:
         """No new finalized step for longer than `stall_timeout` seconds while watching."""
         return self.seconds_without_progress(now) > stall_timeout

@@ -97,3 +97,74 @@ def decide_on_completion(state: JobSetState) -> Decision:
     if not state.retryable:
         return Decision(FAIL, f"non-retryable failure: {state.reason}: {state.message}")
     return Decision(RETRY, f"failed after {state.restarts} in-cluster restarts: {state.reason}; resubmitting")
+
+
+# --- what to do this try -----------------------------------------------------------------------------------
+REATTACH = "reattach"  # a live attempt exists: follow it, create nothing
+WAIT_DELETION = "wait-deletion"  # an attempt is still terminating: its pods may still write; wait, then plan again
+TAKE_RESULT = "take-result"  # the newest attempt ended and training is already done: decide on it
+SUBMIT = "submit"  # delete the ended attempts (never the checkpoints) and submit the next one
+
+
+@dataclass(frozen=True)
+class TryPlan:
+    kind: str
+    name: str = ""  # the attempt to reattach to / take the result of
+    waiting_for: tuple[str, ...] = ()  # terminating attempts
+    to_delete: tuple[str, ...] = ()  # ended attempts to delete before submitting
+
+
+def plan_try(attempts: Sequence[JobSetState], latest_step: int | None, target_step: int,
+             completion: bool = False) -> TryPlan:
+    """This task's attempts (oldest first) -> what this try does.
+
+    A terminating attempt (deletionTimestamp set) is never live: reattaching to it would only see it vanish.
+    The newest ended attempt is a result when training already reached its target, whether it ended
+    Completed or Failed (a Failed attempt past the target is done, not resubmitted); in completion mode
+    only a Completed one is.
+    """
+    live = [a for a in attempts if a.live]
+    if live:
+        return TryPlan(REATTACH, live[-1].name)
+    terminating = tuple(a.name for a in attempts if a.terminating)
+    if terminating:
+        return TryPlan(WAIT_DELETION, waiting_for=terminating)
+    if attempts:
+        newest = attempts[-1]
+        reached = latest_step is not None and latest_step >= target_step
+        if (newest.phase == SUCCEEDED if completion else reached):
+            return TryPlan(TAKE_RESULT, newest.name)
+    return TryPlan(SUBMIT, to_delete=tuple(a.name for a in attempts))
+
+
+def decide_stalled(latest_step: int | None, target_step: int, step_history: Sequence[int | None],
+                   crash_loop_attempts: int = DEFAULT_CRASH_LOOP_ATTEMPTS, why: str = "stalled") -> Decision:
+    """An attempt that stopped making checkpoint progress (it is deleted either way).
+
+    It counts like a failed attempt for the crash-loop guard: hangs at one step stop after
+    `crash_loop_attempts` attempts, not after every retry.
+    """
+    if not step_history:
+        raise SpecError("step_history", list(step_history), "at least the step at the start of this attempt")
+    reached = f"last finalized step {latest_step}, target {target_step}"
+    if latest_step is not None and latest_step >= target_step:
+        return Decision(SUCCEED, f"training reached its target ({reached})")
+    stuck = attempts_without_progress(step_history, latest_step)
+    if stuck >= crash_loop_attempts:
+        return Decision(FAIL, f"crash loop: no checkpoint progress across {stuck} consecutive attempts, the last "
+                              f"{why} (steps at attempt starts {list(step_history)}, {reached})")
+    return Decision(RETRY, f"{why} ({reached}); resubmitting")
+
+
+# Task instance states in which the task is still meant to run: a SIGTERM then comes from the worker (a deploy,
+# a scale-down), not from a user, and must not stop training.
+STILL_RUNNING_STATES = frozenset({"running", "deferred", "queued", "scheduled", "up_for_reschedule"})
+
+
+def should_delete_on_kill(ti_state: str | None) -> bool:
+    """Delete the JobSet on on_kill only when a user ended the try: marked it failed/success or cleared it.
+
+    `ti_state` is the state the API server holds now; None means it could not be read: keep the JobSet (a
+    retry reattaches to it; deleting on a guess would throw away training).
+    """
+    return ti_state is not None and str(ti_state).lower() not in STILL_RUNNING_STATES

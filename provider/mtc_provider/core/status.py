@@ -51,13 +51,21 @@ class JobSetState:
     message: str = ""
     retryable: bool = True
     resource_version: str = ""
+    # metadata.deletionTimestamp is set: a foreground deletion is under way. Its status does not change any
+    # more, so a terminating JobSet is never live, whatever its phase says.
+    terminating: bool = False
 
     @property
     def ended(self) -> bool:
         return self.phase in (SUCCEEDED, FAILED)
 
+    @property
+    def live(self) -> bool:
+        return not self.ended and not self.terminating
+
     def describe(self) -> str:
-        parts = [f"JobSet {self.namespace}/{self.name} {self.phase}", f"restarts={self.restarts}"]
+        parts = [f"JobSet {self.namespace}/{self.name} {self.phase}" + (" (terminating)" if self.terminating else ""),
+                 f"restarts={self.restarts}"]
         if self.failed_replicated_job:
             parts.append(f"failed replicated job={self.failed_replicated_job}")
         if self.reason:
@@ -100,6 +108,7 @@ def evaluate_jobset(obj: Mapping[str, Any]) -> JobSetState:
         "restarts": int(status.get("restarts") or 0),
         "restarts_count_towards_max": int(status.get("restartsCountTowardsMax") or 0),
         "resource_version": str(metadata.get("resourceVersion", "")),
+        "terminating": bool(metadata.get("deletionTimestamp")),
     }
     failed_rjobs = [r.get("name", "") for r in replicated_status if int(r.get("failed") or 0) > 0]
 
@@ -137,3 +146,54 @@ def evaluate_jobset(obj: Mapping[str, Any]) -> JobSetState:
            for r in replicated_status):
         return JobSetState(phase=RUNNING, **common)
     return JobSetState(phase=PENDING, **common)
+
+
+# --- pods -------------------------------------------------------------------------------------------------
+# Waiting reasons of a container that will never start by itself: the pod stays Pending for ever, its Job and
+# JobSet never fail (kubernetes.io "Pod Lifecycle": container states; "Images": ImagePullBackOff).
+PERMANENT_WAITING_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName",
+                                       "CreateContainerConfigError", "ErrImageNeverPull", "CreateContainerError"})
+UNSCHEDULABLE = "Unschedulable"
+
+
+@dataclass(frozen=True)
+class PodsState:
+    """What the attempt's pods say about starting: how many are scheduled, and why the others are not."""
+
+    total: int
+    scheduled: int
+    running: int
+    permanent_error: str = ""  # "<pod>: <reason>: <message>" of a pod that can never start
+    unschedulable_message: str = ""  # the scheduler's message (PodScheduled=False, reason Unschedulable)
+
+    @property
+    def all_started(self) -> bool:
+        return self.total > 0 and self.running == self.total
+
+    def capacity_line(self) -> str:
+        return (f"waiting for capacity: {self.scheduled} of {self.total} pods scheduled: "
+                f"{self.unschedulable_message or 'no scheduler message yet'}")
+
+
+def evaluate_pods(pods: list[Mapping[str, Any]]) -> PodsState:
+    """Read a JobSet's pods (plain dicts, `kubectl get pods -o json` items): permanent errors and scheduling."""
+    scheduled = running = 0
+    permanent = unschedulable = ""
+    for pod in pods:
+        name = (pod.get("metadata") or {}).get("name", "")
+        status = pod.get("status") or {}
+        phase = status.get("phase", "Pending")
+        if phase in ("Running", "Succeeded"):
+            running += 1
+        conditions = {c.get("type"): c for c in status.get("conditions") or []}
+        sched = conditions.get("PodScheduled")
+        if sched and str(sched.get("status")).lower() == "true" or phase in ("Running", "Succeeded", "Failed"):
+            scheduled += 1
+        elif sched and sched.get("reason") == UNSCHEDULABLE and not unschedulable:
+            unschedulable = sched.get("message", "")
+        for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in PERMANENT_WAITING_REASONS and not permanent:
+                permanent = f"pod {name} container {container.get('name', '')}: {waiting['reason']}: " \
+                            f"{waiting.get('message', '')}".rstrip(": ")
+    return PodsState(len(pods), scheduled, running, permanent, unschedulable)

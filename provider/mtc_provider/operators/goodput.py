@@ -1,32 +1,58 @@
 """GoodputReportOperator: the goodput report at the end of a training DAG, as XCom and as a PNG chart.
 
 Local target: the workload's JSON-lines event files (`<base>/<run_name>/events/*.jsonl`), step-grained.
-GKE: checkpoint commit times from the store plus the attempts (JobSet restarts) handed in, e.g. from the
-launch task's XCom as `[{"start": ts, "end": ts, "outcome": "disrupted"|"finished"|"failed"}, ...]`.
+GKE: checkpoint commit times from the store plus the attempts the launch operator records, one per attempt
+(its `attempts` XCom: `[{"start": ts, "end": ts, "outcome": "disrupted"|"finished"|"failed", "restarts": n,
+"last_step": s}, ...]`), pulled with `attempts_task_id` or handed in as `attempts`. Time between attempts (an
+outage, a stall, the wait for capacity) is downtime. On GKE the chart is written next to the checkpoints
+(`gs://<bucket>/<run>/goodput/<run id>.png`) and opened from the "Goodput chart" extra link.
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from airflow.sdk import BaseOperator, Context
 
 from mtc_provider.core.errors import SpecError
+from mtc_provider.links.goodput import GoodputChartLink, console_object_url
 
 if TYPE_CHECKING:  # the goodput core and the stores are imported where they run: DAG files stay light
     from mtc_provider.core.goodput import Attempt, GoodputReport, Timeline
 
 
-def attempts_from_dicts(items: Iterable[Mapping[str, Any]]) -> list[Attempt]:
+def parse_attempts(value: Any) -> list[Mapping[str, Any]]:
+    """Attempts as handed in: a list, or the text a Jinja template renders (JSON or a Python literal)."""
+    if value in (None, "", "None"):
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            try:
+                value = ast.literal_eval(value)
+            except (ValueError, SyntaxError):
+                raise SpecError("attempts", value, "a list of {start, end, outcome} records") from None
+    if not isinstance(value, (list, tuple)):
+        raise SpecError("attempts", value, "a list of {start, end, outcome} records")
+    return list(value)
+
+
+def attempts_from_dicts(items: Iterable[Mapping[str, Any]], now: float | None = None) -> list[Attempt]:
     from mtc_provider.core.goodput import Attempt
 
     out = []
     for index, item in enumerate(items):
         try:
-            out.append(Attempt(float(item["start"]), float(item["end"]), str(item.get("outcome", "disrupted"))))
+            end = item.get("end")
+            end = (now if now is not None else time.time()) if end is None else end  # still running
+            out.append(Attempt(float(item["start"]), float(end), str(item.get("outcome") or "disrupted")))
         except (KeyError, TypeError, ValueError):
             raise SpecError(f"attempts[{index}]", item, "a mapping with numeric start and end, and an outcome") from None
     return out
@@ -73,21 +99,30 @@ class GoodputReportOperator(BaseOperator):
 
     :param checkpoint_dir: the run's persistent checkpoint directory (templated).
     :param events_dir: the local workload's event directory; when it holds events they are used (templated).
-    :param attempts: GKE attempts (list of {start, end, outcome}), e.g. pulled from the launch task (templated).
-    :param chart_path: where to write the PNG; default beside the events, else in the temp directory (templated).
+    :param attempts: GKE attempts (list of {start, end, outcome}), or its rendered text (templated).
+    :param attempts_task_id: pull the attempts from this launch task's `attempts` XCom (when `attempts` is unset).
+    :param chart_path: where to write the PNG; default beside the events, else next to the checkpoints (a
+        gs:// checkpoint directory gets `<run>/goodput/<run id>.png` in its bucket), else the temp directory.
+    :param gcp_conn_id: the Google connection for GCS reads and the chart upload (templated).
+    :param impersonation_chain: service account(s) to impersonate for those calls (templated).
     """
 
-    template_fields: Sequence[str] = ("checkpoint_dir", "events_dir", "attempts", "chart_path")
+    template_fields: Sequence[str] = ("checkpoint_dir", "events_dir", "attempts", "chart_path", "gcp_conn_id",
+                                      "impersonation_chain")
+    operator_extra_links = (GoodputChartLink(),)
 
     def __init__(self, *, checkpoint_dir: str, events_dir: str | None = None,
-                 attempts: list[Mapping[str, Any]] | str | None = None, chart_path: str | None = None,
-                 gcp_conn_id: str = "google_cloud_default", **kwargs: Any) -> None:
+                 attempts: list[Mapping[str, Any]] | str | None = None, attempts_task_id: str | None = None,
+                 chart_path: str | None = None, gcp_conn_id: str = "google_cloud_default",
+                 impersonation_chain: str | Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.checkpoint_dir = checkpoint_dir
         self.events_dir = events_dir
         self.attempts = attempts
+        self.attempts_task_id = attempts_task_id
         self.chart_path = chart_path
         self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
 
     def build_timeline(self) -> tuple[Timeline, str]:
         from mtc_provider.adapters.checkpoint_stores import open_store
@@ -99,10 +134,10 @@ class GoodputReportOperator(BaseOperator):
             events = read_events(self.events_dir)
             if events:
                 return timeline_from_workload_events(events), "workload events"
-        attempts = attempts_from_dicts(self.attempts or []) if not isinstance(self.attempts, str) else []
+        attempts = attempts_from_dicts(parse_attempts(self.attempts))
         checkpoints = [(info.step, info.commit_time) for info in
-                       open_store(self.checkpoint_dir, self.gcp_conn_id).finalized(self.checkpoint_dir)
-                       if info.commit_time is not None]
+                       open_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)
+                       .finalized(self.checkpoint_dir) if info.commit_time is not None]
         if not attempts and checkpoints:  # nothing known about restarts: one attempt spanning the checkpoints
             attempts = [Attempt(checkpoints[0][1], checkpoints[-1][1], "finished")]
         return timeline_from_checkpoints(attempts, checkpoints), "checkpoint commit times"
@@ -110,17 +145,30 @@ class GoodputReportOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from mtc_provider.core.goodput import compute_goodput
 
+        if self.attempts in (None, "", "None") and self.attempts_task_id:
+            self.attempts = context["ti"].xcom_pull(task_ids=self.attempts_task_id, key="attempts") or []
         timeline, source = self.build_timeline()
         report = compute_goodput(timeline)
+        run_file = f"{context['run_id']}.png".replace(":", "_").replace("+", "_")
+        on_gcs = self.checkpoint_dir.startswith("gs://") and not self.chart_path
         path = self.chart_path or (
             os.path.join(self.events_dir, "goodput.png") if self.events_dir
-            else os.path.join(tempfile.gettempdir(), f"mtc-goodput-{context['run_id']}.png".replace(":", "_")))
+            else os.path.join(tempfile.gettempdir(), f"mtc-goodput-{run_file}") if on_gcs
+            else os.path.join(os.path.dirname(self.checkpoint_dir.rstrip("/")), "goodput", run_file))
         render_chart(timeline, report, path)
-        self.log.info("goodput %.1f%% (%s): productive %.0fs of %.0fs; badput %s; recovery %s; chart %s",
-                      100 * report.goodput, source, report.productive_s, report.elapsed_s, report.badput_s,
-                      report.recovery_s, path)
+        url = chart_url = path
+        if on_gcs and not self.events_dir:
+            url = self._upload(path, run_file)
+            chart_url = console_object_url(url)
+        elif not path.startswith("gs://"):
+            chart_url = "file://" + os.path.abspath(path)
+        if "ti" in context:
+            context["ti"].xcom_push(key=GoodputChartLink.key, value=chart_url)
+        self.log.info("goodput %.1f%% (%s): productive %.0fs of %.0fs; %d disruption(s); badput %s; recovery %s; "
+                      "chart %s", 100 * report.goodput, source, report.productive_s, report.elapsed_s,
+                      report.disruptions, report.badput_s, report.recovery_s, url)
         advice = self.checkpoint_advice()
-        return {**report.to_payload(), "source": source, "chart_path": path, "advice": advice}
+        return {**report.to_payload(), "source": source, "chart_path": url, "advice": advice}
 
     def checkpoint_advice(self) -> dict[str, Any] | None:
         """Checkpoint periods advised from this run_name's events (core.advisor), logged as one line."""
@@ -135,3 +183,16 @@ class GoodputReportOperator(BaseOperator):
         advice = advice_after_run(events)
         self.log.info("checkpoint advice: %s", advice["line"])
         return advice
+
+    def _upload(self, path: str, run_file: str) -> str:
+        """Write the chart next to the checkpoints: gs://<bucket>/<run>/goodput/<run id>.png."""
+        from airflow.providers.google.cloud.hooks.gcs import GCSHook
+
+        from mtc_provider.adapters.checkpoint_stores import split_gcs_uri
+
+        bucket, prefix = split_gcs_uri(self.checkpoint_dir)
+        run_prefix = prefix.rsplit("/", 1)[0] if "/" in prefix else prefix
+        name = f"{run_prefix}/goodput/{run_file}".lstrip("/")
+        GCSHook(gcp_conn_id=self.gcp_conn_id, impersonation_chain=self.impersonation_chain).upload(
+            bucket_name=bucket, object_name=name, filename=path, mime_type="image/png")
+        return f"gs://{bucket}/{name}"

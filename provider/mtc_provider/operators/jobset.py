@@ -7,10 +7,16 @@ the same run_name, so it resumes from the newest checkpoint. When the attempt en
 finalized checkpoint step decides (core.resubmission): succeed, retry (a retryable exception, so
 Airflow's retries resubmit) or fail for good (AirflowFailException with the reason).
 
-Attempt JobSets are named `<jobset_name>-<run hash>-a<try>`: a new name per attempt means a new
-attempt never waits for the foreground deletion of the previous one, and the run hash keeps two DAG
-runs apart. The step history (newest finalized step when each attempt started) travels in an
-annotation from attempt to attempt, so crash-loop detection needs no Airflow state.
+Attempt JobSets are named `<jobset_name>-<run hash>-a<try>`, and the run hash keeps two DAG runs apart.
+A deleted JobSet stays (terminating) until its pods are gone: it is never reattached to; the next try
+waits, bounded and logged, for it to go (its pods may still write checkpoints), then submits.
+
+One lock object per run name (adapters.run_lock; a ConfigMap on GKE), created with create-if-absent
+semantics, makes "no other writer" atomic: of two launches started together exactly one proceeds. It also
+keeps what an attempt's deletion must not lose: the step history (newest finalized step when each attempt
+started, for the crash-loop guard) and one record per attempt (start, end, outcome, restarts, newest step),
+pushed as the `attempts` XCom for the goodput report. It is released when the run ends for good.
+What to do in a try is decided by pure functions (core.resubmission.plan_try, decide, decide_stalled).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -26,21 +33,38 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from mtc_provider.adapters import jobset_factory
-from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore
+from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore, NotFound
+from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, LockHeld, RunLock, lock_api
 from mtc_provider.core import labels as L
 from mtc_provider.core.errors import SpecError
 from mtc_provider.core.resubmission import (
     DEFAULT_CRASH_LOOP_ATTEMPTS,
     FAIL,
+    REATTACH,
     SUCCEED,
+    TAKE_RESULT,
+    WAIT_DELETION,
     decide,
     decide_on_completion,
     decide_rejected,
+    decide_stalled,
+    plan_try,
+    should_delete_on_kill,
 )
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.jobset import JOBSET_LINKS, persist_links
 from mtc_provider.target import GkeTarget, LocalTarget, target_from_dict
+from mtc_provider.core.jobset_events import (
+    DELETED,
+    ENDED,
+    ERROR,
+    LISTING_FAILED,
+    STALLED,
+    STARTUP_TIMEOUT,
+    UNSTARTABLE,
+    JobSetEvent,
+)
 
 if TYPE_CHECKING:  # the spec and the trigger are imported where they run: DAG files stay light
     from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
@@ -53,6 +77,9 @@ except ImportError:  # pragma: no cover - older Airflow
 
 STEP_HISTORY_ANNOTATION = f"{L.PREFIX}/step-history"
 XCOM_KEY = "jobset"
+ATTEMPTS_XCOM_KEY = "attempts"
+# goodput outcomes of an attempt record (core.goodput.Attempt)
+FINISHED, DISRUPTED, FAILED_OUTCOME = "finished", "disrupted", "failed"
 ATTEMPT_SUFFIX_MAX = len("-00000-a999")
 WAIT_FOR_CHECKPOINT = "checkpoint"
 WAIT_FOR_COMPLETION = "completion"
@@ -112,10 +139,20 @@ class MtcJobSetOperator(BaseOperator):
     :param workload: WorkloadSpec or dict (jobset_name, image, command, namespace, max_restarts, ...).
     :param target: GkeTarget, LocalTarget or a dict (kind gke|local); None is the local target.
     :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials.
+    :param gcp_conn_id: the Google connection for every GKE and GCS call (templated; default: the target's).
+    :param impersonation_chain: service account(s) to impersonate for every GKE and GCS call (templated).
+    :param project_id: the GKE project (templated; default: the target's, else the connection's project).
     :param target_step: the step that means "done"; default `checkpointing.steps`.
-    :param crash_loop_attempts: fail for good after this many consecutive attempts without checkpoint progress.
+    :param crash_loop_attempts: fail for good after this many consecutive attempts without checkpoint progress
+        (a stalled attempt counts like a failed one).
     :param poll_interval: seconds between polls when the watch cannot be used, and between stall checks.
-    :param stall_timeout: seconds without a new finalized checkpoint before the attempt counts as stalled.
+    :param stall_timeout: seconds without a new finalized checkpoint (while the JobSet runs, measured on
+        successful listings only) before the attempt counts as stalled: it is deleted and resubmitted.
+    :param startup_timeout: seconds the pods may wait for capacity (Unschedulable) before the run fails; None:
+        wait for ever, logging "waiting for capacity" every `capacity_log_interval` seconds.
+    :param listing_timeout: seconds the checkpoint listing may keep failing (403, 429, 503, timeouts) before the
+        try fails with the bucket and the HTTP status; training is not touched meanwhile.
+    :param deletion_timeout: seconds a try waits for a terminating JobSet of this task to go before submitting.
     :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
     :param checkpoint_store_factory: (checkpoint_dir, gcp_conn_id) -> CheckpointStore; default open_store.
     :param wait_for: "checkpoint" (training: done when the newest finalized checkpoint reaches `target_step`)
@@ -127,7 +164,7 @@ class MtcJobSetOperator(BaseOperator):
 
     template_fields: Sequence[str] = (
         "slices", "checkpointing", "workload", "target", "target_step", "fault_plan", "stall_timeout",
-        "poll_interval",  # the sample DAG passes the value its plan task validated (>= 1 s)
+        "gcp_conn_id", "impersonation_chain", "project_id", "startup_timeout", "poll_interval",
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
@@ -141,10 +178,17 @@ class MtcJobSetOperator(BaseOperator):
         workload: WorkloadSpec | Mapping[str, Any],
         target: Any = None,
         kubernetes_conn_id: str | None = None,
+        gcp_conn_id: str | None = None,
+        impersonation_chain: str | Sequence[str] | None = None,
+        project_id: str | None = None,
         target_step: int | None = None,
         crash_loop_attempts: int = DEFAULT_CRASH_LOOP_ATTEMPTS,
         poll_interval: float = 30.0,
         stall_timeout: float | None = None,
+        startup_timeout: float | None = None,
+        capacity_log_interval: float = 300.0,
+        listing_timeout: float = 1800.0,
+        deletion_timeout: float = 900.0,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         checkpoint_store_factory: Callable[[str, str], CheckpointStore] | None = None,
         fault_plan: list[Mapping[str, Any]] | Mapping[str, Any] | None = None,
@@ -162,15 +206,23 @@ class MtcJobSetOperator(BaseOperator):
         self.workload = workload
         self.target = target
         self.kubernetes_conn_id = kubernetes_conn_id
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+        self.project_id = project_id
         self.target_step = target_step
         self.crash_loop_attempts = crash_loop_attempts
         self.poll_interval = poll_interval
         self.stall_timeout = stall_timeout
+        self.startup_timeout = startup_timeout
+        self.capacity_log_interval = capacity_log_interval
+        self.listing_timeout = listing_timeout
+        self.deletion_timeout = deletion_timeout
         self.deferrable = deferrable
         self.checkpoint_store_factory = checkpoint_store_factory
         self.fault_plan = fault_plan
         self.wait_for = wait_for
-        self._current: tuple[dict[str, Any], str, str] | None = None  # (connection, namespace, name) for on_kill
+        # (connection, namespace, name, ti ids) for on_kill
+        self._current: tuple[dict[str, Any], str, str, dict[str, Any]] | None = None
 
     # --- inputs -------------------------------------------------------------------------------------
     def _specs(self) -> tuple[SliceSpec, CheckpointingSpec, WorkloadSpec, int]:
@@ -188,14 +240,42 @@ class MtcJobSetOperator(BaseOperator):
                 raise SpecError("crash_loop_attempts", self.crash_loop_attempts, "an integer >= 1")
             if self.wait_for not in WAIT_FOR:
                 raise SpecError("wait_for", self.wait_for, " or ".join(WAIT_FOR))
-            target = target_from_dict(self.target)
+            target = self._target()
             if self.fault_plan and not isinstance(target, LocalTarget):
                 raise SpecError("fault_plan", self.fault_plan, "empty on the gke target (faults are injected locally)")
-            if self.stall_timeout not in (None, "") and float(self.stall_timeout) <= 0:
-                raise SpecError("stall_timeout", self.stall_timeout, "a positive number of seconds, or None")
+            for field in ("stall_timeout", "startup_timeout"):
+                value = getattr(self, field)
+                if value not in (None, "") and float(value) <= 0:
+                    raise SpecError(field, value, "a positive number of seconds, or None")
+            self.poll_interval = float(self.poll_interval)  # templated values arrive as text
+            for field in ("poll_interval", "listing_timeout", "deletion_timeout", "capacity_log_interval"):
+                if float(getattr(self, field)) < 0:
+                    raise SpecError(field, getattr(self, field), "a number of seconds >= 0")
         except (SpecError, ValueError) as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         return slices, checkpointing, workload, target_step
+
+    def _target(self):
+        """The target, with the operator's own Google connection parameters taking precedence."""
+        target = target_from_dict(self.target)
+        if isinstance(target, GkeTarget):
+            overrides = {k: v for k, v in (("gcp_conn_id", self.gcp_conn_id),
+                                           ("impersonation_chain", self.impersonation_chain),
+                                           ("project_id", self.project_id)) if v not in (None, "")}
+            if overrides:
+                target = dataclasses.replace(target, **overrides)
+            if not target.project_id:
+                from mtc_provider.target import resolve_project
+
+                target = resolve_project(target)
+        return target
+
+    def _google(self) -> tuple[str, Any]:
+        """(gcp_conn_id, impersonation_chain) for every GCS read; the target's unless set on the operator."""
+        target = self._target()
+        if isinstance(target, GkeTarget):
+            return target.gcp_conn_id, target.impersonation_chain
+        return self.gcp_conn_id or "google_cloud_default", self.impersonation_chain
 
     @property
     def _completion(self) -> bool:
@@ -205,70 +285,145 @@ class MtcJobSetOperator(BaseOperator):
         """The newest finalized step; None in completion mode, which never reads a checkpoint store."""
         return None if store is None else store.latest_step(checkpoint_dir)
 
+    def _latest_or_none(self, store: CheckpointStore | None, checkpoint_dir: str) -> int | None:
+        """The newest step for a report line; a listing outage must not hide the attempt's own outcome."""
+        try:
+            return self._latest(store, checkpoint_dir)
+        except Exception as exc:  # noqa: BLE001 - reported, then decided without the step
+            self.log.warning("listing %s failed (%s): newest finalized step unknown", checkpoint_dir, exc)
+            return None
+
     def _store(self, checkpoint_dir: str) -> CheckpointStore | None:
         if self._completion:
             return None
-        target = target_from_dict(self.target)
-        gcp_conn_id = target.gcp_conn_id if isinstance(target, GkeTarget) else "google_cloud_default"
+        gcp_conn_id, impersonation_chain = self._google()
         if self.checkpoint_store_factory is not None:
             return self.checkpoint_store_factory(checkpoint_dir, gcp_conn_id)
         from mtc_provider.adapters.checkpoint_stores import open_store
 
-        return open_store(checkpoint_dir, gcp_conn_id=gcp_conn_id)
+        return open_store(checkpoint_dir, gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain)
+
+    def _connection(self) -> dict[str, Any]:
+        return jobset_factory.connection_for(self._target(), self.kubernetes_conn_id)
 
     # --- execute ------------------------------------------------------------------------------------
     def execute(self, context: Any) -> Any:
-        from mtc_provider.triggers.jobset import JobSetTrigger
-
         slices, checkpointing, workload, target_step = self._specs()
         ti = context["ti"]
         run_labels = L.run_labels(ti.dag_id, ti.run_id, ti.task_id, checkpointing.run_name)
         namespace = workload.namespace
-        connection = jobset_factory.connection_for(self.target, self.kubernetes_conn_id)
+        connection = self._connection()
         api = jobset_factory.jobset_api(connection)
         store = self._store(checkpoint_dir := checkpointing.checkpoint_directory)  # None: completion mode
+        lock = RunLock(lock_api(connection, api), namespace, checkpointing.run_name, run_labels)
+        try:
+            lock_data = lock.acquire()
+        except LockHeld as exc:
+            raise AirflowFailException(
+                f"run_name {checkpointing.run_name!r} is held by DAG {exc.holder.get(L.DAG_ID)}, run "
+                f"{exc.holder.get(L.RUN_ID)}, task {exc.holder.get(L.TASK_ID)} (lock {namespace}/{lock.name}): two "
+                "JobSets must not write the same checkpoints; wait for that run, use another run_name, or, if that "
+                f"run is gone, delete the lock (kubectl delete configmap -n {namespace} {lock.name})") from None
 
-        found = sorted(self._this_tasks_jobsets(api, namespace, checkpointing.run_name, run_labels), key=_attempt_of)
-        live = [o for o in found if not evaluate_jobset(o).ended]
-        if live:
-            obj = live[-1]
+        try:
+            return self._run_try(context, ti, api, connection, store, lock, lock_data, slices, checkpointing,
+                                 workload, target_step, run_labels)
+        except AirflowFailException:
+            lock.release()  # refused or failed for good: the run name is free again
+            raise
+
+    def _run_try(self, context, ti, api, connection, store, lock, lock_data, slices, checkpointing, workload,
+                 target_step, run_labels) -> Any:
+        namespace, checkpoint_dir = workload.namespace, checkpointing.checkpoint_directory
+        while True:
+            found = sorted(self._this_tasks_jobsets(api, namespace, checkpointing.run_name, run_labels),
+                           key=_attempt_of)
+            states = [evaluate_jobset(o) for o in found]
+            live_or_terminating = any(s.live or s.terminating for s in states)
+            previous_step = None if live_or_terminating else self._latest(store, checkpoint_dir)
+            plan = plan_try(states, previous_step, target_step, self._completion)
+            if plan.kind != WAIT_DELETION:
+                break
+            self._wait_for_deletion(api, namespace, plan.waiting_for)
+
+        by_name = {o["metadata"]["name"]: o for o in found}
+        history = list(lock_data[HISTORY]) or (_history_of(found[-1]) if found else [])
+        if plan.kind == REATTACH:
+            obj = by_name[plan.name]
             self.log.info("reattaching to JobSet %s/%s (attempt %s), not creating another",
-                          namespace, obj["metadata"]["name"], _attempt_of(obj))
+                          namespace, plan.name, _attempt_of(obj))
+            history = history or _history_of(obj)
+        elif plan.kind == TAKE_RESULT:
+            obj = by_name[plan.name]
+            state = evaluate_jobset(obj)
+            self.log.info("JobSet %s already ended (%s) with training done: taking its result", state.name, state.phase)
+            return self._finish(context, connection, lock, state, _attempt_of(obj), history or [None], store,
+                                checkpoint_dir, target_step, state.restarts)
         else:
-            history = _history_of(found[-1]) if found else []
-            previous_step = self._latest(store, checkpoint_dir)  # ended attempts write nothing more
-            if found:
-                newest = found[-1]
-                state = evaluate_jobset(newest)
-                done = self._completion or (previous_step is not None and previous_step >= target_step)
-                if state.phase == "succeeded" and done:
-                    self.log.info("JobSet %s already completed: taking its result", state.name)
-                    return self._finish(context, connection, state, _attempt_of(newest), history, store,
-                                        checkpoint_dir, target_step, state.restarts)
-                for old in found:  # ended attempts: free the slices; checkpoints stay in the bucket
-                    self.log.info("deleting ended JobSet %s (%s) before the next attempt",
-                                  old["metadata"]["name"], evaluate_jobset(old).phase)
-                    api.delete(namespace, old["metadata"]["name"])
+            for name in plan.to_delete:  # ended attempts: free the slices; checkpoints stay in the bucket
+                self.log.info("deleting ended JobSet %s (%s) before the next attempt", name,
+                              evaluate_jobset(by_name[name]).phase)
+                api.delete(namespace, name)
             history = history + [previous_step]
             obj = self._submit(api, slices, checkpointing, workload, run_labels, ti, history)
+            record = {"attempt": ti.try_number, "jobset": obj["metadata"]["name"], "start": time.time(), "end": None,
+                      "outcome": None, "restarts": 0, "last_step": previous_step, "reason": ""}
+
+            def remember(data: dict[str, Any]) -> None:
+                data[HISTORY] = history
+                if not any(r.get("jobset") == record["jobset"] for r in data[ATTEMPTS]):  # not on a reattach
+                    data[ATTEMPTS].append(record)
+
+            lock.update(remember)
         name = obj["metadata"]["name"]
-        self._current = (connection, namespace, name)
-        persist_links(context, target_from_dict(self.target), namespace, name, checkpoint_dir)
+        self._current = (connection, namespace, name, {"dag_id": ti.dag_id, "run_id": ti.run_id,
+                                                       "task_id": ti.task_id, "run_name": checkpointing.run_name})
+        persist_links(context, self._target(), namespace, name, checkpoint_dir)
         state = evaluate_jobset(obj)
         stall_timeout = None if self._completion or self.stall_timeout in (None, "") else float(self.stall_timeout)
+        gcp_conn_id, impersonation_chain = self._google()
+        from mtc_provider.triggers.jobset import JobSetTrigger
+
         trigger = JobSetTrigger(
             connection=connection, namespace=namespace, name=name,
             resource_version=obj["metadata"].get("resourceVersion"), restarts_seen=state.restarts,
             poll_interval=self.poll_interval, checkpoint_dir=checkpoint_dir if stall_timeout else None,
-            stall_timeout=stall_timeout,
+            stall_timeout=stall_timeout, gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain,
+            startup_timeout=None if self.startup_timeout in (None, "") else float(self.startup_timeout),
+            capacity_log_interval=float(self.capacity_log_interval), listing_timeout=float(self.listing_timeout),
             # Echoed back in the event: the attempt's bookkeeping survives the deferral.
-            extra={"attempt": _attempt_of(obj), "history": _history_of(obj), "target_step": target_step,
-                   "checkpoint_dir": checkpoint_dir},
+            extra={"attempt": _attempt_of(obj), "history": history, "target_step": target_step,
+                   "checkpoint_dir": checkpoint_dir, "run_name": checkpointing.run_name, "namespace": namespace},
         )
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
         # Synchronous path: the same trigger, run to its first event in this worker.
         return self.execute_complete(context, asyncio.run(_first_event(trigger)))
+
+    def _wait_for_deletion(self, api, namespace: str, names: Sequence[str]) -> None:
+        """Foreground deletion keeps a JobSet (and its pods, which may still write) for a while: wait, bounded."""
+        deadline = time.monotonic() + float(self.deletion_timeout)
+        pause = min(max(float(self.poll_interval), 0.0), 10.0)
+        for name in names:
+            logged = -1.0
+            while True:
+                try:
+                    api.get(namespace, name)
+                except NotFound:
+                    self.log.info("JobSet %s/%s is gone", namespace, name)
+                    break
+                now = time.monotonic()
+                if now >= deadline:
+                    raise JobSetAttemptFailed(
+                        f"JobSet {namespace}/{name} is still terminating after {self.deletion_timeout:.0f}s "
+                        "(foreground deletion waits for its pods); check its pods and finalizers: kubectl get jobset "
+                        f"-n {namespace} {name} -o yaml")
+                if logged < 0 or now - logged >= 60:
+                    self.log.info("waiting for JobSet %s/%s to finish terminating (deletionTimestamp set, its pods "
+                                  "are stopping) before the next attempt; at most %.0fs", namespace, name,
+                                  deadline - now)
+                    logged = now
+                time.sleep(pause)
 
     def _this_tasks_jobsets(self, api, namespace: str, run_name: str,
                             run_labels: dict[str, str]) -> list[dict[str, Any]]:
@@ -281,9 +436,9 @@ class MtcJobSetOperator(BaseOperator):
         mine = []
         for other in api.list(namespace, selector):
             labels = other["metadata"].get("labels") or {}
-            if all(labels.get(key) == value for key, value in run_labels.items()):
+            if L.belongs_to(labels, run_labels):
                 mine.append(other)
-            elif not evaluate_jobset(other).ended:
+            elif evaluate_jobset(other).live:
                 raise AirflowFailException(
                     f"run_name {run_name!r} already has a live JobSet {namespace}/{other['metadata']['name']} "
                     f"(DAG {labels.get(L.DAG_ID)}, run {labels.get(L.RUN_ID)}): two JobSets must not write the same "
@@ -312,8 +467,7 @@ class MtcJobSetOperator(BaseOperator):
             return created
         except AlreadyExists:
             existing = api.get(workload.namespace, name)
-            mine = all((existing["metadata"].get("labels") or {}).get(k) == v for k, v in run_labels.items())
-            if not mine:
+            if not L.belongs_to(existing["metadata"].get("labels"), run_labels):
                 raise AirflowFailException(f"JobSet name {name} is taken by a JobSet of another run")
             self.log.info("JobSet %s already exists for this try: reattaching", name)
             return existing
@@ -323,30 +477,63 @@ class MtcJobSetOperator(BaseOperator):
                 raise AirflowFailException(decision.reason) from exc
             raise JobSetAttemptFailed(decision.reason) from exc
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        from mtc_provider.triggers.jobset import DELETED, ENDED, STALLED, JobSetEvent
+    def _lock_for(self, context, connection, extra: Mapping[str, Any]) -> RunLock:
+        from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
 
+        ti = context["ti"]
+        run_name = extra.get("run_name") or _spec(CheckpointingSpec, "checkpointing", self.checkpointing).run_name
+        namespace = extra.get("namespace") or _spec(WorkloadSpec, "workload", self.workload).namespace
+        api = jobset_factory.jobset_api(connection)
+        return RunLock(lock_api(connection, api), namespace, run_name,
+                       L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         ev = JobSetEvent.from_payload(event)
         extra = ev.extra
-        connection = self._current[0] if self._current else jobset_factory.connection_for(
-            self.target, self.kubernetes_conn_id)
+        connection = self._current[0] if self._current else self._connection()
         store = self._store(extra["checkpoint_dir"])
+        lock = self._lock_for(context, connection, extra)
         self._current = None
         if ev.kind == ENDED and ev.state is not None:
-            return self._finish(context, connection, ev.state, extra["attempt"], extra["history"], store,
+            return self._finish(context, connection, lock, ev.state, extra["attempt"], extra["history"], store,
                                 extra["checkpoint_dir"], extra["target_step"], ev.restarts_seen)
-        latest = self._latest(store, extra["checkpoint_dir"])
-        self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message or ev.kind)
-        if ev.kind == DELETED:
-            raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name} was deleted outside this task")
-        if ev.kind == STALLED:
-            self.log.warning("attempt stalled (%s): deleting JobSet %s so the next try resubmits", ev.message, ev.name)
-            jobset_factory.jobset_api(connection).delete(ev.namespace, ev.name)
+        latest = self._latest_or_none(store, extra["checkpoint_dir"])
+        if ev.kind == LISTING_FAILED:  # training goes on: a retry reattaches; a 403 needs the user
+            self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message, lock)
+            if " 403" in ev.message or "HTTP 403" in ev.message:
+                raise AirflowFailException(ev.message)
             raise JobSetAttemptFailed(ev.message)
+        if ev.kind == DELETED:
+            self._close(lock, ev.name, FAILED_OUTCOME, ev.restarts_seen, latest, ev.message)
+            self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message, lock)
+            raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name} was deleted outside this task")
+        api = jobset_factory.jobset_api(connection)
+        if ev.kind in (UNSTARTABLE, STARTUP_TIMEOUT):
+            self.log.error("%s: deleting JobSet %s/%s", ev.message, ev.namespace, ev.name)
+            api.delete(ev.namespace, ev.name)
+            self._close(lock, ev.name, FAILED_OUTCOME, ev.restarts_seen, latest, ev.message)
+            self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message, lock)
+            lock.release()
+            raise AirflowFailException(ev.message)
+        if ev.kind == STALLED:
+            decision = decide_stalled(latest, extra["target_step"], extra["history"] or [None],
+                                      self.crash_loop_attempts, why=ev.message)
+            self.log.warning("attempt stalled (%s): deleting JobSet %s -> %s: %s", ev.message, ev.name,
+                             decision.kind, decision.reason)
+            if decision.kind != SUCCEED:
+                api.delete(ev.namespace, ev.name)
+            outcome = FINISHED if decision.kind == SUCCEED else DISRUPTED
+            self._close(lock, ev.name, outcome, ev.restarts_seen, latest, decision.reason)
+            result = self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest,
+                                decision.reason, lock)
+            return self._conclude(context, lock, decision.kind, decision.reason, result)
+        self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message or ev.kind,
+                   lock)
         raise JobSetAttemptFailed(f"lost track of JobSet {ev.namespace}/{ev.name}: {ev.message}")  # ERROR
 
-    def _finish(self, context, connection, state: JobSetState, attempt: int, history: list[int | None],
-                store: CheckpointStore | None, checkpoint_dir: str, target_step: int, restarts: int) -> Any:
+    def _finish(self, context, connection, lock: RunLock, state: JobSetState, attempt: int,
+                history: list[int | None], store: CheckpointStore | None, checkpoint_dir: str, target_step: int,
+                restarts: int) -> Any:
         latest = self._latest(store, checkpoint_dir)
         if self._completion:
             decision = decide_on_completion(state)
@@ -354,30 +541,78 @@ class MtcJobSetOperator(BaseOperator):
             decision = decide(state, latest, target_step, history or [None], self.crash_loop_attempts)
         self.log.info("%s; newest finalized step %s of %s -> %s: %s", state.describe(), latest, target_step,
                       decision.kind, decision.reason)
-        result = self._push(context, state.namespace, state.name, attempt, restarts, latest, decision.reason)
-        if decision.kind == SUCCEED:
-            return result
-        if decision.kind == FAIL:
-            raise AirflowFailException(decision.reason)
-        raise JobSetAttemptFailed(decision.reason)
+        outcome = {SUCCEED: FINISHED, FAIL: FAILED_OUTCOME}.get(decision.kind, DISRUPTED)
+        self._close(lock, state.name, outcome, restarts, latest, decision.reason)
+        result = self._push(context, state.namespace, state.name, attempt, restarts, latest, decision.reason, lock)
+        return self._conclude(context, lock, decision.kind, decision.reason, result)
 
-    def _push(self, context, namespace, name, attempt, restarts, latest, reason) -> dict[str, Any]:
+    def _conclude(self, context, lock: RunLock, kind: str, reason: str, result: dict[str, Any]) -> Any:
+        """Succeed, fail for good, or retry; the run lock goes with the run (success, final failure, last try)."""
+        ti = context["ti"]
+        last_try = ti.try_number > (getattr(ti, "max_tries", None) or self.retries or 0)
+        if kind == SUCCEED or kind == FAIL or last_try:
+            lock.release()
+        if kind == SUCCEED:
+            return result
+        if kind == FAIL:
+            raise AirflowFailException(reason)
+        raise JobSetAttemptFailed(reason)
+
+    @staticmethod
+    def _close(lock: RunLock, name: str, outcome: str, restarts: int, latest: int | None, reason: str) -> None:
+        """Close this attempt's record in the run lock (end time, outcome, in-cluster restarts, newest step)."""
+        def change(data: dict[str, Any]) -> None:
+            for record in data[ATTEMPTS]:
+                if record.get("jobset") == name and record.get("end") is None:
+                    record.update(end=time.time(), outcome=outcome, restarts=restarts, last_step=latest,
+                                  reason=reason)
+        lock.update(change)
+
+    def _push(self, context, namespace, name, attempt, restarts, latest, reason, lock: RunLock) -> dict[str, Any]:
         result = {"jobset_name": name, "namespace": namespace, "attempt": attempt, "restarts": restarts,
                   "last_step": latest, "reason": reason}
         context["ti"].xcom_push(key=XCOM_KEY, value=result)
+        # Every attempt so far (a try's XComs are cleared when the next try starts, the lock keeps them).
+        context["ti"].xcom_push(key=ATTEMPTS_XCOM_KEY, value=lock.read()[ATTEMPTS])
         return result
 
+    def _task_state_now(self) -> str | None:
+        """This try's state on the API server now; None when it cannot be read."""
+        if not self._current:
+            return None
+        ids = self._current[3]
+        try:
+            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+            states = RuntimeTaskInstance.get_task_states(dag_id=ids["dag_id"], task_ids=[ids["task_id"]],
+                                                         run_ids=[ids["run_id"]])
+            return (states.get(ids["run_id"]) or {}).get(ids["task_id"])
+        except Exception as exc:  # noqa: BLE001 - a kill must never crash on the lookup
+            self.log.warning("could not read this task's state (%s): keeping the JobSet", exc)
+            return None
+
     def on_kill(self) -> None:
-        """A user marked the running (synchronous) task failed or cleared it: stop the JobSet."""
-        if self._current:
-            connection, namespace, name = self._current
-            self.log.info("task killed: deleting JobSet %s/%s (checkpoints are kept)", namespace, name)
-            jobset_factory.jobset_api(connection).delete(namespace, name)
+        """SIGTERM of a synchronous try: stop the JobSet only when a user marked the task failed or cleared it.
+
+        A worker's own SIGTERM (a deploy, a scale-down) also lands here while the task is still `running` on the
+        server: then the JobSet keeps training and the next try reattaches to it.
+        """
+        if not self._current:
+            return
+        connection, namespace, name, ids = self._current
+        state = self._task_state_now()
+        if not should_delete_on_kill(state):
+            self.log.info("worker stopping (task state %s): JobSet %s/%s keeps training; the next try reattaches",
+                          state, namespace, name)
+            return
+        self.log.info("task %s by a user: deleting JobSet %s/%s (checkpoints are kept)", state, namespace, name)
+        api = jobset_factory.jobset_api(connection)
+        api.delete(namespace, name)
+        RunLock(lock_api(connection, api), namespace, ids["run_name"],
+                L.run_labels(ids["dag_id"], ids["run_id"], ids["task_id"], ids["run_name"])).release()
 
 
 async def _first_event(trigger: JobSetTrigger) -> dict[str, Any]:
-    from mtc_provider.triggers.jobset import ERROR, JobSetEvent
-
     async for event in trigger.run():
         return event.payload
     return JobSetEvent(ERROR, trigger.namespace, trigger.name, message="the watch ended without an event").to_payload()
@@ -410,9 +645,12 @@ class MtcDeleteJobSetOperator(BaseOperator):
             names = [self.name]
         else:
             ti = context["ti"]
-            selector = L.selector(L.run_labels(ti.dag_id, ti.run_id, self.launch_task_id, self.run_name))
-            names = [o["metadata"]["name"] for o in api.list(self.namespace, selector)]
+            run_labels = L.run_labels(ti.dag_id, ti.run_id, self.launch_task_id, self.run_name)
+            names = [o["metadata"]["name"] for o in api.list(self.namespace, L.selector(run_labels))]
         for name in names:
             self.log.info("deleting JobSet %s/%s", self.namespace, name)
             api.delete(self.namespace, name)
+        if not self.name:  # the run is over: free its run name (the lock of that launch task, if still held)
+            connection = jobset_factory.connection_for(self.target, self.kubernetes_conn_id)
+            RunLock(lock_api(connection, api), self.namespace, self.run_name, run_labels).release()
         return names

@@ -79,17 +79,33 @@ class CheckpointProgressSensor(BaseSensorOperator):
             method_name="execute_complete",
         )
 
+    def _first_poke_at(self, context: Context, now: float) -> float:
+        """When this try began poking. In reschedule mode each poke is a new operator instance: the start is
+        the first reschedule's date, which Airflow keeps for the try (otherwise the stall clock would restart
+        on every poke and never fire)."""
+        if self.mode != "reschedule":
+            return now
+        try:
+            first = context["ti"].get_first_reschedule_date(context)
+        except Exception as exc:  # noqa: BLE001 - without it, the clock starts now (logged)
+            self.log.warning("could not read the first reschedule date (%s): the stall clock starts now", exc)
+            first = None
+        return first.timestamp() if first is not None else now
+
     def poke(self, context: Context) -> PokeReturnValue | bool:
         from mtc_provider.adapters.checkpoint_stores import open_store
         from mtc_provider.core.progress import ProgressTracker
 
         now = time.time()
         if self._tracker is None:
-            self._tracker = ProgressTracker(started_at=now, window_s=self.window_s)
+            self._tracker = ProgressTracker(started_at=self._first_poke_at(context, now), window_s=self.window_s)
         tracker = self._tracker
         store = open_store(self.checkpoint_dir, self.gcp_conn_id)
+        # Reschedule mode lists everything each poke; a step's commit time (not "now") is when progress happened.
+        fresh = self.mode == "reschedule"
         for info in store.finalized(self.checkpoint_dir, tracker.latest_step):
-            if tracker.observe(info.step, info.commit_time, now):
+            seen_at = min(now, info.commit_time) if fresh and info.commit_time is not None else now
+            if tracker.observe(info.step, info.commit_time, seen_at) and not fresh:
                 self.log.info("new checkpoint: step %d at %s (commit time %s)", info.step, info.path, info.commit_time)
         if tracker.latest_step is not None and tracker.latest_step >= self.target_step:
             return PokeReturnValue(is_done=True, xcom_value=self._xcom(tracker.progress(now)))

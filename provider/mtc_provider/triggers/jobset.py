@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import asdict, dataclass, field
 from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -20,34 +19,16 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from mtc_provider.adapters.jobset_factory import async_jobset_api
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 
-ENDED = "ended"
-DELETED = "deleted"
-STALLED = "stalled"
-ERROR = "error"
-
-
-@dataclass(frozen=True)
-class JobSetEvent:
-    """What the trigger hands back to the operator or sensor."""
-
-    kind: str  # ended | deleted | stalled | error
-    namespace: str
-    name: str
-    state: JobSetState | None = None
-    restarts_seen: int = 0
-    message: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_payload(self) -> dict[str, Any]:
-        payload = asdict(self)
-        payload["state"] = asdict(self.state) if self.state else None
-        return payload
-
-    @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> "JobSetEvent":
-        values = dict(payload)
-        state = values.pop("state", None)
-        return cls(state=JobSetState(**state) if state else None, **values)
+from mtc_provider.core.jobset_events import (  # noqa: F401  (re-exported: the trigger's event vocabulary)
+    DELETED,
+    ENDED,
+    ERROR,
+    LISTING_FAILED,
+    STALLED,
+    STARTUP_TIMEOUT,
+    UNSTARTABLE,
+    JobSetEvent,
+)
 
 
 class JobSetTrigger(BaseTrigger):
@@ -61,6 +42,11 @@ class JobSetTrigger(BaseTrigger):
     :param stall_timeout: seconds without checkpoint progress after which the run counts as stalled.
     :param delete_on_kill: delete the JobSet when a user kills the deferred task (not on triggerer restart).
     :param extra: serializable values echoed back in the event (the operator's attempt bookkeeping).
+    :param gcp_conn_id: the connection the checkpoint listing uses (the operator's own, never a default).
+    :param impersonation_chain: service account(s) the listing impersonates.
+    :param startup_timeout: seconds pods may wait for capacity before a startup-timeout event; None: no bound.
+    :param capacity_log_interval: seconds between "waiting for capacity" lines.
+    :param listing_timeout: seconds the checkpoint listing may keep failing before a listing-failed event.
     """
 
     def __init__(
@@ -75,6 +61,11 @@ class JobSetTrigger(BaseTrigger):
         stall_timeout: float | None = None,
         delete_on_kill: bool = True,
         extra: dict[str, Any] | None = None,
+        gcp_conn_id: str | None = None,
+        impersonation_chain: str | list[str] | None = None,
+        startup_timeout: float | None = None,
+        capacity_log_interval: float = 300.0,
+        listing_timeout: float = 1800.0,
     ) -> None:
         super().__init__()
         self.connection = dict(connection)
@@ -87,7 +78,19 @@ class JobSetTrigger(BaseTrigger):
         self.stall_timeout = stall_timeout
         self.delete_on_kill = delete_on_kill
         self.extra = dict(extra or {})
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = list(impersonation_chain) if isinstance(impersonation_chain, (list, tuple)) \
+            else impersonation_chain
+        self.startup_timeout = startup_timeout
+        self.capacity_log_interval = capacity_log_interval
+        self.listing_timeout = listing_timeout
         self._tracker = None  # checkpoint progress since this trigger started (ProgressTracker)
+        self._listing_failing_since: float | None = None
+        self.listing_error = ""  # set when the listing kept failing for listing_timeout
+        self._pods_started: bool | None = None  # None: this api cannot list pods (the JobSet phase decides)
+        self._pods_checked_at = float("-inf")
+        self._capacity_logged_at = float("-inf")
+        self._started_at = time.time()
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -103,8 +106,15 @@ class JobSetTrigger(BaseTrigger):
                 "stall_timeout": self.stall_timeout,
                 "delete_on_kill": self.delete_on_kill,
                 "extra": self.extra,
+                "gcp_conn_id": self.gcp_conn_id,
+                "impersonation_chain": self.impersonation_chain,
+                "startup_timeout": self.startup_timeout,
+                "capacity_log_interval": self.capacity_log_interval,
+                "listing_timeout": self.listing_timeout,
             },
         )
+
+    clock = staticmethod(time.time)  # wall clock of the stall and startup checks (tests step it by hand)
 
     def _api(self):
         return async_jobset_api(self.connection, poll_interval=self.poll_interval)
@@ -114,31 +124,80 @@ class JobSetTrigger(BaseTrigger):
 
         Called on every status change and every `poll_interval` while nothing changes, only when
         `checkpoint_dir` and `stall_timeout` are set. The clock runs while the JobSet is running or
-        restarting (a pending JobSet waits for capacity, which is not a hang) and restarts with the trigger,
-        so a triggerer restart can delay a stall verdict but never invent one. Listing runs off the loop.
+        restarting with its pods started (a pending JobSet waits for capacity or an image, which is not a
+        hang) and restarts with the trigger, so a triggerer restart can delay a stall verdict but never invent
+        one. It only runs on successful listings: a failed listing is not "no progress" (the time it keeps
+        failing is taken off the clock), and one that keeps failing for `listing_timeout` sets `listing_error`.
+        Listing runs off the loop.
         """
         from mtc_provider.adapters.checkpoint_stores import latest_checkpoint
         from mtc_provider.core.progress import ProgressTracker
         from mtc_provider.core.status import PENDING
 
-        now = time.time()
-        if self._tracker is None or state.phase == PENDING:
+        now = self.clock()
+        if self._tracker is None or state.phase == PENDING or self._pods_started is False:
             latest = self._tracker.latest_step if self._tracker else None
             self._tracker = ProgressTracker(started_at=now)
             self._tracker.latest_step = latest
             return None
-        gcp_conn_id = self.connection.get("gcp_conn_id") or "google_cloud_default"
         try:
-            info = await latest_checkpoint(self.checkpoint_dir, gcp_conn_id, after=self._tracker.latest_step)
-        except Exception as exc:  # a failed listing is not progress; the stall clock keeps running
-            self.log.warning("listing %s failed: %s", self.checkpoint_dir, exc)
-            info = None
+            info = await latest_checkpoint(self.checkpoint_dir, self.gcp_conn_id or "google_cloud_default",
+                                           after=self._tracker.latest_step,
+                                           impersonation_chain=self.impersonation_chain)
+        except Exception as exc:  # a failed listing is not "no progress": the stall clock stops
+            if self._listing_failing_since is None:
+                self._listing_failing_since = now
+            failing = now - self._listing_failing_since
+            self.log.warning("listing %s failed (%s); the stall clock is paused while listing fails (%.0fs of %.0fs)",
+                             self.checkpoint_dir, describe_listing_error(exc), failing, self.listing_timeout)
+            if failing > self.listing_timeout:
+                self.listing_error = (f"the checkpoint listing of {self.checkpoint_dir} (bucket "
+                                      f"{_bucket(self.checkpoint_dir)}) kept failing for {failing:.0f}s "
+                                      f"(listing_timeout {self.listing_timeout:.0f}s): {describe_listing_error(exc)}")
+            return None
+        if self._listing_failing_since is not None:
+            self._tracker.pause(now - self._listing_failing_since)
+            self.log.info("listing %s works again after %.0fs", self.checkpoint_dir, now - self._listing_failing_since)
+            self._listing_failing_since = None
         if info is not None and self._tracker.observe(info.step, info.commit_time, now):
             self.log.info("new finalized checkpoint: step %d in %s", info.step, self.checkpoint_dir)
         if self._tracker.stalled(now, float(self.stall_timeout)):
             return (f"stalled: no new finalized checkpoint in {self.checkpoint_dir} for "
                     f"{self._tracker.seconds_without_progress(now):.0f}s (stall_timeout {float(self.stall_timeout):.0f}s;"
                     f" newest finalized step {self._tracker.latest_step})")
+        return None
+
+    async def check_pods(self, api) -> tuple[str, str] | None:
+        """(event kind, message) when the attempt's pods can never start or waited too long for capacity.
+
+        Until every pod runs, list them every poll_interval: a permanent waiting reason (ErrImagePull,
+        ImagePullBackOff, InvalidImageName, CreateContainerConfigError) ends the watch with the pod's own
+        message; Unschedulable pods are logged as "waiting for capacity" every capacity_log_interval.
+        """
+        from mtc_provider.core.status import evaluate_pods
+
+        now = self.clock()
+        if self._pods_started is not False or now - self._pods_checked_at < self.poll_interval:
+            return None
+        self._pods_checked_at = now
+        try:
+            pods = evaluate_pods(await api.list_pods(self.namespace, self.name))
+        except Exception as exc:  # pods are advisory (RBAC may forbid them): fall back to the JobSet phase
+            self.log.warning("listing the pods of %s/%s failed (%s): following the JobSet status only",
+                             self.namespace, self.name, exc)
+            self._pods_started = None
+            return None
+        if pods.permanent_error:
+            return UNSTARTABLE, f"a pod of JobSet {self.namespace}/{self.name} can never start: {pods.permanent_error}"
+        if pods.all_started:
+            self._pods_started = True
+            return None
+        if pods.scheduled < pods.total and now - self._capacity_logged_at >= self.capacity_log_interval:
+            self.log.warning("JobSet %s/%s %s", self.namespace, self.name, pods.capacity_line())
+            self._capacity_logged_at = now
+        if self.startup_timeout is not None and now - self._started_at > float(self.startup_timeout):
+            return STARTUP_TIMEOUT, (f"JobSet {self.namespace}/{self.name} did not start within startup_timeout "
+                                     f"{float(self.startup_timeout):.0f}s: {pods.capacity_line()}")
         return None
 
     async def _events(self, api) -> AsyncIterator[Any]:
@@ -177,10 +236,12 @@ class JobSetTrigger(BaseTrigger):
                 await task
 
     def _tick(self) -> float | None:
-        return self.poll_interval if (self.checkpoint_dir and self.stall_timeout) else None
+        watching = (self.checkpoint_dir and self.stall_timeout) or self._pods_started is False
+        return self.poll_interval if watching else None
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         api = self._api()
+        self._pods_started = False if hasattr(api, "list_pods") else None
         restarts = self.restarts_seen
         state: JobSetState | None = None
         failed_rjob = ""
@@ -204,20 +265,33 @@ class JobSetTrigger(BaseTrigger):
                         self.namespace, self.name, state.restarts, failed_rjob or "unknown",
                         state.reason or "restarting all slices")
                     restarts = state.restarts
+                    if self._pods_started is not None:
+                        self._pods_started = False  # new pods: watch them start again
                 if state.ended:
                     self.log.info("%s", state.describe())
                     yield TriggerEvent(JobSetEvent(ENDED, self.namespace, self.name, state, restarts, extra=self.extra).to_payload())
                     return
-            if state is None and item is None and self.checkpoint_dir and self.stall_timeout:
+            if state is None and item is None and ((self.checkpoint_dir and self.stall_timeout)
+                                                   or self._pods_started is False):
                 # A watch resumed from the operator's resourceVersion says nothing until the status changes;
                 # a hung attempt may never change it, so read the JobSet once for the stall clock.
                 with contextlib.suppress(Exception):
                     state = evaluate_jobset(await api.get(self.namespace, self.name))
-            if state is not None and self.checkpoint_dir and self.stall_timeout:
+            if state is not None and not state.terminating:
+                problem = await self.check_pods(api)
+                if problem:
+                    yield TriggerEvent(JobSetEvent(problem[0], self.namespace, self.name, state, restarts,
+                                                   problem[1], self.extra).to_payload())
+                    return
+            if state is not None and self.checkpoint_dir and self.stall_timeout and not state.terminating:
                 reason = await self.check_stall(state)
                 if reason:
                     yield TriggerEvent(JobSetEvent(STALLED, self.namespace, self.name, state, restarts,
                                                    reason, self.extra).to_payload())
+                    return
+                if self.listing_error:
+                    yield TriggerEvent(JobSetEvent(LISTING_FAILED, self.namespace, self.name, state, restarts,
+                                                   self.listing_error, self.extra).to_payload())
                     return
 
     async def on_kill(self) -> None:
@@ -225,3 +299,15 @@ class JobSetTrigger(BaseTrigger):
         if self.delete_on_kill:
             self.log.info("task killed by a user: deleting JobSet %s/%s", self.namespace, self.name)
             await self._api().delete(self.namespace, self.name)
+
+
+def _bucket(checkpoint_dir: str) -> str:
+    return checkpoint_dir.split("/")[2] if checkpoint_dir.startswith("gs://") else checkpoint_dir
+
+
+def describe_listing_error(exc: BaseException) -> str:
+    """`HTTP 503 ServiceUnavailable: <message>` for an API answer; the exception type for a timeout or reset."""
+    code = getattr(exc, "code", None)
+    if isinstance(code, int):
+        return f"HTTP {code} {type(exc).__name__}: {getattr(exc, 'message', exc)}"
+    return f"{type(exc).__name__}: {exc} (no HTTP answer)"

@@ -1,0 +1,162 @@
+"""The run lock: one object per run name, created with create-if-absent, so two launches never both write.
+
+On Kubernetes it is a ConfigMap `mtc-run-<run_name>` in the JobSet's namespace (409 AlreadyExists: someone
+else holds it); locally a JSON file created with O_EXCL under the target's home. It also keeps what must
+survive the deletion of an attempt's JobSet: the step history (crash-loop guard) and one record per attempt
+(goodput). It is released when the run ends for good (success, final failure, the teardown).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound, RunLockApi
+from mtc_provider.core import labels as L
+
+HOLDER, HISTORY, ATTEMPTS = "holder", "history", "attempts"
+
+
+class LockHeld(Exception):
+    """Another DAG run or task holds the run name."""
+
+    def __init__(self, name: str, holder: Mapping[str, str]) -> None:
+        self.holder = dict(holder)
+        super().__init__(f"lock {name} is held by DAG {holder.get(L.DAG_ID)}, run {holder.get(L.RUN_ID)}, "
+                         f"task {holder.get(L.TASK_ID)}")
+
+
+class FileRunLocks:
+    """RunLockApi over files: <home>/locks/<namespace>/<name>.json; create uses O_CREAT|O_EXCL (atomic)."""
+
+    def __init__(self, home: str) -> None:
+        self.root = Path(home) / "locks"
+
+    def _path(self, namespace: str, name: str) -> Path:
+        return self.root / namespace / f"{name}.json"
+
+    def create_lock(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        path = self._path(namespace, body["metadata"]["name"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        obj = json.loads(json.dumps(body))
+        obj["metadata"].update(namespace=namespace, resourceVersion="1")
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            raise AlreadyExists(f"lock {path} already exists") from None
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f)
+        return obj
+
+    def get_lock(self, namespace: str, name: str) -> dict[str, Any]:
+        try:
+            return json.loads(self._path(namespace, name).read_text())
+        except (FileNotFoundError, ValueError):
+            raise NotFound(f"lock {name} not found") from None
+
+    def replace_lock(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        guard = self._path(namespace, name).with_suffix(".guard")
+        with open(guard, "a") as handle:  # replace is read-compare-write: serialize it across processes
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            current = self.get_lock(namespace, name)
+            if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                raise ApiError(409, f"lock {name} was modified", "Conflict")
+            obj = json.loads(json.dumps(body))
+            obj["metadata"]["resourceVersion"] = str(int(current["metadata"]["resourceVersion"]) + 1)
+            tmp = self._path(namespace, name).with_suffix(".tmp")
+            tmp.write_text(json.dumps(obj))
+            os.replace(tmp, self._path(namespace, name))
+            return obj
+
+    def delete_lock(self, namespace: str, name: str) -> None:
+        try:
+            self._path(namespace, name).unlink()
+        except FileNotFoundError:
+            pass
+
+
+def lock_api(connection: Mapping[str, Any], jobset_api: Any) -> RunLockApi:
+    """The JobSet api itself when it serves lock objects (Kubernetes, the in-memory cluster), else local files."""
+    if all(hasattr(jobset_api, m) for m in ("create_lock", "get_lock", "replace_lock", "delete_lock")):
+        return jobset_api
+    if connection.get("home"):
+        return FileRunLocks(connection["home"])
+    raise ApiError(501, f"no run lock for connection kind {connection.get('kind')!r}", "NotImplemented")
+
+
+class RunLock:
+    """The lock of one run name, held by one task of one DAG run (its run labels)."""
+
+    def __init__(self, api: RunLockApi, namespace: str, run_name: str, holder: Mapping[str, str]) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.name = L.lock_name(run_name)
+        self.holder = dict(holder)
+
+    def _body(self, data: Mapping[str, Any], resource_version: str | None = None) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"name": self.name, "labels": {L.MANAGED_BY: L.MANAGED_BY_VALUE,
+                                                                   L.RUN_NAME: self.holder[L.RUN_NAME]}}
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
+                "data": {key: json.dumps(value) for key, value in data.items()}}
+
+    @staticmethod
+    def _data(obj: Mapping[str, Any]) -> dict[str, Any]:
+        raw = obj.get("data") or {}
+        out: dict[str, Any] = {HOLDER: {}, HISTORY: [], ATTEMPTS: []}
+        for key in out:
+            try:
+                out[key] = json.loads(raw[key]) if key in raw else out[key]
+            except ValueError:
+                pass
+        return out
+
+    def acquire(self) -> dict[str, Any]:
+        """Hold the lock (create it, or find it already ours from an earlier try); LockHeld when it is not ours."""
+        try:
+            obj = self.api.create_lock(self.namespace, self._body({HOLDER: self.holder, HISTORY: [], ATTEMPTS: []}))
+        except AlreadyExists:
+            obj = self.api.get_lock(self.namespace, self.name)
+        data = self._data(obj)
+        if data[HOLDER] != self.holder:
+            raise LockHeld(f"{self.namespace}/{self.name}", data[HOLDER])
+        return data
+
+    def read(self) -> dict[str, Any]:
+        try:
+            return self._data(self.api.get_lock(self.namespace, self.name))
+        except NotFound:
+            return {HOLDER: {}, HISTORY: [], ATTEMPTS: []}
+
+    def update(self, change: Callable[[dict[str, Any]], None], tries: int = 5) -> dict[str, Any]:
+        """Read, change, compare-and-set; re-read on a conflict. No lock (released): nothing to record."""
+        for _ in range(tries):
+            try:
+                obj = self.api.get_lock(self.namespace, self.name)
+            except NotFound:
+                return {}
+            data = self._data(obj)
+            if data[HOLDER] != self.holder:
+                return data
+            change(data)
+            try:
+                self.api.replace_lock(self.namespace, self.name,
+                                      self._body(data, obj["metadata"].get("resourceVersion")))
+                return data
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+        raise ApiError(409, f"lock {self.name} kept changing under us", "Conflict")
+
+    def release(self) -> None:
+        """Delete the lock when it is ours."""
+        try:
+            data = self._data(self.api.get_lock(self.namespace, self.name))
+        except NotFound:
+            return
+        if data[HOLDER] == self.holder:
+            self.api.delete_lock(self.namespace, self.name)
