@@ -65,6 +65,8 @@ with DAG(
         "distributed_timeout_s": Param(60, type="integer", minimum=1,
                                        description="Local workload: exit (retryable) when a peer is gone this long"),
         "fault_plan": Param(DEFAULT_FAULT_PLAN, type="array", description="Local target only: injected faults"),
+        "customization": Param({}, type="object", description="GKE: Kueue queue and priority, spot or reservation, "
+                               "volumes, env from Secrets/ConfigMaps, /dev/shm size, overrides (docs: xpk page)"),
     },
 ) as dag:
 
@@ -92,6 +94,7 @@ with DAG(
         checkpointing=planned("checkpointing"),
         workload=planned("workload"),
         fault_plan=planned("fault_plan"),
+        customization=planned("customization"),
         stall_timeout="{{ params.stall_timeout }}",
         poll_interval=2.0,
         retries=6,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+from mtc_provider.core.customization import CustomizationSpec
 from mtc_provider.core.errors import SpecError, require
 from mtc_provider.core.sizing import ramdisk_size
 from mtc_provider.core.spec import MAXTEXT_COMMAND, BucketSpec, CheckpointingSpec, SizingSpec, WorkloadSpec
@@ -115,4 +116,7 @@ def training_run(params: Mapping[str, Any], local_home: str) -> dict[str, Any]:
         "events_dir": f"{run_dir}/events" if target_kind == "local" else None,
         "chart_path": f"{run_dir}/goodput.png" if target_kind == "local" else None,
         "fault_plan": fault_plan,
+        # Kueue, capacity, volumes, Secret/ConfigMap env, /dev/shm, overrides: validated here, applied at submission.
+        "customization": dataclasses.asdict(CustomizationSpec.from_value(_get(params, "customization", {}),
+                                                                          "params.customization")),
     }

@@ -28,6 +28,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from mtc_provider.adapters import jobset_factory
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore
 from mtc_provider.core import labels as L
+from mtc_provider.core.customization import CustomizationSpec
 from mtc_provider.core.errors import SpecError
 from mtc_provider.core.resubmission import (
     DEFAULT_CRASH_LOOP_ATTEMPTS,
@@ -81,6 +82,12 @@ def _spec(kind: type, section: str, value: Any) -> Any:
     return kind(**values)
 
 
+def _trial_render(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec, customization) -> None:
+    from mtc_provider.core.jobset import build_jobset
+
+    build_jobset(slices, checkpointing, workload, customization=CustomizationSpec.from_value(customization))
+
+
 def attempt_name(jobset_name: str, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
     """`<jobset_name>-<5 hex of the run>-a<try>`, cut to the JobSet name limit (40)."""
     digest = hashlib.sha256(f"{dag_id}/{run_id}/{task_id}".encode()).hexdigest()[:5]
@@ -121,10 +128,14 @@ class MtcJobSetOperator(BaseOperator):
         store is read, no stall or crash-loop detection; a retryable failure is still resubmitted).
     :param fault_plan: local target only: faults the runner injects into the run (a list of
         {kind, at_step|at_seconds, slice, host}, or {seed, faults}); each fires once per training run.
+    :param customization: CustomizationSpec or dict: Kueue queue and priority, spot or reserved capacity, extra
+        volumes, env from Secrets/ConfigMaps (references only), /dev/shm size, validated overrides
+        (see core.customization).
     """
 
     template_fields: Sequence[str] = (
         "slices", "checkpointing", "workload", "target", "target_step", "fault_plan", "stall_timeout",
+        "customization",
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
@@ -146,6 +157,7 @@ class MtcJobSetOperator(BaseOperator):
         checkpoint_store_factory: Callable[[str, str], CheckpointStore] | None = None,
         fault_plan: list[Mapping[str, Any]] | Mapping[str, Any] | None = None,
         wait_for: str = WAIT_FOR_CHECKPOINT,
+        customization: CustomizationSpec | Mapping[str, Any] | None = None,
         retries: int = 6,
         retry_delay: timedelta = timedelta(seconds=30),
         retry_exponential_backoff: float = 2.0,
@@ -167,6 +179,7 @@ class MtcJobSetOperator(BaseOperator):
         self.checkpoint_store_factory = checkpoint_store_factory
         self.fault_plan = fault_plan
         self.wait_for = wait_for
+        self.customization = customization
         self._current: tuple[dict[str, Any], str, str] | None = None  # (connection, namespace, name) for on_kill
 
     # --- inputs -------------------------------------------------------------------------------------
@@ -175,6 +188,7 @@ class MtcJobSetOperator(BaseOperator):
             slices = _spec(SliceSpec, "slices", self.slices)
             checkpointing = _spec(CheckpointingSpec, "checkpointing", self.checkpointing)
             workload = _spec(WorkloadSpec, "workload", self.workload)
+            _trial_render(slices, checkpointing, workload, self.customization)  # refusals before any side effect
             target_step = checkpointing.steps if self.target_step in (None, "") else int(self.target_step)
             if target_step <= 0:
                 raise SpecError("target_step", self.target_step, "a positive integer (default: checkpointing.steps)")
@@ -290,7 +304,8 @@ class MtcJobSetOperator(BaseOperator):
         name = attempt_name(workload.jobset_name, ti.dag_id, ti.run_id, ti.task_id, ti.try_number)
         labels = {**run_labels, L.TRY_NUMBER: str(ti.try_number)}
         try:
-            body = build_jobset(slices, checkpointing, dataclasses.replace(workload, jobset_name=name), labels)
+            body = build_jobset(slices, checkpointing, dataclasses.replace(workload, jobset_name=name), labels,
+                                CustomizationSpec.from_value(self.customization))
         except SpecError as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         body["metadata"].setdefault("annotations", {})[STEP_HISTORY_ANNOTATION] = json.dumps(history)
