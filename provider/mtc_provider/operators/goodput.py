@@ -82,6 +82,7 @@ class GoodputReportOperator(BaseOperator):
     :param events_dir: the local workload's event directory; when it holds events they are used (templated).
     :param attempts: GKE attempts (list of {start, end, outcome}), e.g. pulled from the launch task (templated).
     :param chart_path: where to write the PNG; default beside the events, else in the temp directory (templated).
+    :param gcp_conn_id: the Google Cloud connection that reads a gs:// checkpoint directory.
     """
 
     template_fields: Sequence[str] = ("checkpoint_dir", "events_dir", "attempts", "chart_path")

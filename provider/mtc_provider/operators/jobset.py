@@ -131,6 +131,10 @@ class MtcJobSetOperator(BaseOperator):
     :param customization: CustomizationSpec or dict: Kueue queue and priority, spot or reserved capacity, extra
         volumes, env from Secrets/ConfigMaps (references only), /dev/shm size, validated overrides
         (see core.customization).
+    :param retries: resubmissions allowed (each Airflow retry submits the next attempt).
+    :param retry_delay: wait before the first resubmission.
+    :param retry_exponential_backoff: multiply the wait by this factor after each attempt.
+    :param max_retry_delay: the longest wait between attempts.
     """
 
     template_fields: Sequence[str] = (
@@ -391,6 +395,13 @@ class MtcDeleteJobSetOperator(BaseOperator):
     """Delete a run's JobSets (by name, or every attempt of a run by run labels); checkpoints are kept.
 
     Use as a teardown (`.as_teardown(setups=launch)`) so slices are freed whatever happened.
+
+    :param namespace: the JobSets' namespace.
+    :param name: delete this JobSet; or leave it out and give run_name + launch_task_id.
+    :param target: GkeTarget, LocalTarget or a dict (kind gke|local); None is the local target.
+    :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials.
+    :param run_name: with launch_task_id: delete every attempt the launch task made for this run name.
+    :param launch_task_id: the task id of the MtcJobSetOperator whose attempts to delete.
     """
 
     template_fields: Sequence[str] = ("name", "namespace", "target", "run_name", "launch_task_id")

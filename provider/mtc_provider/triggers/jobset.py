@@ -61,6 +61,8 @@ class JobSetTrigger(BaseTrigger):
     :param stall_timeout: seconds without checkpoint progress after which the run counts as stalled.
     :param delete_on_kill: delete the JobSet when a user kills the deferred task (not on triggerer restart).
     :param extra: serializable values echoed back in the event (the operator's attempt bookkeeping).
+    :param namespace: the JobSet's namespace.
+    :param name: the JobSet's name.
     """
 
     def __init__(
