@@ -193,3 +193,58 @@ def test_local_pods_tails_and_follow(tmp_path) -> None:
     with open(leader, "a") as log:
         log.write("completed step: 5\n")
     assert follower.poll() == ["completed step: 5"]
+
+
+def test_the_hook_reads_failed_pods_through_a_kubeconfig(core, tmp_path) -> None:
+    import yaml
+
+    from mtc_provider.hooks.jobset import MtcJobSetHook
+
+    core.add_pod("train-slice-0-0-aaaaa", 0, 0, "Failed", 2, "Error")
+    core.write("train-slice-0-0-aaaaa", "ImportError: no module named maxtext")
+    config = tmp_path / "kubeconfig"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": core.url}}], "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    hook = MtcJobSetHook(kubeconfig=str(config))
+    assert hook.failed_pod_logs("train")[1] == "ImportError: no module named maxtext"
+    assert hook.leader_log_follower("train").poll() == ["ImportError: no module named maxtext"]
+
+
+def test_a_failed_attempt_logs_its_failed_pods(tmp_path, cluster, capsys) -> None:
+    """The launch operator's hook-in: when an attempt ends below target, the failed pods' tails are in the log."""
+    from airflow.sdk.exceptions import AirflowException
+
+    from mtc_provider.adapters import jobset_factory
+    from mtc_provider.adapters.memory import AsyncMemoryJobSetApi, MemoryJobSetApi, status_failed
+    from mtc_provider.operators.jobset import MtcJobSetOperator
+
+    crash_log = tmp_path / "pod.log"
+    crash_log.write_text("step 7\nRuntimeError: XLA compilation failed\n")
+
+    class WithPods(MemoryJobSetApi):  # the local runner's pod records, beside the in-memory JobSets
+        def pods(self, namespace, name):
+            return [{"name": f"{name}-slice-0-0", "slice": 0, "host": 0, "log": str(crash_log), "exitCode": 137}]
+
+        def log_dir(self, namespace, name):
+            return tmp_path
+
+    cluster.plan([status_failed()])
+
+    class TI:
+        dag_id, run_id, task_id, try_number = "d", "r", "train", 1
+
+        def xcom_push(self, key, value) -> None:
+            pass
+
+    op = MtcJobSetOperator(task_id="train", slices={"tpu_type": "v6e", "topology": "2x2", "num_slices": 2},
+                           checkpointing={"run_name": "r1", "base_output_directory": str(tmp_path), "steps": 10},
+                           workload={"jobset_name": "r1"}, deferrable=False, poll_interval=0.01,
+                           checkpoint_store_factory=lambda d, c: type("S", (), {"latest_step": lambda s, d: None})())
+    with jobset_factory.registered("local", lambda c: WithPods(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
+        with pytest.raises(AirflowException):
+            op.execute({"ti": TI()})
+    task_log = capsys.readouterr().out  # the task logger writes through Airflow's structlog to stdout
+    assert "RuntimeError: XLA compilation failed" in task_log
+    assert "failed pod r1-" in task_log and "(exit 137)" in task_log

@@ -141,6 +141,22 @@ class MtcJobSetHook(BaseHook):
             "newest_step": self.newest_step(checkpoint_dir) if checkpoint_dir else None,
         }
 
+    def failed_pod_logs(self, name: str, namespace: str | None = None, lines: int = 50) -> list[str]:
+        """The tails of the JobSet's failed pods' logs, leader first, as task-log lines (empty when none failed)."""
+        from mtc_provider.adapters.pod_logs import failed_pod_tails, pod_logs_for
+
+        logs = pod_logs_for(self.api)
+        return failed_pod_tails(logs, namespace or self.namespace, name, lines) if logs else []
+
+    def leader_log_follower(self, name: str, namespace: str | None = None, max_lines: int = 50) -> Any:
+        """A LeaderLogFollower: each `poll()` returns the leader pod's new log lines (at most `max_lines`)."""
+        from mtc_provider.adapters.pod_logs import LeaderLogFollower, pod_logs_for
+
+        logs = pod_logs_for(self.api)
+        if logs is None:
+            raise NotImplementedError(f"{type(self.api).__name__} has no pod logs")
+        return LeaderLogFollower(logs, namespace or self.namespace, name, max_lines)
+
     def delete(self, name: str, namespace: str | None = None) -> None:
         """Delete the JobSet and its pods; its checkpoints stay."""
         self.api.delete(namespace or self.namespace, name)

@@ -26,6 +26,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from mtc_provider.adapters import jobset_factory
+from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore
 from mtc_provider.core import labels as L
 from mtc_provider.core.customization import CustomizationSpec
@@ -364,6 +365,8 @@ class MtcJobSetOperator(BaseOperator):
             decision = decide(state, latest, target_step, history or [None], self.crash_loop_attempts)
         self.log.info("%s; newest finalized step %s of %s -> %s: %s", state.describe(), latest, target_step,
                       decision.kind, decision.reason)
+        if decision.kind != SUCCEED:  # why the attempt died, one click away: bounded tails of the failed pods
+            log_failed_pod_tails(self.log, jobset_factory.jobset_api(connection), state.namespace, state.name)
         result = self._push(context, state.namespace, state.name, attempt, restarts, latest, decision.reason)
         if decision.kind == SUCCEED:
             return result
