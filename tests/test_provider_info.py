@@ -75,6 +75,8 @@ def test_airflow_providers_list_shows_the_provider(tmp_path: Path) -> None:
         [str(airflow), "providers", "list", "--output", "json"], capture_output=True, text=True, env=env, timeout=180
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    listed = {entry["package_name"]: entry for entry in json.loads(result.stdout)}
+    # Other providers' warnings (e.g. a cncf.kubernetes without a 'cli' section) may precede the JSON on stdout.
+    document = result.stdout[result.stdout.index("\n[") + 1:] if not result.stdout.startswith("[") else result.stdout
+    listed = {entry["package_name"]: entry for entry in json.loads(document)}
     assert DISTRIBUTION in listed, sorted(listed)
     assert listed[DISTRIBUTION]["version"] == __version__
