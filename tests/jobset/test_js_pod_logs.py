@@ -212,7 +212,7 @@ def test_the_hook_reads_failed_pods_through_a_kubeconfig(core, tmp_path) -> None
     assert hook.leader_log_follower("train").poll() == ["ImportError: no module named maxtext"]
 
 
-def test_a_failed_attempt_logs_its_failed_pods(tmp_path, cluster, capsys) -> None:
+def test_a_failed_attempt_logs_its_failed_pods(tmp_path, cluster, caplog) -> None:
     """The launch operator's hook-in: when an attempt ends below target, the failed pods' tails are in the log."""
     from airflow.sdk.exceptions import AirflowException
 
@@ -242,9 +242,12 @@ def test_a_failed_attempt_logs_its_failed_pods(tmp_path, cluster, capsys) -> Non
                            checkpointing={"run_name": "r1", "base_output_directory": str(tmp_path), "steps": 10},
                            workload={"jobset_name": "r1"}, deferrable=False, poll_interval=0.01,
                            checkpoint_store_factory=lambda d, c: type("S", (), {"latest_step": lambda s, d: None})())
+    # The task's logger, made a plain stdlib logger: what Airflow's logging set-up does with it varies by version.
+    task_logger = logging.getLogger("test.task.train")
+    op._cached_logger = op._log = task_logger
     with jobset_factory.registered("local", lambda c: WithPods(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
-        with pytest.raises(AirflowException):
+        with caplog.at_level(logging.INFO), pytest.raises(AirflowException):
             op.execute({"ti": TI()})
-    task_log = capsys.readouterr().out  # the task logger writes through Airflow's structlog to stdout
+    task_log = "\n".join(r.getMessage() for r in caplog.records if r.name == "test.task.train")
     assert "RuntimeError: XLA compilation failed" in task_log
     assert "failed pod r1-" in task_log and "(exit 137)" in task_log
