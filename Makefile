@@ -35,7 +35,7 @@ test-fast: venv
 	$(VENV)/bin/python -m pytest -ra -m "not slow"
 
 # The lowest-direct-versions job: every direct dependency at its declared lower bound, then the fast tests
-# (its own .venv-lowest; ~20 minutes on this machine, so it is not part of `make test`).
+# (its own .venv-lowest; 9 to 18 minutes on this machine, so it is not part of `make test`).
 test-lowest: venv
 	bash scripts/test-lowest.sh
 
