@@ -68,6 +68,8 @@ PARAMS = {
     "distributed_timeout_s": Param(60, type="integer", minimum=1,
                                    description="Local workload: exit (retryable) when a peer is gone this long"),
     "fault_plan": Param(DEFAULT_FAULT_PLAN, type="array", description="Local target only: injected faults"),
+    "customization": Param({}, type="object", description="GKE: Kueue queue and priority, spot or reservation, "
+                           "volumes, env from Secrets/ConfigMaps, /dev/shm size, overrides (docs: xpk page)"),
     "machine_type": Param("", type="string", description="TPU machine type (empty: the TPU type's default)"),
     "model_flags": Param({}, type="object", description="More MaxText flags (GKE), e.g. {\"model_name\": \"llama2-7b\"}; "
                          "locally model_dim, global_batch_size, learning_rate"),
@@ -132,6 +134,7 @@ with DAG(
         workload=planned("workload"),
         fault_plan=planned("fault_plan"),
         target_step=planned("target_step"),
+        customization=planned("customization"),
         # Scaled with the target: seconds locally, minutes on GKE. Deferrable: a worker's restart (a deploy, a
         # scale-down) never touches the JobSet, and no worker slot is held for hours.
         stall_timeout=STALL_TIMEOUT,

@@ -34,9 +34,9 @@ def test_provider_info_validates_against_airflows_schema() -> None:
     jsonschema.validate(info, airflow_schema())
     assert info["package-name"] == DISTRIBUTION
     assert info["versions"] == [__version__]
-    modules = {kind: [m for entry in info[kind] for m in entry["python-modules"]] for kind in ("operators", "sensors", "triggers")}
+    modules = {kind: [m for entry in info[kind] for m in entry["python-modules"]] for kind in ("operators", "sensors", "triggers", "hooks")}
     package = Path(__file__).resolve().parents[1] / "provider" / "mtc_provider"
-    for kind in ("operators", "sensors", "triggers"):
+    for kind in ("operators", "sensors", "triggers", "hooks"):
         shipped = sorted(f"mtc_provider.{kind}.{p.stem}" for p in (package / kind).glob("*.py") if p.stem != "__init__")
         assert sorted(modules[kind]) == shipped, f"{kind}: every module the provider ships is listed"
         for module in modules[kind]:
@@ -47,7 +47,7 @@ def test_provider_info_validates_against_airflows_schema() -> None:
         module, _, name = path.rpartition(".")
         assert issubclass(getattr(importlib.import_module(module), name), BaseOperatorLink), path
     integrations = {entry["integration-name"] for entry in info["integrations"]}
-    for kind in ("operators", "sensors", "triggers"):
+    for kind in ("operators", "sensors", "triggers", "hooks"):
         assert {entry["integration-name"] for entry in info[kind]} <= integrations
 
 
@@ -75,6 +75,8 @@ def test_airflow_providers_list_shows_the_provider(tmp_path: Path) -> None:
         [str(airflow), "providers", "list", "--output", "json"], capture_output=True, text=True, env=env, timeout=180
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    listed = {entry["package_name"]: entry for entry in json.loads(result.stdout)}
+    # Other providers' warnings (e.g. a cncf.kubernetes without a 'cli' section) may precede the JSON on stdout.
+    document = result.stdout[result.stdout.index("\n[") + 1:] if not result.stdout.startswith("[") else result.stdout
+    listed = {entry["package_name"]: entry for entry in json.loads(document)}
     assert DISTRIBUTION in listed, sorted(listed)
     assert listed[DISTRIBUTION]["version"] == __version__

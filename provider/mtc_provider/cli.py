@@ -1,5 +1,5 @@
-"""`mtc`: size the ramdisk, plan a run, render its manifests, advise checkpoint periods. No cluster or
-network access.
+"""`mtc`: size the ramdisk, plan a run, render its manifests, advise checkpoint periods (no cluster or network
+access); `mtc status` reads a run's attempts from a cluster.
 
 Bad input (a SpecError, invalid YAML, a missing file) goes to stderr with exit code 2, naming the field,
 the bad value and what is allowed.
@@ -7,7 +7,11 @@ the bad value and what is allowed.
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+from decimal import Decimal
+from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -16,11 +20,12 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
+from mtc_provider import __version__
 from mtc_provider.core.errors import SpecError
 from mtc_provider.core.plan import build_plan
 from mtc_provider.core.sizing import DEFAULT_BUFFER, DEFAULT_BYTES_PER_PARAMETER, check_fits_host, ramdisk_size
 from mtc_provider.core.spec import RunConfig
-from mtc_provider.core.tpu import HOST_MEMORY_GIB
+from mtc_provider.core.tpu import HOST_MEMORY_GIB, SliceSpec
 
 app = typer.Typer(
     name="mtc",
@@ -51,23 +56,73 @@ def _guarded(action: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
+class Output(str, Enum):
+    text = "text"
+    json = "json"
+    yaml = "yaml"
+
+
+OUTPUT_OPTION = typer.Option(Output.text, "--output", "-o", help="text (for people), json or yaml (for scripts).")
+STDIN = "-"
+
+
+def _version(value: bool) -> None:
+    if value:
+        _out().print(f"mtc {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the provider's version and exit."),
+) -> None:
+    """Multi-Tier Checkpointing for TPU training on GKE: size, plan and render a run."""
+
+
+def _plain(value: Any) -> Any:
+    """JSON/YAML-friendly values: Decimals become ints when whole, floats otherwise; tuples become lists."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _emit(output: Output, data: Any) -> None:
+    """Print machine-readable output for --output json|yaml."""
+    if output is Output.json:
+        sys.stdout.write(json.dumps(_plain(data), indent=2) + "\n")
+    else:
+        sys.stdout.write(yaml.safe_dump(_plain(data), sort_keys=False, default_flow_style=False, width=1_000_000))
+
+
 def load_config(path: Path) -> RunConfig:
-    """Read and validate a run description; every failure becomes a SpecError naming what is wrong."""
-    if not path.is_file():
-        raise SpecError("config", str(path), "the path of an existing YAML run description")
+    """Read and validate a run description (`-` reads standard input); every failure becomes a SpecError."""
+    if str(path) == STDIN:
+        text, name = sys.stdin.read(), "<stdin>"
+    elif not path.is_file():
+        raise SpecError("config", str(path), "the path of an existing YAML run description, or - for stdin")
+    else:
+        text, name = path.read_text(encoding="utf-8"), str(path)
     try:
-        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data: Any = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         position = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-        raise SpecError("config", str(path), f"valid YAML (parse error{position}: {getattr(exc, 'problem', exc)})") from exc
+        raise SpecError("config", name, f"valid YAML (parse error{position}: {getattr(exc, 'problem', exc)})") from exc
     return RunConfig.from_dict(data)
 
 
 @app.command()
 def size(
     params: str = typer.Option(..., "--params", help="Number of model parameters, e.g. 70e9."),
-    hosts: int = typer.Option(..., "--hosts", help="Hosts in one slice (the checkpoint is sharded across them)."),
+    hosts: int = typer.Option(None, "--hosts", help="Hosts in one slice (the checkpoint is sharded across them)."),
+    tpu_type: str = typer.Option(None, "--tpu-type", help="v4, v5e, v5p or v6e: with --topology, derives --hosts."),
+    topology: str = typer.Option(None, "--topology", help="Chips per slice, e.g. 4x8 or 2x2x2."),
+    machine_type: str = typer.Option("", "--machine-type", help="The node pool's machine type (default per TPU type)."),
     bytes_per_param: str = typer.Option(
         str(DEFAULT_BYTES_PER_PARAMETER), "--bytes-per-param", help="Bytes per parameter (weights + optimizer)."
     ),
@@ -75,18 +130,36 @@ def size(
     allow_any_buffer: bool = typer.Option(
         False, "--allow-any-buffer", help="Accept a buffer outside the guide's 10-15% (0 to 1)."
     ),
-    machine_type: str = typer.Option(
-        None, "--machine-type", help="TPU machine type: refuse a ramdisk its host memory cannot hold."
-    ),
+    output: Output = OUTPUT_OPTION,
 ) -> None:
-    """Ramdisk size per host, computed step by step as the guide does."""
-    result = _guarded(lambda: ramdisk_size(params, hosts, bytes_per_param, buffer, allow_any_buffer=allow_any_buffer))
-    warning = _guarded(lambda: _fits(result, machine_type)) if machine_type else None
-    console = _out()
-    for line in result.walkthrough():
-        console.print(escape(line))
+    """Ramdisk size per host, computed step by step as the guide does; with a machine type (given, or the TPU
+    type's default), refused when the host's memory cannot hold it."""
+    slices = _guarded(lambda: _slice_for_size(hosts, tpu_type, topology, machine_type))
+    hosts_per_slice = slices.hosts_per_slice if slices else hosts
+    result = _guarded(lambda: ramdisk_size(params, hosts_per_slice, bytes_per_param, buffer,
+                                           allow_any_buffer=allow_any_buffer))
+    fit_type = slices.machine_type if slices else machine_type
+    warning = _guarded(lambda: _fits(result, fit_type)) if fit_type else None
     if warning:
         Console(file=sys.stderr, soft_wrap=True, highlight=False).print(f"warning: {escape(warning)}")
+    if output is not Output.text:
+        data: dict[str, Any] = {}
+        if slices:
+            data["slices"] = {"tpu_type": slices.tpu_type, "topology": slices.topology,
+                              "machine_type": slices.machine_type, "chips_per_host": slices.chips_per_host,
+                              "hosts_per_slice": slices.hosts_per_slice}
+        data |= {key: getattr(result, key) for key in ("parameters", "bytes_per_parameter", "hosts_per_slice",
+                                                         "buffer", "checkpoint_bytes", "shard_bytes", "doubled_bytes",
+                                                         "total_bytes")}
+        data["in_memory_volume_size"] = result.quantity
+        return _emit(output, data)
+    console = _out()
+    if slices:
+        console.print(escape(f"{slices.tpu_type} {slices.topology} on {slices.machine_type}: "
+                             f"{slices.chips_per_slice} chips / {slices.chips_per_host} per host = "
+                             f"{slices.hosts_per_slice} hosts per slice"))
+    for line in result.walkthrough():
+        console.print(escape(line))
 
 
 def _fits(result: Any, machine_type: str) -> str | None:
@@ -95,13 +168,31 @@ def _fits(result: Any, machine_type: str) -> str | None:
     return check_fits_host(result, machine_type, HOST_MEMORY_GIB[machine_type] * 2**30)
 
 
+def _slice_for_size(hosts: int | None, tpu_type: str | None, topology: str | None, machine_type: str) -> SliceSpec | None:
+    """The slice when --tpu-type and --topology are given (the host count follows); None when --hosts is."""
+    if tpu_type is None and topology is None:
+        if hosts is None:
+            raise SpecError("--hosts", None, "a host count, or --tpu-type with --topology to derive it")
+        return None
+    if hosts is not None:
+        raise SpecError("--hosts", hosts, "left out when --tpu-type and --topology are given (they derive it)")
+    if not tpu_type or not topology:
+        raise SpecError("--tpu-type" if not tpu_type else "--topology", tpu_type or topology,
+                        "both --tpu-type and --topology (e.g. --tpu-type v5p --topology 2x2x2)")
+    # num_slices does not change the per-host size; 2 is the smallest multi-slice run.
+    return SliceSpec(tpu_type, topology, 2, machine_type)
+
+
 @app.command()
 def plan(
-    config: Path = typer.Argument(..., help="Run description (YAML)."),
+    config: Path = typer.Argument(..., help="Run description (YAML); - reads it from standard input."),
     project_number: str = typer.Option(None, "--project-number", help="GCP project number for the IAM principals."),
+    output: Output = OUTPUT_OPTION,
 ) -> None:
     """Validate a run description and show what will be checked, created and bound."""
     result = _guarded(lambda: build_plan(load_config(config), project_number))
+    if output is not Output.text:
+        return _emit(output, plan_document(result))
     console = _out()
     console.print(f"[bold]Plan for target {result.target}[/bold]")
     for section, lines in result.lines().items():
@@ -110,8 +201,22 @@ def plan(
             console.print(f"  {escape(line)}")
 
 
+def plan_document(result: Any) -> dict[str, Any]:
+    """The plan as data: what is checked, created and bound, the ramdisk size and the manifests."""
+    return {
+        "target": result.target,
+        "checks": [{"name": s.name, "description": result._describe(s)} for s in result.checks],
+        "creates": [{"name": s.name, "description": s.description} for s in result.creates],
+        "binds": [{"resource": b.resource, "role": b.role, "member": b.member} for b in result.binds],
+        "ramdisk": {"in_memory_volume_size": result.ramdisk.quantity, "total_bytes": result.ramdisk.total_bytes,
+                    "hosts_per_slice": result.ramdisk.hosts_per_slice, "walkthrough": result.ramdisk.walkthrough()},
+        "manifests": list(result.manifests),
+        "not_applicable_locally": list(result.not_applicable_locally),
+    }
+
+
 @app.command()
-def render(config: Path = typer.Argument(..., help="Run description (YAML).")) -> None:
+def render(config: Path = typer.Argument(..., help="Run description (YAML); - reads it from standard input.")) -> None:
     """Print the manifests as one YAML stream, ready for `kubectl apply -f -`."""
     result = _guarded(lambda: build_plan(load_config(config)))
     sys.stdout.write(render_manifests(result.manifests))
@@ -181,6 +286,72 @@ def advise(
     console = _out()
     for line in result["lines"]:
         console.print(escape(line))
+
+
+@app.command()
+def status(
+    run_name: str = typer.Argument(..., help="The run name (checkpointing.run_name)."),
+    namespace: str = typer.Option("default", "--namespace", "-n", help="The JobSets' namespace."),
+    kubeconfig: Path = typer.Option(None, "--kubeconfig", help="A kubeconfig file (e.g. from gcloud container "
+                                    "clusters get-credentials); default: $KUBECONFIG or ~/.kube/config."),
+    context: str = typer.Option(None, "--context", help="The kubeconfig context (default: its current context)."),
+    project: str = typer.Option(None, "--project", help="GKE instead of a kubeconfig: the cluster's project."),
+    location: str = typer.Option(None, "--location", help="GKE: the cluster's region or zone."),
+    cluster: str = typer.Option(None, "--cluster", help="GKE: the cluster's name."),
+    gcp_conn_id: str = typer.Option("google_cloud_default", "--gcp-conn-id", help="GKE: the Airflow connection."),
+    local_home: Path = typer.Option(None, "--local-home", help="The local target's home instead of a cluster."),
+    output: Output = OUTPUT_OPTION,
+) -> None:
+    """A run's attempts (one JobSet each), their state, and the newest finalized checkpoint step."""
+    hook = _guarded(lambda: _status_hook(namespace, kubeconfig, context, project, location, cluster, gcp_conn_id,
+                                         local_home))
+    from mtc_provider.adapters.protocols import ApiError
+
+    try:
+        summary = hook.run_status(run_name, namespace)
+    except (ApiError, OSError) as exc:
+        Console(file=sys.stderr, soft_wrap=True, highlight=False).print(f"error: {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    if not summary["attempts"]:
+        Console(file=sys.stderr, soft_wrap=True, highlight=False).print(
+            f"error: no JobSet of run {escape(run_name)!r} in namespace {escape(namespace)!r}")
+        raise typer.Exit(1)
+    if output is not Output.text:
+        return _emit(output, summary)
+    from rich.table import Table
+
+    table = Table("attempt", "JobSet", "state", "restarts", "reason", box=None, pad_edge=False)
+    for attempt in summary["attempts"]:
+        table.add_row(str(attempt["attempt"]), escape(attempt["name"]), attempt["phase"], str(attempt["restarts"]),
+                      escape(attempt["reason"] or "-"))
+    console = _out()
+    console.print(f"[bold]Run {escape(run_name)}[/bold] in namespace {escape(namespace)}")
+    console.print(table)
+    step = summary["newest_step"]
+    console.print(f"newest finalized step: {step if step is not None else 'none yet'} "
+                  f"({escape(summary['checkpoint_dir'] or 'checkpoint directory unknown')})")
+
+
+def _status_hook(namespace: str, kubeconfig: Path | None, context: str | None, project: str | None,
+                 location: str | None, cluster: str | None, gcp_conn_id: str, local_home: Path | None) -> Any:
+    from mtc_provider.hooks.jobset import MtcJobSetHook
+
+    gke = [value for value in (project, location, cluster) if value]
+    if gke and len(gke) < 3:
+        raise SpecError("--project/--location/--cluster", gke, "all three, to read the run from a GKE cluster")
+    if sum(bool(x) for x in (gke, kubeconfig, local_home)) > 1:
+        raise SpecError("--kubeconfig", str(kubeconfig), "one of --kubeconfig, --project/--location/--cluster or "
+                        "--local-home")
+    if gke:
+        return MtcJobSetHook(target={"kind": "gke", "project_id": project, "location": location,
+                                     "cluster_name": cluster, "gcp_conn_id": gcp_conn_id, "namespace": namespace})
+    if local_home:
+        return MtcJobSetHook(target={"kind": "local", "home": str(local_home), "namespace": namespace})
+    path = kubeconfig or Path(os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or Path.home() / ".kube" / "config")
+    if not path.is_file():
+        raise SpecError("--kubeconfig", str(path), "an existing kubeconfig file, or --project/--location/--cluster, "
+                        "or --local-home")
+    return MtcJobSetHook(kubeconfig=str(path), context=context, target={"kind": "local", "namespace": namespace})
 
 
 def render_manifests(manifests: Any) -> str:

@@ -60,8 +60,13 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
-        # The adapters reuse the google and cncf.kubernetes hooks; the provider adds no hook or connection type.
-        "hooks": [],
+        # MtcJobSetHook builds on the google and cncf.kubernetes hooks; it adds no connection type.
+        "hooks": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": ["mtc_provider.hooks.jobset"],
+            }
+        ],
         "extra-links": [
             "mtc_provider.links.jobset.JobSetWorkloadLink",
             "mtc_provider.links.jobset.JobSetLogsLink",

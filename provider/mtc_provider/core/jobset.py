@@ -13,12 +13,14 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+from mtc_provider.core.customization import CustomizationSpec, apply_customization
 from mtc_provider.core.errors import SpecError
 from mtc_provider.core.labels import (
     JOB_INDEX_LABEL,
     JOBSET_NAME_LABEL,
     MANAGED_BY,
     MANAGED_BY_VALUE,
+    PREFIX as LABEL_PREFIX,
     RESTART_ATTEMPT_LABEL,
     RUN_NAME,
 )
@@ -173,8 +175,20 @@ def build_jobset(
     checkpointing: CheckpointingSpec,
     workload: WorkloadSpec,
     labels: Mapping[str, str] | None = None,
+    customization: CustomizationSpec | None = None,
 ) -> dict[str, Any]:
-    """The JobSet for `slices.num_slices` slices of `slices.hosts_per_slice` hosts each."""
+    """The JobSet for `slices.num_slices` slices of `slices.hosts_per_slice` hosts each, customized."""
+    jobset = _base_jobset(slices, checkpointing, workload, labels)
+    return apply_customization(jobset, customization or CustomizationSpec(), workload.container_name,
+                               lambda obj: provider_owned(obj, workload.container_name))
+
+
+def _base_jobset(
+    slices: SliceSpec,
+    checkpointing: CheckpointingSpec,
+    workload: WorkloadSpec,
+    labels: Mapping[str, str] | None,
+) -> dict[str, Any]:
     all_labels = {
         RUN_NAME: label_value(checkpointing.run_name),
         MANAGED_BY: MANAGED_BY_VALUE,
@@ -218,7 +232,64 @@ def build_jobset(
 
 
 def build_jobset_for_run(config: RunConfig, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
-    return build_jobset(config.slices, config.checkpointing, config.workload, labels)
+    return build_jobset(config.slices, config.checkpointing, config.workload, labels, config.customization)
+
+
+def _is_provider_label(key: str) -> bool:
+    return key == MANAGED_BY or key.startswith(f"{LABEL_PREFIX}/")
+
+
+def provider_owned(jobset: Mapping[str, Any], container_name: str) -> dict[str, Any]:
+    """The fields the provider owns, by path: an override that changes one of them is refused.
+
+    The identity and run labels (reattaching finds attempts by them), the failure policies (the retry/bug
+    split), the TPU shape, the training container's command and args (the checkpoint flags), the MTC volume and
+    its mount, and the env the workload reads to know where it runs.
+    """
+    meta = jobset.get("metadata", {})
+    owned: dict[str, Any] = {
+        "apiVersion": jobset.get("apiVersion"),
+        "kind": jobset.get("kind"),
+        "metadata.name": meta.get("name"),
+        "metadata.namespace": meta.get("namespace"),
+        f"metadata.annotations.{EXCLUSIVE_TOPOLOGY_ANNOTATION}": (meta.get("annotations") or {}).get(
+            EXCLUSIVE_TOPOLOGY_ANNOTATION),
+        "spec.failurePolicy": jobset["spec"].get("failurePolicy"),
+        "spec.replicatedJobs[*].name": [job.get("name") for job in jobset["spec"]["replicatedJobs"]],
+    }
+    for key, value in (meta.get("labels") or {}).items():
+        if _is_provider_label(key):
+            owned[f"metadata.labels.{key}"] = value
+    for job in jobset["spec"]["replicatedJobs"]:
+        at = f"spec.replicatedJobs[{job.get('name')}]"
+        owned[f"{at}.replicas"] = job.get("replicas")
+        spec = (job.get("template") or {}).get("spec") or {}
+        for key in ("parallelism", "completions", "backoffLimit", "completionMode", "podFailurePolicy"):
+            owned[f"{at}.template.spec.{key}"] = spec.get(key)
+        template = spec.get("template") or {}
+        for key, value in (template.get("metadata", {}).get("labels") or {}).items():
+            if _is_provider_label(key):
+                owned[f"{at}.template.metadata.labels.{key}"] = value
+        pod = template.get("spec") or {}
+        pod_at = f"{at}.template.spec"
+        owned[f"{pod_at}.restartPolicy"] = pod.get("restartPolicy")
+        for key in (TPU_ACCELERATOR_LABEL, TPU_TOPOLOGY_LABEL):
+            owned[f"{pod_at}.nodeSelector.{key}"] = (pod.get("nodeSelector") or {}).get(key)
+        owned[f"{pod_at}.volumes[{MTC_VOLUME_NAME}]"] = [v for v in pod.get("volumes") or []
+                                                          if v.get("name") == MTC_VOLUME_NAME]
+        main = [c for c in pod.get("containers") or [] if c.get("name") == container_name]
+        owned[f"{pod_at}.containers[{container_name}]"] = bool(main)
+        for container in main:
+            c_at = f"{pod_at}.containers[{container_name}]"
+            for key in ("command", "args"):
+                owned[f"{c_at}.{key}"] = container.get(key)
+            owned[f"{c_at}.resources.limits.{TPU_RESOURCE}"] = (container.get("resources", {}).get("limits") or {}).get(
+                TPU_RESOURCE)
+            owned[f"{c_at}.volumeMounts[{MTC_VOLUME_NAME}]"] = [m for m in container.get("volumeMounts") or []
+                                                                 if m.get("name") == MTC_VOLUME_NAME]
+            for name, _ in FIELD_REF_ENV:
+                owned[f"{c_at}.env[{name}]"] = [e for e in container.get("env") or [] if e.get("name") == name]
+    return owned
 
 
 def pod_template(jobset: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+from mtc_provider.core.customization import CustomizationSpec
 from mtc_provider.core.errors import SpecError, require
 from mtc_provider.core.locations import check_bucket_name
 from mtc_provider.core.maxtext import (
@@ -234,6 +235,9 @@ def training_run(
         "chart_path": f"{run_dir}/goodput.png" if target_kind == "local" else None,
         "fault_plan": fault_plan,
         "poll_interval": poll_interval,
+        # Kueue, capacity, volumes, Secret/ConfigMap env, /dev/shm, overrides: validated here, applied at submission.
+        "customization": dataclasses.asdict(CustomizationSpec.from_value(_get(params, "customization", {}),
+                                                                          "params.customization")),
     }
 
 

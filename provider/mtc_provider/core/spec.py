@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from mtc_provider.core.customization import CustomizationSpec
 from mtc_provider.core.errors import SpecError, positive_int, require
 from mtc_provider.core.locations import check_bucket_location, check_bucket_name
 from mtc_provider.core.maxtext import (
@@ -317,6 +318,7 @@ class RunConfig:
     sizing: SizingSpec = field(default_factory=SizingSpec)
     target: str = "gke"
     checkpoint_configuration_name: str = "mtc-checkpoint-config"
+    customization: CustomizationSpec = field(default_factory=CustomizationSpec)  # Kueue, capacity, volumes, ...
 
     def __post_init__(self) -> None:
         require(self.target in TARGETS, "target", self.target, " or ".join(TARGETS))
@@ -357,6 +359,8 @@ class RunConfig:
             kwargs["bucket"] = _build(BucketSpec, "bucket", data["bucket"])
         if data.get("sizing") is not None:
             kwargs["sizing"] = _build(SizingSpec, "sizing", data["sizing"])
+        if data.get("customization") is not None:
+            kwargs["customization"] = CustomizationSpec.from_value(data["customization"])
         for key in ("target", "checkpoint_configuration_name"):
             if key in data:
                 kwargs[key] = data[key]

@@ -34,7 +34,13 @@ def slices_dict(slices: SliceSpec | dict[str, Any]) -> dict[str, Any]:
 
 
 class MtcGcpBaseOperator(BaseOperator):
-    """Shared plumbing: the target, Console links, and waiting for a GKE operation (deferred or polled)."""
+    """Shared plumbing: the target, Console links, and waiting for a GKE operation (deferred or polled).
+
+    :param target: GkeTarget, LocalTarget or a dict (kind gke|local); None is the local target (templated).
+    :param api_endpoint: a Container API endpoint override (a private or regional endpoint); None: the default.
+    :param deferrable: wait for GKE operations in the triggerer instead of polling in the worker.
+    :param poll_interval: seconds between polls of a GKE operation.
+    """
 
     template_fields: Sequence[str] = ("target",)
     operator_extra_links = (GkeClusterLink(), GcsBucketLink())
@@ -88,7 +94,12 @@ class MtcGcpBaseOperator(BaseOperator):
 
 
 class MtcClusterReadinessOperator(MtcGcpBaseOperator):
-    """One-shot readiness: pushes the report (key "readiness") and fails at once unless every check passes."""
+    """One-shot readiness: pushes the report (key "readiness") and fails at once unless every check passes.
+
+    :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type): the node pools to look for.
+    :param sizing: {parameters, bytes_per_parameter, buffer}: checks the nodes' memory can hold the ramdisk.
+    :param checkpoint_configuration_name: also check this CheckpointConfiguration exists; None: skip the check.
+    """
 
     template_fields: Sequence[str] = ("target", "slices", "sizing", "checkpoint_configuration_name")
 
@@ -117,7 +128,13 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
 
 
 class MtcEnableCheckpointingOperator(MtcGcpBaseOperator):
-    """Opt-in: Workload Identity pool first, then the two addons (two updates, the guide's order)."""
+    """Opt-in: Workload Identity pool first, then the two addons (two updates, the guide's order).
+
+    :param target: the GKE cluster (GkeTarget or a dict); on the local target the operator does nothing.
+    :param api_endpoint: a Container API endpoint override; None: the default.
+    :param deferrable: wait for the cluster updates in the triggerer.
+    :param poll_interval: seconds between polls of each cluster update.
+    """
 
     def execute(self, context: Any) -> dict[str, Any] | None:
         target = self.resolved_target()
@@ -145,7 +162,11 @@ class MtcEnableCheckpointingOperator(MtcGcpBaseOperator):
 
 
 class MtcCreateBucketOperator(MtcGcpBaseOperator):
-    """The checkpoint bucket with HNS and UBLA in a region or multi-region; an existing compatible bucket is success."""
+    """The checkpoint bucket with HNS and UBLA in a region or multi-region; an existing compatible bucket is success.
+
+    :param bucket_name: the checkpoint bucket's name (templated).
+    :param bucket_location: its region or multi-region; empty: the cluster's region.
+    """
 
     template_fields: Sequence[str] = ("target", "bucket_name", "bucket_location")
 
@@ -177,7 +198,14 @@ class MtcCreateBucketOperator(MtcGcpBaseOperator):
 
 
 class MtcGrantBucketAccessOperator(MtcGcpBaseOperator):
-    """roles/storage.objectUser on the bucket (never the project) to the guide's two principals."""
+    """roles/storage.objectUser on the bucket (never the project) to the guide's two principals.
+
+    :param bucket_name: the checkpoint bucket (templated).
+    :param workload_namespace: the Kubernetes namespace of the training pods' service account.
+    :param workload_service_account: the Kubernetes service account the training pods run as.
+    :param project_number: the project's number for the principals; None: looked up through Resource Manager.
+    :param resource_manager_endpoint: a Resource Manager endpoint override; None: the default.
+    """
 
     template_fields: Sequence[str] = ("target", "bucket_name", "workload_namespace", "workload_service_account",
                                       "project_number")
@@ -219,7 +247,15 @@ class MtcGrantBucketAccessOperator(MtcGcpBaseOperator):
 
 
 class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):
-    """Create or update in place the cluster-scoped CheckpointConfiguration; a no-op when unchanged."""
+    """Create or update in place the cluster-scoped CheckpointConfiguration; a no-op when unchanged.
+
+    :param name: the CheckpointConfiguration's name (cluster-scoped).
+    :param bucket_name: the bucket that backs the ramdisk's persistent tier.
+    :param slices: SliceSpec or dict: the machine type the configuration selects and the hosts per slice.
+    :param sizing: {parameters, bytes_per_parameter, buffer} for the guide's ramdisk formula.
+    :param gcs_fuse_mount_options: GCS FUSE mount options (a list of strings); None: the guide's.
+    :param csi_ephemeral_limit: the CSI driver's ephemeral storage limit (a quantity); None: the CRD's default.
+    """
 
     template_fields: Sequence[str] = ("target", "name", "bucket_name", "slices", "sizing")
 
@@ -264,7 +300,12 @@ class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):
 
 
 class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
-    """One TPU node pool per slice (`<prefix>-<i>`), created one at a time; existing pools of the shape are kept."""
+    """One TPU node pool per slice (`<prefix>-<i>`), created one at a time; existing pools of the shape are kept.
+
+    :param slices: SliceSpec or dict: one node pool per slice of this TPU type, topology and machine type.
+    :param node_pool_prefix: node pools are named `<prefix>-<i>`.
+    :param node_locations: zones for the node pools; None: the cluster's.
+    """
 
     template_fields: Sequence[str] = ("target", "slices", "node_pool_prefix", "node_locations")
 

@@ -60,7 +60,10 @@ def attempts_from_dicts(items: Iterable[Mapping[str, Any]], now: float | None = 
 
 def render_chart(timeline: Timeline, report: GoodputReport, path: str | os.PathLike, title: str = "") -> str:
     """Step vs time, with checkpoints, restores and faults (ends of disrupted attempts) marked."""
-    import matplotlib  # lazy: only the report task pays for it
+    try:
+        import matplotlib  # lazy: only the report task pays for it
+    except ImportError as exc:  # the chart is an extra: GKE-only installs leave it out
+        raise ImportError("the goodput chart needs matplotlib: pip install 'airflow-provider-mtc[chart]'") from exc
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

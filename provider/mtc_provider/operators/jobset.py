@@ -33,9 +33,11 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from mtc_provider.adapters import jobset_factory
+from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore, NotFound
 from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, LockHeld, RunLock, lock_api
 from mtc_provider.core import labels as L
+from mtc_provider.core.customization import CustomizationSpec
 from mtc_provider.core.errors import SpecError
 from mtc_provider.core.resubmission import (
     DEFAULT_CRASH_LOOP_ATTEMPTS,
@@ -110,6 +112,12 @@ def _spec(kind: type, section: str, value: Any) -> Any:
     return kind(**values)
 
 
+def _trial_render(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec, customization) -> None:
+    from mtc_provider.core.jobset import build_jobset
+
+    build_jobset(slices, checkpointing, workload, customization=CustomizationSpec.from_value(customization))
+
+
 def attempt_name(jobset_name: str, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
     """`<jobset_name>-<5 hex of the run>-a<try>`, cut to the JobSet name limit (40)."""
     digest = hashlib.sha256(f"{dag_id}/{run_id}/{task_id}".encode()).hexdigest()[:5]
@@ -160,11 +168,18 @@ class MtcJobSetOperator(BaseOperator):
         store is read, no stall or crash-loop detection; a retryable failure is still resubmitted).
     :param fault_plan: local target only: faults the runner injects into the run (a list of
         {kind, at_step|at_seconds, slice, host}, or {seed, faults}); each fires once per training run.
+    :param customization: CustomizationSpec or dict: Kueue queue and priority, spot or reserved capacity, extra
+        volumes, env from Secrets/ConfigMaps (references only), /dev/shm size, validated overrides
+        (see core.customization).
+    :param retries: resubmissions allowed (each Airflow retry submits the next attempt).
+    :param retry_delay: wait before the first resubmission.
+    :param retry_exponential_backoff: multiply the wait by this factor after each attempt.
+    :param max_retry_delay: the longest wait between attempts.
     """
 
     template_fields: Sequence[str] = (
         "slices", "checkpointing", "workload", "target", "target_step", "fault_plan", "stall_timeout",
-        "gcp_conn_id", "impersonation_chain", "project_id", "startup_timeout", "poll_interval",
+        "gcp_conn_id", "impersonation_chain", "project_id", "startup_timeout", "poll_interval", "customization",
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
@@ -193,6 +208,7 @@ class MtcJobSetOperator(BaseOperator):
         checkpoint_store_factory: Callable[[str, str], CheckpointStore] | None = None,
         fault_plan: list[Mapping[str, Any]] | Mapping[str, Any] | None = None,
         wait_for: str = WAIT_FOR_CHECKPOINT,
+        customization: CustomizationSpec | Mapping[str, Any] | None = None,
         retries: int = 6,
         retry_delay: timedelta = timedelta(seconds=30),
         retry_exponential_backoff: float = 2.0,
@@ -221,6 +237,7 @@ class MtcJobSetOperator(BaseOperator):
         self.checkpoint_store_factory = checkpoint_store_factory
         self.fault_plan = fault_plan
         self.wait_for = wait_for
+        self.customization = customization
         # (connection, namespace, name, ti ids) for on_kill
         self._current: tuple[dict[str, Any], str, str, dict[str, Any]] | None = None
 
@@ -232,6 +249,7 @@ class MtcJobSetOperator(BaseOperator):
             slices = _spec(SliceSpec, "slices", self.slices)
             checkpointing = _spec(CheckpointingSpec, "checkpointing", self.checkpointing)
             workload = _spec(WorkloadSpec, "workload", self.workload)
+            _trial_render(slices, checkpointing, workload, self.customization)  # refusals before any side effect
             target_step = checkpointing.steps if self.target_step in (None, "") else int(self.target_step)
             if target_step <= 0:
                 raise SpecError("target_step", self.target_step, "a positive integer (default: checkpointing.steps)")
@@ -452,7 +470,8 @@ class MtcJobSetOperator(BaseOperator):
         name = attempt_name(workload.jobset_name, ti.dag_id, ti.run_id, ti.task_id, ti.try_number)
         labels = {**run_labels, L.TRY_NUMBER: str(ti.try_number)}
         try:
-            body = build_jobset(slices, checkpointing, dataclasses.replace(workload, jobset_name=name), labels)
+            body = build_jobset(slices, checkpointing, dataclasses.replace(workload, jobset_name=name), labels,
+                                CustomizationSpec.from_value(self.customization))
         except SpecError as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         body["metadata"].setdefault("annotations", {})[STEP_HISTORY_ANNOTATION] = json.dumps(history)
@@ -541,6 +560,8 @@ class MtcJobSetOperator(BaseOperator):
             decision = decide(state, latest, target_step, history or [None], self.crash_loop_attempts)
         self.log.info("%s; newest finalized step %s of %s -> %s: %s", state.describe(), latest, target_step,
                       decision.kind, decision.reason)
+        if decision.kind != SUCCEED:  # why the attempt died, one click away: bounded tails of the failed pods
+            log_failed_pod_tails(self.log, jobset_factory.jobset_api(connection), state.namespace, state.name)
         outcome = {SUCCEED: FINISHED, FAIL: FAILED_OUTCOME}.get(decision.kind, DISRUPTED)
         self._close(lock, state.name, outcome, restarts, latest, decision.reason)
         result = self._push(context, state.namespace, state.name, attempt, restarts, latest, decision.reason, lock)
@@ -622,6 +643,13 @@ class MtcDeleteJobSetOperator(BaseOperator):
     """Delete a run's JobSets (by name, or every attempt of a run by run labels); checkpoints are kept.
 
     Use as a teardown (`.as_teardown(setups=launch)`) so slices are freed whatever happened.
+
+    :param namespace: the JobSets' namespace.
+    :param name: delete this JobSet; or leave it out and give run_name + launch_task_id.
+    :param target: GkeTarget, LocalTarget or a dict (kind gke|local); None is the local target.
+    :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials.
+    :param run_name: with launch_task_id: delete every attempt the launch task made for this run name.
+    :param launch_task_id: the task id of the MtcJobSetOperator whose attempts to delete.
     """
 
     template_fields: Sequence[str] = ("name", "namespace", "target", "run_name", "launch_task_id")

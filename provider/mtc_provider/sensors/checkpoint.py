@@ -37,6 +37,8 @@ class CheckpointProgressSensor(BaseSensorOperator):
     :param stall_timeout: fail when no new finalized step appears for this many seconds (templated).
     :param poll_interval: seconds between listings.
     :param window_s: window for steps per hour.
+    :param gcp_conn_id: the Google Cloud connection that lists a gs:// checkpoint directory.
+    :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
     """
 
     template_fields: Sequence[str] = ("checkpoint_dir", "target_step", "stall_timeout")

@@ -20,6 +20,15 @@ if TYPE_CHECKING:  # readiness checks and the trigger are imported where they ru
 
 
 class MtcClusterReadinessSensor(BaseSensorOperator):
+    """Wait until the cluster (or the local machine) passes every readiness check, then push the report.
+
+    :param target: GkeTarget, LocalTarget or a dict (kind gke|local); None is the local target.
+    :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type): the node pools to look for.
+    :param sizing: {parameters, bytes_per_parameter, buffer}: checks the nodes' memory can hold the ramdisk.
+    :param checkpoint_configuration_name: also check this CheckpointConfiguration exists; None: skip the check.
+    :param api_endpoint: a Container API endpoint override; None: the default.
+    :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
+    """
     template_fields: Sequence[str] = ("target", "slices", "sizing", "checkpoint_configuration_name")
     operator_extra_links = (GkeClusterLink(),)
 

@@ -21,6 +21,13 @@ class MtcJobSetSensor(BaseSensorOperator):
     """Succeed when JobSet `namespace/name` completes; fail (for good) when it fails or disappears.
 
     The sensor does not own the JobSet: killing the sensor never deletes it.
+
+    :param name: the JobSet to wait for (templated).
+    :param namespace: its namespace.
+    :param target: GkeTarget, LocalTarget or a dict (kind gke|local); None is the local target.
+    :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials.
+    :param poll_interval: seconds between polls when the watch cannot be used.
+    :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
     """
 
     template_fields: Sequence[str] = ("name", "namespace", "target")

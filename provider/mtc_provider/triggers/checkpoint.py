@@ -67,7 +67,17 @@ class CheckpointProgressEvent:
 
 class CheckpointProgressTrigger(BaseTrigger):
     """Polls the finalized steps every `poll_interval` s; fires when `target_step` is reached or when no new
-    step appeared for `stall_timeout` s (so a stall is reported within stall_timeout + poll_interval)."""
+    step appeared for `stall_timeout` s (so a stall is reported within stall_timeout + poll_interval).
+
+    :param checkpoint_dir: the run's persistent checkpoint directory, gs://... or a local path.
+    :param target_step: fire when a finalized step reaches it.
+    :param stall_timeout: fire (stalled) when no new finalized step appears for this many seconds.
+    :param poll_interval: seconds between listings.
+    :param gcp_conn_id: the Google Cloud connection that lists a gs:// directory.
+    :param started_at: when waiting started (unix s), so a resumed trigger keeps the stall clock; None: now.
+    :param window_s: window for steps per hour.
+    :param max_logged: at most this many (step, commit time) pairs are kept for the event.
+    """
 
     def __init__(self, checkpoint_dir: str, target_step: int, stall_timeout: float, poll_interval: float = 60.0,
                  gcp_conn_id: str = "google_cloud_default", started_at: float | None = None,
@@ -149,6 +159,11 @@ class CheckpointAssetTrigger(BaseEventTrigger):
     downstream DAGs start on each checkpoint while training goes on. On its first start it announces only the
     newest existing checkpoint; the last announced step is kept in the asset's state store (when the
     triggerer provides one), so a triggerer restart does not announce a step twice.
+
+    :param checkpoint_dir: the run's persistent checkpoint directory, gs://... or a local path.
+    :param run_name: the run's name, carried in each event.
+    :param poll_interval: seconds between listings.
+    :param gcp_conn_id: the Google Cloud connection that lists a gs:// directory.
     """
 
     def __init__(self, checkpoint_dir: str, run_name: str, poll_interval: float = 60.0,

@@ -76,7 +76,13 @@ def readiness_checks(target: GkeTarget | LocalTarget, slices: dict[str, Any], si
 
 
 class GkeOperationTrigger(BaseTrigger):
-    """Polls one GKE long-running operation until DONE; the event says done or error (with the message)."""
+    """Polls one GKE long-running operation until DONE; the event says done or error (with the message).
+
+    :param operation: the operation's name (as GKE returned it).
+    :param target: the GKE target as a dict (GkeTarget.to_dict()).
+    :param api_endpoint: a Container API endpoint override; None: the default.
+    :param poll_interval: seconds between polls.
+    """
 
     def __init__(self, operation: str, target: dict[str, Any], api_endpoint: str | None = None,
                  poll_interval: float = 15.0) -> None:
@@ -114,7 +120,16 @@ class GkeOperationTrigger(BaseTrigger):
 
 
 class ClusterReadinessTrigger(BaseTrigger):
-    """Re-evaluates readiness every poll_interval until every check passes or `deadline` (unix s) passes."""
+    """Re-evaluates readiness every poll_interval until every check passes or `deadline` (unix s) passes.
+
+    :param target: the target as a dict (GkeTarget or LocalTarget .to_dict()).
+    :param slices: the SliceSpec's fields: the node pools to look for.
+    :param deadline: give up at this time (unix s).
+    :param sizing: {parameters, bytes_per_parameter, buffer}: checks the nodes' memory can hold the ramdisk.
+    :param checkpoint_configuration_name: also check this CheckpointConfiguration exists; None: skip the check.
+    :param api_endpoint: a Container API endpoint override; None: the default.
+    :param poll_interval: seconds between evaluations.
+    """
 
     def __init__(self, target: dict[str, Any], slices: dict[str, Any], deadline: float,
                  sizing: dict[str, Any] | None = None, checkpoint_configuration_name: str | None = None,

@@ -42,6 +42,8 @@ class JobSetTrigger(BaseTrigger):
     :param stall_timeout: seconds without checkpoint progress after which the run counts as stalled.
     :param delete_on_kill: delete the JobSet when a user kills the deferred task (not on triggerer restart).
     :param extra: serializable values echoed back in the event (the operator's attempt bookkeeping).
+    :param namespace: the JobSet's namespace.
+    :param name: the JobSet's name.
     :param gcp_conn_id: the connection the checkpoint listing uses (the operator's own, never a default).
     :param impersonation_chain: service account(s) the listing impersonates.
     :param startup_timeout: seconds pods may wait for capacity before a startup-timeout event; None: no bound.

@@ -1,0 +1,181 @@
+"""The distribution: sdist and wheel build, pass `twine check --strict`, carry complete metadata, and the wheel
+installs into a fresh environment that already has Airflow (the lock's versions), where `airflow providers list`
+shows the provider and `mtc --version` runs."""
+
+from __future__ import annotations
+
+import ast
+import email
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def uv() -> str:
+    pinned = REPO / ".tools" / "bin" / "uv"  # the Makefile's pinned uv
+    return str(pinned) if pinned.exists() else "uv"
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([uv(), "build", "--sdist", "--wheel", "--out-dir", str(out), str(REPO)], check=True,
+                   capture_output=True, text=True, timeout=300)
+    return out
+
+
+def wheel(dist: Path) -> Path:
+    (path,) = dist.glob("airflow_provider_mtc-*.whl")
+    return path
+
+
+def metadata(dist: Path) -> email.message.Message:
+    with zipfile.ZipFile(wheel(dist)) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        return email.message_from_bytes(zf.read(name))
+
+
+def test_twine_check_passes(dist: Path) -> None:
+    files = sorted(str(p) for p in dist.iterdir() if p.name.endswith((".whl", ".tar.gz")))
+    assert len(files) == 2, files
+    result = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *files], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("PASSED") == 2
+
+
+def test_metadata_is_complete(dist: Path) -> None:
+    meta = metadata(dist)
+    assert meta["Name"] == "airflow-provider-mtc"
+    assert meta["Version"] == PYPROJECT["project"]["version"]
+    assert meta["License-Expression"] == "Apache-2.0"
+    assert meta["Requires-Python"] == ">=3.10"
+    assert meta["Description-Content-Type"] == "text/markdown"
+    assert "Framework :: Apache Airflow :: Provider" in meta.get_all("Classifier")
+    assert meta["Summary"] and meta["Keywords"]
+    assert set(meta.get_all("Provides-Extra")) >= {"chart", "local", "test"}
+
+
+def test_matplotlib_only_with_the_extras_that_draw(dist: Path) -> None:
+    requires = metadata(dist).get_all("Requires-Dist")
+    for req in (r for r in requires if r.startswith("matplotlib")):
+        assert re.search(r"extra == '(chart|local)'", req), req
+    assert any("extra == 'chart'" in r for r in requires if r.startswith("matplotlib"))
+
+
+def test_wheel_ships_the_package_and_the_provider_entry_point(dist: Path) -> None:
+    with zipfile.ZipFile(wheel(dist)) as zf:
+        names = zf.namelist()
+        entry_points = zf.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "mtc_provider/get_provider_info.py" in names and "mtc_provider/hooks/jobset.py" in names
+    assert any(n.endswith("licenses/LICENSE") for n in names)
+    assert "[apache_airflow_provider]\nprovider_info = mtc_provider.get_provider_info:get_provider_info" in entry_points
+    assert "mtc = mtc_provider.cli:app" in entry_points
+    assert not [n for n in names if n.startswith("tests/") or "__pycache__" in n]
+
+
+def test_sdist_has_sources_license_and_changelog(dist: Path) -> None:
+    (sdist,) = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as tf:
+        names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
+    assert {"pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "provider/mtc_provider/__init__.py"} <= names
+
+
+def _imported_modules() -> set[str]:
+    """Every module the package imports (`from a.b import c` counts as a.b.c: google.cloud is a namespace)."""
+    found = set()
+    for path in (REPO / "provider" / "mtc_provider").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+# Import name -> the distribution that provides it (the ones the code imports directly).
+DISTRIBUTIONS = {
+    "airflow.providers.google": "apache-airflow-providers-google",
+    "airflow.providers.cncf.kubernetes": "apache-airflow-providers-cncf-kubernetes",
+    "airflow": "apache-airflow",
+    "google.cloud.storage": "google-cloud-storage",
+    "google.cloud.container_v1": "google-cloud-container",
+    "google.cloud.resourcemanager_v3": "google-cloud-resource-manager",
+    "google.api_core": "google-api-core",
+    "kubernetes_asyncio": "kubernetes-asyncio",
+    "kubernetes": "kubernetes",
+    "yaml": "pyyaml",
+    "typer": "typer",
+    "rich": "rich",
+    "tenacity": "tenacity",
+    "psutil": "psutil",
+    "matplotlib": "matplotlib",
+    "numpy": "numpy",
+    "jax": "jax",
+    "orbax": "orbax-checkpoint",
+    "etils": "etils",
+    "absl": "absl-py",
+}
+
+
+def test_every_imported_package_is_declared() -> None:
+    stdlib = set(sys.stdlib_module_names) | {"mtc_provider", "__future__"}
+    requirements = list(PYPROJECT["project"]["dependencies"])
+    for extra in ("chart", "local"):
+        requirements += PYPROJECT["project"]["optional-dependencies"][extra]
+    declared = {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in requirements}
+    undeclared = []
+    for module in sorted(_imported_modules()):
+        if module.split(".")[0] in stdlib:
+            continue
+        prefixes = [p for p in DISTRIBUTIONS if module == p or module.startswith(p + ".")]
+        dist = DISTRIBUTIONS[max(prefixes, key=len)] if prefixes else None
+        if dist not in declared:
+            undeclared.append((module, dist))
+    assert not undeclared
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_wheel_installs_next_to_airflow_and_airflow_lists_the_provider(dist: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    python = venv / "bin" / "python"
+    requirements = tmp_path / "requirements.txt"
+    export = subprocess.run([uv(), "export", "--frozen", "--no-emit-project", "--no-hashes", "--no-dev",
+                             "--format", "requirements-txt", "--project", str(REPO)], capture_output=True, text=True,
+                            check=True, timeout=120)
+    requirements.write_text(export.stdout)
+    env = {**os.environ, "UV_LINK_MODE": os.environ.get("UV_LINK_MODE", "hardlink")}
+    env.pop("VIRTUAL_ENV", None)
+    env.pop("UV_PROJECT_ENVIRONMENT", None)
+    subprocess.run([uv(), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True, env=env, timeout=120)
+    # Airflow first (the user's environment), then the wheel on top of it.
+    subprocess.run([uv(), "pip", "install", "--quiet", "--python", str(python), "-r", str(requirements)], check=True,
+                   env=env, timeout=600)
+    subprocess.run([uv(), "pip", "install", "--quiet", "--python", str(python), str(wheel(dist))], check=True,
+                   env=env, timeout=300)
+    home = tmp_path / "airflow-home"
+    run_env = {k: v for k, v in env.items() if not k.startswith("AIRFLOW")}
+    run_env.update(AIRFLOW_HOME=str(home), PATH=f"{venv / 'bin'}:{os.environ['PATH']}")
+    listed = subprocess.run([str(venv / "bin" / "airflow"), "providers", "list", "--output", "json"],
+                            capture_output=True, text=True, env=run_env, timeout=300, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    assert '"airflow-provider-mtc"' in listed.stdout, listed.stdout[-3000:]
+    version = subprocess.run([str(venv / "bin" / "mtc"), "--version"], capture_output=True, text=True, env=run_env,
+                             timeout=120, cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.strip() == f"mtc {PYPROJECT['project']['version']}"
+    # The package came from the wheel, not from the checkout.
+    where = subprocess.run([str(python), "-c", "import mtc_provider; print(mtc_provider.__file__)"],
+                           capture_output=True, text=True, env=run_env, timeout=120, cwd=tmp_path)
+    assert str(venv) in where.stdout
