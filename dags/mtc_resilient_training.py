@@ -28,6 +28,7 @@ DEFAULT_FAULT_PLAN = [
     {"kind": "sigterm_slice", "at_step": 52, "slice": 1},  # a preemption
 ]
 STALL_TIMEOUT = "{{ params.stall_timeout or (120 if params.target == 'local' else 1800) }}"
+PROGRESS_INTERVAL = "{{ 30 if params.target == 'local' else 300 }}"  # a progress line in the train task's log
 
 
 # The trigger form. A dag_run.conf key that is not one of these is refused by the plan task.
@@ -139,6 +140,7 @@ with DAG(
         # scale-down) never touches the JobSet, and no worker slot is held for hours.
         stall_timeout=STALL_TIMEOUT,
         poll_interval=planned("poll_interval"),
+        progress_interval=PROGRESS_INTERVAL,
         deferrable=True,
         retries=6,
         retry_delay=datetime.timedelta(seconds=3),

@@ -30,6 +30,7 @@ class JobSetEvent:
     restarts_seen: int = 0
     message: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    progress: dict[str, Any] | None = None  # the trigger's latest progress report (ProgressReport.to_xcom())
 
     def to_payload(self) -> dict[str, Any]:
         payload = asdict(self)

@@ -80,6 +80,7 @@ except ImportError:  # pragma: no cover - older Airflow
 STEP_HISTORY_ANNOTATION = f"{L.PREFIX}/step-history"
 XCOM_KEY = "jobset"
 ATTEMPTS_XCOM_KEY = "attempts"
+PROGRESS_XCOM_KEY = "progress"  # the latest progress figures of the watch (core.progress_report)
 # goodput outcomes of an attempt record (core.goodput.Attempt)
 FINISHED, DISRUPTED, FAILED_OUTCOME = "finished", "disrupted", "failed"
 ATTEMPT_SUFFIX_MAX = len("-00000-a999")
@@ -160,6 +161,9 @@ class MtcJobSetOperator(BaseOperator):
         wait for ever, logging "waiting for capacity" every `capacity_log_interval` seconds.
     :param listing_timeout: seconds the checkpoint listing may keep failing (403, 429, 503, timeouts) before the
         try fails with the bucket and the HTTP status; training is not touched meanwhile.
+    :param progress_interval: seconds between progress lines in the task log while the run trains ("step N of T,
+        S steps/h, ETA, newest checkpoint, restarts so far"), whether or not stall detection is on; the latest
+        figures are pushed to XCom key `progress` when the watch ends. None or 0: no progress lines.
     :param deletion_timeout: seconds a try waits for a terminating JobSet of this task to go before submitting.
     :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
     :param checkpoint_store_factory: (checkpoint_dir, gcp_conn_id) -> CheckpointStore; default open_store.
@@ -180,6 +184,7 @@ class MtcJobSetOperator(BaseOperator):
     template_fields: Sequence[str] = (
         "slices", "checkpointing", "workload", "target", "target_step", "fault_plan", "stall_timeout",
         "gcp_conn_id", "impersonation_chain", "project_id", "startup_timeout", "poll_interval", "customization",
+        "progress_interval",
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
@@ -203,6 +208,7 @@ class MtcJobSetOperator(BaseOperator):
         startup_timeout: float | None = None,
         capacity_log_interval: float = 300.0,
         listing_timeout: float = 1800.0,
+        progress_interval: float | None = 300.0,
         deletion_timeout: float = 900.0,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         checkpoint_store_factory: Callable[[str, str], CheckpointStore] | None = None,
@@ -232,6 +238,7 @@ class MtcJobSetOperator(BaseOperator):
         self.startup_timeout = startup_timeout
         self.capacity_log_interval = capacity_log_interval
         self.listing_timeout = listing_timeout
+        self.progress_interval = progress_interval
         self.deletion_timeout = deletion_timeout
         self.deferrable = deferrable
         self.checkpoint_store_factory = checkpoint_store_factory
@@ -405,10 +412,12 @@ class MtcJobSetOperator(BaseOperator):
         trigger = JobSetTrigger(
             connection=connection, namespace=namespace, name=name,
             resource_version=obj["metadata"].get("resourceVersion"), restarts_seen=state.restarts,
-            poll_interval=self.poll_interval, checkpoint_dir=checkpoint_dir if stall_timeout else None,
+            # The checkpoint directory is listed for stall detection and for the progress line.
+            poll_interval=self.poll_interval, checkpoint_dir=None if self._completion else checkpoint_dir,
             stall_timeout=stall_timeout, gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain,
             startup_timeout=None if self.startup_timeout in (None, "") else float(self.startup_timeout),
             capacity_log_interval=float(self.capacity_log_interval), listing_timeout=float(self.listing_timeout),
+            progress_interval=None if self.progress_interval in (None, "") else float(self.progress_interval),
             # Echoed back in the event: the attempt's bookkeeping survives the deferral.
             extra={"attempt": _attempt_of(obj), "history": history, "target_step": target_step,
                    "checkpoint_dir": checkpoint_dir, "run_name": checkpointing.run_name, "namespace": namespace},
@@ -509,6 +518,8 @@ class MtcJobSetOperator(BaseOperator):
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         ev = JobSetEvent.from_payload(event)
         extra = ev.extra
+        if ev.progress:  # the trigger's latest progress figures, for dashboards and downstream tasks
+            context["ti"].xcom_push(key=PROGRESS_XCOM_KEY, value=ev.progress)
         connection = self._current[0] if self._current else self._connection()
         store = self._store(extra["checkpoint_dir"])
         lock = self._lock_for(context, connection, extra)

@@ -49,6 +49,9 @@ class JobSetTrigger(BaseTrigger):
     :param startup_timeout: seconds pods may wait for capacity before a startup-timeout event; None: no bound.
     :param capacity_log_interval: seconds between "waiting for capacity" lines.
     :param listing_timeout: seconds the checkpoint listing may keep failing before a listing-failed event.
+    :param progress_interval: seconds between progress lines ("step N of T, S steps/h, ETA, newest checkpoint,
+        restarts so far"), logged whether or not stall detection is on; needs `checkpoint_dir` and a
+        `target_step` in `extra`. The latest report travels in every event (`progress`). None or 0: no lines.
     """
 
     def __init__(
@@ -68,6 +71,7 @@ class JobSetTrigger(BaseTrigger):
         startup_timeout: float | None = None,
         capacity_log_interval: float = 300.0,
         listing_timeout: float = 1800.0,
+        progress_interval: float | None = 300.0,
     ) -> None:
         super().__init__()
         self.connection = dict(connection)
@@ -86,6 +90,7 @@ class JobSetTrigger(BaseTrigger):
         self.startup_timeout = startup_timeout
         self.capacity_log_interval = capacity_log_interval
         self.listing_timeout = listing_timeout
+        self.progress_interval = progress_interval
         self._tracker = None  # checkpoint progress since this trigger started (ProgressTracker)
         self._listing_failing_since: float | None = None
         self.listing_error = ""  # set when the listing kept failing for listing_timeout
@@ -93,6 +98,9 @@ class JobSetTrigger(BaseTrigger):
         self._pods_checked_at = float("-inf")
         self._capacity_logged_at = float("-inf")
         self._started_at = time.time()
+        self._progress_tracker = None  # finalized steps seen, for the progress line's rate (ProgressTracker)
+        self._progress_at = float("-inf")
+        self.last_progress: dict[str, Any] | None = None  # the latest ProgressReport.to_xcom()
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -113,6 +121,7 @@ class JobSetTrigger(BaseTrigger):
                 "startup_timeout": self.startup_timeout,
                 "capacity_log_interval": self.capacity_log_interval,
                 "listing_timeout": self.listing_timeout,
+                "progress_interval": self.progress_interval,
             },
         )
 
@@ -163,11 +172,62 @@ class JobSetTrigger(BaseTrigger):
             self._listing_failing_since = None
         if info is not None and self._tracker.observe(info.step, info.commit_time, now):
             self.log.info("new finalized checkpoint: step %d in %s", info.step, self.checkpoint_dir)
+        if info is not None and self._progress_enabled():  # the progress line reuses this listing
+            self._progress_tracker_now(now).observe(info.step, info.commit_time, now)
         if self._tracker.stalled(now, float(self.stall_timeout)):
             return (f"stalled: no new finalized checkpoint in {self.checkpoint_dir} for "
                     f"{self._tracker.seconds_without_progress(now):.0f}s (stall_timeout {float(self.stall_timeout):.0f}s;"
                     f" newest finalized step {self._tracker.latest_step})")
         return None
+
+    def _stall_watch(self) -> bool:
+        return bool(self.checkpoint_dir and self.stall_timeout)
+
+    def _progress_enabled(self) -> bool:
+        return bool(self.checkpoint_dir and self.progress_interval and self.extra.get("target_step"))
+
+    def _progress_tracker_now(self, now: float):
+        from mtc_provider.core.progress import ProgressTracker
+
+        if self._progress_tracker is None:
+            self._progress_tracker = ProgressTracker(started_at=now)
+        return self._progress_tracker
+
+    async def report_progress(self, restarts: int) -> dict[str, Any] | None:
+        """Every `progress_interval`: log one progress line and keep its figures for the next event.
+
+        With stall detection on, the stall check's listing feeds the figures; without it, list here (off the
+        loop, like the stall check). A failed listing logs a warning and reports the last known figures.
+        """
+        from mtc_provider.core.progress_report import progress_report
+
+        now = self.clock()
+        if not self._progress_enabled() or now - self._progress_at < float(self.progress_interval):
+            return None
+        self._progress_at = now
+        tracker = self._progress_tracker_now(now)
+        if not self._stall_watch():
+            from mtc_provider.adapters.checkpoint_stores import latest_checkpoint
+
+            try:
+                info = await latest_checkpoint(self.checkpoint_dir, self.gcp_conn_id or "google_cloud_default",
+                                               after=tracker.latest_step,
+                                               impersonation_chain=self.impersonation_chain)
+            except Exception as exc:  # progress is advisory: never ends the watch
+                self.log.warning("progress: listing %s failed (%s)", self.checkpoint_dir,
+                                 describe_listing_error(exc))
+            else:
+                if info is not None:
+                    tracker.observe(info.step, info.commit_time, now)
+        report = progress_report(None, int(self.extra["target_step"]), tracker.steps_per_hour(now),
+                                 tracker.latest_step, restarts=restarts, attempt=int(self.extra.get("attempt") or 1))
+        self.log.info("JobSet %s/%s: %s", self.namespace, self.name, report.line())
+        self.last_progress = report.to_xcom()
+        return self.last_progress
+
+    def _event(self, kind: str, state: JobSetState | None, restarts: int, message: str = "") -> TriggerEvent:
+        return TriggerEvent(JobSetEvent(kind, self.namespace, self.name, state, restarts, message, self.extra,
+                                        self.last_progress).to_payload())
 
     async def check_pods(self, api) -> tuple[str, str] | None:
         """(event kind, message) when the attempt's pods can never start or waited too long for capacity.
@@ -238,8 +298,11 @@ class JobSetTrigger(BaseTrigger):
                 await task
 
     def _tick(self) -> float | None:
-        watching = (self.checkpoint_dir and self.stall_timeout) or self._pods_started is False
-        return self.poll_interval if watching else None
+        watching = self._stall_watch() or self._pods_started is False
+        ticks = [self.poll_interval] if watching else []
+        if self._progress_enabled():
+            ticks.append(float(self.progress_interval))
+        return min(ticks) if ticks else None
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         api = self._api()
@@ -251,12 +314,10 @@ class JobSetTrigger(BaseTrigger):
             if isinstance(item, BaseException) and not isinstance(item, Exception):
                 raise item
             if isinstance(item, Exception):
-                yield TriggerEvent(JobSetEvent(ERROR, self.namespace, self.name, state, restarts,
-                                               f"{type(item).__name__}: {item}", self.extra).to_payload())
+                yield self._event(ERROR, state, restarts, f"{type(item).__name__}: {item}")
                 return
             if item is not None and item.type == "DELETED":
-                yield TriggerEvent(JobSetEvent(DELETED, self.namespace, self.name, state, restarts,
-                                               "the JobSet was deleted while being watched", self.extra).to_payload())
+                yield self._event(DELETED, state, restarts, "the JobSet was deleted while being watched")
                 return
             if item is not None:
                 state = evaluate_jobset(item.obj)
@@ -271,10 +332,10 @@ class JobSetTrigger(BaseTrigger):
                         self._pods_started = False  # new pods: watch them start again
                 if state.ended:
                     self.log.info("%s", state.describe())
-                    yield TriggerEvent(JobSetEvent(ENDED, self.namespace, self.name, state, restarts, extra=self.extra).to_payload())
+                    yield self._event(ENDED, state, restarts)
                     return
-            if state is None and item is None and ((self.checkpoint_dir and self.stall_timeout)
-                                                   or self._pods_started is False):
+            if state is None and item is None and (self._stall_watch() or self._pods_started is False
+                                                   or self._progress_enabled()):
                 # A watch resumed from the operator's resourceVersion says nothing until the status changes;
                 # a hung attempt may never change it, so read the JobSet once for the stall clock.
                 with contextlib.suppress(Exception):
@@ -282,19 +343,18 @@ class JobSetTrigger(BaseTrigger):
             if state is not None and not state.terminating:
                 problem = await self.check_pods(api)
                 if problem:
-                    yield TriggerEvent(JobSetEvent(problem[0], self.namespace, self.name, state, restarts,
-                                                   problem[1], self.extra).to_payload())
+                    yield self._event(problem[0], state, restarts, problem[1])
                     return
             if state is not None and self.checkpoint_dir and self.stall_timeout and not state.terminating:
                 reason = await self.check_stall(state)
                 if reason:
-                    yield TriggerEvent(JobSetEvent(STALLED, self.namespace, self.name, state, restarts,
-                                                   reason, self.extra).to_payload())
+                    yield self._event(STALLED, state, restarts, reason)
                     return
                 if self.listing_error:
-                    yield TriggerEvent(JobSetEvent(LISTING_FAILED, self.namespace, self.name, state, restarts,
-                                                   self.listing_error, self.extra).to_payload())
+                    yield self._event(LISTING_FAILED, state, restarts, self.listing_error)
                     return
+            if state is not None and not state.terminating:
+                await self.report_progress(restarts)
 
     async def on_kill(self) -> None:
         """Only on a user's mark-failed / clear (Airflow 3.3): stop the run. Not called on triggerer restart."""
