@@ -59,3 +59,42 @@ def test_bad_attempts_name_the_field(tmp_path):
     operator = GoodputReportOperator(task_id="goodput", checkpoint_dir=str(tmp_path), attempts=[{"start": "x"}])
     with pytest.raises(SpecError, match=r"attempts\[0\]"):
         operator.execute({"run_id": "r3"})
+
+
+class _TI:
+    def __init__(self) -> None:
+        self.xcoms: dict = {}
+
+    def xcom_push(self, key, value) -> None:
+        self.xcoms[key] = value
+
+
+def test_local_target_gets_the_goodput_chart_link_as_a_file_url(tmp_path):
+    """The "Goodput chart" extra link exists on the local target too: a file:// URL that opens the PNG just drawn
+    (quoted, like the checkpoint-folder link, so a path with spaces still opens)."""
+    from urllib.parse import unquote, urlparse
+
+    from mtc_provider.links.goodput import GoodputChartLink
+
+    base = tmp_path / "my runs"
+    path = events_path(str(base), "run", 0)
+    for ts, event, step in [(0, "start", 0), (10, "step", 1), (20, "step", 2), (30, "finish", 2)]:
+        append_event(path, ts=ts, event=event, process=0, step=step)
+    ti = _TI()
+    operator = GoodputReportOperator(task_id="goodput", checkpoint_dir=f"{base}/run/checkpoints",
+                                     events_dir=os.path.dirname(path))
+    result = operator.execute({"run_id": "r3", "ti": ti})
+    url = ti.xcoms[GoodputChartLink.key]
+    assert url.startswith("file:///") and " " not in url
+    opened = unquote(urlparse(url).path)
+    assert opened == os.path.abspath(result["chart_path"])
+    with open(opened, "rb") as chart:
+        assert chart.read(8) == PNG_MAGIC
+
+
+def test_chart_url_on_each_target():
+    from mtc_provider.links.goodput import chart_url
+
+    assert chart_url("gs://ckpt/run/goodput/r1.png") == \
+        "https://console.cloud.google.com/storage/browser/_details/ckpt/run/goodput/r1.png"
+    assert chart_url("/data/run a/goodput.png") == "file:///data/run%20a/goodput.png"

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from airflow.sdk import BaseOperator, Context
 
 from mtc_provider.core.errors import SpecError
-from mtc_provider.links.goodput import GoodputChartLink, console_object_url
+from mtc_provider.links.goodput import GoodputChartLink, chart_url as chart_link_url
 
 if TYPE_CHECKING:  # the goodput core and the stores are imported where they run: DAG files stay light
     from mtc_provider.core.goodput import Attempt, GoodputReport, Timeline
@@ -159,14 +159,11 @@ class GoodputReportOperator(BaseOperator):
             else os.path.join(tempfile.gettempdir(), f"mtc-goodput-{run_file}") if on_gcs
             else os.path.join(os.path.dirname(self.checkpoint_dir.rstrip("/")), "goodput", run_file))
         render_chart(timeline, report, path)
-        url = chart_url = path
+        url = path
         if on_gcs and not self.events_dir:
             url = self._upload(path, run_file)
-            chart_url = console_object_url(url)
-        elif not path.startswith("gs://"):
-            chart_url = "file://" + os.path.abspath(path)
-        if "ti" in context:
-            context["ti"].xcom_push(key=GoodputChartLink.key, value=chart_url)
+        if "ti" in context:  # the "Goodput chart" extra link on every target: console page or file:// URL
+            context["ti"].xcom_push(key=GoodputChartLink.key, value=chart_link_url(url))
         self.log.info("goodput %.1f%% (%s): productive %.0fs of %.0fs; %d disruption(s); badput %s; recovery %s; "
                       "chart %s", 100 * report.goodput, source, report.productive_s, report.elapsed_s,
                       report.disruptions, report.badput_s, report.recovery_s, url)
