@@ -26,12 +26,13 @@ def test_version() -> None:
     [("v5p", "2x2x2", "", 2), ("v6e", "4x8", "", 8), ("v6e", "2x4", "ct6e-standard-8t", 1), ("v5e", "16x16", "", 64)],
 )
 def test_size_derives_the_host_count_from_tpu_type_and_topology(tpu_type, topology, machine_type, hosts) -> None:
-    args = ["size", "--params", "70e9", "--tpu-type", tpu_type, "--topology", topology, "-o", "json"]
+    # 8e9 parameters fit every host here (a derived machine type is also checked against its host memory).
+    args = ["size", "--params", "8e9", "--tpu-type", tpu_type, "--topology", topology, "-o", "json"]
     result = runner.invoke(app, args + (["--machine-type", machine_type] if machine_type else []))
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["hosts_per_slice"] == data["slices"]["hosts_per_slice"] == hosts
-    by_hosts = json.loads(runner.invoke(app, ["size", "--params", "70e9", "--hosts", str(hosts), "-o", "json"]).stdout)
+    by_hosts = json.loads(runner.invoke(app, ["size", "--params", "8e9", "--hosts", str(hosts), "-o", "json"]).stdout)
     assert by_hosts["total_bytes"] == data["total_bytes"]
 
 
@@ -44,8 +45,14 @@ def test_size_json_carries_the_guides_numbers() -> None:
 
 
 def test_size_text_names_the_derivation() -> None:
-    result = runner.invoke(app, ["size", "--params", "70e9", "--tpu-type", "v5p", "--topology", "2x2x2"])
+    result = runner.invoke(app, ["size", "--params", "8e9", "--tpu-type", "v5p", "--topology", "2x2x2"])
     assert result.stdout.splitlines()[0] == "v5p 2x2x2 on ct5p-hightpu-4t: 8 chips / 4 per host = 2 hosts per slice"
+
+
+def test_size_refuses_a_derived_slice_whose_hosts_cannot_hold_the_ramdisk() -> None:
+    result = runner.invoke(app, ["size", "--params", "70e9", "--tpu-type", "v5p", "--topology", "2x2x2"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "sizing.parameters" in result.stderr and "ct5p-hightpu-4t" in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -159,7 +159,7 @@ class MtcJobSetOperator(BaseOperator):
         successful listings only) before the attempt counts as stalled: it is deleted and resubmitted.
     :param startup_timeout: seconds the pods may wait for capacity (Unschedulable) before the run fails; None:
         wait for ever, logging "waiting for capacity" every `capacity_log_interval` seconds.
-    :param capacity_log_interval: seconds between "waiting for capacity" lines while pods are Unschedulable.
+    :param capacity_log_interval: seconds between "waiting for capacity: k of n pods scheduled" lines.
     :param listing_timeout: seconds the checkpoint listing may keep failing (403, 429, 503, timeouts) before the
         try fails with the bucket and the HTTP status; training is not touched meanwhile.
     :param progress_interval: seconds between progress lines in the task log while the run trains ("step N of T,
