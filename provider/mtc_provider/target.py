@@ -94,6 +94,24 @@ def resolve_project(target: GkeTarget) -> GkeTarget:
     return replace(target, project_id=project)
 
 
+GOOGLE_PARAMETERS = ("gcp_conn_id", "impersonation_chain", "project_id")
+
+
+def with_google(target: Target, gcp_conn_id: str | None = None, impersonation_chain: str | Sequence[str] | None = None,
+                project_id: str | None = None) -> Target:
+    """The target with an operator's own Google connection parameters taking precedence, and its project
+    resolved (its own, else the connection's). The one place every operator applies them."""
+    if not isinstance(target, GkeTarget):
+        return target
+    from dataclasses import replace
+
+    overrides = {k: v for k, v in (("gcp_conn_id", gcp_conn_id), ("impersonation_chain", impersonation_chain),
+                                   ("project_id", project_id)) if v not in (None, "")}
+    if overrides:
+        target = replace(target, **overrides)
+    return resolve_project(target)
+
+
 def target_from_dict(data: dict[str, Any] | Target | None) -> Target:
     """Accept a target object, a dict (from DAG params or a trigger's kwargs), or None (local)."""
     if data is None:

@@ -44,7 +44,8 @@ def tls():
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
             .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                                                         x509.DNSName("localhost")]), False)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
             .sign(key, hashes.SHA256()))
     folder = Path(tempfile.mkdtemp(prefix="mtc-tls-"))

@@ -14,6 +14,7 @@ from kubernetes import client as k8s
 
 from mtc_provider.adapters import retry
 from mtc_provider.adapters.protocols import NotFound
+from mtc_provider.core.errors import SpecError
 
 GROUP = "checkpointing.gke.io"
 VERSION = "v1"
@@ -91,17 +92,29 @@ def _same(current: dict[str, Any], desired: dict[str, Any]) -> bool:
     return current.get("spec") == desired.get("spec") and same_labels
 
 
+def control_plane_url(cluster: dict[str, Any], use_internal_ip: bool = False, use_dns_endpoint: bool = False) -> str:
+    """The control plane's URL, chosen as the google provider's GKEClusterAuthDetails.fetch_cluster_info does."""
+    if use_dns_endpoint:
+        dns = ((cluster.get("controlPlaneEndpointsConfig") or {}).get("dnsEndpointConfig") or {}).get("endpoint")
+        if not dns:
+            raise SpecError("target.use_dns_endpoint", use_dns_endpoint,
+                            f"False: cluster {cluster.get('name')!r} has no DNS-based control-plane endpoint")
+        return f"https://{dns}"
+    endpoint = (cluster.get("privateClusterConfig") or {}).get("privateEndpoint") if use_internal_ip else None
+    return f"https://{endpoint or cluster['endpoint']}"
+
+
 def gke_api_client_factory(cluster: dict[str, Any], gcp_conn_id: str, impersonation_chain: Any = None,
-                           use_internal_ip: bool = False) -> Callable[[], k8s.ApiClient]:
-    """Endpoint and CA resolved once from the cluster description; each call builds a client with a fresh token."""
+                           use_internal_ip: bool = False, use_dns_endpoint: bool = False) -> Callable[[], k8s.ApiClient]:
+    """Endpoint and CA resolved once from the cluster description; each call builds a client with a fresh token.
+    Through the DNS endpoint the hook verifies the publicly trusted certificate, not the cluster CA."""
     from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesHook
 
-    endpoint = (cluster.get("privateClusterConfig") or {}).get("privateEndpoint") if use_internal_ip else None
-    url = f"https://{endpoint or cluster['endpoint']}"
+    url = control_plane_url(cluster, use_internal_ip, use_dns_endpoint)
     ca = (cluster.get("masterAuth") or {}).get("clusterCaCertificate", "")
 
     def factory() -> k8s.ApiClient:
         return GKEKubernetesHook(cluster_url=url, ssl_ca_cert=ca, gcp_conn_id=gcp_conn_id,
-                                 impersonation_chain=impersonation_chain).get_conn()
+                                 impersonation_chain=impersonation_chain, use_dns_endpoint=use_dns_endpoint).get_conn()
 
     return factory

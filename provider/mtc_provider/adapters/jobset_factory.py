@@ -65,12 +65,13 @@ def connection_for(target: Target | Mapping[str, Any] | None, kubernetes_conn_id
                        impersonation_chain=target.impersonation_chain)
         url, ca = GKEClusterAuthDetails(
             cluster_name=target.cluster_name, project_id=target.project_id, use_internal_ip=target.use_internal_ip,
-            use_dns_endpoint=getattr(target, "use_dns_endpoint", False), cluster_hook=hook,
+            use_dns_endpoint=target.use_dns_endpoint, cluster_hook=hook,
         ).fetch_cluster_info()
         return {
             "kind": "gke", "cluster_url": url, "ssl_ca_cert": ca, "gcp_conn_id": target.gcp_conn_id,
             "impersonation_chain": target.impersonation_chain, "project_id": target.project_id,
             "location": target.location, "cluster_name": target.cluster_name,
+            "use_dns_endpoint": target.use_dns_endpoint,  # the hooks then trust the public CA, not the cluster's
         }
     raise SpecError("target.kind", getattr(target, "kind", None), " or ".join(KINDS))
 
@@ -102,7 +103,8 @@ def jobset_api(connection: Mapping[str, Any]) -> JobSetApi:
 
     hook = GKEKubernetesHook(cluster_url=connection["cluster_url"], ssl_ca_cert=connection["ssl_ca_cert"],
                              gcp_conn_id=connection["gcp_conn_id"],
-                             impersonation_chain=connection.get("impersonation_chain"))
+                             impersonation_chain=connection.get("impersonation_chain"),
+                             use_dns_endpoint=bool(connection.get("use_dns_endpoint")))
     return KubernetesJobSetApi(hook.get_conn)  # get_conn builds a client with a fresh token each call
 
 
@@ -126,5 +128,6 @@ def async_jobset_api(connection: Mapping[str, Any], poll_interval: float = 30.0)
 
     hook = GKEKubernetesAsyncHook(cluster_url=connection["cluster_url"], ssl_ca_cert=connection["ssl_ca_cert"],
                                   gcp_conn_id=connection["gcp_conn_id"],
-                                  impersonation_chain=connection.get("impersonation_chain"))
+                                  impersonation_chain=connection.get("impersonation_chain"),
+                                  use_dns_endpoint=bool(connection.get("use_dns_endpoint")))
     return AsyncKubernetesJobSetApi(hook.get_conn, poll_interval=poll_interval)

@@ -18,7 +18,7 @@ from airflow.sdk import BaseOperator
 from mtc_provider.core.errors import NotReady, OperationFailed, SpecError
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.gcp import GcsBucketLink, GkeClusterLink
-from mtc_provider.target import GkeTarget, LocalTarget, target_from_dict
+from mtc_provider.target import GOOGLE_PARAMETERS, GkeTarget, LocalTarget, target_from_dict, with_google
 
 NOT_LOCAL = "does not apply locally"
 
@@ -37,26 +37,34 @@ class MtcGcpBaseOperator(BaseOperator):
     """Shared plumbing: the target, Console links, and waiting for a GKE operation (deferred or polled).
 
     :param target: GkeTarget, LocalTarget or a dict (kind gke|local); None is the local target (templated).
+    :param gcp_conn_id: the Google connection for every GKE, GCS and IAM call (templated; default: the target's).
+    :param impersonation_chain: service account(s) to impersonate for every call (templated; default: the target's).
+    :param project_id: the cluster's project (templated; default: the target's, else the connection's project).
     :param api_endpoint: a Container API endpoint override (a private or regional endpoint); None: the default.
     :param deferrable: wait for GKE operations in the triggerer instead of polling in the worker.
     :param poll_interval: seconds between polls of a GKE operation.
     """
 
-    template_fields: Sequence[str] = ("target",)
+    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS)
     operator_extra_links = (GkeClusterLink(), GcsBucketLink())
 
     def __init__(self, *, target: GkeTarget | LocalTarget | dict[str, Any] | None = None,
-                 api_endpoint: str | None = None,
+                 gcp_conn_id: str | None = None, impersonation_chain: str | Sequence[str] | None = None,
+                 project_id: str | None = None, api_endpoint: str | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  poll_interval: float = 15.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.target = target
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+        self.project_id = project_id
         self.api_endpoint = api_endpoint  # Container API endpoint override (private/regional endpoint)
         self.deferrable = deferrable
         self.poll_interval = poll_interval
 
     def resolved_target(self) -> GkeTarget | LocalTarget:
-        return target_from_dict(self.target)
+        """The target with this operator's gcp_conn_id / impersonation_chain / project_id applied (every call uses it)."""
+        return with_google(target_from_dict(self.target), self.gcp_conn_id, self.impersonation_chain, self.project_id)
 
     def persist_cluster_link(self, context: Any, target: GkeTarget) -> None:
         GkeClusterLink.persist(context, project_id=target.project_id, location=target.location,
@@ -101,7 +109,7 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
     :param checkpoint_configuration_name: also check this CheckpointConfiguration exists; None: skip the check.
     """
 
-    template_fields: Sequence[str] = ("target", "slices", "sizing", "checkpoint_configuration_name")
+    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "slices", "sizing", "checkpoint_configuration_name")
 
     def __init__(self, *, slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None = None,
                  checkpoint_configuration_name: str | None = None, **kwargs: Any) -> None:
@@ -168,7 +176,7 @@ class MtcCreateBucketOperator(MtcGcpBaseOperator):
     :param bucket_location: its region or multi-region; empty: the cluster's region.
     """
 
-    template_fields: Sequence[str] = ("target", "bucket_name", "bucket_location")
+    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "bucket_name", "bucket_location")
 
     def __init__(self, *, bucket_name: str, bucket_location: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -207,7 +215,7 @@ class MtcGrantBucketAccessOperator(MtcGcpBaseOperator):
     :param resource_manager_endpoint: a Resource Manager endpoint override; None: the default.
     """
 
-    template_fields: Sequence[str] = ("target", "bucket_name", "workload_namespace", "workload_service_account",
+    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "bucket_name", "workload_namespace", "workload_service_account",
                                       "project_number")
 
     def __init__(self, *, bucket_name: str, workload_namespace: str = "default",
@@ -257,7 +265,7 @@ class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):
     :param csi_ephemeral_limit: the CSI driver's ephemeral storage limit (a quantity); None: the CRD's default.
     """
 
-    template_fields: Sequence[str] = ("target", "name", "bucket_name", "slices", "sizing")
+    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "name", "bucket_name", "slices", "sizing")
 
     def __init__(self, *, name: str, bucket_name: str, slices: SliceSpec | dict[str, Any],
                  sizing: dict[str, Any] | None = None, gcs_fuse_mount_options: list[str] | None = None,
@@ -293,7 +301,7 @@ class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):
         self.persist_cluster_link(context, target)
         cluster = cluster_api(target, self.api_endpoint).describe()  # endpoint and CA, once
         factory = gke_api_client_factory(cluster, target.gcp_conn_id, target.impersonation_chain,
-                                         target.use_internal_ip)
+                                         target.use_internal_ip, target.use_dns_endpoint)
         result = CheckpointConfigurationApi(factory).apply(body)
         self.log.info("CheckpointConfiguration %s: %s", result.name, result.action)
         return {"target": "gke", **result.to_dict()}
@@ -307,7 +315,7 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
     :param node_locations: zones for the node pools; None: the cluster's.
     """
 
-    template_fields: Sequence[str] = ("target", "slices", "node_pool_prefix", "node_locations")
+    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "slices", "node_pool_prefix", "node_locations")
 
     def __init__(self, *, slices: SliceSpec | dict[str, Any], node_pool_prefix: str = "mtc-slice",
                  node_locations: list[str] | None = None, **kwargs: Any) -> None:

@@ -283,18 +283,9 @@ class MtcJobSetOperator(BaseOperator):
 
     def _target(self):
         """The target, with the operator's own Google connection parameters taking precedence."""
-        target = target_from_dict(self.target)
-        if isinstance(target, GkeTarget):
-            overrides = {k: v for k, v in (("gcp_conn_id", self.gcp_conn_id),
-                                           ("impersonation_chain", self.impersonation_chain),
-                                           ("project_id", self.project_id)) if v not in (None, "")}
-            if overrides:
-                target = dataclasses.replace(target, **overrides)
-            if not target.project_id:
-                from mtc_provider.target import resolve_project
+        from mtc_provider.target import with_google
 
-                target = resolve_project(target)
-        return target
+        return with_google(target_from_dict(self.target), self.gcp_conn_id, self.impersonation_chain, self.project_id)
 
     def _google(self) -> tuple[str, Any]:
         """(gcp_conn_id, impersonation_chain) for every GCS read; the target's unless set on the operator."""

@@ -13,7 +13,7 @@ from mtc_provider.core.errors import NotReady
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.gcp import GkeClusterLink
 from mtc_provider.operators.gcp import slices_dict
-from mtc_provider.target import GkeTarget, LocalTarget, target_from_dict
+from mtc_provider.target import GOOGLE_PARAMETERS, GkeTarget, LocalTarget, target_from_dict, with_google
 
 if TYPE_CHECKING:  # readiness checks and the trigger are imported where they run: DAG files stay light
     from mtc_provider.core.readiness import Check
@@ -26,19 +26,27 @@ class MtcClusterReadinessSensor(BaseSensorOperator):
     :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type): the node pools to look for.
     :param sizing: {parameters, bytes_per_parameter, buffer}: checks the nodes' memory can hold the ramdisk.
     :param checkpoint_configuration_name: also check this CheckpointConfiguration exists; None: skip the check.
+    :param gcp_conn_id: the Google connection for every call (templated; default: the target's).
+    :param impersonation_chain: service account(s) to impersonate for every call (templated; default: the target's).
+    :param project_id: the cluster's project (templated; default: the target's, else the connection's project).
     :param api_endpoint: a Container API endpoint override; None: the default.
     :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
     """
-    template_fields: Sequence[str] = ("target", "slices", "sizing", "checkpoint_configuration_name")
+    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "slices", "sizing", "checkpoint_configuration_name")
     operator_extra_links = (GkeClusterLink(),)
 
     def __init__(self, *, target: GkeTarget | LocalTarget | dict[str, Any] | None = None,
                  slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None = None,
-                 checkpoint_configuration_name: str | None = None, api_endpoint: str | None = None,
+                 checkpoint_configuration_name: str | None = None, gcp_conn_id: str | None = None,
+                 impersonation_chain: str | Sequence[str] | None = None, project_id: str | None = None,
+                 api_endpoint: str | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.target = target
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+        self.project_id = project_id
         self.slices = slices
         self.sizing = sizing
         self.checkpoint_configuration_name = checkpoint_configuration_name
@@ -46,10 +54,14 @@ class MtcClusterReadinessSensor(BaseSensorOperator):
         self.deferrable = deferrable
         self._last: list[Check] = []
 
+    def _target(self) -> GkeTarget | LocalTarget:
+        """The target with this sensor's Google connection parameters applied (the trigger gets the same)."""
+        return with_google(target_from_dict(self.target), self.gcp_conn_id, self.impersonation_chain, self.project_id)
+
     def _report(self, context: Any, checks: list[Check]) -> dict[str, Any]:
         from mtc_provider.core.readiness import all_ok
 
-        target = target_from_dict(self.target)
+        target = self._target()
         report = {"target": target.kind, "ready": all_ok(checks), "checks": [c.to_dict() for c in checks]}
         context["ti"].xcom_push(key="readiness", value=report)
         return report
@@ -58,7 +70,7 @@ class MtcClusterReadinessSensor(BaseSensorOperator):
         from mtc_provider.core.readiness import summary
         from mtc_provider.triggers.gcp import readiness_checks
 
-        target = target_from_dict(self.target)
+        target = self._target()
         checks = readiness_checks(target, slices_dict(self.slices), self.sizing, self.checkpoint_configuration_name,
                                   self.api_endpoint)
         self._last = checks
@@ -71,7 +83,7 @@ class MtcClusterReadinessSensor(BaseSensorOperator):
         from mtc_provider.core.readiness import summary
         from mtc_provider.triggers.gcp import ClusterReadinessTrigger
 
-        target = target_from_dict(self.target)
+        target = self._target()
         if isinstance(target, GkeTarget):
             GkeClusterLink.persist(context, project_id=target.project_id, location=target.location,
                                    cluster_name=target.cluster_name)

@@ -70,7 +70,8 @@ def readiness_checks(target: GkeTarget | LocalTarget, slices: dict[str, Any], si
     if checkpoint_configuration_name:
         from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi, gke_api_client_factory
 
-        factory = gke_api_client_factory(cluster, target.gcp_conn_id, target.impersonation_chain, target.use_internal_ip)
+        factory = gke_api_client_factory(cluster, target.gcp_conn_id, target.impersonation_chain, target.use_internal_ip,
+                                         target.use_dns_endpoint)
         config = CheckpointConfigurationApi(factory).get(checkpoint_configuration_name)
     return evaluate_cluster(cluster, spec, target.project_id, target.location, config, checkpoint_configuration_name)
 

@@ -2,6 +2,7 @@
 
 Each fake speaks the real API's JSON shapes on 127.0.0.1 so the real client libraries talk to it.
 Faults are queued per (method, path fragment): the next matching request gets that status instead.
+`/v1/projects/-/serviceAccounts/SA:generateAccessToken` impersonates SA.
 A token in `expired_tokens` gets a 401, as an expired OAuth token would. `/token` issues OAuth tokens
 (a service-account keyfile's token_uri can point here).
 """
@@ -44,6 +45,7 @@ class FakeServer:
         self.expired_tokens: set[str] = set()
         self.require_token = False
         self.issued = 0
+        self.impersonated: list[tuple[str, str]] = []  # (service account, the caller's token)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -125,6 +127,11 @@ class FakeServer:
         if path == "/token" and method == "POST":
             self.issued += 1
             return 200, {"access_token": f"token-{self.issued}", "expires_in": 3600, "token_type": "Bearer"}
+        if (m := match(r"/v1/projects/-/serviceAccounts/(?P<sa>[^/:]+):generateAccessToken", path)) and method == "POST":
+            # IAM Credentials generateAccessToken: the caller's token buys a token for the service account
+            # (https://cloud.google.com/iam/docs/reference/credentials/rest/v1/projects.serviceAccounts/generateAccessToken).
+            self.impersonated.append((m["sa"], token))
+            return 200, {"accessToken": f"impersonated-{m['sa']}", "expireTime": "2099-01-01T00:00:00Z"}
         if token in self.expired_tokens or (self.require_token and not token):
             return 401, self.error_body(401, "Request had invalid authentication credentials: token expired")
         for fault in self.faults:
