@@ -32,7 +32,8 @@ import regenerate  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-GKE_FORM = {"target": "gke", "project_id": "my-project", "location": "us-central1", "cluster_name": "tpu-cluster"}
+GKE_FORM = {"target": "gke", "project_id": "my-project", "location": "us-central1", "cluster_name": "tpu-cluster",
+            "image": "us-docker.pkg.dev/my-project/maxtext/maxtext:0.2.5"}
 MULTI_TIER_FORMS = {
     "multi-tier-minutes": {"enable_emergency_checkpoint": False, "enable_multi_tier_checkpointing": True,
                            "multi_tier_checkpointing_backup_interval_minutes": 15},

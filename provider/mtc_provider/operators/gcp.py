@@ -142,6 +142,9 @@ class MtcEnableCheckpointingOperator(MtcGcpBaseOperator):
     :param api_endpoint: a Container API endpoint override; None: the default.
     :param deferrable: wait for the cluster updates in the triggerer.
     :param poll_interval: seconds between polls of each cluster update.
+    :param gcp_conn_id: the Google connection for every GKE call (templated; default: the target's).
+    :param impersonation_chain: service account(s) to impersonate for every call (templated; default: the target's).
+    :param project_id: the cluster's project (templated; default: the target's, else the connection's project).
     """
 
     def execute(self, context: Any) -> dict[str, Any] | None:
