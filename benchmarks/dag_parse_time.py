@@ -129,9 +129,7 @@ def without_form(training_dag: Path) -> str:
     """The training DAG without its trigger form (`params=`): what the 26 Params cost in a parse (Airflow
     validates each Param's JSON schema twice per task when it serializes the DAG)."""
     source = training_dag.read_text()
-    start = source.index("    params={")
-    end = source.index("    },\n) as dag:") + len("    },\n")
-    return source[:start] + source[end:]
+    return source.replace("    params=PARAMS,\n", "", 1)
 
 
 def peer_dag(training_dag: Path) -> str:
@@ -139,11 +137,11 @@ def peer_dag(training_dag: Path) -> str:
     form, so the comparison isolates the operators and their imports (Airflow validates every Param's JSON schema
     once per task when it serializes a DAG, a cost both pay alike)."""
     source = training_dag.read_text()
-    start = source.index("    params={")
-    end = source.index("    },\n) as dag:") + len("    },")
     prelude_start = source.index("DEFAULT_FAULT_PLAN = [")
     prelude = source[prelude_start:source.index("]\n", prelude_start) + 1]
-    return PEER_DAG_TEMPLATE.format(form_prelude=prelude, form=source[start:end])
+    form_start = source.index("PARAMS = {\n")
+    form = source[form_start:source.index("\n}\n", form_start) + 2]  # the module-level trigger form
+    return PEER_DAG_TEMPLATE.format(form_prelude=prelude + "\n\n" + form, form="    params=PARAMS,")
 
 
 def measure_in_this_process(path: str, parses: int = 1) -> dict[str, Any]:
