@@ -39,6 +39,27 @@ def finalize(checkpoints, step: int, at: float | None = None) -> None:
         os.utime(marker, (at, at))
 
 
+class LogLines:
+    """The trigger's log as lines. Structlog's output stream depends on how earlier tests in the session set up
+    logging, so the tests read what the trigger logged here rather than from captured stdout."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def _record(self, message: str, *args, **_kwargs) -> None:
+        self.lines.append(message % args if args else message)
+
+    debug = info = warning = error = exception = _record
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def recording(trigger: JobSetTrigger) -> LogLines:
+    trigger._log = log = LogLines()  # LoggingMixin keeps its logger in `_log`
+    return log
+
+
 def trigger_at(checkpoints, clock: Clock, **kwargs) -> JobSetTrigger:
     trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name="train", checkpoint_dir=str(checkpoints),
                             extra={"target_step": 1000, "attempt": 2}, **kwargs)
@@ -46,10 +67,11 @@ def trigger_at(checkpoints, clock: Clock, **kwargs) -> JobSetTrigger:
     return trigger
 
 
-async def test_progress_line_every_interval_without_stall_detection(tmp_path, capsys):
+async def test_progress_line_every_interval_without_stall_detection(tmp_path):
     checkpoints, clock = tmp_path / "checkpoints", Clock()
     finalize(checkpoints, 100, at=clock.now)
     trigger = trigger_at(checkpoints, clock, progress_interval=300, stall_timeout=None)
+    log = recording(trigger)
     first = await trigger.report_progress(restarts=1)
     assert first["newest_checkpoint"] == 100 and first["steps_per_hour"] is None and first["restarts"] == 1
     clock.now += 120  # before the interval: no listing, no line
@@ -59,7 +81,7 @@ async def test_progress_line_every_interval_without_stall_detection(tmp_path, ca
     report = await trigger.report_progress(restarts=1)
     assert report == {"step": 200, "target_step": 1000, "steps_per_hour": 1200.0, "eta_seconds": 2400.0,
                       "newest_checkpoint": 200, "restarts": 1, "attempt": 2, "percent": 20.0}
-    lines = [line for line in capsys.readouterr().out.splitlines() if "steps/h" in line or "rate unknown" in line]
+    lines = [line for line in log.lines if "steps/h" in line or "rate unknown" in line]
     assert len(lines) == 2
     assert ("step 200 of 1000 (20%), 1200 steps/h, ETA 40m00s, newest checkpoint 200, restarts so far 1 (attempt 2)"
             in lines[1])
@@ -93,7 +115,7 @@ def test_progress_interval_survives_serialization():
     assert kwargs["progress_interval"] == 30 and JobSetTrigger(**kwargs).serialize() == (classpath, kwargs)
 
 
-async def test_a_quiet_watch_still_logs_progress(cluster, tmp_path, capsys):
+async def test_a_quiet_watch_still_logs_progress(cluster, tmp_path):
     """No status change for a while (a healthy run): the progress tick still lists and logs, then the run ends."""
     trigger = None
 
@@ -110,10 +132,11 @@ async def test_a_quiet_watch_still_logs_progress(cluster, tmp_path, capsys):
     trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name="train", poll_interval=0.02,
                             checkpoint_dir=str(checkpoints), progress_interval=0.05,
                             extra={"target_step": 100, "attempt": 1})
+    log = recording(trigger)
     events = [JobSetEvent.from_payload(e.payload) async for e in trigger.run()]
     assert [e.kind for e in events] == [ENDED]
     assert events[0].progress["newest_checkpoint"] == 10 and events[0].progress["target_step"] == 100
-    assert "step 10 of 100 (10%)" in capsys.readouterr().out
+    assert "step 10 of 100 (10%)" in log.text()
 
 
 class FakeTI:
