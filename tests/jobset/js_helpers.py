@@ -71,3 +71,16 @@ def launch(checkpoint_dir_home: str, **overrides):
 def run_try(op, ti: FakeTI):
     """One try: execute with a context holding the task instance; returns the result or raises."""
     return op.execute({"ti": ti, "run_id": ti.run_id})
+
+
+def ckpt_dir(tmp_path) -> str:
+    """The checkpoint directory of the sample run these tests launch (run `llama` under `out/`)."""
+    return str(tmp_path / "out" / "llama" / "checkpoints")
+
+
+def reach(tmp_path, step: int, status: dict):
+    """A cluster script frame: finalize `step` in the run's checkpoint directory, then report `status`."""
+    def frame(obj):
+        finalize(ckpt_dir(tmp_path), step)
+        return status
+    return frame

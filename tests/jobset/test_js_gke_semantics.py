@@ -23,6 +23,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from js_helpers import FakeTI, finalize, jobset_body, launch, run_try
+from js_helpers import ckpt_dir as _ckpt, reach as _reach
 from mtc_provider.adapters.memory import (
     ALL_JOBS_COMPLETED_MESSAGE,
     REACHED_MAX_RESTARTS_MESSAGE,
@@ -41,17 +42,6 @@ from mtc_provider.operators.jobset import JobSetAttemptFailed
 from mtc_provider.triggers.jobset import ENDED, JobSetEvent, JobSetTrigger
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _ckpt(tmp_path) -> str:
-    return str(tmp_path / "out" / "llama" / "checkpoints")
-
-
-def _reach(tmp_path, step: int, status: dict):
-    def frame(obj):
-        finalize(_ckpt(tmp_path), step)
-        return status
-    return frame
 
 
 def _slow(status: dict, seconds: float = 0.05):

@@ -14,6 +14,7 @@ import pytest
 from tests.jobset.conftest import load_bundle_dags
 
 from js_helpers import finalize, jobset_body
+from js_helpers import ckpt_dir as _ckpt, reach as _reach
 from mtc_provider.adapters.memory import (
     status_completed,
     status_failed,
@@ -28,17 +29,6 @@ LOGICAL = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 @pytest.fixture
 def dags(monkeypatch, tmp_path, airflow_db):
     return load_bundle_dags(monkeypatch, tmp_path, "mtc_jobset_dags.py")
-
-
-def _ckpt(tmp_path) -> str:
-    return str(tmp_path / "out" / "llama" / "checkpoints")
-
-
-def _reach(tmp_path, step: int, status: dict):
-    def frame(obj):
-        finalize(_ckpt(tmp_path), step)
-        return status
-    return frame
 
 
 def _run(dag):
