@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mtc_provider.core.errors import SpecError, require
+from mtc_provider.core.vocabulary import MTC_CSI_DRIVER
 from mtc_provider.local.runner.environment import workload_environment
 
-MTC_CSI_DRIVER = "multitier-checkpoint.csi.storage.gke.io"
 LOG_DIR_ANNOTATION = "mtc.local/log-dir"
 FAULT_PLAN_ANNOTATION = "mtc.local/fault-plan"
 POD_ACTIONS = ("FailJob", "FailIndex", "Ignore", "Count")

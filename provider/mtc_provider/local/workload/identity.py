@@ -15,9 +15,14 @@ import socket
 import time
 from pathlib import Path
 
+from mtc_provider.core.vocabulary import (
+    ENV_COORDINATOR_ADDRESS,
+    ENV_HOSTS_PER_SLICE,
+    ENV_NUM_SLICES,
+    ENV_PROCESS_ID,
+    INIT_INFO_FILENAME,
+)
 from mtc_provider.local.workload.flags import Config, FlagError, RetryableError
-
-INIT_INFO_FILENAME = "jax-init-info.txt"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +72,10 @@ def read_init_info(path: str | os.PathLike) -> tuple[int, str] | None:
 
 
 def resolve_identity(cfg: Config, wait_s: float = 10.0) -> Identity:
-    num_slices = _env_int("MTC_NUM_SLICES", 1)
-    hosts = _env_int("MTC_HOSTS_PER_SLICE", 1)
+    num_slices = _env_int(ENV_NUM_SLICES, 1)
+    hosts = _env_int(ENV_HOSTS_PER_SLICE, 1)
     if num_slices < 1 or hosts < 1:
-        raise FlagError("MTC_NUM_SLICES and MTC_HOSTS_PER_SLICE must be >= 1")
+        raise FlagError(f"{ENV_NUM_SLICES} and {ENV_HOSTS_PER_SLICE} must be >= 1")
     total = num_slices * hosts
 
     info = None
@@ -79,12 +84,12 @@ def resolve_identity(cfg: Config, wait_s: float = 10.0) -> Identity:
     if info_path is not None:
         info = read_init_info(info_path)
         source = "init-info-file"
-    if info is None and os.environ.get("MTC_PROCESS_ID", "") != "":
-        pid = _env_int("MTC_PROCESS_ID", 0)
-        coord = os.environ.get("MTC_COORDINATOR_ADDRESS", "")
+    if info is None and os.environ.get(ENV_PROCESS_ID, "") != "":
+        pid = _env_int(ENV_PROCESS_ID, 0)
+        coord = os.environ.get(ENV_COORDINATOR_ADDRESS, "")
         if not coord:
             if total != 1:
-                raise FlagError("MTC_PROCESS_ID is set but MTC_COORDINATOR_ADDRESS is not")
+                raise FlagError(f"{ENV_PROCESS_ID} is set but {ENV_COORDINATOR_ADDRESS} is not")
             coord = f"127.0.0.1:{_free_port()}"
         info, source = (pid, coord), "env"
     if info is None and info_path is not None and cfg.enable_emergency_checkpoint and total > 1:
@@ -100,7 +105,7 @@ def resolve_identity(cfg: Config, wait_s: float = 10.0) -> Identity:
         if total != 1:
             raise FlagError(
                 f"cannot determine the process id: no {INIT_INFO_FILENAME} in local_checkpoint_directory"
-                " and no MTC_PROCESS_ID/MTC_COORDINATOR_ADDRESS in the environment"
+                f" and no {ENV_PROCESS_ID}/{ENV_COORDINATOR_ADDRESS} in the environment"
             )
         info, source = (0, f"127.0.0.1:{_free_port()}"), "single-process"
     pid, coord = info

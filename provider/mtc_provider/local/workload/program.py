@@ -11,6 +11,7 @@ import os
 import sys
 import traceback
 
+from mtc_provider.core import vocabulary as V
 from mtc_provider.local.workload.flags import EXIT_BAD_CONFIG, EXIT_RETRYABLE, FlagError, RetryableError, parse_flags
 from mtc_provider.local.workload.identity import resolve_identity
 from mtc_provider.local.workload.training import Watchdog, Workload
@@ -48,11 +49,11 @@ def main(argv: list[str] | None = None) -> int:
         num_slices=ident.num_slices,
         hosts_per_slice=ident.hosts_per_slice,
         identity_source=ident.source,
-        jobset=os.environ.get("JOBSET_NAME"),
-        replicated_job=os.environ.get("REPLICATED_JOB_NAME"),
-        job_index=os.environ.get("JOB_INDEX"),
-        job_completion_index=os.environ.get("JOB_COMPLETION_INDEX"),
-        restart_attempt=os.environ.get("JOBSET_RESTART_ATTEMPT"),
+        jobset=os.environ.get(V.ENV_JOBSET_NAME),
+        replicated_job=os.environ.get(V.ENV_REPLICATED_JOB_NAME),
+        job_index=os.environ.get(V.ENV_JOB_INDEX),
+        job_completion_index=os.environ.get(V.ENV_JOB_COMPLETION_INDEX),
+        restart_attempt=os.environ.get(V.ENV_JOBSET_RESTART_ATTEMPT),
         pid=os.getpid(),
     )
     try:
