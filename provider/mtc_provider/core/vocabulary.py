@@ -79,6 +79,10 @@ TRY_NUMBER_LABEL = f"{LABEL_PREFIX}/try-number"
 RUN_NAME_LABEL = f"{LABEL_PREFIX}/run-name"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "airflow-provider-mtc"
+# Annotations of an attempt's JobSet: the newest finalized step at the start of each attempt so far (JSON list),
+# and the local target's fault plan (JSON; docs/local-target.md), written by the launch operator.
+STEP_HISTORY_ANNOTATION = f"{LABEL_PREFIX}/step-history"
+FAULT_PLAN_ANNOTATION = "mtc.local/fault-plan"
 
 # --- env of a training container -------------------------------------------------------------------------
 # From the downward API (JobSet's labels and annotations above; Kubernetes sets JOB_COMPLETION_INDEX itself).

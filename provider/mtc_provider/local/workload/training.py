@@ -18,7 +18,7 @@ from mtc_provider.local.workload import model
 from mtc_provider.local.workload.checkpointing import Checkpointer
 from mtc_provider.local.workload.flags import EXIT_OK, EXIT_RETRYABLE, Config, FlagError
 from mtc_provider.local.workload.identity import Identity
-from mtc_provider.local.workload_events import append_event
+from mtc_provider.adapters.workload_events import append_event
 
 
 class Watchdog:
