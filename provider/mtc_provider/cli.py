@@ -256,7 +256,7 @@ def advise(
             raise SpecError("--output", output, ", ".join(OUTPUTS))
         measured = None
         if events:
-            from mtc_provider.local.workload_events import read_events
+            from mtc_provider.adapters.workload_events import read_events
 
             found = [e for path in events for e in read_events(path)]
             if not found:

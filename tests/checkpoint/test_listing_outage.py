@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from tests.checkpoint.conftest import GCS_CONN_ID
 from mtc_provider.adapters import checkpoint_stores, jobset_factory
-from mtc_provider.adapters.memory import (
+from tests.doubles.memory_jobset import (
     AsyncMemoryJobSetApi,
     MemoryJobSetApi,
     MemoryJobSetCluster,

@@ -217,7 +217,7 @@ def test_a_failed_attempt_logs_its_failed_pods(tmp_path, cluster, caplog) -> Non
     from airflow.sdk.exceptions import AirflowException
 
     from mtc_provider.adapters import jobset_factory
-    from mtc_provider.adapters.memory import AsyncMemoryJobSetApi, MemoryJobSetApi, status_failed
+    from tests.doubles.memory_jobset import AsyncMemoryJobSetApi, MemoryJobSetApi, status_failed
     from mtc_provider.operators.jobset import MtcJobSetOperator
 
     crash_log = tmp_path / "pod.log"
