@@ -317,6 +317,13 @@ def train_tries(arm: Arm, run_id: str) -> dict[int, dict[str, Any]]:
     return {int(t): {"state": s, "start_date": a, "end_date": b} for t, s, a, b in rows}
 
 
+def unsuccessful_tasks(arm: Arm, run_id: str) -> list[list[Any]]:
+    """Task instances of a run that did not succeed (task, state, try): why a run failed."""
+    rows = arm.sql("SELECT task_id, state, try_number FROM task_instance WHERE dag_id = %s AND run_id = %s "
+                   "AND (state IS NULL OR state != 'success')", (DAG_ID, run_id))
+    return [list(r) for r in rows]
+
+
 def measure(arm: Arm, runs: int, steps: int, step_time_ms: int, timeout: float, idle_s: float) -> dict[str, Any]:
     from mtc_provider.local.runner import LocalJobSetApi
 
@@ -356,6 +363,9 @@ def measure(arm: Arm, runs: int, steps: int, step_time_ms: int, timeout: float, 
         tries = train_tries(arm, name)
         created = observer.of_run(name)
         per_run.append({"run": name, "state": states.get(name), "train_tries": max(tries, default=0),
+                        "not_successful": unsuccessful_tasks(arm, name) if states.get(name) != "success" else [],
+                        "train_history": {t: [v["state"], str(v["start_date"]), str(v["end_date"])]
+                                          for t, v in sorted(tries.items())},
                         "jobsets": sorted(created), "faults": len(faults),
                         **legs(float(faults[0]["ts"]) if faults else None, tries, created)})
     lags = {k: triggerer_lags(v) for k, v in log_window(arm, "triggerer", offsets, end_offsets).items()}
