@@ -56,6 +56,10 @@ WATCHDOG_SLEEP_S = 0.1  # block_watchdog's asyncio.sleep
 SLOW_LOOP_S = 0.2  # the watchdog's default warning threshold: what Airflow would have reported
 LAG_RE = re.compile(r"Triggerer's async thread was blocked for ([0-9.]+) seconds")
 LOOP_RE = re.compile(r"Ran scheduling loop in ([0-9.]+) ms")
+# Airflow's "task state changed externally" check failing a task on a stale executor event (apache/airflow#66374,
+# #67287, #72716: the executor's success for a try that deferred, read after the try was queued again).
+MISMATCH_RE = re.compile(r"reported that the task instance <TaskInstance: [^ ]+\.(\w+) ([^ ]+) .*?finished with "
+                         r"state (\w+), but the task instance's state attribute is (\w+)")
 ATTEMPT_RE = re.compile(r"-a(\d+)$")
 
 # The same Airflow settings on both arms, beyond each set-up's own.
@@ -103,6 +107,12 @@ def triggerer_lags(text: str) -> list[float]:
 def scheduler_loops(text: str) -> list[float]:
     """Scheduling loop durations (ms) from the scheduler's log."""
     return [float(m.group(1)) for m in LOOP_RE.finditer(text)]
+
+
+def state_mismatches(text: str) -> list[dict[str, str]]:
+    """Tasks the scheduler failed because an executor event disagreed with the task's state (its error line)."""
+    return [{"task": m.group(1), "run": m.group(2), "executor_state": m.group(3), "ti_state": m.group(4)}
+            for m in MISMATCH_RE.finditer(text)]
 
 
 def epoch(value: Any) -> float | None:
@@ -369,7 +379,9 @@ def measure(arm: Arm, runs: int, steps: int, step_time_ms: int, timeout: float, 
                         "jobsets": sorted(created), "faults": len(faults),
                         **legs(float(faults[0]["ts"]) if faults else None, tries, created)})
     lags = {k: triggerer_lags(v) for k, v in log_window(arm, "triggerer", offsets, end_offsets).items()}
-    loops = {k: scheduler_loops(v) for k, v in log_window(arm, "scheduler", offsets, end_offsets).items()}
+    scheduler_text = log_window(arm, "scheduler", offsets, end_offsets)
+    loops = {k: scheduler_loops(v) for k, v in scheduler_text.items()}
+    mismatches = [x for v in scheduler_text.values() for x in state_mismatches(v)]
     all_lags = [x for v in lags.values() for x in v]
     all_loops = [x for v in loops.values() for x in v]
     succeeded = sum(r["state"] == "success" for r in per_run)
@@ -392,6 +404,9 @@ def measure(arm: Arm, runs: int, steps: int, step_time_ms: int, timeout: float, 
             "statements_per_run_above_idle": round((statements_after - statements - idle_rate * window_s) / runs, 1),
             **({"pg_stat_database": db_delta, "transactions_per_run": round(
                 (db_delta["xact_commit"] + db_delta["xact_rollback"]) / runs, 1)} if db_delta else {})},
+        "state_mismatch_failures": {"n": len(mismatches), "by_task": {t: sum(x["task"] == t for x in mismatches)
+                                                                       for t in sorted({x["task"] for x in mismatches})},
+                                    "events": mismatches},
         "setup_s": round(window_start - started, 1), "per_run": per_run,
     }
 

@@ -20,6 +20,7 @@ from benchmarks.scale_rehearsal import (
     legs,
     percentile,
     scheduler_loops,
+    state_mismatches,
     summarize,
     triggerer_lags,
 )
@@ -60,6 +61,16 @@ def test_triggerer_lag_is_the_watchdog_time_beyond_its_own_sleep():
 
 def test_scheduler_loop_times_come_from_its_own_log_line():
     assert scheduler_loops(SCHEDULER_LOG) == [507.42, 193.0]
+
+
+def test_stale_executor_events_that_failed_a_task_are_found():
+    line = ("2026-11-30T10:50:28.940246Z [error    ] Executor LocalExecutor(parallelism=4) reported that the task "
+            "instance <TaskInstance: mtc_resilient_training.checkpoint_progress scale-sqli-1 [queued] "
+            "ti_id=01a22c10-1e0e-76d6-b755-dbfb7b2ce0b5> finished with state success, but the task instance's state "
+            "attribute is queued. Learn more: https://airflow.apache.org/docs/apache-airflow/stable/"
+            "troubleshooting.html#task-state-changed-externally [airflow.task] loc=taskinstance.py:1878\n")
+    assert state_mismatches(SCHEDULER_LOG + line) == [
+        {"task": "checkpoint_progress", "run": "scale-sqli-1", "executor_state": "success", "ti_state": "queued"}]
 
 
 def test_timestamps_from_postgresql_and_sqlite_agree():
