@@ -66,6 +66,8 @@ PARAMS = {
                            description="Seconds without a new checkpoint before an attempt is resubmitted; "
                                        "empty: 120 locally, 1800 on GKE (compilation and restore take minutes)"),
     "step_time_ms": Param(150, type="integer", minimum=0, description="Local workload: extra time per step"),
+    "local_workload": Param("full", enum=["full", "light"],
+                            description="Local target: the JAX workload, or the light one (no JAX, load tests only)"),
     "distributed_timeout_s": Param(60, type="integer", minimum=1,
                                    description="Local workload: exit (retryable) when a peer is gone this long"),
     "fault_plan": Param(DEFAULT_FAULT_PLAN, type="array", description="Local target only: injected faults"),

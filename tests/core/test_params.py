@@ -26,6 +26,12 @@ def test_local_form_becomes_the_specs_of_every_task():
     assert run["events_dir"].endswith("/mtc-demo/events") and run["ramdisk"] == "1Gi"
 
 
+def test_the_light_workload_is_a_local_choice():
+    run = training_run({**FORM, "local_workload": "light"}, "/home/u/.mtc/local")
+    assert run["workload"]["command"] == ["python", "-m", "mtc_provider.local.light_workload"]
+    assert run["workload"]["extra_flags"] == {"step_time_ms": 150, "seed": 0, "distributed_timeout_s": 60}
+
+
 def test_gke_form_writes_to_the_bucket_and_drops_local_only_parts():
     form = {**FORM, "target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c",
             "bucket": "ckpts", "topology": "4x8", "image": "us-docker.pkg.dev/p/r/maxtext:1"}
@@ -47,6 +53,9 @@ def test_gke_form_writes_to_the_bucket_and_drops_local_only_parts():
         ({"fault_plan": [{"kind": "reboot", "at_step": 3}]}, "params.fault_plan[0].kind", "sigkill_host"),
         ({"fault_plan": [{"kind": "hang"}]}, "params.fault_plan[0]", "at_step or at_seconds"),
         ({"fault_plan": "kill"}, "params.fault_plan", "a list of faults"),
+        ({"local_workload": "jax"}, "params.local_workload", "light"),
+        ({"target": "gke", "project_id": "p", "location": "l", "cluster_name": "c", "local_workload": "light"},
+         "params.local_workload", "full on gke"),
         ({"target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": ""},
          "params.cluster_name", "a value on the gke target"),
         ({"target": "gke", "project_id": "p", "location": "l", "cluster_name": "c", "bucket_location": "us-central1-a"},

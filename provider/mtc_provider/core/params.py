@@ -43,6 +43,8 @@ CHECKPOINT_FLAGS = tuple(
     f.name for f in dataclasses.fields(CheckpointingSpec) if f.name not in ("run_name", "base_output_directory", "steps")
 )
 LOCAL_WORKLOAD_COMMAND = ("python", "-m", "mtc_provider.local.workload")
+# The local target's workloads: the JAX/Orbax one, or the light one (no JAX; for load tests only).
+LOCAL_WORKLOADS = {"full": LOCAL_WORKLOAD_COMMAND, "light": ("python", "-m", "mtc_provider.local.light_workload")}
 # Model settings the local workload takes (mtc_provider.local.workload.FLAG_SPECS); on GKE any MaxText key.
 LOCAL_MODEL_FLAGS = ("model_dim", "global_batch_size", "learning_rate")
 MIN_POLL_INTERVAL_S = 1.0  # below this a watch or listing loop only loads the API server and the bucket
@@ -199,10 +201,14 @@ def training_run(
         extra_flags["distributed_timeout_s"] = _int(params, "distributed_timeout_s", 60)
     taken = set(checkpointing.maxtext_flags()) | set(extra_flags)
     extra_flags.update(_model_flags(params, target_kind, taken))
+    local_workload = _get(params, "local_workload", "full")
+    require(local_workload in LOCAL_WORKLOADS and (target_kind == "local" or local_workload == "full"),
+            "params.local_workload", local_workload,
+            "full (the JAX workload) or light (no JAX, load tests) on the local target; full on gke")
     workload = WorkloadSpec(
         jobset_name=run_name[:40].rstrip("-"),
         image=_image(params, target_kind, needs_image),
-        command=LOCAL_WORKLOAD_COMMAND if target_kind == "local" else command,  # None: the layout's trainer
+        command=LOCAL_WORKLOADS[local_workload] if target_kind == "local" else command,  # None: the layout's trainer
         maxtext_layout=_get(params, "maxtext_layout", DEFAULT_LAYOUT),
         extra_flags=extra_flags,
         namespace=namespace,
