@@ -81,8 +81,11 @@ def endpoint(home: str | Path) -> str | None:
     return None
 
 
-def ensure_running(home: str | Path) -> str:
-    """The endpoint (http://host:port) of this home's local GCS, started in the background if needed."""
+def ensure_running(home: str | Path, idle_seconds: float = 0.0) -> str:
+    """The endpoint (http://host:port) of this home's local GCS, started in the background if needed.
+
+    `idle_seconds`: a server started here exits after that long without a request (0: runs until `stop`), so
+    one started on demand by a task does not outlive its use; the next call starts another."""
     home = Path(home)
     with _locked(home):
         found = endpoint(home)
@@ -90,7 +93,8 @@ def ensure_running(home: str | Path) -> str:
             return found
         server_file(home).unlink(missing_ok=True)
         log = open(gcs_dir(home) / "server.log", "ab")
-        process = subprocess.Popen([sys.executable, "-m", "mtc_provider.local.gcs.server", "--home", str(home)],
+        process = subprocess.Popen([sys.executable, "-m", "mtc_provider.local.gcs.server", "--home", str(home),
+                                    "--idle-seconds", str(idle_seconds)],
                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True, close_fds=True)
         log.close()

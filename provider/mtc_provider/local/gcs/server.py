@@ -93,6 +93,7 @@ class LocalGcs:
         self.sessions: dict[str, UploadSession] = {}
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
+        self.last_request = time.monotonic()
 
     @property
     def endpoint(self) -> str:
@@ -127,6 +128,7 @@ class LocalGcs:
         return [s for s in self.served if s.method == "GET" and s.path.endswith("/o")]
 
     def record(self, served: Served) -> None:
+        self.last_request = time.monotonic()
         with self._lock:
             self.served.append(served)
 
@@ -406,14 +408,29 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", required=True)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--idle-seconds", type=float, default=0.0,
+                        help="exit after this long without a request (0: run until stopped)")
     args = parser.parse_args(argv)
     gcs = LocalGcs(args.home, port=args.port).start()
     gcs.served = _Discard()  # a long-lived server keeps no request history
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=gcs.close).start())
+    threading.Thread(target=_watch, args=(gcs, args.idle_seconds), daemon=True).start()
     lifecycle.write_server_file(args.home, gcs.endpoint, gcs._httpd.server_address[1])
     print(f"serving {Path(args.home).resolve()}/buckets at {gcs.endpoint}", flush=True)
     gcs._httpd.serve_forever()
     lifecycle.remove_server_file(args.home, os.getpid())
+
+
+def _watch(gcs: LocalGcs, idle_seconds: float) -> None:
+    """Exit when the home is gone (a deleted test home) or, with idle_seconds, after that long unused."""
+    home = Path(gcs.home)
+    while True:
+        time.sleep(1.0)
+        idle = time.monotonic() - gcs.last_request
+        if not home.is_dir() or (idle_seconds and idle > idle_seconds):
+            print(f"exiting: {'home removed' if not home.is_dir() else f'idle for {idle:.0f}s'}", flush=True)
+            gcs.close()
+            return
 
 
 class _Discard(list):
