@@ -84,11 +84,20 @@ async def test_slow_but_progressing_run_is_not_stalled(clock, monkeypatch):
     assert len(event.new_checkpoints) == 10
 
 
-async def test_listing_errors_count_as_no_progress(clock, monkeypatch):
+async def test_listing_errors_are_not_no_progress_and_a_lasting_outage_says_so(clock, monkeypatch):
     use_store(monkeypatch, ScriptedStore(clock, {}, fail_until=10_000))
-    event = await first_event(progress_trigger())
-    assert event.status == "stalled" and 100 < clock.t <= 130
-    assert "last error: ConnectionError: listing refused" in event.message
+    event = await first_event(progress_trigger(listing_timeout=600))
+    assert event.status == "listing_failed" and 600 < clock.t <= 630  # not "stalled" at 100 s
+    assert "kept failing for" in event.message and "ConnectionError: listing refused" in event.message
+
+
+async def test_the_stall_clock_is_paused_while_listings_fail(clock, monkeypatch):
+    # Step 10 at t=5; listings fail from the start until t=300; nothing new afterwards.
+    store = ScriptedStore(clock, {10: 5.0}, fail_until=300)
+    use_store(monkeypatch, store)
+    event = await first_event(progress_trigger(listing_timeout=600))
+    # The 300 s of failing listings are taken off the clock: the stall comes 100 s after listings work again.
+    assert event.status == "stalled" and 300 + 100 < clock.t <= 300 + 100 + 30
 
 
 async def test_trigger_asks_only_for_newer_steps(clock, monkeypatch):
