@@ -107,3 +107,16 @@ async def test_an_outage_that_lasts_ends_the_watch_naming_the_bucket_and_status(
     with pytest.raises(Exception, match="HTTP 429") as raised:
         sensor.execute_complete({}, event.to_payload())
     assert not isinstance(raised.value, CheckpointStalled)
+
+
+def test_sensing_before_the_first_write_finds_nothing_and_makes_the_bucket(home):
+    directory = checkpoints(home)
+    store = open_store(str(directory))
+    assert store.finalized(str(directory)) == [] and store.latest_step(str(directory)) is None
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    client = storage.Client(project="p", credentials=AnonymousCredentials(),
+                            client_options={"api_endpoint": local_gcs.endpoint(home)})
+    made = client.get_bucket("mtc-checkpoints")
+    assert made.hierarchical_namespace_enabled and made.iam_configuration.uniform_bucket_level_access_enabled

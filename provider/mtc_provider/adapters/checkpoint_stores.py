@@ -206,7 +206,17 @@ class LocalBucketCheckpointStore:
             cost = self.gcs.cost if self.gcs is not None else ListingCost()
             self.gcs = GcsCheckpointStore(hook=EndpointGCSHook(endpoint))
             self.gcs.cost = cost
+        if not self.root.is_dir():  # before the workload's first write, as its folder would be made by it
+            self._create_bucket()
         return self.gcs
+
+    def _create_bucket(self) -> None:
+        """The local bucket, made through the API (HNS, uniform access) when sensing starts before training."""
+        from mtc_provider.adapters.gcs_bucket import LOCAL_LOCATION, GcsBucketApi
+        from mtc_provider.adapters.gcs_hook import LOCAL_PROJECT
+        from mtc_provider.core.spec import BucketSpec
+
+        GcsBucketApi(self.gcs.hook.get_conn()).ensure_bucket(BucketSpec(self.bucket, LOCAL_LOCATION), LOCAL_PROJECT)
 
     def _gs(self, path: str) -> str:
         relative = local_path(path).relative_to(self.root).as_posix()

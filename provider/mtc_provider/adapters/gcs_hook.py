@@ -20,7 +20,8 @@ from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
 LOCAL_PROJECT = "mtc-local"  # the project id the local target's buckets and IAM members are in
 LOCAL_PROJECT_NUMBER = "0"
-ON_DEMAND_IDLE_SECONDS = 600.0  # a local GCS started by a task (not `mtc local up`) exits when unused this long
+# A local GCS started on demand by a task (not `mtc local up`) exits when unused this long; the next use starts one.
+IDLE_ENV, DEFAULT_IDLE_SECONDS = "MTC_GCS_IDLE_SECONDS", 120.0
 
 
 class EndpointGCSHook(GCSHook):
@@ -51,6 +52,8 @@ def gcs_hook(gcp_conn_id: str = "google_cloud_default", impersonation_chain: Any
 
 def local_gcs_endpoint(home: str) -> str:
     """The endpoint of a local target home's GCS, started in the background when it is not running."""
+    import os
+
     from mtc_provider.local.gcs import ensure_running
 
-    return ensure_running(home, idle_seconds=ON_DEMAND_IDLE_SECONDS)
+    return ensure_running(home, idle_seconds=float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_SECONDS))
