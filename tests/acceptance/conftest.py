@@ -244,6 +244,7 @@ class AirflowEnv:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
             "MTC_RUNNER_IDLE_SECONDS": "20",
+            "MTC_GCS_IDLE_SECONDS": "20",
             "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
         }
 

@@ -95,7 +95,7 @@ def ensure_running(home: str | Path, idle_seconds: float = 0.0) -> str:
         log = open(gcs_dir(home) / "server.log", "ab")
         process = subprocess.Popen([sys.executable, "-m", "mtc_provider.local.gcs.server", "--home", str(home),
                                     "--idle-seconds", str(idle_seconds)],
-                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=server_env(),
                                    start_new_session=True, close_fds=True)
         log.close()
         deadline = time.monotonic() + START_TIMEOUT
@@ -127,6 +127,14 @@ def stop(home: str | Path) -> bool:
             os.kill(pid, signal.SIGKILL)
         server_file(home).unlink(missing_ok=True)
         return True
+
+
+KEPT_ENV = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "HOME", "LANG", "LC_ALL", "TMPDIR")
+
+
+def server_env() -> dict[str, str]:
+    """The server's environment: what Python needs and MTC_GCS_*; never the caller's connections or secrets."""
+    return {k: v for k, v in os.environ.items() if k in KEPT_ENV or k.startswith("MTC_GCS_")}
 
 
 def _alive(pid: Any) -> bool:
