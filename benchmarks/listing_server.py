@@ -1,5 +1,7 @@
 """A GCS JSON API listing server for the sensing benchmark: `objects.list` as GCS documents it, with paging,
-`startOffset` and `matchGlob`, serving names seeded in memory; it counts the requests it answers.
+`startOffset` and `matchGlob` (the local GCS's own listing, mtc_provider.local.gcs.listing), serving names seeded
+in memory (100,000 step directories as files would make each listing a walk of 400,000 files); it counts the
+requests it answers.
 
 Why not the emulator: gcp-storage-emulator answers every listing in one response and ignores `startOffset`,
 so request counts against it are models, not observations. This server implements what the listing calls
@@ -16,46 +18,16 @@ Only GET of `/storage/v1/b/<bucket>/o` (and of the bucket) is served; everything
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
 import threading
 from dataclasses import dataclass, field
-from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlparse
 
-MAX_RESULTS = 1000
+from mtc_provider.local.gcs.listing import list_page
+
 CREATED = "2026-11-30T00:00:00.000Z"
-
-
-@lru_cache(maxsize=256)
-def glob_regex(glob: str) -> re.Pattern[str]:
-    """GCS matchGlob syntax as a regular expression over the whole object name."""
-    out, i = [], 0
-    while i < len(glob):
-        c = glob[i]
-        if glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = glob.index("]", i + 1)
-            body = glob[i + 1:end]
-            out.append("[" + ("^" + re.escape(body[1:]) if body.startswith("!") else body.replace("\\", "\\\\")) + "]")
-            i = end
-        elif c == "{":
-            end = glob.index("}", i + 1)
-            out.append("(?:" + "|".join(re.escape(a) for a in glob[i + 1:end].split(",")) + ")")
-            i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
 
 
 @dataclass
@@ -78,30 +50,14 @@ class ListingServer:
             self.listings.clear()
 
     def list_page(self, bucket: str, params: dict[str, str]) -> dict:
-        names = self.names.get(bucket, [])
-        prefix = params.get("prefix", "")
-        start = max(prefix, params.get("startOffset", ""), params.get("pageToken", ""))
-        end = params.get("endOffset")
-        glob = glob_regex(params["matchGlob"]) if params.get("matchGlob") else None
-        limit = min(int(params.get("maxResults", MAX_RESULTS)), MAX_RESULTS)
-        items, index = [], bisect.bisect_left(names, start)
-        if params.get("pageToken"):
-            index = bisect.bisect_right(names, params["pageToken"])  # the token is the last name served
-        next_token = None
-        while index < len(names):
-            name = names[index]
-            if not name.startswith(prefix) or (end is not None and name >= end):
-                break
-            if glob is None or glob.match(name):
-                if len(items) == limit:
-                    next_token = items[-1]["name"]
-                    break
-                items.append({"kind": "storage#object", "name": name, "bucket": bucket, "generation": "1",
-                              "size": "1", "timeCreated": CREATED, "updated": CREATED})
-            index += 1
+        page = list_page(self.names.get(bucket, []), params)
+        items = [{"kind": "storage#object", "name": name, "bucket": bucket, "generation": "1", "size": "1",
+                  "timeCreated": CREATED, "updated": CREATED} for name in page.items]
         body = {"kind": "storage#objects", "items": items}
-        if next_token:
-            body["nextPageToken"] = next_token
+        if page.prefixes:
+            body["prefixes"] = page.prefixes
+        if page.next_page_token:
+            body["nextPageToken"] = page.next_page_token
         return body
 
     # ---- HTTP --------------------------------------------------------------------------------------------

@@ -120,7 +120,8 @@ def nothing_left_behind(homes: Homes) -> Iterator[None]:
 
 @contextlib.contextmanager
 def runner(home: Home) -> Iterator[LocalJobSetApi]:
-    """A local runner on `home`; afterwards every JobSet is deleted and the supervisor stopped by its pid."""
+    """A local runner on `home`; afterwards every JobSet is deleted, the supervisor stopped by its pid and the
+    home's local GCS stopped."""
     api = LocalJobSetApi(str(home.root))
     try:
         yield api
@@ -137,6 +138,9 @@ def stop_runner(home: Home) -> None:
     info = read_json(home.supervisor_file)
     if info:
         stop_pid(int(info["pid"]))
+    from mtc_provider.local import gcs
+
+    gcs.stop(home.root)  # the home's local GCS, started on demand by checkpoint sensing
 
 
 # ---- one training run through the runner (no Airflow) ------------------------------------------------
@@ -240,6 +244,7 @@ class AirflowEnv:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
             "MTC_RUNNER_IDLE_SECONDS": "20",
+            "MTC_GCS_IDLE_SECONDS": "20",
             "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
         }
 

@@ -9,7 +9,8 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
-from benchmarks.listing_server import ListingServer, glob_regex
+from benchmarks.listing_server import ListingServer
+from mtc_provider.local.gcs.listing import glob_regex
 
 
 @pytest.mark.parametrize("glob, name, matches", [

@@ -37,6 +37,7 @@ def chaos_homes():
         AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE="True",
         MTC_LOCAL_HOME=str(local_home),
         MTC_RUNNER_IDLE_SECONDS="3",  # the supervisor leaves soon after the last JobSet: the stray check can wait
+        MTC_GCS_IDLE_SECONDS="3",  # so does the home's local GCS, started on demand by checkpoint sensing
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     )
     migrate = subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], env=env,

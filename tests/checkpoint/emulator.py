@@ -27,16 +27,6 @@ class Served:
     entries: int = 0
 
 
-# Error bodies as the GCS JSON API sends them (cloud.google.com/storage/docs/json_api/v1/status-codes): 403 when
-# the identity lacks storage.objects.list, 429 rate limits, 503 backend unavailable; a client times out on a hang.
-OUTAGE_BODIES = {
-    403: ("forbidden", "sa@proj.iam.gserviceaccount.com does not have storage.objects.list access to the Google "
-                       "Cloud Storage bucket. Permission 'storage.objects.list' denied on resource (or it may not exist)."),
-    429: ("rateLimitExceeded", "The project exceeded the rate limit for Cloud Storage."),
-    503: ("backendError", "We encountered an internal error. Please try again."),
-}
-
-
 @dataclass
 class CountingEmulator:
     port: int = field(default_factory=free_port)
@@ -84,12 +74,14 @@ class CountingEmulator:
                 if counter.outage_status == "timeout":
                     time.sleep(counter.hang_s)
                 else:
-                    code = int(counter.outage_status)
-                    reason, message = OUTAGE_BODIES[code]
+                    # The local GCS's outage answers: GCS's error bodies for 403, 429 and 503
+                    # (cloud.google.com/storage/docs/json_api/v1/status-codes).
+                    from mtc_provider.local.gcs.errors import outage
+
+                    error = outage(int(counter.outage_status))
                     response = server.Response(router._request_handler)
-                    response.status = __import__("http").HTTPStatus(code)
-                    response.json({"error": {"code": code, "message": message,
-                                             "errors": [{"message": message, "domain": "global", "reason": reason}]}})
+                    response.status = __import__("http").HTTPStatus(error.code)
+                    response.json(error.body())
                     return response.close()
             return original_handle(router, method)
 

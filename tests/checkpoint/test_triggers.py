@@ -31,13 +31,14 @@ class ScriptedClock:
 class ScriptedStore:
     """Finalized steps that appear at given times: {step: commit_time}; `fail_until` makes listings raise."""
 
-    def __init__(self, clock: ScriptedClock, commits: dict[int, float], fail_until: float = -1) -> None:
-        self.clock, self.commits, self.fail_until = clock, commits, fail_until
+    def __init__(self, clock: ScriptedClock, commits: dict[int, float], fail_until: float = -1,
+                 fail_from: float = 0) -> None:
+        self.clock, self.commits, self.fail_until, self.fail_from = clock, commits, fail_until, fail_from
         self.calls: list[int | None] = []
 
     async def finalized(self, after: int | None = None) -> list[CheckpointInfo]:
         self.calls.append(after)
-        if self.clock.t < self.fail_until:
+        if self.fail_from <= self.clock.t < self.fail_until:
             raise ConnectionError("listing refused")
         return [CheckpointInfo(s, f"/c/{s}", t) for s, t in sorted(self.commits.items())
                 if t <= self.clock.t and (after is None or s > after)]
@@ -84,11 +85,20 @@ async def test_slow_but_progressing_run_is_not_stalled(clock, monkeypatch):
     assert len(event.new_checkpoints) == 10
 
 
-async def test_listing_errors_count_as_no_progress(clock, monkeypatch):
+async def test_listing_errors_are_not_no_progress_and_a_lasting_outage_says_so(clock, monkeypatch):
     use_store(monkeypatch, ScriptedStore(clock, {}, fail_until=10_000))
-    event = await first_event(progress_trigger())
-    assert event.status == "stalled" and 100 < clock.t <= 130
-    assert "last error: ConnectionError: listing refused" in event.message
+    event = await first_event(progress_trigger(listing_timeout=600))
+    assert event.status == "listing_failed" and 600 < clock.t <= 630  # not "stalled" at 100 s
+    assert "kept failing for" in event.message and "ConnectionError: listing refused" in event.message
+
+
+async def test_the_stall_clock_is_paused_while_listings_fail(clock, monkeypatch):
+    # Step 10 seen at t=0; listings fail from t=30 until t=300; nothing new afterwards.
+    store = ScriptedStore(clock, {10: 0.0}, fail_from=30, fail_until=300)
+    use_store(monkeypatch, store)
+    event = await first_event(progress_trigger(listing_timeout=600))
+    # The 270 s of failing listings are taken off the clock: without them the stall comes at t=100 + 270.
+    assert event.status == "stalled" and 370 < clock.t <= 370 + 30
 
 
 async def test_trigger_asks_only_for_newer_steps(clock, monkeypatch):

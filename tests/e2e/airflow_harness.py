@@ -278,6 +278,7 @@ def server_env(home: Path, local_home: Path, port: int, dags_folder: Path, extra
         "AIRFLOW__TRIGGERER__CAPACITY": "50",
         "MTC_LOCAL_HOME": str(local_home),
         "MTC_RUNNER_IDLE_SECONDS": str(RUNNER_IDLE_SECONDS),
+        "MTC_GCS_IDLE_SECONDS": str(RUNNER_IDLE_SECONDS),  # the home's local GCS, started on demand, leaves too
         "PYTHONUNBUFFERED": "1",
     })
     env.update(extra)

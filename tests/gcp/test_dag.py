@@ -80,14 +80,30 @@ def test_local_target_dag(dags, tmp_path):
     assert (tmp_path / "buckets" / "ckpt").is_dir()
 
 
-def test_local_steps_say_they_do_not_apply(tmp_path):
+def test_local_bucket_and_iam_go_through_the_local_gcs_and_node_pools_do_not_apply(tmp_path):
+    """The bucket and IAM steps run GcsBucketApi against the local GCS (HNS, UBLA, the v3 policy); node pools
+    have no local meaning."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    from mtc_provider.local import gcs as local_gcs
+
     target = LocalTarget(home=str(tmp_path))
-    grant = MtcGrantBucketAccessOperator(task_id="g", target=target, bucket_name="ckpt").execute({})
-    pools = MtcCreateTpuNodePoolsOperator(task_id="p", target=target, slices=SLICES).execute({})
-    assert grant["applies"] is False and "does not apply locally" in grant["reason"]
-    assert pools["applies"] is False and "16 host processes" in pools["reason"]
     bucket = MtcCreateBucketOperator(task_id="b", target=target, bucket_name="ckpt")
-    assert bucket.execute({})["changed"] is True and bucket.execute({})["changed"] is False
+    first = bucket.execute({})
+    assert first["changed"] is True and first["hierarchical_namespace"] and first["uniform_bucket_level_access"]
+    assert bucket.execute({})["changed"] is False
+    grant = MtcGrantBucketAccessOperator(task_id="g", target=target, bucket_name="ckpt", workload_namespace="training")
+    added = grant.execute({})
+    assert added["changed"] and any("/ns/training/sa/default" in m for m in added["added"])
+    assert grant.execute({})["changed"] is False
+    client = storage.Client(project="p", credentials=AnonymousCredentials(),
+                            client_options={"api_endpoint": local_gcs.endpoint(str(tmp_path))})
+    policy = client.bucket("ckpt").get_iam_policy(requested_policy_version=3)
+    assert sorted(policy[BUCKET_ROLE]) == sorted(added["added"])
+    pools = MtcCreateTpuNodePoolsOperator(task_id="p", target=target, slices=SLICES).execute({})
+    assert pools["applies"] is False and "16 host processes" in pools["reason"]
+    assert local_gcs.stop(str(tmp_path))
 
 
 def test_zone_bucket_location_fails_before_any_call(gcs, gcp_connection):

@@ -113,6 +113,7 @@ DISTRIBUTIONS = {
     "google.cloud.container_v1": "google-cloud-container",
     "google.cloud.resourcemanager_v3": "google-cloud-resource-manager",
     "google.api_core": "google-api-core",
+    "google_crc32c": "google-crc32c",
     "kubernetes_asyncio": "kubernetes-asyncio",
     "kubernetes": "kubernetes",
     "yaml": "pyyaml",

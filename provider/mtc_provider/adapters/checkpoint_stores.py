@@ -1,4 +1,8 @@
-"""CheckpointStore implementations: a local directory, and GCS through the google provider's GCSHook.
+"""CheckpointStore implementations: GCS through the google provider's GCSHook, and a local directory.
+
+A directory in a local target's bucket folder (`<home>/buckets/<bucket>/...`, where the local workload writes as
+through a GCS FUSE mount) is listed through that home's local GCS with the GCS store, so the local target runs
+the same sensing code as GKE; any other local directory is read with scandir.
 
 The core (`core.listing`) decides what counts; these classes only fetch names. Both answer an incremental
 question, `finalized(dir, after=step)`, so a poke after the first looks only at what is new where the store
@@ -179,13 +183,89 @@ def _timestamp(value: datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
 
 
+class LocalBucketCheckpointStore:
+    """A checkpoint directory inside a local target's bucket folder, listed through the home's local GCS by
+    GcsCheckpointStore (the GKE code path: GCSHook, matchGlob, startOffset, pages). Paths in and out stay the
+    local paths the caller uses. The endpoint is looked up (and the server started) on each call, in the
+    calling thread, so a trigger never blocks its event loop on it and a restarted server is found again."""
+
+    def __init__(self, home: str, bucket: str) -> None:
+        self.home, self.bucket = home, bucket
+        self.root = Path(home) / "buckets" / bucket
+        self.gcs: GcsCheckpointStore | None = None
+
+    @property
+    def cost(self) -> ListingCost:
+        return self._store().cost
+
+    def _store(self) -> GcsCheckpointStore:
+        from mtc_provider.adapters.gcs_hook import EndpointGCSHook, local_gcs_endpoint
+
+        endpoint = local_gcs_endpoint(self.home)
+        if self.gcs is None or self.gcs.hook.api_endpoint != endpoint:
+            cost = self.gcs.cost if self.gcs is not None else ListingCost()
+            self.gcs = GcsCheckpointStore(hook=EndpointGCSHook(endpoint))
+            self.gcs.cost = cost
+        if not self.root.is_dir():  # before the workload's first write, as its folder would be made by it
+            self._create_bucket()
+        return self.gcs
+
+    def _create_bucket(self) -> None:
+        """The local bucket, made through the API (HNS, uniform access) when sensing starts before training."""
+        from mtc_provider.adapters.gcs_bucket import LOCAL_LOCATION, GcsBucketApi
+        from mtc_provider.adapters.gcs_hook import LOCAL_PROJECT
+        from mtc_provider.core.spec import BucketSpec
+
+        GcsBucketApi(self.gcs.hook.get_conn()).ensure_bucket(BucketSpec(self.bucket, LOCAL_LOCATION), LOCAL_PROJECT)
+
+    def _gs(self, path: str) -> str:
+        relative = local_path(path).relative_to(self.root).as_posix()
+        return f"gs://{self.bucket}" + ("" if relative == "." else f"/{relative}")
+
+    def _local(self, uri: str) -> str:
+        _, path = split_gcs_uri(uri)
+        return str(self.root / path) if path else str(self.root)
+
+    def finalized(self, checkpoint_dir: str, after: int | None = None) -> list[CheckpointInfo]:
+        found = self._store().finalized(self._gs(checkpoint_dir), after)
+        return [CheckpointInfo(info.step, self._local(info.path), info.commit_time) for info in found]
+
+    def finalized_steps(self, checkpoint_dir: str) -> list[CheckpointInfo]:
+        return self.finalized(checkpoint_dir)
+
+    def latest_step(self, checkpoint_dir: str) -> int | None:
+        found = self.finalized(checkpoint_dir)
+        return found[-1].step if found else None
+
+    def item_path(self, step_path: str) -> str | None:
+        found = self._store().item_path(self._gs(step_path))
+        return self._local(found) if found else None
+
+    def backup_steps(self, backup_dir: str, workers: int | None = None) -> list[int]:
+        return self._store().backup_steps(self._gs(backup_dir), workers)
+
+
+def local_bucket_of(path: Path) -> tuple[str, str] | None:
+    """(home, bucket) when `path` lies in a local target's bucket folder `<home>/buckets/<bucket>/...`: a home
+    with a local GCS directory (`<home>/gcs`) first, else the outermost `buckets` folder; None otherwise."""
+    parts = path.parts
+    found = [i for i in range(1, len(parts) - 1) if parts[i] == "buckets"]
+    served = [i for i in found if (Path(*parts[:i]) / "gcs").is_dir()]
+    for i in served or found:
+        return str(Path(*parts[:i])), parts[i + 1]
+    return None
+
+
 def open_store(checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default",
-               impersonation_chain: str | list[str] | None = None) -> LocalCheckpointStore | GcsCheckpointStore:
-    """The store for a checkpoint directory: gs:// goes to GCS, an absolute path or file:// is local."""
+               impersonation_chain: str | list[str] | None = None) -> CheckpointStore:
+    """The store for a checkpoint directory: gs:// goes to GCS; a directory in a local target's bucket folder to
+    that home's local GCS; any other absolute path or file:// is read locally."""
     if checkpoint_dir.startswith("gs://"):
         split_gcs_uri(checkpoint_dir)
         return GcsCheckpointStore(gcp_conn_id, impersonation_chain=impersonation_chain)
-    local_path(checkpoint_dir)
+    located = local_bucket_of(local_path(checkpoint_dir))
+    if located is not None:
+        return LocalBucketCheckpointStore(*located)
     return LocalCheckpointStore()
 
 
@@ -209,5 +289,5 @@ async def latest_checkpoint(checkpoint_dir: str, gcp_conn_id: str = "google_clou
     return found[-1] if found else None
 
 
-__all__ = ["AsyncCheckpointStore", "CheckpointStore", "GcsCheckpointStore", "ListingCost", "LocalCheckpointStore",
-           "latest_checkpoint", "open_store", "split_gcs_uri"]
+__all__ = ["AsyncCheckpointStore", "CheckpointStore", "GcsCheckpointStore", "ListingCost", "LocalBucketCheckpointStore",
+           "LocalCheckpointStore", "latest_checkpoint", "open_store", "split_gcs_uri"]

@@ -1,15 +1,14 @@
 """The checkpoint bucket: create it with HNS and UBLA, verify an existing one, and bind the guide's IAM members.
 
-The storage client is injected (production: the google provider's GCSHook.get_conn(); it honours
-STORAGE_EMULATOR_HOST). Client-library retries are turned off (`retry=None`) so the one policy in
-adapters/retry.py decides. The local target's bucket is a directory (LocalBucket).
+The storage client is injected (production: the google provider's GCSHook.get_conn(), made by adapters/gcs_hook.py:
+on GCP with the connection's credentials, on the local target against its local GCS). Client-library retries are
+turned off (`retry=None`) so the one policy in adapters/retry.py decides.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from google.cloud import storage
@@ -128,10 +127,37 @@ class GcsBucketApi:
         return retry.policy((retry.Conflict, retry.PreconditionFailed, AlreadyExists))(once)()
 
 
-def storage_client(gcp_conn_id: str, impersonation_chain: Any = None) -> storage.Client:
-    from airflow.providers.google.cloud.hooks.gcs import GCSHook
+def storage_client(gcp_conn_id: str = "google_cloud_default", impersonation_chain: Any = None,
+                   api_endpoint: str | None = None) -> storage.Client:
+    from mtc_provider.adapters.gcs_hook import gcs_hook
 
-    return GCSHook(gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain).get_conn()
+    return gcs_hook(gcp_conn_id, impersonation_chain, api_endpoint).get_conn()
+
+
+@dataclass(frozen=True)
+class BucketAccess:
+    """How a target reaches its buckets: the client, the project buckets are created in, the default location,
+    the project number when it is known without a lookup, and whether Cloud Console links mean anything."""
+
+    client: storage.Client
+    project_id: str
+    location: str
+    project_number: str | None = None
+    console: bool = True
+
+
+LOCAL_LOCATION = "us-central1"  # what the local GCS reports for a bucket folder made without buckets.insert
+
+
+def bucket_access(target: Any) -> BucketAccess:
+    """The target's bucket access (the one place that knows how each target's storage client is made)."""
+    if target.kind == "local":
+        from mtc_provider.adapters.gcs_hook import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER, local_gcs_endpoint
+
+        client = storage_client(api_endpoint=local_gcs_endpoint(target.home))
+        return BucketAccess(client, LOCAL_PROJECT, LOCAL_LOCATION, LOCAL_PROJECT_NUMBER, console=False)
+    return BucketAccess(storage_client(target.gcp_conn_id, target.impersonation_chain), target.project_id,
+                        target.location)
 
 
 def project_number(project_id: str, gcp_conn_id: str = "google_cloud_default", impersonation_chain: Any = None,
@@ -148,18 +174,3 @@ def project_number(project_id: str, gcp_conn_id: str = "google_cloud_default", i
     project = retry.call(client.get_project, name=f"projects/{project_id}", retry=None, timeout=TIMEOUT,
                          permission="resourcemanager.projects.get")
     return project.name.rsplit("/", 1)[-1]
-
-
-@dataclass
-class LocalBucket:
-    """The local target's bucket: a directory under the target's home."""
-
-    root: str
-
-    def ensure_bucket(self, spec_name: str) -> BucketResult:
-        path = Path(self.root) / spec_name
-        created = not path.exists()
-        if path.exists() and not path.is_dir():
-            raise BucketNotUsable(f"{path} exists and is not a directory")
-        path.mkdir(parents=True, exist_ok=True)
-        return BucketResult(str(path), created, "local", True, True)

@@ -2,8 +2,9 @@
 
 Every operator takes one `target` (GkeTarget or LocalTarget, or its dict form) instead of seven connection
 arguments, is idempotent (a second run changes nothing and says so in its XCom), and waits for GKE
-long-running operations in the triggerer when deferrable. On the local target, steps that have no local
-meaning return {"applies": false, "reason": ...} rather than silently succeeding.
+long-running operations in the triggerer when deferrable. The bucket and IAM steps run the same GCS code on both
+targets (the local target serves its bucket folders over the GCS JSON API: mtc_provider.local.gcs); steps that
+have no local meaning return {"applies": false, "reason": ...} rather than silently succeeding.
 """
 
 from __future__ import annotations
@@ -187,25 +188,20 @@ class MtcCreateBucketOperator(MtcGcpBaseOperator):
         self.bucket_location = bucket_location
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from mtc_provider.adapters.gcs_bucket import GcsBucketApi, bucket_access
         from mtc_provider.core.locations import check_bucket_name
+        from mtc_provider.core.spec import BucketSpec
 
         target = self.resolved_target()
         check_bucket_name(self.bucket_name)
-        if isinstance(target, LocalTarget):
-            from pathlib import Path
-
-            from mtc_provider.adapters.gcs_bucket import LocalBucket
-
-            result = LocalBucket(str(Path(target.home) / "buckets")).ensure_bucket(self.bucket_name)
-            return {"target": "local", "changed": result.created, **result.to_dict()}
-        from mtc_provider.adapters.gcs_bucket import GcsBucketApi, storage_client
-        from mtc_provider.core.spec import BucketSpec
-
-        spec = BucketSpec(self.bucket_name, self.bucket_location or target.location)  # a zone fails here, first
-        GcsBucketLink.persist(context, bucket=spec.name, project_id=target.project_id)
-        result = GcsBucketApi(storage_client(target.gcp_conn_id, target.impersonation_chain)).ensure_bucket(
-            spec, target.project_id)
-        return {"target": "gke", "changed": result.created, **result.to_dict()}
+        if self.bucket_location:
+            BucketSpec(self.bucket_name, self.bucket_location)  # a zone fails here, before any call
+        access = bucket_access(target)
+        spec = BucketSpec(self.bucket_name, self.bucket_location or access.location)
+        if access.console:
+            GcsBucketLink.persist(context, bucket=spec.name, project_id=access.project_id)
+        result = GcsBucketApi(access.client).ensure_bucket(spec, access.project_id)
+        return {"target": target.kind, "changed": result.created, **result.to_dict()}
 
 
 class MtcGrantBucketAccessOperator(MtcGcpBaseOperator):
@@ -231,30 +227,29 @@ class MtcGrantBucketAccessOperator(MtcGcpBaseOperator):
         self.project_number = project_number
         self.resource_manager_endpoint = resource_manager_endpoint
 
-    def members(self, target: GkeTarget) -> list[str]:
+    def members(self, target: GkeTarget | LocalTarget, project_id: str, known_number: str | None) -> list[str]:
         from mtc_provider.adapters.gcs_bucket import project_number
         from mtc_provider.core.iam import bucket_members
-        from mtc_provider.core.names import check_namespace, check_service_account
 
-        check_namespace(self.workload_namespace)
-        check_service_account(self.workload_service_account)
-        number = self.project_number or project_number(target.project_id, target.gcp_conn_id,
-                                                        target.impersonation_chain, self.resource_manager_endpoint)
-        return bucket_members(target.project_id, str(number), self.workload_namespace, self.workload_service_account)
+        number = self.project_number or known_number or project_number(
+            project_id, target.gcp_conn_id, target.impersonation_chain, self.resource_manager_endpoint)
+        return bucket_members(project_id, str(number), self.workload_namespace, self.workload_service_account)
 
     def execute(self, context: Any) -> dict[str, Any]:
-        target = self.resolved_target()
-        if isinstance(target, LocalTarget):
-            return not_applicable("grant_bucket_access", "a local directory has no IAM policy")
-        from mtc_provider.adapters.gcs_bucket import GcsBucketApi, storage_client
+        from mtc_provider.adapters.gcs_bucket import GcsBucketApi, bucket_access
         from mtc_provider.core.iam import BUCKET_ROLE
+        from mtc_provider.core.names import check_namespace, check_service_account
 
-        members = self.members(target)
-        GcsBucketLink.persist(context, bucket=self.bucket_name, project_id=target.project_id)
-        result = GcsBucketApi(storage_client(target.gcp_conn_id, target.impersonation_chain)).grant(
-            self.bucket_name, BUCKET_ROLE, members)
+        target = self.resolved_target()
+        check_namespace(self.workload_namespace)  # bad input fails before any call
+        check_service_account(self.workload_service_account)
+        access = bucket_access(target)
+        members = self.members(target, access.project_id, access.project_number)
+        if access.console:
+            GcsBucketLink.persist(context, bucket=self.bucket_name, project_id=access.project_id)
+        result = GcsBucketApi(access.client).grant(self.bucket_name, BUCKET_ROLE, members)
         self.log.info("added %s; already present %s", result.added, result.already_present)
-        return {"target": "gke", **result.to_dict()}
+        return {"target": target.kind, **result.to_dict()}
 
 
 class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):

@@ -117,7 +117,7 @@ class CheckpointProgressSensor(BaseSensorOperator):
         return False
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        from mtc_provider.triggers.checkpoint import REACHED, STALLED, CheckpointProgressEvent
+        from mtc_provider.triggers.checkpoint import LISTING_FAILED, REACHED, STALLED, CheckpointProgressEvent
 
         result = CheckpointProgressEvent.from_payload(event)
         for step, commit_time in result.new_checkpoints:
@@ -128,6 +128,8 @@ class CheckpointProgressSensor(BaseSensorOperator):
         if result.status == STALLED:
             raise CheckpointStalled(self.checkpoint_dir, result.progress.latest_step, result.waited_s,
                                     float(self.stall_timeout))
+        if result.status == LISTING_FAILED:  # not a stall: the run may be fine; the listing needs a person
+            raise MtcError(result.message)
         raise MtcError(f"unexpected checkpoint progress event: {event}")
 
     def _xcom(self, progress: Progress) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 from mtc_provider.adapters.checkpoint_stores import AsyncCheckpointStore
 from mtc_provider.core.progress import Progress, ProgressTracker
 
-REACHED, STALLED = "reached", "stalled"
+REACHED, STALLED, LISTING_FAILED = "reached", "stalled", "listing_failed"
 WATERMARK_KEY = "last_step"
 
 
@@ -69,6 +69,10 @@ class CheckpointProgressTrigger(BaseTrigger):
     """Polls the finalized steps every `poll_interval` s; fires when `target_step` is reached or when no new
     step appeared for `stall_timeout` s (so a stall is reported within stall_timeout + poll_interval).
 
+    A failed listing is not "no progress": while listings fail the stall clock is paused (the time is taken off
+    it when a listing works again); listings that keep failing for `listing_timeout` s fire `listing_failed`
+    with the bucket and the last error.
+
     :param checkpoint_dir: the run's persistent checkpoint directory, gs://... or a local path.
     :param target_step: fire when a finalized step reaches it.
     :param stall_timeout: fire (stalled) when no new finalized step appears for this many seconds.
@@ -77,11 +81,12 @@ class CheckpointProgressTrigger(BaseTrigger):
     :param started_at: when waiting started (unix s), so a resumed trigger keeps the stall clock; None: now.
     :param window_s: window for steps per hour.
     :param max_logged: at most this many (step, commit time) pairs are kept for the event.
+    :param listing_timeout: fire `listing_failed` when listings keep failing this many seconds.
     """
 
     def __init__(self, checkpoint_dir: str, target_step: int, stall_timeout: float, poll_interval: float = 60.0,
                  gcp_conn_id: str = "google_cloud_default", started_at: float | None = None,
-                 window_s: float = 3600.0, max_logged: int = 100) -> None:
+                 window_s: float = 3600.0, max_logged: int = 100, listing_timeout: float = 1800.0) -> None:
         super().__init__()
         self.checkpoint_dir = checkpoint_dir
         self.target_step = target_step
@@ -91,28 +96,45 @@ class CheckpointProgressTrigger(BaseTrigger):
         self.started_at = started_at
         self.window_s = window_s
         self.max_logged = max_logged
+        self.listing_timeout = listing_timeout
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}", {
             "checkpoint_dir": self.checkpoint_dir, "target_step": self.target_step,
             "stall_timeout": self.stall_timeout, "poll_interval": self.poll_interval,
             "gcp_conn_id": self.gcp_conn_id, "started_at": self.started_at, "window_s": self.window_s,
-            "max_logged": self.max_logged,
+            "max_logged": self.max_logged, "listing_timeout": self.listing_timeout,
         })
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         store = open_async_store(self.checkpoint_dir, self.gcp_conn_id)
         tracker = ProgressTracker(started_at=self.started_at or clock.now(), window_s=self.window_s)
         seen: list[tuple[int, float | None]] = []
-        last_error = ""
+        failing_since: float | None = None
         while True:
             try:
                 found = await store.finalized(tracker.latest_step)
-                last_error = ""
-            except Exception as exc:  # a transient listing error is no progress; the stall clock decides
-                found, last_error = [], f"{type(exc).__name__}: {exc}"
-                self.log.warning("listing %s failed: %s", self.checkpoint_dir, last_error)
+            except Exception as exc:  # a failed listing is not "no progress": the stall clock is paused
+                from mtc_provider.triggers.jobset import describe_listing_error
+
+                now = clock.now()
+                failing_since = now if failing_since is None else failing_since
+                error = describe_listing_error(exc)
+                self.log.warning("listing %s failed (%s); the stall clock is paused (%.0fs of listing_timeout %.0fs)",
+                                 self.checkpoint_dir, error, now - failing_since, self.listing_timeout)
+                if now - failing_since > self.listing_timeout:
+                    yield self._event(LISTING_FAILED, tracker, now, seen,
+                                      f"the checkpoint listing of {self.checkpoint_dir} (bucket {_bucket(self.checkpoint_dir)}) "
+                                      f"kept failing for {now - failing_since:.0f}s (listing_timeout "
+                                      f"{self.listing_timeout:.0f}s): {error}")
+                    return
+                await clock.sleep(self.poll_interval)
+                continue
             now = clock.now()
+            if failing_since is not None:
+                tracker.pause(now - failing_since)
+                self.log.info("listing %s works again after %.0fs", self.checkpoint_dir, now - failing_since)
+                failing_since = None
             for info in found:
                 if tracker.observe(info.step, info.commit_time, now):
                     self.log.info("new checkpoint: step %d at %s (commit time %s)", info.step, info.path, info.commit_time)
@@ -124,7 +146,7 @@ class CheckpointProgressTrigger(BaseTrigger):
                 waited = tracker.seconds_without_progress(now)
                 message = (f"no new finalized checkpoint in {self.checkpoint_dir} for {waited:.0f}s "
                            f"(stall_timeout {self.stall_timeout:.0f}s); latest step {tracker.latest_step}")
-                yield self._event(STALLED, tracker, now, seen, message + (f"; last error: {last_error}" if last_error else ""))
+                yield self._event(STALLED, tracker, now, seen, message)
                 return
             await clock.sleep(self.poll_interval)
 
@@ -132,6 +154,10 @@ class CheckpointProgressTrigger(BaseTrigger):
         event = CheckpointProgressEvent(status, self.checkpoint_dir, self.target_step, tracker.progress(now), message,
                                         seen, tracker.seconds_without_progress(now))
         return TriggerEvent(event.to_payload())
+
+
+def _bucket(checkpoint_dir: str) -> str:
+    return checkpoint_dir.split("/")[2] if checkpoint_dir.startswith("gs://") else checkpoint_dir
 
 
 @dataclass(frozen=True)

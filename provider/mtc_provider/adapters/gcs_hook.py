@@ -1,0 +1,59 @@
+"""The one place a GCS client is made: the google provider's GCSHook for GCS, and the same hook pointed at a GCS
+JSON API endpoint of our own (the local target's GCS) for everything else.
+
+`EndpointGCSHook` is GCSHook with two documented seams changed, so its `get_conn()`, uploads, downloads and
+listings are GCSHook's own:
+- `get_client_options(api_endpoint_override)` (GoogleBaseHook): the endpoint goes into the client's
+  `client_options.api_endpoint`, which google-cloud-storage prefers over every other endpoint setting;
+- `get_connection()`: the endpoint's own Google Cloud connection, anonymous (the connection's documented
+  `is_anonymous` extra: https://airflow.apache.org/docs/apache-airflow-providers-google/stable/connections/gcp.html),
+  so GoogleBaseHook's own credential code yields google.auth's AnonymousCredentials, as google-cloud-storage
+  uses for an emulator. No Google credentials and no token: a trigger carries only the endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from airflow.providers.google.cloud.hooks.gcs import GCSHook
+
+LOCAL_PROJECT = "mtc-local"  # the project id the local target's buckets and IAM members are in
+LOCAL_PROJECT_NUMBER = "0"
+# A local GCS started on demand by a task (not `mtc local up`) exits when unused this long; the next use starts one.
+IDLE_ENV, DEFAULT_IDLE_SECONDS = "MTC_GCS_IDLE_SECONDS", 120.0
+
+
+class EndpointGCSHook(GCSHook):
+    """GCSHook against a GCS JSON API endpoint (http://host:port) that needs no credentials."""
+
+    def __init__(self, api_endpoint: str, project_id: str = LOCAL_PROJECT) -> None:
+        self.api_endpoint = api_endpoint
+        self.endpoint_project = project_id
+        super().__init__(gcp_conn_id=f"mtc_gcs_endpoint_{project_id}")
+
+    def get_connection(self, conn_id: str) -> Any:  # type: ignore[override]
+        from airflow.sdk.definitions.connection import Connection
+
+        return Connection(conn_id=conn_id, conn_type="google_cloud_platform",
+                          extra=json.dumps({"is_anonymous": True, "project": self.endpoint_project}))
+
+    def get_client_options(self, api_endpoint_override: str | None = None) -> Any:
+        return super().get_client_options(api_endpoint_override or self.api_endpoint)
+
+
+def gcs_hook(gcp_conn_id: str = "google_cloud_default", impersonation_chain: Any = None,
+             api_endpoint: str | None = None) -> GCSHook:
+    """GCSHook for GCS (the connection's credentials), or EndpointGCSHook when an endpoint is given."""
+    if api_endpoint:
+        return EndpointGCSHook(api_endpoint)
+    return GCSHook(gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain)
+
+
+def local_gcs_endpoint(home: str) -> str:
+    """The endpoint of a local target home's GCS, started in the background when it is not running."""
+    import os
+
+    from mtc_provider.local.gcs import ensure_running
+
+    return ensure_running(home, idle_seconds=float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_SECONDS))
