@@ -83,7 +83,7 @@ def pod_object(jobset: dict[str, Any], pod: Pod) -> dict[str, Any]:
     phase, state, ready = _container_state(pod)
     containers = spec.get("containers") or [{"name": pod.rj.container_name}]
     statuses = [{"name": c.get("name", pod.rj.container_name), "image": c.get("image", ""), "ready": ready,
-                 "restartCount": 0, "started": ready, "state": state} for c in containers[:1]]
+                 "imageID": "", "restartCount": 0, "started": ready, "state": state} for c in containers[:1]]
     conditions = [{"type": kind, "status": "True" if ok else "False", "lastTransitionTime": rfc3339(pod.created)}
                   for kind, ok in (("PodScheduled", True), ("Initialized", True), ("ContainersReady", ready),
                                    ("Ready", ready))]

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -83,20 +81,11 @@ class LocalJobSetApi:
         return response
 
     def _spawn(self) -> None:
+        from mtc_provider.local.cluster.lifecycle import spawn
+
         if self._spawned is not None and self._spawned.poll() is None:
             return
-        auth.make_private_dir(self.home.root)
-        log_fd = os.open(self.home.supervisor_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, auth.PRIVATE_FILE)
-        with os.fdopen(log_fd, "ab") as log:
-            # A new session: the supervisor survives the task (and its process group) that started it.
-            self._spawned = subprocess.Popen(
-                [sys.executable, "-m", "mtc_provider.local.runner.supervisor", str(self.home.root)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                close_fds=True,
-            )
+        self._spawned = spawn(self.home)
 
     def _call(self, request: dict[str, Any]) -> Any:
         deadline = time.monotonic() + START_TIMEOUT

@@ -28,6 +28,7 @@ from mtc_provider.core.errors import SpecError
 from mtc_provider.local.cluster import errors as api_errors
 from mtc_provider.local.cluster import kubeconfig, pki
 from mtc_provider.local.cluster.apiserver import ApiServer
+from mtc_provider.local.cluster.lifecycle import STAY_FILE
 from mtc_provider.local.cluster.pods import pod_object
 from mtc_provider.local.cluster.resources import CHECKPOINT_CONFIGURATIONS, CONFIGMAPS, JOBSETS, NAMESPACES, PODS
 from mtc_provider.local.cluster.store import Store
@@ -336,7 +337,7 @@ def main(home_arg: str, stay: bool = False) -> int:
         while not stop.is_set():
             with supervisor.lock:
                 supervisor.tick()
-                if supervisor.runs or stay:
+                if supervisor.runs or stay or (home.root / STAY_FILE).exists():
                     idle_since = time.time()
                 elif time.time() - idle_since > IDLE_SECONDS:
                     supervisor.closing = True
