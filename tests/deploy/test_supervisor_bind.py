@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mtc_provider.local.runner import LocalJobSetApi
+from mtc_provider.local.cluster.client import LocalCluster
 from mtc_provider.local.runner.state import Home, read_json
 from mtc_provider.local.runner.supervisor import advertised_host, bind_host
 from tests.runner.conftest import FAKE_WORKLOAD, make_jobset
@@ -72,7 +72,7 @@ def test_configured_bind_host_is_advertised_and_used_by_clients(supervised, tmp_
     # The client reads the advertised address from the shared home: a create goes through it.
     script = tmp_path / "fake_workload.py"
     script.write_text(FAKE_WORKLOAD)
-    api = LocalJobSetApi(info["home"])
+    api = LocalCluster(info["home"])
     created = api.create("default", make_jobset("bound", script, args=["steps=2"]))
     assert created["metadata"]["name"] == "bound"
     assert json.loads(Home.of(info["home"]).supervisor_file.read_text())["pid"] == info["pid"]  # no second one

@@ -3,12 +3,11 @@
 Started on demand by the client (`python -m mtc_provider.local.runner.supervisor <home> [--stay]`, in a new
 session); one per home, enforced by an flock on <home>/supervisor.lock. It hosts the local cluster's Kubernetes API
 server (local/cluster/apiserver.py, reached through <home>/kubeconfig) and is its JobSet controller and kubelet:
-every JobSet and pod it runs is an object there. It serves create/delete on a socket bound to
-MTC_RUNNER_BIND_HOST (default 127.0.0.1; 0.0.0.0 in docker-compose.yaml, where other containers share the home)
-(a nonce line out, one signed JSON line in, one signed line out: see auth.py; a request not signed with the
-home's token is refused and runs nothing), writes every JobSet object to <home>/state/ (the only writer; clients read the files
-directly for get/list/watch), and exits by itself after MTC_RUNNER_IDLE_SECONDS with no active JobSet (never with
---stay, as `mtc local up` starts it).
+every JobSet and pod it runs is an object there. The API server binds MTC_RUNNER_BIND_HOST (default 127.0.0.1;
+0.0.0.0 in docker-compose.yaml, where other containers share the home) and answers only the home's token. The
+supervisor keeps every JobSet object in <home>/state/ too (so a restarted supervisor adopts what was running), and
+exits by itself after MTC_RUNNER_IDLE_SECONDS with no active JobSet (never with --stay or the home's `stay` file, as
+`mtc local up` leaves it).
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ from mtc_provider.local.runner.jobset import FOREGROUND_FINALIZER as FOREGROUND
 from mtc_provider.local.runner.jobset import JobSetRun
 from mtc_provider.local.runner.manifest import FAULT_PLAN_ANNOTATION, LOG_DIR_ANNOTATION
 from mtc_provider.local.runner.pods import Pod
-from mtc_provider.local.runner.state import Home, read_json, recv_line, write_json
+from mtc_provider.local.runner.state import Home, read_json, write_json
 
 TICK_SECONDS = 0.1
 IDLE_SECONDS = float(os.environ.get("MTC_RUNNER_IDLE_SECONDS", "60"))
@@ -156,28 +155,7 @@ class Supervisor:
                 self.store.observe_version(int(meta.get("resourceVersion") or 0))
                 self.store.put(JOBSETS, obj)
 
-    # ---- requests (called under self.lock) -------------------------------------------------------
-    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        if self.closing:
-            return {"retry": True}
-        if request.get("home") != str(self.home.root):
-            return {"error": {"status": 421, "message": f"this supervisor serves {self.home.root}"}}
-        op = request.get("op")
-        if op == "ping":
-            return {"ok": os.getpid()}
-        if op == "create":
-            return self._create(request["namespace"], request["body"])
-        if op == "delete":
-            return self._delete(request["namespace"], request["name"])
-        return {"error": {"status": 400, "message": f"unknown op {op!r}"}}
-
-    def _create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        """The signed-socket form of create_jobset (errors as dicts)."""
-        try:
-            return {"ok": self._create_checked(namespace, body)}
-        except api_errors.StatusError as err:
-            return {"error": {"status": err.code, "message": err.message}}
-
+    # ---- requests (from the API server's threads, under self.lock) --------------------------------
     def _create_checked(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]
         path = self.home.jobset_file(namespace, name)
@@ -214,14 +192,14 @@ class Supervisor:
         self.sync_pods(run)
         return run.snapshot()
 
-    def _delete(self, namespace: str, name: str, foreground: bool = True) -> dict[str, Any]:
+    def _delete(self, namespace: str, name: str, foreground: bool = True) -> None:
         """Foreground: the object stays (deletionTimestamp, finalizer) until its pods are gone. Background: the
         object goes now, the pods after (https://kubernetes.io/docs/concepts/architecture/garbage-collection/)."""
         run = self.runs.get((namespace, name))
         if run is None:
             obj = read_json(self.home.jobset_file(namespace, name))
             if obj is None:
-                return {"ok": None}
+                return
             run = self._adopt(JobSetRun(self.home, obj, time.time()))
             self.runs[(namespace, name)] = run
         previous = run.snapshot()
@@ -234,7 +212,6 @@ class Supervisor:
         run.save(previous)
         self.sync_pods(run)
         self._finish_deletes()
-        return {"ok": None}
 
     # ---- the reconcile loop ----------------------------------------------------------------------
     def _finish_deletes(self) -> None:
@@ -261,40 +238,6 @@ class Supervisor:
                 pod.signal(signal.SIGKILL)
 
 
-def _answer(conn: socket.socket, supervisor: Supervisor, token: bytes) -> dict[str, Any]:
-    """One exchange: our nonce out, a request signed over it in, the answer signed over the client's nonce."""
-    server_nonce = auth.nonce()
-    conn.sendall(json.dumps({"nonce": server_nonce}).encode() + b"\n")
-    envelope = json.loads(recv_line(conn) or b"null")
-    if not isinstance(envelope, dict) or not auth.valid(
-        token, "request", server_nonce, envelope.get("request"), envelope.get("mac")
-    ):
-        # Refused before the request is looked at: nothing runs for a caller that cannot read the token file.
-        return {"error": {"status": 401, "message": "request not signed with this home's supervisor.token"}}
-    with supervisor.lock:
-        response = supervisor.handle(envelope["request"])
-    client_nonce = str(envelope.get("nonce", ""))
-    return {"response": response, "mac": auth.signature(token, "response", client_nonce, response)}
-
-
-def _serve(server: socket.socket, supervisor: Supervisor, token: bytes) -> None:
-    while True:
-        try:
-            conn, _ = server.accept()
-        except OSError:
-            return  # closed: the supervisor is exiting
-        with conn:
-            try:
-                conn.settimeout(10)
-                reply = _answer(conn, supervisor, token)
-            except Exception as err:  # one bad client must not stop the supervisor
-                reply = {"error": {"status": 500, "message": repr(err)}}
-            try:
-                conn.sendall(json.dumps(reply).encode() + b"\n")
-            except OSError:
-                pass
-
-
 def make_private(home: Home) -> None:
     """The home, its state, logs and faults, and its ramdisks: only their owner may read them (0700 / 0600)."""
     os.umask(0o077)  # every file and folder the supervisor and its pods create from now on is private
@@ -315,9 +258,6 @@ def main(home_arg: str, stay: bool = False) -> int:
     token = auth.ensure_token(home.root)
     supervisor = Supervisor(home, new_store(home))
     host = bind_host()
-    server = socket.socket()
-    server.bind((host, 0))
-    server.listen(16)
     ca, cert, key = pki.ensure(home.root, (advertised_host(host),))
     api = ApiServer(supervisor.store, supervisor, token, host, kubeconfig.server_port(home.root),
                     pki.server_context(cert, key))
@@ -328,10 +268,8 @@ def main(home_arg: str, stay: bool = False) -> int:
         supervisor.recover()
     api.start()
     kubeconfig.write(home.root, f"https://{advertised_host(host)}:{api.port}", token, ca.read_bytes())
-    write_json(home.supervisor_file, {"pid": os.getpid(), "host": advertised_host(host),
-                                      "port": server.getsockname()[1], "home": str(home.root),
+    write_json(home.supervisor_file, {"pid": os.getpid(), "host": advertised_host(host), "home": str(home.root),
                                       "api_port": api.port, "stay": stay})
-    threading.Thread(target=_serve, args=(server, supervisor, token), daemon=True).start()
     idle_since = time.time()
     try:
         while not stop.is_set():
@@ -348,7 +286,6 @@ def main(home_arg: str, stay: bool = False) -> int:
             supervisor.closing = True
             if stop.is_set():
                 supervisor.kill_everything()  # stopped by a signal: leave nothing orphaned
-        server.close()
         api.stop()
         info = read_json(home.supervisor_file)
         if info and info.get("pid") == os.getpid():
