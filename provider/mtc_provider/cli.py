@@ -354,6 +354,43 @@ def _status_hook(namespace: str, kubeconfig: Path | None, context: str | None, p
     return MtcJobSetHook(kubeconfig=str(path), context=context, target={"kind": "local", "namespace": namespace})
 
 
+local_app = typer.Typer(help="The local target's cluster: start it in the background and stop it, as `kind` would.",
+                        no_args_is_help=True)
+app.add_typer(local_app, name="local")
+HOME_OPTION = typer.Option(None, "--home", help="The local target's home (default: $MTC_LOCAL_HOME or ~/.mtc/local).")
+
+
+def _local_home(home: Path | None) -> Path:
+    from mtc_provider.target import default_local_home
+
+    return Path(home or default_local_home()).expanduser()
+
+
+@local_app.command("up")
+def local_up(home: Path = HOME_OPTION) -> None:
+    """Start the local cluster (its Kubernetes API server and JobSet runner); print its kubeconfig."""
+    from mtc_provider.local.cluster.lifecycle import ClusterUnavailable, ensure_running
+
+    try:
+        kubeconfig = ensure_running(_local_home(home), stay=True)  # stays up until `mtc local down`
+    except ClusterUnavailable as exc:
+        Console(file=sys.stderr, soft_wrap=True, highlight=False).print(f"error: {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    console = _out()
+    console.print(f"kubeconfig: {kubeconfig}")
+    # Hook point for the local GCS (issue 13, its GCS half): start it here too and print its endpoint.
+    console.print(f"try: kubectl --kubeconfig {kubeconfig} get jobsets,pods")
+
+
+@local_app.command("down")
+def local_down(home: Path = HOME_OPTION) -> None:
+    """Stop the local cluster (by the PID it recorded); its pods are stopped with it, its files stay."""
+    from mtc_provider.local.cluster.lifecycle import stop
+
+    where = _local_home(home)
+    _out().print(f"stopped the local cluster of {where}" if stop(where) else f"no local cluster runs for {where}")
+
+
 def render_manifests(manifests: Any) -> str:
     return yaml.safe_dump_all(list(manifests), sort_keys=False, default_flow_style=False, width=1_000_000)
 

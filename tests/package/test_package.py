@@ -120,6 +120,8 @@ DISTRIBUTIONS = {
     "rich": "rich",
     "tenacity": "tenacity",
     "psutil": "psutil",
+    "jsonschema": "jsonschema",
+    "cryptography": "cryptography",
     "matplotlib": "matplotlib",
     "numpy": "numpy",
     "jax": "jax",
