@@ -1,4 +1,5 @@
-"""The local runner's supervisor listens where MTC_RUNNER_BIND_HOST says and tells clients where that is.
+"""The local cluster's API server listens where MTC_RUNNER_BIND_HOST says and tells clients where that is (the
+kubeconfig names the advertised address, and its certificate covers it).
 
 In docker-compose.yaml the supervisor binds 0.0.0.0 so the worker and triggerer containers, which share the
 runner home on a volume, reach it by host name. Servers in tests bind loopback only: 127.0.0.2 stands in for
@@ -61,14 +62,14 @@ def supervised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def test_default_binds_loopback_only(supervised):
     info = supervised({})
     assert info["host"] == "127.0.0.1"
-    assert _connects("127.0.0.1", info["port"])
-    assert not _connects("127.0.0.2", info["port"])
+    assert _connects("127.0.0.1", info["api_port"])
+    assert not _connects("127.0.0.2", info["api_port"])
 
 
 def test_configured_bind_host_is_advertised_and_used_by_clients(supervised, tmp_path: Path):
     info = supervised({"MTC_RUNNER_BIND_HOST": "127.0.0.2"})
     assert info["host"] == "127.0.0.2"
-    assert _connects("127.0.0.2", info["port"]) and not _connects("127.0.0.1", info["port"])
+    assert _connects("127.0.0.2", info["api_port"]) and not _connects("127.0.0.1", info["api_port"])
     # The client reads the advertised address from the shared home: a create goes through it.
     script = tmp_path / "fake_workload.py"
     script.write_text(FAKE_WORKLOAD)
