@@ -142,7 +142,7 @@ def run_once(api: Any, scratch: Path, arm: str, seed: int, periods: tuple[int, i
     from mtc_provider.core.advisor import measure_events
     from mtc_provider.core.goodput import compute_goodput, timeline_from_workload_events
     from mtc_provider.core.spec import CheckpointingSpec
-    from mtc_provider.local.workload_events import events_dir, read_events
+    from mtc_provider.adapters.workload_events import events_dir, read_events
 
     run_name = f"ap-{arm}-{seed}"
     bucket = scratch / run_name

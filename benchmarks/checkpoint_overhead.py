@@ -82,7 +82,7 @@ def checkpointing_spec(arm: str, run_name: str, bucket: Path, args: Any) -> Any:
 
 
 def run_once(api: Any, scratch: Path, arm: str, args: Any, step_time_ms: int) -> dict[str, Any]:
-    from mtc_provider.local.workload_events import events_dir, read_events
+    from mtc_provider.adapters.workload_events import events_dir, read_events
 
     index = next(_counter)
     name = f"ov-{arm[:4]}-{index}"

@@ -132,7 +132,7 @@ def local_jobset(
     from mtc_provider.core.jobset import build_jobset
     from mtc_provider.core.spec import WorkloadSpec
     from mtc_provider.core.tpu import SliceSpec
-    from mtc_provider.local.runner.manifest import FAULT_PLAN_ANNOTATION
+    from mtc_provider.core.vocabulary import FAULT_PLAN_ANNOTATION
 
     slices = SliceSpec("v6e", "2x2", num_slices, "ct6e-standard-4t")
     workload = WorkloadSpec(

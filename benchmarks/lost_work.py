@@ -145,7 +145,7 @@ def checkpointing_spec(arm: str, run_name: str, bucket: Path, args: Any) -> Any:
 
 def run_arm(api: Any, scratch: Path, arm: str, faults: list[dict[str, Any]], args: Any) -> dict[str, Any]:
     """Train to the target step through every fault; resubmit (new attempt JobSet) when an attempt ends early."""
-    from mtc_provider.local.workload_events import events_dir, read_events
+    from mtc_provider.adapters.workload_events import events_dir, read_events
 
     run_name = f"lw-{arm}"
     bucket = scratch / arm

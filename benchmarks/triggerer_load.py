@@ -6,7 +6,7 @@ Scenarios, each in a fresh event loop, interleaved over the repeats:
 - checkpoint: 1,000 `CheckpointProgressTrigger`s, each polling its own local checkpoint directory (listing in a
   worker thread, as in the triggerer) while a writer thread commits new steps; one in ten has a target one
   step ahead, so it fires when that step lands;
-- jobset: 1,000 `JobSetTrigger`s watching JobSets of the in-memory api (`adapters.memory`), paced so that each
+- jobset: 1,000 `JobSetTrigger`s watching JobSets of the in-memory api (`tests/doubles/memory_jobset.py`), paced so that each
   JobSet changes status every 0.5-1.5 poll intervals (restarts included) and one in ten completes after one;
 - mixed: 500 of each.
 
@@ -96,7 +96,7 @@ class StepWriter(threading.Thread):
 
 # ---- JobSet triggers over the in-memory api -----------------------------------------------------------------
 def paced_api_class():
-    from mtc_provider.adapters.memory import AsyncMemoryJobSetApi
+    from tests.doubles.memory_jobset import AsyncMemoryJobSetApi
 
     class PacedAsyncMemoryJobSetApi(AsyncMemoryJobSetApi):
         """The in-memory watch, but the JobSet moves to its next frame only every `interval` seconds (jittered),
@@ -119,7 +119,7 @@ def paced_api_class():
 
 
 def jobset_script(index: int, frames: int, completes: bool) -> list[dict[str, Any]]:
-    from mtc_provider.adapters.memory import status_completed, status_restarting, status_running
+    from tests.doubles.memory_jobset import status_completed, status_restarting, status_running
 
     script: list[dict[str, Any]] = []
     restarts = 0
@@ -135,7 +135,7 @@ def jobset_script(index: int, frames: int, completes: bool) -> list[dict[str, An
 # ---- one scenario -------------------------------------------------------------------------------------------
 async def scenario(kind: str, n: int, duration: float, poll: float, scratch: Path) -> dict[str, Any]:
     from mtc_provider.adapters import jobset_factory
-    from mtc_provider.adapters.memory import MemoryJobSetApi, MemoryJobSetCluster
+    from tests.doubles.memory_jobset import MemoryJobSetApi, MemoryJobSetCluster
     from mtc_provider.triggers import checkpoint as checkpoint_triggers
     from mtc_provider.triggers.checkpoint import CheckpointProgressTrigger
     from mtc_provider.triggers.jobset import JobSetTrigger

@@ -70,7 +70,7 @@ def fresh_home() -> None:
 
 def progress_table(run_name: str, events_dir: Path, started: float, label: str) -> Table:
     from mtc_provider.local.cluster.client import LocalCluster
-    from mtc_provider.local.workload_events import read_events
+    from mtc_provider.adapters.workload_events import read_events
 
     events = read_events(events_dir) if events_dir.exists() else []
     steps = [e["step"] for e in events if e.get("event") == "step"]
@@ -110,7 +110,7 @@ def summarize(run_name: str, wall_s: float) -> dict:
 
     from mtc_provider.core.fault_report import fault_outcomes
     from mtc_provider.local.cluster.client import LocalCluster
-    from mtc_provider.local.workload_events import read_events
+    from mtc_provider.adapters.workload_events import read_events
 
     with create_session() as session:
         run = session.query(DagRun).filter(DagRun.dag_id == DAG_ID).order_by(DagRun.id.desc()).first()

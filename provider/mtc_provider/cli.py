@@ -256,7 +256,7 @@ def advise(
             raise SpecError("--output", output, ", ".join(OUTPUTS))
         measured = None
         if events:
-            from mtc_provider.local.workload_events import read_events
+            from mtc_provider.adapters.workload_events import read_events
 
             found = [e for path in events for e in read_events(path)]
             if not found:
@@ -366,29 +366,31 @@ def _local_home(home: Path | None) -> Path:
     return Path(home or default_local_home()).expanduser()
 
 
+def _local_cluster(*args: str) -> None:
+    """`python -m mtc_provider.local.cluster ...`, as a process: the provider never imports the local target."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "mtc_provider.local.cluster", *args], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL)
+    sys.stdout.write(done.stdout)
+    if done.returncode != 0:
+        Console(file=sys.stderr, soft_wrap=True, highlight=False).print(escape(done.stderr.strip()))
+        raise typer.Exit(1)
+
+
 @local_app.command("up")
 def local_up(home: Path = HOME_OPTION) -> None:
     """Start the local cluster (its Kubernetes API server and JobSet runner); print its kubeconfig."""
-    from mtc_provider.local.cluster.lifecycle import ClusterUnavailable, ensure_running
-
-    try:
-        kubeconfig = ensure_running(_local_home(home), stay=True)  # stays up until `mtc local down`
-    except ClusterUnavailable as exc:
-        Console(file=sys.stderr, soft_wrap=True, highlight=False).print(f"error: {escape(str(exc))}")
-        raise typer.Exit(1) from None
-    console = _out()
-    console.print(f"kubeconfig: {kubeconfig}")
+    where = _local_home(home)
+    _local_cluster("up", "--home", str(where), "--stay")  # stays up until `mtc local down`
     # Hook point for the local GCS (issue 13, its GCS half): start it here too and print its endpoint.
-    console.print(f"try: kubectl --kubeconfig {kubeconfig} get jobsets,pods")
+    _out().print(f"try: kubectl --kubeconfig {where.resolve() / 'kubeconfig'} get jobsets,pods")
 
 
 @local_app.command("down")
 def local_down(home: Path = HOME_OPTION) -> None:
     """Stop the local cluster (by the PID it recorded); its pods are stopped with it, its files stay."""
-    from mtc_provider.local.cluster.lifecycle import stop
-
-    where = _local_home(home)
-    _out().print(f"stopped the local cluster of {where}" if stop(where) else f"no local cluster runs for {where}")
+    _local_cluster("down", "--home", str(_local_home(home)))
 
 
 def render_manifests(manifests: Any) -> str:

@@ -27,7 +27,7 @@ from mtc_provider.core.fault_report import FaultOutcome, fault_outcomes
 from mtc_provider.core.spec import CheckpointingSpec
 from mtc_provider.local.cluster.client import LocalCluster
 from mtc_provider.local.runner.state import Home, read_json
-from mtc_provider.local.workload_events import events_dir, read_events
+from mtc_provider.adapters.workload_events import events_dir, read_events
 
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "default"

@@ -26,7 +26,7 @@ from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
 from mtc_provider.core.status import evaluate_jobset
 from mtc_provider.local.cluster.client import LocalCluster
 from mtc_provider.local.runner.state import read_json
-from mtc_provider.local.workload_events import read_events
+from mtc_provider.adapters.workload_events import read_events
 from tests.acceptance.conftest import NAMESPACE, REPO, AirflowEnv
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

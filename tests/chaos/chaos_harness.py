@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mtc_provider.core.labels import TRY_NUMBER
-from mtc_provider.local.workload_events import read_events
+from mtc_provider.adapters.workload_events import read_events
 
 STEP_DIR = re.compile(r"^\d+$")
 COMMIT_FILE = "commit_success.txt"

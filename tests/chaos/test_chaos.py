@@ -56,7 +56,7 @@ def reference_sha(conf: dict) -> str:
     from benchmarks.common import local_jobset, local_runner, wait_terminal
     from mtc_provider.core.params import training_run
     from mtc_provider.core.spec import CheckpointingSpec
-    from mtc_provider.local.workload_events import read_events
+    from mtc_provider.adapters.workload_events import read_events
 
     with local_runner("chaos-ref") as (api, scratch):
         planned = training_run({**conf, "run_name": "chaos-ref", "fault_plan": [], "step_time_ms": 0},
@@ -109,7 +109,7 @@ def test_one_training_run_survives_a_seeded_fault_schedule(chaos_homes):
     from mtc_provider.core.fault_report import fault_outcomes
     from mtc_provider.local.cluster.client import LocalCluster
     from mtc_provider.local.runner.state import Home
-    from mtc_provider.local.workload_events import read_events
+    from mtc_provider.adapters.workload_events import read_events
 
     env, airflow_home, local_home = chaos_homes
     schedule = make_schedule(seed_from_env())

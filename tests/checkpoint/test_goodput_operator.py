@@ -8,7 +8,7 @@ import pytest
 from test_goodput import EXPECTED
 
 from mtc_provider.core.errors import SpecError
-from mtc_provider.local.workload_events import append_event, events_path
+from mtc_provider.adapters.workload_events import append_event, events_path
 from mtc_provider.operators.goodput import GoodputReportOperator
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

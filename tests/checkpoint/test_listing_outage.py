@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from tests.checkpoint.conftest import GCS_CONN_ID
 from mtc_provider.adapters import checkpoint_stores, jobset_factory
-from mtc_provider.adapters.memory import (
+from tests.doubles.memory_jobset import (
     AsyncMemoryJobSetApi,
     MemoryJobSetApi,
     MemoryJobSetCluster,
@@ -97,6 +97,8 @@ async def test_listing_outage_longer_than_stall_timeout_does_not_stall_a_healthy
         clock.now = start + 60 * minute
         assert await trigger.check_stall(RUNNING) is None
     gcs.outage_until = 0
+    # Listings answer again; a loaded machine must not turn a slow answer into another timeout.
+    monkeypatch.setattr(checkpoint_stores, "LISTING_TIMEOUT", 30.0)
     clock.now = start + 60 * 14  # listing works again: 4 minutes of real "no progress" (10 s + 2 min + 2 min)
     assert await trigger.check_stall(RUNNING) is None and not trigger.listing_error
     clock.now = start + 60 * 23  # 9 more minutes without a new step on successful listings: now it is a stall

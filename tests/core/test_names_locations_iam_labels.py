@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from mtc_provider.core.iam import BUCKET_ROLE, bucket_members, workload_identity_pool
-from mtc_provider.core.labels import DAG_ID, MANAGED_BY, RUN_ID, run_labels, selector
+from mtc_provider.core.labels import DAG_ID, MANAGED_BY, RUN_ID, run_labels, selector, selector_matches
 from mtc_provider.core.locations import check_bucket_location, check_bucket_name
 from mtc_provider.core.names import LABEL_VALUE_RE, check_dns1123_label, check_jobset_name, label_value
 
@@ -57,3 +57,20 @@ def test_run_labels_and_selector() -> None:
     assert LABEL_VALUE_RE.match(labels[RUN_ID])
     assert labels[MANAGED_BY] == "airflow-provider-mtc"
     assert selector({"b": "2", "a": "1"}) == "a=1,b=2"
+
+
+@pytest.mark.parametrize(("selector_text", "matches"), [
+    ("", True),
+    ("a=1", True), ("a==1", True), ("a=2", False), ("c=1", False),
+    ("a!=2", True), ("a!=1", False), ("c!=1", True),  # != also matches objects without the key
+    ("b", True), ("c", False),
+    ("a=1,b=2", True), ("a=1, b=3", False),
+])
+def test_selector_matches_equality_based_requirements(selector_text: str, matches: bool) -> None:
+    assert selector_matches({"a": "1", "b": "2"}, selector_text) is matches
+
+
+def test_selector_matches_what_selector_builds() -> None:
+    labels = run_labels("dag", "run", "task", "name")
+    assert selector_matches(labels, selector(labels))
+    assert not selector_matches({**labels, RUN_ID: "other"}, selector(labels))

@@ -18,7 +18,7 @@ import pytest
 
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
 from mtc_provider.local.light_workload import finalized_steps, write_persistent
-from mtc_provider.local.workload_events import read_events
+from mtc_provider.adapters.workload_events import read_events
 
 
 def _run(tmp: Path, *flags: str, env: dict[str, str] | None = None, wait: bool = True):

@@ -29,7 +29,7 @@ import pytest
 
 from benchmarks.common import local_runner, wait_terminal
 from mtc_provider.local.cluster.client import LocalCluster
-from mtc_provider.local.workload_events import read_events
+from mtc_provider.adapters.workload_events import read_events
 from scripts.airflow_topology import REPO, Topology, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]

@@ -151,7 +151,10 @@ def test_dns_endpoint_is_where_the_kubernetes_client_goes(monkeypatch, gcp_conne
     cluster["masterAuth"]["clusterCaCertificate"] = base64.b64encode(b"not the CA that signs the DNS endpoint").decode()
     public_ca = tmp_path / "public-ca.pem"
     public_ca.write_bytes(base64.b64decode(tls[1]))
-    monkeypatch.setenv("SSL_CERT_FILE", str(public_ca))  # the machine's trust store holds the endpoint's issuer
+    # The trust store holds the endpoint's issuer: the system store for kubernetes client >= 30, which leaves
+    # ssl_ca_cert=None to urllib3; Mozilla's bundle (certifi.where()) for older clients (kubernetes/client/rest.py).
+    monkeypatch.setenv("SSL_CERT_FILE", str(public_ca))
+    monkeypatch.setattr("certifi.where", lambda: str(public_ca))
     op = MtcApplyCheckpointConfigurationOperator(
         task_id="c", target=GkeTarget(PROJECT, LOCATION, CLUSTER, use_dns_endpoint=True), name="mtc-config",
         bucket_name="ckpt", slices=SLICES, sizing=SIZING, api_endpoint=container.url)

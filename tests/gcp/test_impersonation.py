@@ -13,7 +13,7 @@ import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
 from mtc_provider.adapters import jobset_factory
-from mtc_provider.adapters.memory import AsyncMemoryJobSetApi, MemoryJobSetApi, MemoryJobSetCluster
+from tests.doubles.memory_jobset import AsyncMemoryJobSetApi, MemoryJobSetApi, MemoryJobSetCluster
 from mtc_provider.core.errors import SpecError
 from mtc_provider.operators.jobset import MtcJobSetOperator
 from mtc_provider.target import GkeTarget, resolve_project

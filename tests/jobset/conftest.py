@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mtc_provider.adapters import jobset_factory, retry
-from mtc_provider.adapters.memory import AsyncMemoryJobSetApi, MemoryJobSetApi, MemoryJobSetCluster
+from tests.doubles.memory_jobset import AsyncMemoryJobSetApi, MemoryJobSetApi, MemoryJobSetCluster
 
 DAGS = Path(__file__).parent / "dags"
 

@@ -9,7 +9,7 @@ import yaml
 from typer.testing import CliRunner
 
 from js_helpers import finalize
-from mtc_provider.adapters.memory import status_failed, status_running
+from tests.doubles.memory_jobset import status_failed, status_running
 from mtc_provider.cli import app
 from mtc_provider.core import labels as L
 from mtc_provider.core.jobset import build_jobset

@@ -12,7 +12,7 @@ import pytest
 
 from tests.jobset.conftest import load_bundle_dags
 
-from mtc_provider.adapters.memory import (
+from tests.doubles.memory_jobset import (
     status_completed,
     status_failed,
     status_running,

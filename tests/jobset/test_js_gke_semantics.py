@@ -24,7 +24,7 @@ from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from js_helpers import FakeTI, finalize, jobset_body, launch, run_try
 from js_helpers import ckpt_dir as _ckpt, reach as _reach
-from mtc_provider.adapters.memory import (
+from tests.doubles.memory_jobset import (
     ALL_JOBS_COMPLETED_MESSAGE,
     REACHED_MAX_RESTARTS_MESSAGE,
     AsyncMemoryJobSetApi,

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from js_helpers import finalize
-from mtc_provider.adapters.memory import status_failed, status_running
+from tests.doubles.memory_jobset import status_failed, status_running
 from mtc_provider.core.errors import SpecError
 from mtc_provider.hooks.jobset import MtcJobSetHook
 

@@ -11,7 +11,7 @@ import pytest
 from js_helpers import jobset_body
 from mtc_provider.adapters import retry
 from mtc_provider.adapters.kubernetes import AsyncKubernetesJobSetApi, KubernetesJobSetApi
-from mtc_provider.adapters.memory import status_completed, status_running
+from tests.doubles.memory_jobset import status_completed, status_running
 from mtc_provider.adapters.protocols import AlreadyExists, NotFound
 
 pytestmark = pytest.mark.timeout(60)
@@ -76,7 +76,7 @@ def test_create_get_list_delete(apiserver, fast_retries):
 
 def test_terminating_pods_and_run_lock_over_the_wire(apiserver, fast_retries):
     """The run lock is a ConfigMap: create-if-absent (409 AlreadyExists), replace compare-and-set (409)."""
-    from mtc_provider.adapters.memory import pod_unschedulable
+    from tests.doubles.memory_jobset import pod_unschedulable
     from mtc_provider.adapters.protocols import ApiError
     from mtc_provider.adapters.run_lock import LockHeld, RunLock
     from mtc_provider.core import labels as L
@@ -189,7 +189,7 @@ async def test_async_get_and_delete(apiserver, fast_retries):
 
 
 async def test_async_list_pods_reads_the_waiting_reason(apiserver, fast_retries):
-    from mtc_provider.adapters.memory import pod_waiting
+    from tests.doubles.memory_jobset import pod_waiting
     from mtc_provider.core.status import evaluate_pods
 
     apiserver.pods = [pod_waiting("train-a1", "ImagePullBackOff", index=0)]

@@ -15,7 +15,7 @@ from tests.jobset.conftest import load_bundle_dags
 
 from js_helpers import finalize, jobset_body
 from js_helpers import ckpt_dir as _ckpt, reach as _reach
-from mtc_provider.adapters.memory import (
+from tests.doubles.memory_jobset import (
     status_completed,
     status_failed,
     status_restarting,

@@ -11,7 +11,7 @@ import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
 from js_helpers import jobset_body
-from mtc_provider.adapters.memory import status_completed, status_running
+from tests.doubles.memory_jobset import status_completed, status_running
 from mtc_provider.core.status import JobSetState
 from mtc_provider.operators.jobset import PROGRESS_XCOM_KEY, MtcJobSetOperator
 from mtc_provider.triggers.jobset import ENDED, JobSetEvent, JobSetTrigger

@@ -6,7 +6,7 @@ import jsonschema
 import pytest
 import yaml
 
-from mtc_provider.adapters.memory import status_completed, status_failed, status_restarting, status_running
+from tests.doubles.memory_jobset import status_completed, status_failed, status_restarting, status_running
 from mtc_provider.core.errors import SpecError
 from mtc_provider.core.resubmission import FAIL, RETRY, SUCCEED, attempts_without_progress, decide, decide_rejected
 from mtc_provider.core.status import JobSetState, evaluate_jobset

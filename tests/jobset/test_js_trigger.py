@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from js_helpers import jobset_body
-from mtc_provider.adapters.memory import (
+from tests.doubles.memory_jobset import (
     status_completed,
     status_failed,
     status_restarting,

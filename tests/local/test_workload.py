@@ -27,7 +27,7 @@ if str(PROVIDER) not in sys.path:
     sys.path.insert(0, str(PROVIDER))
 
 from mtc_provider.local import workload as wl  # noqa: E402  (pure until run: no JAX import)
-from mtc_provider.local.workload_events import append_event, read_events  # noqa: E402
+from mtc_provider.adapters.workload_events import append_event, read_events  # noqa: E402
 
 PYTHON = sys.executable
 STEPS = 12

@@ -91,7 +91,7 @@ def jobset_api(connection: Mapping[str, Any]) -> JobSetApi:
     from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
 
     if kind == "local":  # the same adapter; only how the client is made differs
-        from mtc_provider.local.cluster.client import client_factory
+        from mtc_provider.adapters.local_cluster import client_factory
 
         return KubernetesJobSetApi(client_factory(connection["home"]))
     if kind == "kubernetes":
@@ -116,7 +116,7 @@ def async_jobset_api(connection: Mapping[str, Any], poll_interval: float = 30.0)
     from mtc_provider.adapters.kubernetes import AsyncKubernetesJobSetApi
 
     if kind == "local":
-        from mtc_provider.local.cluster.client import async_client_factory
+        from mtc_provider.adapters.local_cluster import async_client_factory
 
         return AsyncKubernetesJobSetApi(async_client_factory(connection["home"]), poll_interval=poll_interval)
     if kind == "kubernetes":

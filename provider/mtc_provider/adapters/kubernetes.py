@@ -19,11 +19,9 @@ import tenacity
 
 from mtc_provider.adapters import retry
 from mtc_provider.adapters.protocols import ApiError, NotFound, WatchEvent
+from mtc_provider.core.vocabulary import JOBSET, JOBSET_NAME_LABEL
 
-GROUP = "jobset.x-k8s.io"
-VERSION = "v1alpha2"
-PLURAL = "jobsets"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+GROUP, VERSION, PLURAL = JOBSET.group, JOBSET.version, JOBSET.plural
 log = logging.getLogger(__name__)
 
 

@@ -14,10 +14,11 @@ from mtc_provider.core.locations import check_bucket_name
 from mtc_provider.core.names import check_checkpoint_configuration_name
 from mtc_provider.core.sizing import RamdiskSize
 from mtc_provider.core.tpu import SliceSpec
+from mtc_provider.core.vocabulary import CHECKPOINT_CONFIGURATION
 
-API_VERSION = "checkpointing.gke.io/v1"
-KIND = "CheckpointConfiguration"
-PLURAL = "checkpointconfigurations"
+API_VERSION = CHECKPOINT_CONFIGURATION.api_version
+KIND = CHECKPOINT_CONFIGURATION.kind
+PLURAL = CHECKPOINT_CONFIGURATION.plural
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 # GKE's own example CheckpointConfiguration (multitier scale tests) uses these gcsfuse options.

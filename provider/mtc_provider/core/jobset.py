@@ -15,32 +15,29 @@ from typing import Any, Mapping
 
 from mtc_provider.core.customization import CustomizationSpec, apply_customization
 from mtc_provider.core.errors import SpecError
-from mtc_provider.core.labels import (
-    JOB_INDEX_LABEL,
-    JOBSET_NAME_LABEL,
-    MANAGED_BY,
-    MANAGED_BY_VALUE,
-    PREFIX as LABEL_PREFIX,
-    RESTART_ATTEMPT_LABEL,
-    RUN_NAME,
-)
+from mtc_provider.core.labels import MANAGED_BY, MANAGED_BY_VALUE, PREFIX as LABEL_PREFIX, RUN_NAME
 from mtc_provider.core.maxtext import container_command
 from mtc_provider.core.names import DNS1123_LABEL_MAX, LABEL_VALUE_RE, label_value
 from mtc_provider.core.spec import CheckpointingSpec, RunConfig, WorkloadSpec
 from mtc_provider.core.tpu import SliceSpec
+from mtc_provider.core.vocabulary import (
+    DOWNWARD_API_ENV,
+    JOB_REASON_POD_FAILURE_POLICY,
+    JOBSET,
+    MTC_CSI_DRIVER,
+    REPLICATED_JOB_NAME_ANNOTATION,
+)
 
-API_VERSION = "jobset.x-k8s.io/v1alpha2"
-KIND = "JobSet"
-PLURAL = "jobsets"
+API_VERSION = JOBSET.api_version
+KIND = JOBSET.kind
+PLURAL = JOBSET.plural
 
-MTC_CSI_DRIVER = "multitier-checkpoint.csi.storage.gke.io"
 MTC_VOLUME_NAME = "mtc-ramdisk"
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 TPU_RESOURCE = "google.com/tpu"
-REPLICATED_JOB_NAME_ANNOTATION = "jobset.sigs.k8s.io/replicatedjob-name"
 
 # xpk's convention: 42 (a workload asking to be retried) and 128+N (killed by signal N) and 127 are retryable.
 RETRYABLE_EXIT_CODES: tuple[int, ...] = (42, *range(127, 256))
@@ -48,17 +45,12 @@ RETRYABLE_EXIT_CODES: tuple[int, ...] = (42, *range(127, 256))
 DONT_RETRY_EXIT_CODES: tuple[int, ...] = tuple(code for code in range(1, 256) if code not in RETRYABLE_EXIT_CODES)
 # JobSet's webhook requires rule names matching ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ (no '-').
 FAIL_ON_BUG_RULE = "FailOnBugExitCode"
-POD_FAILURE_POLICY_REASON = "PodFailurePolicy"
+POD_FAILURE_POLICY_REASON = JOB_REASON_POD_FAILURE_POLICY
 RESTART_STRATEGY = "Recreate"
 
 # Env the training process reads to know where it runs; JobSet puts these values on every pod
 # as annotations, Kubernetes sets JOB_COMPLETION_INDEX itself for Indexed Jobs.
-FIELD_REF_ENV: tuple[tuple[str, str], ...] = (
-    ("JOBSET_NAME", JOBSET_NAME_LABEL),
-    ("REPLICATED_JOB_NAME", REPLICATED_JOB_NAME_ANNOTATION),
-    ("JOB_INDEX", JOB_INDEX_LABEL),
-    ("JOBSET_RESTART_ATTEMPT", RESTART_ATTEMPT_LABEL),
-)
+FIELD_REF_ENV: tuple[tuple[str, str], ...] = DOWNWARD_API_ENV
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 

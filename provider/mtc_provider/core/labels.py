@@ -6,21 +6,20 @@ import hashlib
 from typing import Mapping
 
 from mtc_provider.core.names import label_value  # the one shortening function (hash suffix), used everywhere
-
-PREFIX = "mtc.airflow.apache.org"
-DAG_ID = f"{PREFIX}/dag-id"
-RUN_ID = f"{PREFIX}/run-id"
-TASK_ID = f"{PREFIX}/task-id"
-TRY_NUMBER = f"{PREFIX}/try-number"
-RUN_NAME = f"{PREFIX}/run-name"
-MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGED_BY_VALUE = "airflow-provider-mtc"
-
-# JobSet's own labels and env (jobset.x-k8s.io); the local runner sets the same ones.
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
-RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
-COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+from mtc_provider.core.vocabulary import (  # noqa: F401 - the label keys, under this module's short names
+    COMPLETION_INDEX_LABEL,
+    DAG_ID_LABEL as DAG_ID,
+    JOB_INDEX_LABEL,
+    JOBSET_NAME_LABEL,
+    LABEL_PREFIX as PREFIX,
+    MANAGED_BY_LABEL as MANAGED_BY,
+    MANAGED_BY_VALUE,
+    RESTART_ATTEMPT_LABEL,
+    RUN_ID_LABEL as RUN_ID,
+    RUN_NAME_LABEL as RUN_NAME,
+    TASK_ID_LABEL as TASK_ID,
+    TRY_NUMBER_LABEL as TRY_NUMBER,
+)
 
 
 def run_labels(dag_id: str, run_id: str, task_id: str, run_name: str) -> dict[str, str]:
@@ -55,3 +54,21 @@ def lock_name(run_name: str) -> str:
 def selector(labels: dict[str, str]) -> str:
     """A Kubernetes label selector string for equality on every label."""
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+def selector_matches(labels: Mapping[str, str], selector: str) -> bool:
+    """Whether `labels` match an equality-based label selector, as the API server reads one: `k=v`, `k==v`,
+    `k!=v` (also true when the key is absent) and a bare `k` (the key exists), all terms ANDed
+    (kubernetes.io/docs/concepts/overview/working-with-objects/labels/#equality-based-requirement)."""
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key.strip()) == value.strip():
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=", 1).split("=", 1)
+            if labels.get(key.strip()) != value.strip():
+                return False
+        elif term not in labels:
+            return False
+    return True

@@ -37,13 +37,12 @@ from mtc_provider.core.spec import (
     WorkloadSpec,
 )
 from mtc_provider.core.tpu import SliceSpec
+from mtc_provider.core.vocabulary import FAULT_KIND_NAMES as FAULT_KINDS, HOST_FAULT_KINDS as HOST_FAULTS
 
 CHECKPOINT_FLAGS = tuple(
     f.name for f in dataclasses.fields(CheckpointingSpec) if f.name not in ("run_name", "base_output_directory", "steps")
 )
 LOCAL_WORKLOAD_COMMAND = ("python", "-m", "mtc_provider.local.workload")
-FAULT_KINDS = ("sigkill_host", "sigterm_slice", "wipe_ramdisk", "kill_slice", "hang")
-HOST_FAULTS = ("sigkill_host", "wipe_ramdisk")  # the others act on a whole slice
 # Model settings the local workload takes (mtc_provider.local.workload.FLAG_SPECS); on GKE any MaxText key.
 LOCAL_MODEL_FLAGS = ("model_dim", "global_batch_size", "learning_rate")
 MIN_POLL_INTERVAL_S = 1.0  # below this a watch or listing loop only loads the API server and the bucket

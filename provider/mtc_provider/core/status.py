@@ -12,6 +12,18 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from mtc_provider.core.vocabulary import (
+    CONDITION_COMPLETED as COMPLETED,
+    CONDITION_FAILED as FAILED_CONDITION,
+    CONDITION_STARTUP_POLICY_COMPLETED as STARTUP_POLICY_COMPLETED,
+    CONDITION_SUSPENDED as SUSPENDED,
+    POD_REASON_UNSCHEDULABLE as UNSCHEDULABLE,
+    REASON_ALL_JOBS_COMPLETED,
+    REASON_FAIL_JOBSET_ACTION as FAIL_JOBSET_ACTION,
+    REASON_FAILED_JOBS as FAILED_JOBS,
+    REASON_REACHED_MAX_RESTARTS as REACHED_MAX_RESTARTS,
+)
+
 PENDING = "pending"
 RUNNING = "running"
 RESTARTING = "restarting"
@@ -19,15 +31,6 @@ SUCCEEDED = "succeeded"
 FAILED = "failed"
 PHASES = (PENDING, RUNNING, RESTARTING, SUCCEEDED, FAILED)
 
-COMPLETED = "Completed"
-FAILED_CONDITION = "Failed"
-SUSPENDED = "Suspended"
-STARTUP_POLICY_COMPLETED = "StartupPolicyCompleted"
-
-# Failed-condition reasons (jobset pkg/constants).
-REACHED_MAX_RESTARTS = "ReachedMaxRestarts"
-FAILED_JOBS = "FailedJobs"
-FAIL_JOBSET_ACTION = "FailJobSetFailurePolicyAction"
 # The JobSet rule FailJobSet fires only on failures the user declared final (our builder: the
 # podFailurePolicy's "bug" exit codes), so resubmitting cannot help.
 NON_RETRYABLE_REASONS = frozenset({FAIL_JOBSET_ACTION})
@@ -132,7 +135,7 @@ def evaluate_jobset(obj: Mapping[str, Any]) -> JobSetState:
     if COMPLETED in conditions or terminal == COMPLETED:
         condition = conditions.get(COMPLETED, {})
         return JobSetState(
-            phase=SUCCEEDED, reason=condition.get("reason", "AllJobsCompleted"), message=condition.get("message", ""),
+            phase=SUCCEEDED, reason=condition.get("reason", REASON_ALL_JOBS_COMPLETED), message=condition.get("message", ""),
             **common,
         )
     if SUSPENDED in conditions:
@@ -153,7 +156,6 @@ def evaluate_jobset(obj: Mapping[str, Any]) -> JobSetState:
 # JobSet never fail (kubernetes.io "Pod Lifecycle": container states; "Images": ImagePullBackOff).
 PERMANENT_WAITING_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName",
                                        "CreateContainerConfigError", "ErrImageNeverPull", "CreateContainerError"})
-UNSCHEDULABLE = "Unschedulable"
 
 
 @dataclass(frozen=True)

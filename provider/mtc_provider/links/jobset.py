@@ -14,6 +14,7 @@ from urllib.parse import quote
 from airflow.sdk import BaseOperatorLink
 from airflow.sdk.execution_time.xcom import XCom
 
+from mtc_provider.core.vocabulary import JOBSET
 from mtc_provider.target import GkeTarget, Target
 
 CONSOLE = "https://console.cloud.google.com"
@@ -21,8 +22,8 @@ CONSOLE = "https://console.cloud.google.com"
 
 def workload_url(project_id: str, location: str, cluster: str, namespace: str, name: str) -> str:
     # JobSet is a custom resource: the console shows it in the object browser.
-    return (f"{CONSOLE}/kubernetes/object/jobset.x-k8s.io/jobsets/{location}/{cluster}/{namespace}/{name}"
-            f"/overview?apiVersion=v1alpha2&project={project_id}")
+    return (f"{CONSOLE}/kubernetes/object/{JOBSET.group}/{JOBSET.plural}/{location}/{cluster}/{namespace}/{name}"
+            f"/overview?apiVersion={JOBSET.version}&project={project_id}")
 
 
 def logging_query(cluster: str, namespace: str, name: str) -> str:

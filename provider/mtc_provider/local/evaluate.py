@@ -2,25 +2,20 @@
 
 The evaluation DAG runs this for each new checkpoint the asset watcher announces. It restores the saved
 train state into host numpy arrays (no devices, no jax.distributed) and runs the workload's model in numpy
-on a batch the training never sees (derived from the seed like the workload's data, in another stream).
+on a batch the training never sees (`workload.model`, the held-out stream).
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-HELD_OUT_STREAM = 4  # the workload uses streams 1 (init), 2 (teacher), 3 (batches)
+from mtc_provider.local.workload import model
+
 ITEM_NAMES = ("default", "state")  # emergency manager's persistent item; one-slice / plain managers
-
-
-def _gelu(x: np.ndarray) -> np.ndarray:
-    # jax.nn.gelu's default tanh approximation
-    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
 
 
 def item_directory(step_dir: Path) -> Path:
@@ -43,12 +38,7 @@ def restore_state(step_dir: str | Path) -> dict[str, Any]:
 
 def held_out_loss(params: dict[str, np.ndarray], seed: int, batch_size: int = 256) -> float:
     d = params["w3"].shape[0]
-    teacher = (np.random.default_rng([seed, 2]).standard_normal((d, d)) / np.sqrt(d)).astype(np.float32)
-    x = np.random.default_rng([seed, HELD_OUT_STREAM]).standard_normal((batch_size, d)).astype(np.float32)
-    y = np.tanh(x @ teacher)
-    z = _gelu(x @ params["w1"] + params["b1"])
-    z = _gelu(z @ params["w2"] + params["b2"])
-    return float(np.mean((z @ params["w3"] - y) ** 2))
+    return float(model.loss(params, model.held_out_inputs(seed, batch_size, d), model.teacher(seed, d)))
 
 
 def evaluate_checkpoint(checkpoint_dir: str, step: int, seed: int = 0) -> dict[str, Any]:

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from mtc_provider.core.listing import COMMIT_FILE
+from mtc_provider.core.vocabulary import ENV_JOBSET_NAME
 from mtc_provider.local.workload import (
     EXIT_BAD_CONFIG,
     EXIT_OK,
@@ -43,7 +44,7 @@ from mtc_provider.local.workload import (
     persistent_save_due,
     resolve_identity,
 )
-from mtc_provider.local.workload_events import append_event, events_path
+from mtc_provider.adapters.workload_events import append_event, events_path
 
 LIGHT_WORKLOAD_COMMAND = ("python", "-m", "mtc_provider.local.light_workload")
 TMP_SUFFIX = ".orbax-checkpoint-tmp"
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_RETRYABLE
     events_file = cfg.events_file or events_path(cfg.base_output_directory, cfg.run_name, ident.process_id)
     append_event(events_file, event="start", process=ident.process_id, step=None, light=True,
-                 num_processes=ident.num_processes, jobset=os.environ.get("JOBSET_NAME"), pid=os.getpid())
+                 num_processes=ident.num_processes, jobset=os.environ.get(ENV_JOBSET_NAME), pid=os.getpid())
     try:
         return run(cfg, ident, events_file)
     except OSError as err:  # a full or vanished disk: retryable, as the real workload treats I/O failures

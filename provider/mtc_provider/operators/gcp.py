@@ -298,7 +298,7 @@ class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):
         from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi, gke_api_client_factory
 
         if isinstance(target, LocalTarget):  # the local cluster serves the CRD: the same apply, another client
-            from mtc_provider.local.cluster.client import client_factory
+            from mtc_provider.adapters.local_cluster import client_factory
 
             factory = client_factory(target.home)
         else:

@@ -132,7 +132,7 @@ class GoodputReportOperator(BaseOperator):
         from mtc_provider.core.goodput import Attempt, timeline_from_checkpoints, timeline_from_workload_events
 
         if self.events_dir:
-            from mtc_provider.local.workload_events import read_events
+            from mtc_provider.adapters.workload_events import read_events
 
             events = read_events(self.events_dir)
             if events:
@@ -175,7 +175,7 @@ class GoodputReportOperator(BaseOperator):
         if not self.events_dir:
             return None
         from mtc_provider.core.advisor import advice_after_run
-        from mtc_provider.local.workload_events import read_events
+        from mtc_provider.adapters.workload_events import read_events
 
         events = read_events(self.events_dir)
         if not events:

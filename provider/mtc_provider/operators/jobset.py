@@ -477,7 +477,7 @@ class MtcJobSetOperator(BaseOperator):
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         body["metadata"].setdefault("annotations", {})[STEP_HISTORY_ANNOTATION] = json.dumps(history)
         if self.fault_plan:
-            from mtc_provider.local.runner.manifest import FAULT_PLAN_ANNOTATION
+            from mtc_provider.core.vocabulary import FAULT_PLAN_ANNOTATION
 
             body["metadata"]["annotations"][FAULT_PLAN_ANNOTATION] = json.dumps(self.fault_plan)
         try:

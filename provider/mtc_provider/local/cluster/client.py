@@ -1,62 +1,19 @@
-"""Kubernetes clients for a home's local cluster, built the way the provider builds them for any cluster: the
-cncf.kubernetes provider's KubernetesHook / AsyncKubernetesHook over <home>/kubeconfig (no Airflow connection).
-
-Each client is built from the kubeconfig path alone (a primitive a trigger can carry; the token stays in the file),
-after making sure the cluster runs (started on demand, as the old local runner was). `LocalCluster` adds what only
-a local cluster has to the same JobSet adapter class GKE uses: the runner's records (faults fired, pod processes,
-log files), for the demo, benchmarks and tests.
+"""`LocalCluster`: the JobSet adapter class GKE uses (KubernetesJobSetApi), on a home's local cluster through the
+provider's own client factory (adapters/local_cluster.py), plus what only a local cluster has: the runner's records
+(faults fired, pod processes, log files), for the demo, benchmarks and tests.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
-from mtc_provider.local.cluster import kubeconfig
-from mtc_provider.local.cluster.lifecycle import ensure_running, supervisor_pid
+from mtc_provider.adapters.local_cluster import async_client_factory, client_factory, running_kubeconfig
 from mtc_provider.local.runner.state import Home, read_json, read_jsonl
 
-
-def _running_kubeconfig(home: Home) -> Path:
-    # The PID check is cheap; the full check (an authenticated request) only when it fails.
-    if supervisor_pid(home) is not None and kubeconfig.path(home.root).exists():
-        return kubeconfig.path(home.root)
-    return ensure_running(home.root)
-
-
-def client_factory(home: str | os.PathLike[str]) -> Callable[[], Any]:
-    """A kubernetes.client.ApiClient per call, through KubernetesHook(config_file=<home>/kubeconfig)."""
-    where = Home.of(home)
-
-    def make() -> Any:
-        from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
-
-        path = _running_kubeconfig(where)
-        return KubernetesHook(conn_id=None, kubernetes_conn_id=None, config_file=str(path)).get_conn()
-
-    return make
-
-
-def async_client_factory(home: str | os.PathLike[str]) -> Callable[[], contextlib.AbstractAsyncContextManager[Any]]:
-    """A kubernetes_asyncio ApiClient per use, through AsyncKubernetesHook with the kubeconfig as its
-    `kube_config_path` extra; a new hook each time, so a restarted cluster (new port) is found again."""
-    where = Home.of(home)
-
-    @contextlib.asynccontextmanager
-    async def make() -> AsyncIterator[Any]:
-        from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
-
-        path = await asyncio.to_thread(_running_kubeconfig, where)
-        hook = AsyncKubernetesHook(conn_id=None, kubernetes_conn_id=None,
-                                   connection_extras={"kube_config_path": str(path)})
-        async with hook.get_conn() as api_client:
-            yield api_client
-
-    return make
+__all__ = ["LocalCluster", "async_client_factory", "client_factory"]
 
 
 class LocalCluster(KubernetesJobSetApi):
@@ -68,7 +25,7 @@ class LocalCluster(KubernetesJobSetApi):
 
     @property
     def kubeconfig(self) -> Path:
-        return _running_kubeconfig(self.home)
+        return running_kubeconfig(self.home.root)
 
     def faults(self, namespace: str, name: str) -> list[dict[str, Any]]:
         """Injected faults of the JobSet so far: kind, slice, host, ts (unix), time, step, restart, pids."""

@@ -18,11 +18,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mtc_provider.core.errors import SpecError, require
+from mtc_provider.core.vocabulary import FAULT_KIND_NAMES as KINDS, HOST_FAULT_KINDS as HOST_KINDS
 from mtc_provider.local.runner.manifest import FAULT_PLAN_ANNOTATION
 
-HOST_KINDS = ("sigkill_host", "wipe_ramdisk")
-SLICE_KINDS = ("sigterm_slice", "kill_slice", "hang")
-KINDS = HOST_KINDS + SLICE_KINDS
 STEP_LINE = re.compile(rb"completed step: (\d+)")
 FIELD = f'metadata.annotations["{FAULT_PLAN_ANNOTATION}"]'
 

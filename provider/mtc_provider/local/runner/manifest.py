@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mtc_provider.core.errors import SpecError, require
+from mtc_provider.core.vocabulary import FAULT_PLAN_ANNOTATION, MTC_CSI_DRIVER
 from mtc_provider.local.runner.environment import workload_environment
 
-MTC_CSI_DRIVER = "multitier-checkpoint.csi.storage.gke.io"
 LOG_DIR_ANNOTATION = "mtc.local/log-dir"
-FAULT_PLAN_ANNOTATION = "mtc.local/fault-plan"
 POD_ACTIONS = ("FailJob", "FailIndex", "Ignore", "Count")
 JOBSET_ACTIONS = ("FailJobSet", "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts")
 DEFAULT_BACKOFF_LIMIT = 6  # Kubernetes' default for a Job

@@ -14,11 +14,11 @@ from typing import Any
 
 import psutil
 
+from mtc_provider.core.vocabulary import INIT_INFO_FILENAME as INIT_INFO
 from mtc_provider.local.runner.faults import last_step
 from mtc_provider.local.runner.manifest import PodSpec, ReplicatedJob
 from mtc_provider.local.runner.policy import exit_code
 
-INIT_INFO = "jax-init-info.txt"
 COMMAND_NOT_FOUND = 127
 # The alphabet of generated name suffixes (k8s.io/apimachinery/pkg/util/rand: no vowels, no confusable digits).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"

@@ -1,4 +1,4 @@
-"""An in-memory JobSet API for tests: scriptable, deterministic, no real sleeps.
+"""An in-memory JobSet API for tests (and the triggerer load benchmark): scriptable, deterministic, no real sleeps.
 
 `MemoryJobSetCluster` holds the JobSets. Each created JobSet gets the next script from `plan()`: a
 list of frames, each a status dict or a callable(obj) -> status dict (a callable can also write a
@@ -32,19 +32,21 @@ import threading
 from typing import Any, AsyncIterator, Callable, Iterable, Mapping, Sequence
 
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound, WatchEvent
+from mtc_provider.core import vocabulary as V
+from mtc_provider.core.labels import selector_matches
 
 Frame = Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]]
 
 # kubernetes-sigs/jobset pkg/constants/constants.go (reasons and messages of the JobSet conditions).
-REACHED_MAX_RESTARTS_REASON = "ReachedMaxRestarts"
-REACHED_MAX_RESTARTS_MESSAGE = "jobset failed due to reaching max number of restarts"
-FAILED_JOBS_REASON = "FailedJobs"
-FAILED_JOBS_MESSAGE = "jobset failed due to one or more job failures"
-ALL_JOBS_COMPLETED_REASON = "AllJobsCompleted"
-ALL_JOBS_COMPLETED_MESSAGE = "jobset completed successfully"
-FAIL_JOBSET_ACTION_REASON = "FailJobSetFailurePolicyAction"
-FAIL_JOBSET_ACTION_MESSAGE = "applying FailJobSet failure policy action"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REACHED_MAX_RESTARTS_REASON = V.REASON_REACHED_MAX_RESTARTS
+REACHED_MAX_RESTARTS_MESSAGE = V.MESSAGE_REACHED_MAX_RESTARTS
+FAILED_JOBS_REASON = V.REASON_FAILED_JOBS
+FAILED_JOBS_MESSAGE = V.MESSAGE_FAILED_JOBS
+ALL_JOBS_COMPLETED_REASON = V.REASON_ALL_JOBS_COMPLETED
+ALL_JOBS_COMPLETED_MESSAGE = V.MESSAGE_ALL_JOBS_COMPLETED
+FAIL_JOBSET_ACTION_REASON = V.REASON_FAIL_JOBSET_ACTION
+FAIL_JOBSET_ACTION_MESSAGE = V.MESSAGE_FAIL_JOBSET_ACTION
+JOBSET_NAME_LABEL = V.JOBSET_NAME_LABEL
 
 
 def status_running(replicated_job: str = "slice", replicas: int = 2, restarts: int = 0) -> dict[str, Any]:
@@ -100,8 +102,8 @@ def _pod(jobset: str, index: int, phase: str, conditions: list[dict[str, Any]],
          container_state: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"{jobset}-slice-{index}-0-x{index:04d}",
-                         "labels": {JOBSET_NAME_LABEL: jobset, "jobset.sigs.k8s.io/replicatedjob-name": "slice",
-                                    "jobset.sigs.k8s.io/job-index": str(index)}},
+                         "labels": {JOBSET_NAME_LABEL: jobset, V.REPLICATED_JOB_NAME_ANNOTATION: "slice",
+                                    V.JOB_INDEX_LABEL: str(index)}},
             "spec": {"containers": [{"name": "workload", "image": "gcr.io/p/maxtext:1"}],
                      "terminationGracePeriodSeconds": 30},
             "status": {"phase": phase, "conditions": conditions,
@@ -132,16 +134,8 @@ def pod_unschedulable(jobset: str, index: int = 0,
                       message: str = "0/12 nodes are available: 12 Insufficient google.com/tpu. preemption: 0/12 "
                                      "nodes are available: 12 No preemption victims found for incoming pod.") -> dict:
     """Not scheduled (no TPU capacity): Pending, PodScheduled=False, reason Unschedulable, no container status."""
-    return _pod(jobset, index, "Pending", [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+    return _pod(jobset, index, "Pending", [{"type": "PodScheduled", "status": "False", "reason": V.POD_REASON_UNSCHEDULABLE,
                                             "message": message}], {})
-
-
-def _matches(labels: Mapping[str, str], selector: str) -> bool:
-    for term in filter(None, selector.split(",")):
-        key, _, value = term.partition("=")
-        if labels.get(key) != value:
-            return False
-    return True
 
 
 class MemoryJobSetCluster:
@@ -185,7 +179,7 @@ class MemoryJobSetCluster:
             metadata["namespace"] = namespace
             key = (namespace, metadata["name"])
             if key in self.objects:
-                raise AlreadyExists(f"jobsets.jobset.x-k8s.io {metadata['name']!r} already exists")
+                raise AlreadyExists(f"{V.JOBSET.qualified_name} {metadata['name']!r} already exists")
             metadata["uid"] = f"uid-{len(self.created) + 1}"
             obj["status"] = {}
             self.objects[key] = obj
@@ -198,7 +192,7 @@ class MemoryJobSetCluster:
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         with self._lock:
             if (namespace, name) not in self.objects:
-                raise NotFound(f"jobsets.jobset.x-k8s.io {name!r} not found")
+                raise NotFound(f"{V.JOBSET.qualified_name} {name!r} not found")
             return copy.deepcopy(self.objects[(namespace, name)])
 
     def list(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
@@ -206,7 +200,7 @@ class MemoryJobSetCluster:
             found = [
                 copy.deepcopy(obj)
                 for (ns, _), obj in self.objects.items()
-                if ns == namespace and _matches(obj["metadata"].get("labels") or {}, label_selector)
+                if ns == namespace and selector_matches(obj["metadata"].get("labels") or {}, label_selector)
             ]
         if self.after_list is not None:
             self.after_list()

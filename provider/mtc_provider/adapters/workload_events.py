@@ -1,6 +1,6 @@
 """Read and write the workload's JSON-lines event files.
 
-Pure Python (no JAX import) so the goodput report and the local runner can use it cheaply.
+Pure Python (no JAX import): the local workload writes them, the goodput report and `mtc` read them.
 
 Each line is one JSON object with at least ``ts`` (unix time, float), ``event`` (one of
 :data:`EVENT_TYPES`), ``process`` (JAX process id) and ``step``. ``restore`` events carry ``tier``

@@ -1,0 +1,45 @@
+"""The shared vocabulary against its sources: the CRDs kept in the project, and the one fault-kind table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mtc_provider.core import vocabulary as V
+
+THIRD_PARTY = Path(__file__).resolve().parents[1] / "data" / "third_party"
+
+
+@pytest.mark.parametrize(("resource", "crd_file"), [
+    (V.JOBSET, "jobset-crd-v0.12.0.yaml"),
+    (V.JOBSET, "jobset-crd-v0.10.1.yaml"),
+    (V.CHECKPOINT_CONFIGURATION, "checkpointconfiguration-crd.yaml"),
+])
+def test_resource_identities_are_the_crds(resource, crd_file):
+    crd = next(d for d in yaml.safe_load_all((THIRD_PARTY / crd_file).read_text())
+               if d and d.get("kind") == "CustomResourceDefinition")
+    spec = crd["spec"]
+    assert (spec["group"], spec["names"]["plural"], spec["names"]["kind"]) == (
+        resource.group, resource.plural, resource.kind)
+    assert resource.version in [v["name"] for v in spec["versions"] if v.get("served")]
+    assert (spec["scope"] == "Namespaced") == resource.namespaced
+    assert crd["metadata"]["name"] == resource.qualified_name
+    assert resource.api_version == f"{resource.group}/{resource.version}"
+
+
+def test_fault_kinds_are_one_table():
+    assert V.FAULT_KIND_NAMES == tuple(row.kind for row in V.FAULT_KINDS)
+    assert len(set(V.FAULT_KIND_NAMES)) == len(V.FAULT_KINDS)
+    assert set(V.HOST_FAULT_KINDS) | set(V.SLICE_FAULT_KINDS) == set(V.FAULT_KIND_NAMES)
+    assert not set(V.HOST_FAULT_KINDS) & set(V.SLICE_FAULT_KINDS)
+    assert {row.action for row in V.FAULT_KINDS} <= {"sigkill", "sigterm", "sigstop", "wipe_ramdisk"}
+    assert V.fault_kind("wipe_ramdisk").scope == "host"
+    with pytest.raises(KeyError):
+        V.fault_kind("meteor")
+
+
+def test_downward_api_env_names_jobsets_own_keys():
+    assert dict(V.DOWNWARD_API_ENV)[V.ENV_JOBSET_NAME] == V.JOBSET_NAME_LABEL
+    assert all(key.startswith("jobset.sigs.k8s.io/") for _, key in V.DOWNWARD_API_ENV)

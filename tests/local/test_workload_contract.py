@@ -1,0 +1,87 @@
+"""What the provider and the local workload must agree on across the process boundary.
+
+The workload is its own process: it takes `key=value` flags with its own defaults (MaxText's, for the
+checkpointing flags) and reads its identity from the ramdisk file and env the runner provides. Where a value
+is necessarily written on both sides, these tests pin the two equal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtc_provider.core import vocabulary as V
+from mtc_provider.core.params import LOCAL_MODEL_FLAGS, training_run
+from mtc_provider.core.spec import CheckpointingSpec
+from mtc_provider.local.runner.faults import parse_plan
+from mtc_provider.local.runner.manifest import parse, pod_spec
+from mtc_provider.local.runner.pods import write_init_info
+from mtc_provider.local.workload import FLAG_SPECS, parse_flags, resolve_identity
+from tests.runner.conftest import make_jobset
+
+MINIMAL_LOCAL_FORM = {"target": "local", "run_name": "contract", "steps": 10, "num_slices": 2, "topology": "2x2",
+                      "tpu_type": "v6e"}
+
+
+def test_checkpointing_flag_defaults_are_the_providers():
+    """A flag the provider leaves out must mean the same to the workload as the provider's default."""
+    provider = {f.name: f.default for f in dataclasses.fields(CheckpointingSpec)
+                if f.default is not dataclasses.MISSING and f.name in FLAG_SPECS}
+    assert len(provider) == 8  # MaxText's eight checkpointing flags
+    assert provider == {name: FLAG_SPECS[name][1] for name in provider}
+
+
+def test_local_run_defaults_are_the_workloads():
+    """The extra flags the provider renders for a local run, when the form leaves them out, equal the workload's
+    own defaults (so a workload started by hand behaves as one started by the operator)."""
+    extra = training_run(MINIMAL_LOCAL_FORM, "/home/u/.mtc/local")["workload"]["extra_flags"]
+    assert extra and {name: value for name, value in extra.items()} == {name: FLAG_SPECS[name][1] for name in extra}
+    assert set(LOCAL_MODEL_FLAGS) <= set(FLAG_SPECS)
+
+
+def test_runner_env_and_init_info_give_the_workload_its_identity(tmp_path, monkeypatch):
+    """The runner's pod env and jax-init-info.txt, read by the workload: the same process id and job shape."""
+    plan = parse("default", make_jobset("js", tmp_path / "w.py", slices=2, hosts=2))
+    rj, job_index, slice_index = plan.slices()[1]
+    ramdisk = tmp_path / "rd"
+    spec = pod_spec(plan, rj, job_index, slice_index, 1, "127.0.0.1:1234", ramdisk, 0, base_env={})
+    for key in (V.ENV_NUM_SLICES, V.ENV_HOSTS_PER_SLICE, V.ENV_PROCESS_ID, V.ENV_COORDINATOR_ADDRESS,
+                V.ENV_JOBSET_NAME, V.ENV_REPLICATED_JOB_NAME, V.ENV_JOB_INDEX, V.ENV_JOB_COMPLETION_INDEX,
+                V.ENV_JOBSET_RESTART_ATTEMPT):
+        assert key in spec.env, key
+    monkeypatch.setattr("os.environ", dict(spec.env))
+
+    from_env = resolve_identity(parse_flags(["run_name=r", "base_output_directory=/b"]))
+    assert (from_env.process_id, from_env.num_slices, from_env.hosts_per_slice, from_env.source) == (
+        spec.process_id, 2, 2, "env")
+
+    write_init_info(ramdisk, spec.process_id, "127.0.0.1:4321")
+    assert (ramdisk / V.INIT_INFO_FILENAME).is_file()
+    from_file = resolve_identity(parse_flags(["run_name=r", "base_output_directory=/b",
+                                              f"local_checkpoint_directory={ramdisk}"]))
+    assert (from_file.process_id, from_file.coordinator_address, from_file.source) == (
+        spec.process_id, "127.0.0.1:4321", "init-info-file")
+
+
+@pytest.mark.parametrize("row", V.FAULT_KINDS, ids=lambda row: row.kind)
+def test_every_fault_kind_is_planned_with_its_scope(row):
+    """The runner's fault plan and the provider's form both take every kind of the one table, a host for host
+    faults only."""
+    (fault,) = parse_plan([{"kind": row.kind, "at_step": 3}], num_slices=2, hosts_per_slice=2)
+    assert (fault.host is not None) == (row.scope == "host")
+    form = {**MINIMAL_LOCAL_FORM, "fault_plan": [{"kind": row.kind, "at_step": 3, "slice": 1,
+                                                  **({"host": 0} if row.scope == "host" else {})}]}
+    assert training_run(form, "/home/u/.mtc/local")["fault_plan"][0]["kind"] == row.kind
+
+
+def test_workload_package_imports_no_jax():
+    """The runner, the light workload and these tests import the package for its flags: no JAX until it runs."""
+    import subprocess
+
+    code = "import sys, mtc_provider.local.workload; print('jax' in sys.modules, 'numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2]).stdout.split()
+    assert out == ["False", "False"]
