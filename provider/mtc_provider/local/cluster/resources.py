@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mtc_provider.core import vocabulary
+
 READ_VERBS = ("get", "list", "watch")
 WRITE_VERBS = ("create", "delete", "update")
 
@@ -42,10 +44,13 @@ class Resource:
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False, ("create", "get", "list", "watch"), ("ns",))
 PODS = Resource("", "v1", "pods", "Pod", True, READ_VERBS, ("po",), ("log", "status"))
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True, READ_VERBS + WRITE_VERBS, ("cm",))
-JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True, READ_VERBS + ("create", "delete"),
-                   ("js",), ("status",))
-CHECKPOINT_CONFIGURATIONS = Resource("checkpointing.gke.io", "v1", "checkpointconfigurations",
-                                     "CheckpointConfiguration", False, READ_VERBS + WRITE_VERBS + ("patch",))
+# The custom resources: their identities are the core vocabulary's (what the provider's adapters call).
+JOBSETS = Resource(vocabulary.JOBSET.group, vocabulary.JOBSET.version, vocabulary.JOBSET.plural,
+                   vocabulary.JOBSET.kind, vocabulary.JOBSET.namespaced, READ_VERBS + ("create", "delete"), ("js",),
+                   ("status",))
+_CPC = vocabulary.CHECKPOINT_CONFIGURATION
+CHECKPOINT_CONFIGURATIONS = Resource(_CPC.group, _CPC.version, _CPC.plural, _CPC.kind, _CPC.namespaced,
+                                     READ_VERBS + WRITE_VERBS)
 ALL = (NAMESPACES, PODS, CONFIGMAPS, JOBSETS, CHECKPOINT_CONFIGURATIONS)
 
 
