@@ -166,12 +166,12 @@ def wait_terminal(api: Any, name: str, timeout: float) -> dict[str, Any]:
 def local_runner(prefix: str) -> Iterator[tuple[Any, Path]]:
     """A fresh runner home and scratch directory; afterwards every JobSet is deleted, the supervisor stopped
     (by its pid), the tmpfs tree removed and the scratch directory deleted."""
-    from mtc_provider.local.runner import LocalJobSetApi
+    from mtc_provider.local.cluster.client import LocalCluster
     from mtc_provider.local.runner.state import Home, read_json
 
     scratch = Path(tempfile.mkdtemp(prefix=f"mtc-bench-{prefix}-"))
     home = Home.of(scratch / "home")
-    api = LocalJobSetApi(str(home.root))
+    api = LocalCluster(str(home.root))
     try:
         yield api, scratch
     finally:

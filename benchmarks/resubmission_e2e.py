@@ -83,9 +83,9 @@ with DAG(dag_id="resub_polling", schedule=None, start_date=datetime.datetime(202
 
         from benchmarks.common import local_jobset
         from mtc_provider.core.spec import CheckpointingSpec
-        from mtc_provider.local.runner import LocalJobSetApi
+        from mtc_provider.local.cluster.client import LocalCluster
 
-        api = LocalJobSetApi("LOCAL_HOME")
+        api = LocalCluster("LOCAL_HOME")
         mine = sorted((o for o in api.list("default") if o["metadata"]["name"].startswith(run + "-p")),
                       key=lambda o: int(o["metadata"]["name"].rsplit("-p", 1)[1]))
         if mine and mine[-1].get("status", {}).get("terminalState") != "Failed":
@@ -117,9 +117,9 @@ class Observer(threading.Thread):
 
     def __init__(self, server: AirflowServer, local_home: Path) -> None:
         super().__init__(daemon=True)
-        from mtc_provider.local.runner import LocalJobSetApi
+        from mtc_provider.local.cluster.client import LocalCluster
 
-        self.server, self.api = server, LocalJobSetApi(str(local_home))
+        self.server, self.api = server, LocalCluster(str(local_home))
         self.runs: dict[str, dict[str, Any]] = {}  # run -> {"dag_id", "jobsets": {name: {...}}, "ti": [...]}
         self.stop = threading.Event()
         self._next_rest = 0.0
@@ -257,9 +257,9 @@ def main() -> None:
 
 def _lane(server: AirflowServer, observer: Observer, dag_id: str, n: int, out: list[dict[str, Any]]) -> None:
     """Run `dag_id` n times, one after another: trigger, wait for the next JobSet, delete the run's JobSets."""
-    from mtc_provider.local.runner import LocalJobSetApi
+    from mtc_provider.local.cluster.client import LocalCluster
 
-    api = LocalJobSetApi(str(observer.api.home.root))
+    api = LocalCluster(str(observer.api.home.root))
     timeout = 420 if dag_id == "resub_default_delay" else 240
     for index in range(n):
         run = f"{dag_id.split('_')[1][:4]}{index}-{int(time.time()) % 100000}"

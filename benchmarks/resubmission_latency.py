@@ -94,7 +94,8 @@ def one_resubmission(api: Any, home: str, run: str, kill_at_s: float, poll_inter
     from airflow.sdk.exceptions import AirflowException
 
     from mtc_provider.adapters import jobset_factory
-    from mtc_provider.local.runner import AsyncLocalJobSetApi, LocalJobSetApi
+    from mtc_provider.adapters.kubernetes import AsyncKubernetesJobSetApi
+    from mtc_provider.local.cluster.client import LocalCluster, async_client_factory
     from mtc_provider.operators.jobset import JobSetAttemptFailed, attempt_name
 
     op = _operator(home, run, kill_at_s)
@@ -103,7 +104,8 @@ def one_resubmission(api: Any, home: str, run: str, kill_at_s: float, poll_inter
     clock = _Clock(api.home, first, second)
     clock.start()
     arm = jobset_factory.registered(
-        "local", lambda c: LocalJobSetApi(c["home"]), lambda c: AsyncLocalJobSetApi(c["home"], poll_interval)
+        "local", lambda c: LocalCluster(c["home"]),
+        lambda c: AsyncKubernetesJobSetApi(async_client_factory(c["home"]), poll_interval=poll_interval)
     ) if poll_interval is not None else _nothing()
     with arm:
         try:

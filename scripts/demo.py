@@ -60,24 +60,22 @@ def airflow(*args: str, log: Path | None = None) -> int:
 def fresh_home() -> None:
     """A new Airflow home and local target each time: a rehearsal starts from nothing."""
     if LOCAL_HOME.exists():
-        from mtc_provider.local.runner import LocalJobSetApi
+        from mtc_provider.local.cluster.lifecycle import stop
 
-        api = LocalJobSetApi(str(LOCAL_HOME))
-        for jobset in api.list("default"):
-            api.delete("default", jobset["metadata"]["name"])
+        stop(LOCAL_HOME)  # `mtc local down`: its pods are killed, nothing of the last rehearsal keeps running
     shutil.rmtree(DEMO, ignore_errors=True)
     AIRFLOW_HOME.mkdir(parents=True)
     LOCAL_HOME.mkdir(parents=True)
 
 
 def progress_table(run_name: str, events_dir: Path, started: float, label: str) -> Table:
-    from mtc_provider.local.runner import LocalJobSetApi
+    from mtc_provider.local.cluster.client import LocalCluster
     from mtc_provider.adapters.workload_events import read_events
 
     events = read_events(events_dir) if events_dir.exists() else []
     steps = [e["step"] for e in events if e.get("event") == "step"]
     restores = [e for e in events if e.get("event") == "restore"]
-    faults = LocalJobSetApi(str(LOCAL_HOME)).run_faults("default", run_name) if LOCAL_HOME.exists() else []
+    faults = LocalCluster(str(LOCAL_HOME)).run_faults("default", run_name) if LOCAL_HOME.exists() else []
     table = Table(title=f"{label}: {run_name}", show_header=False)
     table.add_row("elapsed", f"{time.time() - started:.0f} s")
     table.add_row("newest step", str(max(steps) if steps else "-"))
@@ -111,7 +109,7 @@ def summarize(run_name: str, wall_s: float) -> dict:
     from airflow.utils.session import create_session
 
     from mtc_provider.core.fault_report import fault_outcomes
-    from mtc_provider.local.runner import LocalJobSetApi
+    from mtc_provider.local.cluster.client import LocalCluster
     from mtc_provider.adapters.workload_events import read_events
 
     with create_session() as session:
@@ -134,7 +132,7 @@ def summarize(run_name: str, wall_s: float) -> dict:
         }
     plan_dir = LOCAL_HOME / "buckets" / "mtc-checkpoints" / run_name
     events = read_events(plan_dir / "events") if (plan_dir / "events").exists() else []
-    faults = LocalJobSetApi(str(LOCAL_HOME)).run_faults("default", run_name)
+    faults = LocalCluster(str(LOCAL_HOME)).run_faults("default", run_name)
     summary["faults"] = [o.to_dict() for o in fault_outcomes(faults, events)]
     summary["wall_s"] = wall_s
     summary["restarts_total"] = in_cluster_restarts(run_name)

@@ -10,6 +10,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 THIRD_PARTY = REPO / "tests" / "data" / "third_party"  # upstream CRDs, see its README.md for source and licence
+# The CRDs the local API server validates against ship in the wheel; the tests read those very files.
+PACKAGE_CRDS = REPO / "provider" / "mtc_provider" / "local" / "cluster" / "crds"
+THIRD_PARTY_DIRS = (THIRD_PARTY, PACKAGE_CRDS)
 # The guide (prose, not copied into the project): present only on machines that keep it beside the repository.
 GUIDE_REFERENCE = REPO.parent / "shared" / "reference"
 
@@ -23,7 +26,7 @@ os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
 
 def reference_file(name: str) -> Path:
     """A third-party file kept in tests/data/third_party (part of the repository: missing means a broken checkout)."""
-    path = THIRD_PARTY / name
+    path = next((folder / name for folder in THIRD_PARTY_DIRS if (folder / name).exists()), THIRD_PARTY / name)
     if not path.exists():
         pytest.fail(f"test data {path} is missing from the checkout (see tests/data/third_party/README.md)")
     return path

@@ -354,6 +354,45 @@ def _status_hook(namespace: str, kubeconfig: Path | None, context: str | None, p
     return MtcJobSetHook(kubeconfig=str(path), context=context, target={"kind": "local", "namespace": namespace})
 
 
+local_app = typer.Typer(help="The local target's cluster: start it in the background and stop it, as `kind` would.",
+                        no_args_is_help=True)
+app.add_typer(local_app, name="local")
+HOME_OPTION = typer.Option(None, "--home", help="The local target's home (default: $MTC_LOCAL_HOME or ~/.mtc/local).")
+
+
+def _local_home(home: Path | None) -> Path:
+    from mtc_provider.target import default_local_home
+
+    return Path(home or default_local_home()).expanduser()
+
+
+def _local_cluster(*args: str) -> None:
+    """`python -m mtc_provider.local.cluster ...`, as a process: the provider never imports the local target."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "mtc_provider.local.cluster", *args], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL)
+    sys.stdout.write(done.stdout)
+    if done.returncode != 0:
+        Console(file=sys.stderr, soft_wrap=True, highlight=False).print(escape(done.stderr.strip()))
+        raise typer.Exit(1)
+
+
+@local_app.command("up")
+def local_up(home: Path = HOME_OPTION) -> None:
+    """Start the local cluster (its Kubernetes API server and JobSet runner); print its kubeconfig."""
+    where = _local_home(home)
+    _local_cluster("up", "--home", str(where), "--stay")  # stays up until `mtc local down`
+    # Hook point for the local GCS (issue 13, its GCS half): start it here too and print its endpoint.
+    _out().print(f"try: kubectl --kubeconfig {where.resolve() / 'kubeconfig'} get jobsets,pods")
+
+
+@local_app.command("down")
+def local_down(home: Path = HOME_OPTION) -> None:
+    """Stop the local cluster (by the PID it recorded); its pods are stopped with it, its files stay."""
+    _local_cluster("down", "--home", str(_local_home(home)))
+
+
 def render_manifests(manifests: Any) -> str:
     return yaml.safe_dump_all(list(manifests), sort_keys=False, default_flow_style=False, width=1_000_000)
 

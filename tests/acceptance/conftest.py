@@ -25,7 +25,7 @@ import pytest
 from benchmarks.common import local_jobset, wait_terminal
 from mtc_provider.core.fault_report import FaultOutcome, fault_outcomes
 from mtc_provider.core.spec import CheckpointingSpec
-from mtc_provider.local.runner import LocalJobSetApi
+from mtc_provider.local.cluster.client import LocalCluster
 from mtc_provider.local.runner.state import Home, read_json
 from mtc_provider.adapters.workload_events import events_dir, read_events
 
@@ -119,10 +119,10 @@ def nothing_left_behind(homes: Homes) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def runner(home: Home) -> Iterator[LocalJobSetApi]:
+def runner(home: Home) -> Iterator[LocalCluster]:
     """A local runner on `home`; afterwards every JobSet is deleted, the supervisor stopped by its pid and the
     home's local GCS stopped."""
-    api = LocalJobSetApi(str(home.root))
+    api = LocalCluster(str(home.root))
     try:
         yield api
     finally:
@@ -130,7 +130,7 @@ def runner(home: Home) -> Iterator[LocalJobSetApi]:
 
 
 def stop_runner(home: Home) -> None:
-    api = LocalJobSetApi(str(home.root))
+    api = LocalCluster(str(home.root))
     if home.state_dir.exists():
         for obj in api.list(NAMESPACE):
             with contextlib.suppress(Exception):

@@ -24,7 +24,7 @@ import pytest
 
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
 from mtc_provider.core.status import evaluate_jobset
-from mtc_provider.local.runner import LocalJobSetApi
+from mtc_provider.local.cluster.client import LocalCluster
 from mtc_provider.local.runner.state import read_json
 from mtc_provider.adapters.workload_events import read_events
 from tests.acceptance.conftest import NAMESPACE, REPO, AirflowEnv
@@ -85,7 +85,7 @@ def test_task_killed_mid_wait_then_the_same_run_again_reattaches(airflow_env: Ai
     conf = {"run_name": run_name, "steps": 30, "step_time_ms": 150, "checkpoint_period": 10,
             "local_checkpoint_period": 2, "max_restarts": 1, "stall_timeout": 600, "fault_plan": []}
     dag_file = REPO / "dags" / "mtc_resilient_training.py"
-    api = LocalJobSetApi(str(airflow_env.local_home.root))
+    api = LocalCluster(str(airflow_env.local_home.root))
     events_dir = airflow_env.local_home.root / "buckets" / "mtc-checkpoints" / run_name / "events"
 
     def live_step() -> tuple[str, int] | None:
@@ -132,7 +132,7 @@ def test_hung_attempt_is_resubmitted_by_stall_detection_and_slow_attempts_are_no
     stall, poll = dag_module.STALL_TIMEOUT, dag_module.POLL_INTERVAL
     run_name = dag_module.RUN_NAME
     bucket = airflow_env.local_home.root / "buckets"
-    api = LocalJobSetApi(str(airflow_env.local_home.root))
+    api = LocalCluster(str(airflow_env.local_home.root))
 
     proc = start_dag(airflow_env, HERE / "dags" / "acceptance_stall.py", "mtc_acceptance_stall", {},
                      tmp_path / "stall.log")

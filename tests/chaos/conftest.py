@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 def chaos_homes():
     """(env for the airflow CLI, Airflow home, local-target home). Afterwards: every JobSet deleted, the runner's
     supervisor stopped by its pid, its tmpfs tree removed, the scratch directory deleted."""
-    from mtc_provider.local.runner import LocalJobSetApi
+    from mtc_provider.local.cluster.client import LocalCluster
     from mtc_provider.local.runner.state import Home, read_json
 
     scratch = Path(tempfile.mkdtemp(prefix="mtc-chaos-"))
@@ -47,7 +47,7 @@ def chaos_homes():
     try:
         yield env, airflow_home, local_home
     finally:
-        api = LocalJobSetApi(str(local_home))
+        api = LocalCluster(str(local_home))
         for obj in api.list("default"):
             with contextlib.suppress(Exception):
                 api.delete("default", obj["metadata"]["name"], timeout=60)

@@ -107,7 +107,7 @@ def _strays(local_home: Path) -> list[str]:
 
 def test_one_training_run_survives_a_seeded_fault_schedule(chaos_homes):
     from mtc_provider.core.fault_report import fault_outcomes
-    from mtc_provider.local.runner import LocalJobSetApi
+    from mtc_provider.local.cluster.client import LocalCluster
     from mtc_provider.local.runner.state import Home
     from mtc_provider.adapters.workload_events import read_events
 
@@ -175,7 +175,7 @@ def test_one_training_run_survives_a_seeded_fault_schedule(chaos_homes):
         assert set(submissions) <= set(names), (submissions, names)
 
         # 4. Bounded loss per fault, every runner fault fired.
-        fired = LocalJobSetApi(str(local_home)).run_faults(NAMESPACE, RUN_NAME)
+        fired = LocalCluster(str(local_home)).run_faults(NAMESPACE, RUN_NAME)
         assert sorted(f["index"] for f in fired) == list(range(len(schedule.fault_plan))), fired
         outcomes = fault_outcomes(fired, events)
         report = [(o.kind, o.target, o.last_step, o.restored_step, o.tier, o.steps_lost) for o in outcomes]

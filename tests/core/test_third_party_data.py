@@ -9,7 +9,7 @@ import re
 import pytest
 
 from mtc_provider.core.spec import CheckpointingSpec
-from tests.conftest import THIRD_PARTY
+from tests.conftest import THIRD_PARTY, THIRD_PARTY_DIRS, reference_file
 from tests.data.guide_facts import MAXTEXT_FLAGS
 
 ROW_RE = re.compile(r"^\| `([^`]+)` \|.*\| `([0-9a-f]{64})` \|$", flags=re.M)
@@ -20,13 +20,13 @@ def readme_rows() -> dict[str, str]:
 
 
 def test_every_file_is_listed_with_its_source():
-    files = {p.name for p in THIRD_PARTY.iterdir() if p.name != "README.md"}
+    files = {p.name for folder in THIRD_PARTY_DIRS for p in folder.iterdir() if p.suffix == ".yaml"}
     assert files == set(readme_rows()), "every third-party file needs a README row (repository, tag, licence)"
 
 
 @pytest.mark.parametrize("name", sorted(readme_rows()))
 def test_file_is_the_upstream_copy(name):
-    assert hashlib.sha256((THIRD_PARTY / name).read_bytes()).hexdigest() == readme_rows()[name]
+    assert hashlib.sha256(reference_file(name).read_bytes()).hexdigest() == readme_rows()[name]
 
 
 def test_checkpointing_defaults_are_the_guides():

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import yaml
 
 from mtc_provider.core import vocabulary as V
+from tests.conftest import reference_file  # the CRDs the local API server ships live in the package
 
-THIRD_PARTY = Path(__file__).resolve().parents[1] / "data" / "third_party"
 
 
 @pytest.mark.parametrize(("resource", "crd_file"), [
@@ -18,7 +17,7 @@ THIRD_PARTY = Path(__file__).resolve().parents[1] / "data" / "third_party"
     (V.CHECKPOINT_CONFIGURATION, "checkpointconfiguration-crd.yaml"),
 ])
 def test_resource_identities_are_the_crds(resource, crd_file):
-    crd = next(d for d in yaml.safe_load_all((THIRD_PARTY / crd_file).read_text())
+    crd = next(d for d in yaml.safe_load_all(reference_file(crd_file).read_text())
                if d and d.get("kind") == "CustomResourceDefinition")
     spec = crd["spec"]
     assert (spec["group"], spec["names"]["plural"], spec["names"]["kind"]) == (

@@ -1,4 +1,5 @@
-"""The local runner's supervisor listens where MTC_RUNNER_BIND_HOST says and tells clients where that is.
+"""The local cluster's API server listens where MTC_RUNNER_BIND_HOST says and tells clients where that is (the
+kubeconfig names the advertised address, and its certificate covers it).
 
 In docker-compose.yaml the supervisor binds 0.0.0.0 so the worker and triggerer containers, which share the
 runner home on a volume, reach it by host name. Servers in tests bind loopback only: 127.0.0.2 stands in for
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mtc_provider.local.runner import LocalJobSetApi
+from mtc_provider.local.cluster.client import LocalCluster
 from mtc_provider.local.runner.state import Home, read_json
 from mtc_provider.local.runner.supervisor import advertised_host, bind_host
 from tests.runner.conftest import FAKE_WORKLOAD, make_jobset
@@ -61,18 +62,18 @@ def supervised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def test_default_binds_loopback_only(supervised):
     info = supervised({})
     assert info["host"] == "127.0.0.1"
-    assert _connects("127.0.0.1", info["port"])
-    assert not _connects("127.0.0.2", info["port"])
+    assert _connects("127.0.0.1", info["api_port"])
+    assert not _connects("127.0.0.2", info["api_port"])
 
 
 def test_configured_bind_host_is_advertised_and_used_by_clients(supervised, tmp_path: Path):
     info = supervised({"MTC_RUNNER_BIND_HOST": "127.0.0.2"})
     assert info["host"] == "127.0.0.2"
-    assert _connects("127.0.0.2", info["port"]) and not _connects("127.0.0.1", info["port"])
+    assert _connects("127.0.0.2", info["api_port"]) and not _connects("127.0.0.1", info["api_port"])
     # The client reads the advertised address from the shared home: a create goes through it.
     script = tmp_path / "fake_workload.py"
     script.write_text(FAKE_WORKLOAD)
-    api = LocalJobSetApi(info["home"])
+    api = LocalCluster(info["home"])
     created = api.create("default", make_jobset("bound", script, args=["steps=2"]))
     assert created["metadata"]["name"] == "bound"
     assert json.loads(Home.of(info["home"]).supervisor_file.read_text())["pid"] == info["pid"]  # no second one

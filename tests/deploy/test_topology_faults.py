@@ -28,7 +28,7 @@ from typing import Any, Iterator
 import pytest
 
 from benchmarks.common import local_runner, wait_terminal
-from mtc_provider.local.runner import LocalJobSetApi
+from mtc_provider.local.cluster.client import LocalCluster
 from mtc_provider.adapters.workload_events import read_events
 from scripts.airflow_topology import REPO, Topology, wait_until
 
@@ -60,7 +60,7 @@ RUN_TIMEOUT = 420.0
 class JobSetWatch:
     """Every JobSet of a run name seen by polling the local target: uid per name, most live at once."""
 
-    api: LocalJobSetApi
+    api: LocalCluster
     run_name: str
     uids: dict[str, set[str]] = field(default_factory=dict)
     most_live: int = 0
@@ -216,7 +216,7 @@ def test_training_survives_worker_triggerer_and_scheduler_kills(reference_sha, t
     topo = topology
 
     run_name = "topo-faults"
-    watch = JobSetWatch(LocalJobSetApi(str(topo.places.local_home)), run_name)
+    watch = JobSetWatch(LocalCluster(str(topo.places.local_home)), run_name)
     poller = threading.Thread(target=watch.poll, daemon=True)
     poller.start()
     run_id = _trigger(topo, run_name)

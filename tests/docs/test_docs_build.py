@@ -174,7 +174,8 @@ def provider_names() -> set[str]:
 def cli_commands() -> set[str]:
     from mtc_provider.cli import app
 
-    return {(c.name or c.callback.__name__) for c in app.registered_commands}
+    groups = {g.name for g in app.registered_groups}  # `mtc local up|down`
+    return {(c.name or c.callback.__name__) for c in app.registered_commands} | groups
 
 
 def test_the_guide_scan_finds_the_guides_commands():

@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from mtc_provider.core.iam import BUCKET_ROLE, bucket_members
-from mtc_provider.operators.gcp import MtcCreateBucketOperator, MtcCreateTpuNodePoolsOperator, MtcGrantBucketAccessOperator
+from mtc_provider.operators.gcp import (
+    MtcApplyCheckpointConfigurationOperator,
+    MtcCreateBucketOperator,
+    MtcCreateTpuNodePoolsOperator,
+    MtcGrantBucketAccessOperator,
+)
 from mtc_provider.target import GkeTarget, LocalTarget
 
 from .conftest import CLUSTER, LOCATION, NUMBER, PROJECT
@@ -75,7 +80,12 @@ def test_readiness_operator_fails_at_once_with_the_report(dags, container, gcp_c
 
 
 def test_local_target_dag(dags, tmp_path):
-    run = dags().local_setup.test(logical_date=day(4))
+    from mtc_provider.local.cluster.lifecycle import stop
+
+    try:
+        run = dags().local_setup.test(logical_date=day(4))
+    finally:
+        stop(tmp_path)  # the CheckpointConfiguration went to the local cluster: stop it
     assert run.state == "success", [(ti.task_id, ti.state) for ti in run.get_task_instances()]
     assert (tmp_path / "buckets" / "ckpt").is_dir()
 
@@ -104,6 +114,26 @@ def test_local_bucket_and_iam_go_through_the_local_gcs_and_node_pools_do_not_app
     pools = MtcCreateTpuNodePoolsOperator(task_id="p", target=target, slices=SLICES).execute({})
     assert pools["applies"] is False and "16 host processes" in pools["reason"]
     assert local_gcs.stop(str(tmp_path))
+
+
+def test_checkpoint_configuration_is_applied_to_the_local_cluster(tmp_path):
+    """The same apply as on GKE (CheckpointConfigurationApi), validated against the CRD by the local API server."""
+    from mtc_provider.local.cluster.client import LocalCluster
+    from mtc_provider.local.cluster.lifecycle import stop
+
+    op = MtcApplyCheckpointConfigurationOperator(task_id="c", target=LocalTarget(home=str(tmp_path)),
+                                                 name="mtc-config", bucket_name="ckpt", slices=SLICES)
+    try:
+        first, second = op.execute({}), op.execute({})
+        from kubernetes import client as k8s
+
+        with LocalCluster(tmp_path).client_factory() as api_client:
+            stored = k8s.CustomObjectsApi(api_client).get_cluster_custom_object(
+                "checkpointing.gke.io", "v1", "checkpointconfigurations", "mtc-config")
+    finally:
+        stop(tmp_path)
+    assert (first["target"], first["action"], second["action"]) == ("local", "created", "unchanged")
+    assert stored["spec"]["cloudStorageBucketName"] == "ckpt"
 
 
 def test_zone_bucket_location_fails_before_any_call(gcs, gcp_connection):

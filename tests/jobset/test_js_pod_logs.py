@@ -1,4 +1,4 @@
-"""Pod logs through the real kubernetes client against a core/v1 double, and from the local runner's records.
+"""Pod logs through the real kubernetes client, against a core/v1 double and against the local cluster.
 
 The double answers as the Kubernetes API documents (API reference, Pod v1 "read log"): `tailLines` keeps the last
 N lines, `limitBytes` stops after N bytes, `sinceSeconds` keeps lines newer than now - N, `timestamps=true`
@@ -21,7 +21,6 @@ from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
 from mtc_provider.adapters.pod_logs import (
     KubernetesPodLogs,
     LeaderLogFollower,
-    LocalPodLogs,
     failed_pod_tails,
     log_failed_pod_tails,
     pod_logs_for,
@@ -163,36 +162,11 @@ def test_reading_logs_never_fails_the_task(core, caplog) -> None:
 
 def test_pod_logs_for_picks_the_reader_of_the_api(tmp_path) -> None:
     assert isinstance(pod_logs_for(KubernetesJobSetApi(lambda: None)), KubernetesPodLogs)
-    from mtc_provider.local.runner import LocalJobSetApi
+    from mtc_provider.adapters import jobset_factory
 
-    assert isinstance(pod_logs_for(LocalJobSetApi(home=str(tmp_path))), LocalPodLogs)
+    local = jobset_factory.jobset_api({"kind": "local", "home": str(tmp_path)})  # the same class as GKE
+    assert isinstance(pod_logs_for(local), KubernetesPodLogs)
     assert pod_logs_for(object()) is None
-
-
-class RecordsApi:
-    """The local runner's `pods()` answer (api.LocalJobSetApi.pods): one record per pod with its log file."""
-
-    def __init__(self, records: list[dict]) -> None:
-        self.records = records
-
-    def pods(self, namespace: str, name: str) -> list[dict]:
-        return self.records
-
-
-def test_local_pods_tails_and_follow(tmp_path) -> None:
-    leader, other = tmp_path / "p0.log", tmp_path / "p1.log"
-    leader.write_text("".join(f"completed step: {i}\n" for i in range(5)))
-    other.write_text("Traceback\nRuntimeError: peer died\n")
-    records = [{"name": "train-slice-0-1", "slice": 0, "host": 1, "log": str(other), "exitCode": 1},
-               {"name": "train-slice-0-0", "slice": 0, "host": 0, "log": str(leader), "exitCode": None}]
-    logs = LocalPodLogs(RecordsApi(records))
-    assert failed_pod_tails(logs, "default", "train")[1:3] == ["Traceback", "RuntimeError: peer died"]
-    follower = LeaderLogFollower(logs, "default", "train", max_lines=50)
-    assert follower.poll()[-1] == "completed step: 4"
-    assert follower.poll() == []
-    with open(leader, "a") as log:
-        log.write("completed step: 5\n")
-    assert follower.poll() == ["completed step: 5"]
 
 
 def test_the_hook_reads_failed_pods_through_a_kubeconfig(core, tmp_path) -> None:
@@ -212,25 +186,16 @@ def test_the_hook_reads_failed_pods_through_a_kubeconfig(core, tmp_path) -> None
     assert hook.leader_log_follower("train").poll() == ["ImportError: no module named maxtext"]
 
 
-def test_a_failed_attempt_logs_its_failed_pods(tmp_path, cluster, caplog) -> None:
-    """The launch operator's hook-in: when an attempt ends below target, the failed pods' tails are in the log."""
+def test_a_failed_attempt_logs_its_failed_pods(tmp_path) -> None:
+    """The launch operator's hook-in, on the local cluster with a real failing pod: when an attempt ends below
+    target, the failed pods' tails (read through the pod log API) are in the task log."""
     from airflow.sdk.exceptions import AirflowException
 
-    from mtc_provider.adapters import jobset_factory
-    from tests.doubles.memory_jobset import AsyncMemoryJobSetApi, MemoryJobSetApi, status_failed
+    from mtc_provider.local.cluster.lifecycle import stop
     from mtc_provider.operators.jobset import MtcJobSetOperator
 
-    crash_log = tmp_path / "pod.log"
-    crash_log.write_text("step 7\nRuntimeError: XLA compilation failed\n")
-
-    class WithPods(MemoryJobSetApi):  # the local runner's pod records, beside the in-memory JobSets
-        def pods(self, namespace, name):
-            return [{"name": f"{name}-slice-0-0", "slice": 0, "host": 0, "log": str(crash_log), "exitCode": 137}]
-
-        def log_dir(self, namespace, name):
-            return tmp_path
-
-    cluster.plan([status_failed()])
+    crash = tmp_path / "crash.py"
+    crash.write_text("print('step 7', flush=True)\nraise SystemExit('RuntimeError: XLA compilation failed')\n")
 
     class TI:
         dag_id, run_id, task_id, try_number = "d", "r", "train", 1
@@ -238,16 +203,28 @@ def test_a_failed_attempt_logs_its_failed_pods(tmp_path, cluster, caplog) -> Non
         def xcom_push(self, key, value) -> None:
             pass
 
-    op = MtcJobSetOperator(task_id="train", slices={"tpu_type": "v6e", "topology": "2x2", "num_slices": 2},
-                           checkpointing={"run_name": "r1", "base_output_directory": str(tmp_path), "steps": 10},
-                           workload={"jobset_name": "r1"}, deferrable=False, poll_interval=0.01,
+    home = tmp_path / "home"
+    op = MtcJobSetOperator(task_id="train", target={"kind": "local", "home": str(home)},
+                           slices={"tpu_type": "v6e", "topology": "2x2", "num_slices": 2},
+                           checkpointing={"run_name": "r1", "base_output_directory": str(tmp_path / "b"), "steps": 10},
+                           workload={"jobset_name": "r1", "image": "local", "command": ["python3", str(crash)],
+                                     "max_restarts": 0},
+                           deferrable=False, poll_interval=0.1,
                            checkpoint_store_factory=lambda d, c: type("S", (), {"latest_step": lambda s, d: None})())
     # The task's logger, made a plain stdlib logger: what Airflow's logging set-up does with it varies by version.
     task_logger = logging.getLogger("test.task.train")
     op._cached_logger = op._log = task_logger
-    with jobset_factory.registered("local", lambda c: WithPods(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
-        with caplog.at_level(logging.INFO), pytest.raises(AirflowException):
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append  # the task's own records, whatever the logging set-up of earlier tests
+    task_logger.addHandler(handler)
+    task_logger.setLevel(logging.INFO)
+    try:
+        with pytest.raises(AirflowException):
             op.execute({"ti": TI()})
-    task_log = "\n".join(r.getMessage() for r in caplog.records if r.name == "test.task.train")
+    finally:
+        task_logger.removeHandler(handler)
+        stop(home)
+    task_log = "\n".join(r.getMessage() for r in records)
     assert "RuntimeError: XLA compilation failed" in task_log
-    assert "failed pod r1-" in task_log and "(exit 137)" in task_log
+    assert "failed pod r1-" in task_log and "(exit 1" in task_log

@@ -121,6 +121,8 @@ DISTRIBUTIONS = {
     "rich": "rich",
     "tenacity": "tenacity",
     "psutil": "psutil",
+    "jsonschema": "jsonschema",
+    "cryptography": "cryptography",
     "matplotlib": "matplotlib",
     "numpy": "numpy",
     "jax": "jax",

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import psutil
 import pytest
 
-from mtc_provider.local.runner import LocalJobSetApi
+from mtc_provider.local.cluster.client import LocalCluster
 from mtc_provider.local.runner.state import Home, read_json
 
 # Prints `completed step: N`, keeps its step in the ramdisk (so a restart resumes), fails on request.
@@ -149,7 +149,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: floa
         time.sleep(interval)
 
 
-def terminal(api: LocalJobSetApi, namespace: str, name: str, timeout: float = 20.0) -> dict[str, Any]:
+def terminal(api: LocalCluster, namespace: str, name: str, timeout: float = 20.0) -> dict[str, Any]:
     return wait_for(lambda: (o := api.get(namespace, name))["status"].get("terminalState") and o, timeout)
 
 
@@ -188,5 +188,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.fixture
-def api(home: str) -> LocalJobSetApi:
-    return LocalJobSetApi(home)
+def api(home: str) -> LocalCluster:
+    """The JobSet adapter GKE uses (KubernetesJobSetApi), on the home's local cluster, with its local records."""
+    return LocalCluster(home)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mtc_provider.local.runner import LocalJobSetApi
+from mtc_provider.local.cluster.client import LocalCluster
 from tests.runner.conftest import make_jobset, terminal
 
 pytestmark = pytest.mark.slow
@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize("faults", [None, [{"kind": "sigkill_host", "at_step": 3, "slice": 1, "host": 0}]],
                          ids=["no-fault", "sigkill"])
-def test_two_slice_jobset_of_the_real_workload_completes(api: LocalJobSetApi, tmp_path, faults):
+def test_two_slice_jobset_of_the_real_workload_completes(api: LocalCluster, tmp_path, faults):
     bucket = tmp_path / "bucket"
     body = make_jobset("real", tmp_path / "unused.py", slices=2, hosts=1, grace=10, fault_plan=faults)
     container = body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]

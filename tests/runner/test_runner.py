@@ -1,4 +1,5 @@
-"""The local runner with real processes and real signals (a fake workload, no JAX)."""
+"""The local runner with real processes and real signals (a fake workload, no JAX), reached as GKE is: through
+the Kubernetes JobSet adapter and the cncf.kubernetes hooks, on the local cluster's API server."""
 
 from __future__ import annotations
 
@@ -11,17 +12,17 @@ from pathlib import Path
 import psutil
 import pytest
 
-from mtc_provider.adapters.protocols import AlreadyExists, NotFound
-from mtc_provider.core.errors import SpecError
+from mtc_provider.adapters.kubernetes import AsyncKubernetesJobSetApi
+from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound
 from mtc_provider.core.status import evaluate_jobset
-from mtc_provider.local.runner import AsyncLocalJobSetApi, LocalJobSetApi
+from mtc_provider.local.cluster.client import LocalCluster, async_client_factory
 from mtc_provider.local.runner.state import Home
 from tests.runner.conftest import make_jobset, terminal, wait_for
 
 NS = "default"
 
 
-def _log(api: LocalJobSetApi, name: str, restart: int, slice_index: int, host: int = 0) -> str:
+def _log(api: LocalCluster, name: str, restart: int, slice_index: int, host: int = 0) -> str:
     return (api.log_dir(NS, name) / str(restart) / f"s{slice_index}-h{host}.log").read_text()
 
 
@@ -115,13 +116,14 @@ def test_sigterm_slice_fault_is_a_preemption(api, workload):
 
 
 def test_delete_sigterm_waits_the_grace_period_then_sigkills(api, workload, tmp_path):
-    api.create(NS, make_jobset("grace", workload, grace=1.5, args=["steps=1000", "term=ignore"]))
+    api.create(NS, make_jobset("grace", workload, grace=2, args=["steps=1000", "term=ignore"]))
     wait_for(lambda: _steps(_log(api, "grace", 0, 1)))
     pids = [p["pid"] for p in api.pods(NS, "grace")]
     started = time.monotonic()
-    api.delete(NS, "grace")
+    api.delete(NS, "grace")  # foreground: the JobSet stays until its pods are gone
+    api.wait_deleted(NS, "grace")
     elapsed = time.monotonic() - started
-    assert 1.4 <= elapsed < 5, elapsed
+    assert 1.9 <= elapsed < 6, elapsed
     assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
     assert not (Home.of(api.home.root).shm_root / NS / "grace").exists()
     with pytest.raises(NotFound):
@@ -163,22 +165,24 @@ def test_duplicate_create_is_already_exists(api, workload):
         api.create(NS, make_jobset("dup", workload))
     assert err.value.status == 409
     api.delete(NS, "dup")
+    api.wait_deleted(NS, "dup")
 
 
-def test_bad_input_raises_before_any_side_effect(api, workload):
+def test_bad_input_is_422_naming_the_field_before_any_side_effect(api, workload):
     body = make_jobset("bad", workload, fault_plan=[{"kind": "meteor", "at_step": 1}])
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(ApiError) as err:
         api.create(NS, body)
-    assert err.value.field == 'metadata.annotations["mtc.local/fault-plan"][0].kind'
-    assert not Path(api.home.root).exists()  # no supervisor, no state
+    assert err.value.status == 422
+    assert 'metadata.annotations["mtc.local/fault-plan"][0].kind' in str(err.value)
+    assert not api.home.jobset_file(NS, "bad").exists() and not api.log_dir(NS, "bad").exists()  # nothing ran
 
 
 def test_jobset_outlives_its_creator_and_is_seen_from_another_process(home, workload):
-    body = make_jobset("other", workload, args=["steps=10", "sleep=0.1"], labels={"run": "r1"})
+    body = make_jobset("other", workload, args=["steps=1000", "sleep=0.1"], labels={"run": "r1"})
     script = (
         "import json, sys\n"
-        "from mtc_provider.local.runner import LocalJobSetApi\n"
-        "api = LocalJobSetApi(sys.argv[1])\n"
+        "from mtc_provider.local.cluster.client import LocalCluster\n"
+        "api = LocalCluster(sys.argv[1])\n"
         "if sys.argv[2] == 'create':\n"
         "    print(api.create('default', json.loads(sys.argv[3]))['metadata']['uid'])\n"
         "else:\n"
@@ -186,34 +190,37 @@ def test_jobset_outlives_its_creator_and_is_seen_from_another_process(home, work
     )
     created = subprocess.run([sys.executable, "-c", script, home, "create", json.dumps(body)],
                              check=True, capture_output=True, text=True, timeout=30)
-    uid = created.stdout.strip()
+    uid = created.stdout.strip().splitlines()[-1]  # after anything Airflow logs when the hook loads
     listed = subprocess.run([sys.executable, "-c", script, home, "list"],
                             check=True, capture_output=True, text=True, timeout=30)
-    assert json.loads(listed.stdout) == [uid]
-    api = LocalJobSetApi(home)
+    assert json.loads(listed.stdout.strip().splitlines()[-1]) == [uid], listed.stdout
+    api = LocalCluster(home)
     assert api.get(NS, "other")["status"].get("terminalState") is None  # its creator has exited: still running
     with pytest.raises(AlreadyExists):
         api.create(NS, body)
-    done = terminal(api, NS, "other")
-    assert done["metadata"]["uid"] == uid and _condition(done)["reason"] == "AllJobsCompleted"
+    assert api.get(NS, "other")["metadata"]["uid"] == uid
+    api.delete(NS, "other")
+    api.wait_deleted(NS, "other")
 
 
 def test_supervisor_exits_when_idle(home, workload, monkeypatch):
     monkeypatch.setenv("MTC_RUNNER_IDLE_SECONDS", "0.5")
-    api = LocalJobSetApi(home)
+    api = LocalCluster(home)
     api.create(NS, make_jobset("idle", workload, args=["steps=2"]))
     pid = json.loads(Home.of(home).supervisor_file.read_text())["pid"]
     terminal(api, NS, "idle")
     wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie", timeout=10)
-    assert api.get(NS, "idle")["status"]["terminalState"] == "Completed"  # state stays readable
-    api.delete(NS, "idle")  # starts a supervisor again to clean up
+    # The next client starts the cluster again: the finished JobSet is still there, and can be deleted.
+    assert api.get(NS, "idle")["status"]["terminalState"] == "Completed"
+    api.delete(NS, "idle")
+    api.wait_deleted(NS, "idle")
     with pytest.raises(NotFound):
         api.get(NS, "idle")
 
 
 async def test_async_watch_yields_added_then_modified_until_terminal(home, workload):
-    api = AsyncLocalJobSetApi(home, poll_interval=0.05)
-    LocalJobSetApi(home).create(NS, make_jobset("watch", workload, args=["steps=4", "fail_at=2", "fail_pid=1",
+    api = AsyncKubernetesJobSetApi(async_client_factory(home), poll_interval=0.05)
+    LocalCluster(home).create(NS, make_jobset("watch", workload, args=["steps=4", "fail_at=2", "fail_pid=1",
                                                                          "fail_once=1"]))
     events, versions = [], []
     async for event in api.watch(NS, "watch"):

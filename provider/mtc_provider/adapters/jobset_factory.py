@@ -2,7 +2,7 @@
 
 `connection_for(target)` resolves, once, everything a client needs into a dict of serializable,
 non-secret primitives (GKE: endpoint, CA, connection id, impersonation chain; local: the home
-directory). Operators call it; triggers receive the dict and rebuild an async api from it, minting a
+directory, whose kubeconfig the cncf.kubernetes hooks read: the local cluster is a Kubernetes API server). Operators call it; triggers receive the dict and rebuild an async api from it, minting a
 fresh token per client. `register(kind, ...)` replaces the api for a target kind (tests use the
 in-memory fake this way: no monkeypatching).
 """
@@ -52,7 +52,7 @@ def connection_for(target: Target | Mapping[str, Any] | None, kubernetes_conn_id
     if target.kind in _registry:
         return target.to_dict()
     if isinstance(target, LocalTarget):
-        return {"kind": "local", "home": target.home}
+        return {"kind": "local", "home": target.home}  # the token stays in <home>/kubeconfig
     if isinstance(target, GkeTarget):
         from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
 
@@ -88,12 +88,12 @@ def jobset_api(connection: Mapping[str, Any]) -> JobSetApi:
     kind = _kind(connection)
     if kind in _registry:
         return _registry[kind][0](connection)
-    if kind == "local":
-        from mtc_provider.local.runner import LocalJobSetApi
-
-        return LocalJobSetApi(home=connection["home"])
     from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
 
+    if kind == "local":  # the same adapter; only how the client is made differs
+        from mtc_provider.adapters.local_cluster import client_factory
+
+        return KubernetesJobSetApi(client_factory(connection["home"]))
     if kind == "kubernetes":
         from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 
@@ -113,12 +113,12 @@ def async_jobset_api(connection: Mapping[str, Any], poll_interval: float = 30.0)
     kind = _kind(connection)
     if kind in _registry:
         return _registry[kind][1](connection)
-    if kind == "local":
-        from mtc_provider.local.runner import AsyncLocalJobSetApi
-
-        return AsyncLocalJobSetApi(home=connection["home"])
     from mtc_provider.adapters.kubernetes import AsyncKubernetesJobSetApi
 
+    if kind == "local":
+        from mtc_provider.adapters.local_cluster import async_client_factory
+
+        return AsyncKubernetesJobSetApi(async_client_factory(connection["home"]), poll_interval=poll_interval)
     if kind == "kubernetes":
         from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
 

@@ -3,7 +3,7 @@
 Kubernetes: pods are found by the label JobSet puts on each of them (`jobset.sigs.k8s.io/jobset-name`); the leader
 is job index 0, completion index 0. Logs come from the pod log endpoint with `tailLines` / `limitBytes` (bounded
 on the server) and `timestamps=true`, so a follower polls with `sinceSeconds` and drops lines it has already seen.
-Local target: the runner records each pod's log file and exit code; the same answers come from those files.
+The local target's cluster serves the same endpoints (its kubelet timestamps each line as it reads it).
 Formatting (what a failed pod's section looks like, how much is kept) is the core's (`core.progress_report`).
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from mtc_provider.core.labels import COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL, JOBSET_NAME_LABEL
@@ -92,45 +91,12 @@ class KubernetesPodLogs:
         return self._core(read)
 
 
-class LocalPodLogs:
-    """The local runner's pods: its pod records (log file, exit code) for the current attempt of a JobSet."""
-
-    def __init__(self, api: Any) -> None:
-        self.api = api  # LocalJobSetApi
-        self._log_files: dict[tuple[str, str], str] = {}
-
-    def pods(self, namespace: str, jobset_name: str) -> list[PodInfo]:
-        infos = []
-        for record in self.api.pods(namespace, jobset_name):
-            code = record.get("exitCode")
-            phase = "Running" if code is None else ("Succeeded" if code == 0 else "Failed")
-            self._log_files[(namespace, record["name"])] = record.get("log", "")
-            infos.append(PodInfo(record["name"], phase, code, f"exit {code}" if code not in (None, 0) else "",
-                                 record.get("slice") == 0 and record.get("host") == 0))
-        return sorted(infos, key=lambda p: (not p.leader, p.name))
-
-    def read(self, namespace: str, pod: str, tail_lines: int = DEFAULT_TAIL_LINES,
-             limit_bytes: int = DEFAULT_TAIL_BYTES, since_seconds: int | None = None,
-             timestamps: bool = False) -> str:
-        """The tail of a pod listed by `pods` (the local runner writes no timestamps: since_seconds is ignored)."""
-        path = Path(self._log_files.get((namespace, pod), ""))
-        if not path.is_file():
-            return ""
-        with open(path, "rb") as log:
-            log.seek(0, 2)
-            log.seek(max(0, log.tell() - 4 * limit_bytes))  # enough for the tail, never the whole file
-            text = log.read().decode("utf-8", "replace")
-        return tail(text, tail_lines, limit_bytes)
-
-
 def pod_logs_for(api: Any, container: str | None = None) -> PodLogs | None:
     """The log reader that goes with a JobSetApi from `jobset_factory`; None when the api has no pods (a double)."""
     from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
 
-    if isinstance(api, KubernetesJobSetApi):
+    if isinstance(api, KubernetesJobSetApi):  # GKE, any Kubernetes cluster, the local cluster
         return KubernetesPodLogs(api.client_factory, container)
-    if hasattr(api, "pods") and hasattr(api, "log_dir"):
-        return LocalPodLogs(api)
     return None
 
 
@@ -165,7 +131,7 @@ class LeaderLogFollower:
     """Follow the leader pod's log in bounded polls: each `poll()` returns only lines not returned before.
 
     Kubernetes: `sinceSeconds` covers the time since the previous poll (plus a margin) with timestamps on, and
-    lines at or before the last timestamp seen are dropped. Local target: the log file's tail, diffed by count.
+    lines at or before the last timestamp seen are dropped (the local cluster serves the same timestamps).
     """
 
     def __init__(self, logs: PodLogs, namespace: str, jobset_name: str, max_lines: int = DEFAULT_TAIL_LINES,
@@ -177,7 +143,6 @@ class LeaderLogFollower:
         self.pod: str | None = None
         self.last_timestamp = ""
         self.last_poll: float | None = None
-        self._seen_local: list[str] = []
         self._at_last: list[str] = []
 
     def poll(self) -> list[str]:
@@ -187,27 +152,21 @@ class LeaderLogFollower:
                 return []
             self.pod = leaders[0].name
         now = self.clock()
-        if isinstance(self.logs, KubernetesPodLogs):
-            since = None if self.last_poll is None else int(now - self.last_poll) + 5
-            text = self.logs.read(self.namespace, self.pod, tail_lines=self.max_lines, since_seconds=since,
-                                  timestamps=True)
-            self.last_poll = now
-            fresh = []
-            already = list(self._at_last)  # lines returned before with the newest timestamp seen
-            for line in text.splitlines():
-                stamp, _, message = line.partition(" ")
-                if stamp < self.last_timestamp:  # RFC 3339 UTC timestamps compare as strings
-                    continue
-                if stamp == self.last_timestamp and message in already:
-                    already.remove(message)
-                    continue
-                if stamp > self.last_timestamp:
-                    self.last_timestamp, self._at_last = stamp, []
-                self._at_last.append(message)
-                fresh.append(message)
-            return fresh[-self.max_lines:]
-        lines = self.logs.read(self.namespace, self.pod, tail_lines=self.max_lines).splitlines()
-        overlap = next((k for k in range(min(len(lines), len(self._seen_local)), 0, -1)
-                        if lines[:k] == self._seen_local[-k:]), 0)
-        self._seen_local = (self._seen_local + lines[overlap:])[-self.max_lines:]
-        return lines[overlap:]
+        since = None if self.last_poll is None else int(now - self.last_poll) + 5
+        text = self.logs.read(self.namespace, self.pod, tail_lines=self.max_lines, since_seconds=since,
+                              timestamps=True)
+        self.last_poll = now
+        fresh = []
+        already = list(self._at_last)  # lines returned before with the newest timestamp seen
+        for line in text.splitlines():
+            stamp, _, message = line.partition(" ")
+            if stamp < self.last_timestamp:  # RFC 3339 UTC timestamps compare as strings
+                continue
+            if stamp == self.last_timestamp and message in already:
+                already.remove(message)
+                continue
+            if stamp > self.last_timestamp:
+                self.last_timestamp, self._at_last = stamp, []
+            self._at_last.append(message)
+            fresh.append(message)
+        return fresh[-self.max_lines:]

@@ -7,6 +7,8 @@ jitter, everything else surfaces at once as a typed ApiError (403 names the perm
 
 from __future__ import annotations
 
+import json
+
 import functools
 import logging
 from typing import Any, Callable, TypeVar
@@ -90,6 +92,12 @@ def map_error(exc: BaseException, permission: str = "", already_exists_on_409: b
 def _message(exc: BaseException) -> str:
     body = getattr(exc, "body", None)  # kubernetes ApiException keeps the Status JSON here
     if body:
+        try:
+            status = json.loads(body)
+        except (TypeError, ValueError):
+            status = None
+        if isinstance(status, dict) and status.get("kind") == "Status" and status.get("message"):
+            return str(status["message"])[:500]  # the API server's own sentence, naming the object and field
         return str(body)[:500]
     return str(getattr(exc, "message", "") or exc)[:500]
 

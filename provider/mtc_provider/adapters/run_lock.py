@@ -1,17 +1,14 @@
 """The run lock: one object per run name, created with create-if-absent, so two launches never both write.
 
 On Kubernetes it is a ConfigMap `mtc-run-<run_name>` in the JobSet's namespace (409 AlreadyExists: someone
-else holds it); locally a JSON file created with O_EXCL under the target's home. It also keeps what must
+else holds it) -- on GKE and on the local target's cluster alike. It also keeps what must
 survive the deletion of an attempt's JobSet: the step history (crash-loop guard) and one record per attempt
 (goodput). It is released when the run ends for good (success, final failure, the teardown).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound, RunLockApi
@@ -29,61 +26,11 @@ class LockHeld(Exception):
                          f"task {holder.get(L.TASK_ID)}")
 
 
-class FileRunLocks:
-    """RunLockApi over files: <home>/locks/<namespace>/<name>.json; create uses O_CREAT|O_EXCL (atomic)."""
-
-    def __init__(self, home: str) -> None:
-        self.root = Path(home) / "locks"
-
-    def _path(self, namespace: str, name: str) -> Path:
-        return self.root / namespace / f"{name}.json"
-
-    def create_lock(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        path = self._path(namespace, body["metadata"]["name"])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        obj = json.loads(json.dumps(body))
-        obj["metadata"].update(namespace=namespace, resourceVersion="1")
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            raise AlreadyExists(f"lock {path} already exists") from None
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f)
-        return obj
-
-    def get_lock(self, namespace: str, name: str) -> dict[str, Any]:
-        try:
-            return json.loads(self._path(namespace, name).read_text())
-        except (FileNotFoundError, ValueError):
-            raise NotFound(f"lock {name} not found") from None
-
-    def replace_lock(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        guard = self._path(namespace, name).with_suffix(".guard")
-        with open(guard, "a") as handle:  # replace is read-compare-write: serialize it across processes
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            current = self.get_lock(namespace, name)
-            if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
-                raise ApiError(409, f"lock {name} was modified", "Conflict")
-            obj = json.loads(json.dumps(body))
-            obj["metadata"]["resourceVersion"] = str(int(current["metadata"]["resourceVersion"]) + 1)
-            tmp = self._path(namespace, name).with_suffix(".tmp")
-            tmp.write_text(json.dumps(obj))
-            os.replace(tmp, self._path(namespace, name))
-            return obj
-
-    def delete_lock(self, namespace: str, name: str) -> None:
-        try:
-            self._path(namespace, name).unlink()
-        except FileNotFoundError:
-            pass
-
-
 def lock_api(connection: Mapping[str, Any], jobset_api: Any) -> RunLockApi:
-    """The JobSet api itself when it serves lock objects (Kubernetes, the in-memory cluster), else local files."""
+    """The JobSet api itself when it serves lock objects (Kubernetes -- GKE, any cluster, the local one -- and the
+    in-memory cluster)."""
     if all(hasattr(jobset_api, m) for m in ("create_lock", "get_lock", "replace_lock", "delete_lock")):
         return jobset_api
-    if connection.get("home"):
-        return FileRunLocks(connection["home"])
     raise ApiError(501, f"no run lock for connection kind {connection.get('kind')!r}", "NotImplemented")
 
 

@@ -290,19 +290,22 @@ class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         target = self.resolved_target()
         body = self.body()  # bad input fails here, before any call
-        if isinstance(target, LocalTarget):
-            return {**not_applicable("checkpoint_configuration", "the local runner mounts per-host /dev/shm "
-                                     "directories itself"), "spec": body.get("spec")}
         from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi, gke_api_client_factory
-        from mtc_provider.adapters.gke_cluster import cluster_api
 
-        self.persist_cluster_link(context, target)
-        cluster = cluster_api(target, self.api_endpoint).describe()  # endpoint and CA, once
-        factory = gke_api_client_factory(cluster, target.gcp_conn_id, target.impersonation_chain,
-                                         target.use_internal_ip, target.use_dns_endpoint)
+        if isinstance(target, LocalTarget):  # the local cluster serves the CRD: the same apply, another client
+            from mtc_provider.adapters.local_cluster import client_factory
+
+            factory = client_factory(target.home)
+        else:
+            from mtc_provider.adapters.gke_cluster import cluster_api
+
+            self.persist_cluster_link(context, target)
+            cluster = cluster_api(target, self.api_endpoint).describe()  # endpoint and CA, once
+            factory = gke_api_client_factory(cluster, target.gcp_conn_id, target.impersonation_chain,
+                                             target.use_internal_ip, target.use_dns_endpoint)
         result = CheckpointConfigurationApi(factory).apply(body)
         self.log.info("CheckpointConfiguration %s: %s", result.name, result.action)
-        return {"target": "gke", **result.to_dict()}
+        return {"target": target.kind, **result.to_dict()}
 
 
 class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):

@@ -1,9 +1,4 @@
-"""The local JobSet runner: runs a rendered JobSet as local processes, with MTC ramdisks on tmpfs and faults.
-
-`LocalJobSetApi(home)` / `AsyncLocalJobSetApi(home)` implement the JobSetApi / AsyncJobSetApi protocols; a
-detached supervisor (one per home) owns the processes so a JobSet outlives the task that created it.
+"""The local JobSet runner: the local cluster's JobSet controller and kubelet. It runs a JobSet as local processes,
+with MTC ramdisks on tmpfs and injected faults, inside a detached supervisor (one per home) that also hosts the
+cluster's API server (mtc_provider.local.cluster); clients use the same Kubernetes adapter as on GKE.
 """
-
-from mtc_provider.local.runner.api import AsyncLocalJobSetApi, LocalJobSetApi
-
-__all__ = ["AsyncLocalJobSetApi", "LocalJobSetApi"]

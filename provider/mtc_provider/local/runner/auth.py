@@ -1,21 +1,15 @@
-"""Who may talk to a home's supervisor: whoever can read <home>/supervisor.token (its owner only, mode 0600).
+"""Who may talk to a home's local cluster: whoever can read <home>/supervisor.token (its owner only, mode 0600).
 
-The token never crosses the socket. The supervisor opens each connection with a fresh nonce; the client signs
-its request with HMAC-SHA256(token, nonce + request) and sends its own nonce; the supervisor signs its answer
-the same way. A request without a valid signature is refused before it is read as a command; an answer without
-one tells the client the port is not its own supervisor (an old port taken by another program).
+The token is the API server's bearer token; it reaches clients only through <home>/kubeconfig (0600 too), which
+travels over TLS checked against the home's own CA (local/cluster/pki.py).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
 import os
 import secrets
 import stat
 from pathlib import Path
-from typing import Any
 
 TOKEN_FILE = "supervisor.token"
 PRIVATE_FILE = 0o600
@@ -79,21 +73,3 @@ def ensure_token(root: Path) -> bytes:
     if token is None:
         raise TokenError(f"{token_path(root)} vanished while it was created")
     return token
-
-
-def nonce() -> str:
-    return secrets.token_hex(16)
-
-
-def _canonical(message: Any) -> bytes:
-    return json.dumps(message, sort_keys=True, separators=(",", ":")).encode()
-
-
-def signature(token: bytes, direction: str, peer_nonce: str, message: Any) -> str:
-    """HMAC-SHA256 over the direction ('request'/'response'), the other side's nonce and the message."""
-    data = direction.encode() + b"\0" + peer_nonce.encode() + b"\0" + _canonical(message)
-    return hmac.new(token, data, hashlib.sha256).hexdigest()
-
-
-def valid(token: bytes, direction: str, peer_nonce: str, message: Any, mac: Any) -> bool:
-    return isinstance(mac, str) and hmac.compare_digest(signature(token, direction, peer_nonce, message), mac)

@@ -8,7 +8,7 @@ import copy
 import shutil
 import signal
 import time
-from typing import Any
+from typing import Any, Callable
 
 from mtc_provider.local.runner import policy
 from mtc_provider.core.labels import RUN_NAME
@@ -18,6 +18,7 @@ from mtc_provider.local.runner.pods import Pod, free_port, kill_leftover, write_
 from mtc_provider.local.runner.state import Home, append_jsonl, read_json, read_jsonl, write_json
 
 RUNNING, TERMINATING, DONE = "running", "terminating", "done"
+FOREGROUND_FINALIZER = "foregroundDeletion"
 
 
 class JobSetRun:
@@ -38,6 +39,8 @@ class JobSetRun:
         self.phase, self.after = RUNNING, ""
         self.step: int | None = None
         self._written_pods: list[dict[str, Any]] | None = None
+        # Set by the supervisor: writes the object to the API server's store, which stamps its resourceVersion.
+        self.publish: Callable[[dict[str, Any]], str] | None = None
         status = obj.setdefault("status", {})
         status.setdefault("restarts", 0)
         status.setdefault("restartsCountTowardsMax", 0)
@@ -73,7 +76,10 @@ class JobSetRun:
         self.obj["status"]["replicatedJobsStatus"] = self._replicated_jobs_status()
         if previous is None or previous != self.obj:
             meta = self.obj["metadata"]
-            meta["resourceVersion"] = str(int(meta.get("resourceVersion", "0")) + 1)
+            if self.publish is not None:
+                self.publish(self.obj)
+            else:
+                meta["resourceVersion"] = str(int(meta.get("resourceVersion", "0")) + 1)
             write_json(self.state_file, self.obj)
         records = [pod.record() for pod in self.pods.values()]
         if records != self._written_pods:
@@ -109,12 +115,20 @@ class JobSetRun:
         elif self.phase != DONE:
             self.start_all()
 
-    def request_delete(self) -> None:
-        self.obj["metadata"]["deletionTimestamp"] = _now()
+    def request_delete(self, foreground: bool = True) -> None:
+        """Foreground: the object keeps the foregroundDeletion finalizer until its pods are gone
+        (https://kubernetes.io/docs/concepts/architecture/garbage-collection/#foreground-deletion)."""
+        meta = self.obj["metadata"]
+        meta.setdefault("deletionTimestamp", _now())
+        if foreground and FOREGROUND_FINALIZER not in meta.get("finalizers", []):
+            meta["finalizers"] = [*meta.get("finalizers", []), FOREGROUND_FINALIZER]
         self._terminate_all("delete")
 
     def _terminate_all(self, after: str) -> None:
         self.phase, self.after = TERMINATING, after
+        if after in ("delete", "restart"):  # the Job's pods are deleted (a Recreate restart deletes the Jobs)
+            for pod in self.pods.values():
+                pod.deletion_timestamp = pod.deletion_timestamp or _now()
         for pod in self.pods.values():
             pod.terminate(self.plan.grace_seconds())
 

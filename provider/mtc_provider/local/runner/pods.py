@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -19,6 +20,12 @@ from mtc_provider.local.runner.manifest import PodSpec, ReplicatedJob
 from mtc_provider.local.runner.policy import exit_code
 
 COMMAND_NOT_FOUND = 127
+# The alphabet of generated name suffixes (k8s.io/apimachinery/pkg/util/rand: no vowels, no confusable digits).
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def _suffix() -> str:
+    return "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
 
 
 def free_port() -> int:
@@ -52,8 +59,17 @@ class Pod:
     stopped: bool = False
     kill_at: float | None = None  # SIGKILL deadline after a SIGTERM (terminationGracePeriodSeconds)
     step: int | None = None
+    created: float = field(default_factory=time.time)
+    suffix: str = field(default_factory=_suffix)  # the Pod object's name is <hostname>-<suffix>, as a Job names it
+    deletion_timestamp: str | None = None  # set when the pod is being deleted (JobSet delete or restart)
+    # (end offset, unix time) of each chunk of log read: the time a line arrived, for `kubectl logs --timestamps`.
+    log_times: list[tuple[int, float]] = field(default_factory=list, repr=False)
     _offset: int = 0
     _handled: bool = field(default=False, repr=False)
+
+    @property
+    def object_name(self) -> str:
+        return f"{self.spec.name}-{self.suffix}"
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,6 +145,7 @@ class Pod:
         if end:
             self.step = last_step(chunk[:end], self.step)
             self._offset += end
+            self.log_times.append((self._offset, time.time()))
         return self.step
 
     def record(self) -> dict[str, Any]:

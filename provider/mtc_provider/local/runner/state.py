@@ -5,7 +5,8 @@ One home directory holds everything a new process needs to find a JobSet again:
   <home>/state/<namespace>/<name>.pods.json   the pods of the current attempt (pid, exit code, log)
   <home>/logs/<namespace>/<name>/<restart>/s<slice>-h<host>.log
   <home>/faults/<namespace>/<name>.jsonl      one line per injected fault
-  <home>/supervisor.json                      {pid, port, home} of the live supervisor
+  <home>/supervisor.json                      {pid, host, api_port, home} of the live supervisor
+  <home>/kubeconfig, <home>/pki/              how clients reach its API server (local/cluster)
 The ramdisks live on tmpfs under /dev/shm/mtc-<hash of home>/<namespace>/<name>/s<slice>-h<host>/.
 """
 
@@ -108,14 +109,3 @@ class Home:
         if not self.state_dir.exists():
             return []
         return sorted(p for p in self.state_dir.glob("*/*.json") if not p.name.endswith(".pods.json"))
-
-
-def recv_line(conn) -> bytes:
-    """One newline-terminated message from a socket (the supervisor's wire format: a JSON line each way)."""
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    return data

@@ -1,11 +1,13 @@
 """The detached supervisor: owns the pods of every JobSet in one home, so they outlive the task that made them.
 
-Started on demand by the client (`python -m mtc_provider.local.runner.supervisor <home>`, in a new session);
-one per home, enforced by an flock on <home>/supervisor.lock. It serves create/delete on a socket bound to
-MTC_RUNNER_BIND_HOST (default 127.0.0.1; 0.0.0.0 in docker-compose.yaml, where other containers share the home)
-(a nonce line out, one signed JSON line in, one signed line out: see auth.py; a request not signed with the
-home's token is refused and runs nothing), writes every JobSet object to <home>/state/ (the only writer; clients read the files
-directly for get/list/watch), and exits by itself after MTC_RUNNER_IDLE_SECONDS with no active JobSet.
+Started on demand by the client (`python -m mtc_provider.local.runner.supervisor <home> [--stay]`, in a new
+session); one per home, enforced by an flock on <home>/supervisor.lock. It hosts the local cluster's Kubernetes API
+server (local/cluster/apiserver.py, reached through <home>/kubeconfig) and is its JobSet controller and kubelet:
+every JobSet and pod it runs is an object there. The API server binds MTC_RUNNER_BIND_HOST (default 127.0.0.1;
+0.0.0.0 in docker-compose.yaml, where other containers share the home) and answers only the home's token. The
+supervisor keeps every JobSet object in <home>/state/ too (so a restarted supervisor adopts what was running), and
+exits by itself after MTC_RUNNER_IDLE_SECONDS with no active JobSet (never with --stay or the home's `stay` file, as
+`mtc local up` leaves it).
 """
 
 from __future__ import annotations
@@ -22,10 +24,20 @@ import uuid
 from typing import Any
 
 from mtc_provider.core.errors import SpecError
+from mtc_provider.local.cluster import errors as api_errors
+from mtc_provider.local.cluster import kubeconfig, pki
+from mtc_provider.local.cluster.apiserver import ApiServer
+from mtc_provider.local.cluster.lifecycle import STAY_FILE
+from mtc_provider.local.cluster.pods import pod_object
+from mtc_provider.local.cluster.resources import CHECKPOINT_CONFIGURATIONS, CONFIGMAPS, JOBSETS, NAMESPACES, PODS
+from mtc_provider.local.cluster.store import Store
 from mtc_provider.local.runner import auth
+from mtc_provider.local.runner.faults import parse_plan
+from mtc_provider.local.runner.jobset import FOREGROUND_FINALIZER as FOREGROUND
 from mtc_provider.local.runner.jobset import JobSetRun
-from mtc_provider.local.runner.manifest import LOG_DIR_ANNOTATION
-from mtc_provider.local.runner.state import Home, read_json, recv_line, write_json
+from mtc_provider.local.runner.manifest import FAULT_PLAN_ANNOTATION, LOG_DIR_ANNOTATION
+from mtc_provider.local.runner.pods import Pod
+from mtc_provider.local.runner.state import Home, read_json, write_json
 
 TICK_SECONDS = 0.1
 IDLE_SECONDS = float(os.environ.get("MTC_RUNNER_IDLE_SECONDS", "60"))
@@ -44,12 +56,74 @@ def advertised_host(bound: str) -> str:
     return socket.gethostname() if bound == "0.0.0.0" else bound
 
 
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public")
+
+
+def new_store(home: Home) -> Store:
+    """The API server's objects: the run lock, CheckpointConfigurations and namespaces outlive a restart."""
+    store = Store(home.root / "objects", persisted=(CONFIGMAPS, CHECKPOINT_CONFIGURATIONS, NAMESPACES))
+    for resource in (CONFIGMAPS, CHECKPOINT_CONFIGURATIONS, NAMESPACES):
+        store.load(resource)
+    for namespace in DEFAULT_NAMESPACES:
+        if not store.list(NAMESPACES, None, field_selector=f"metadata.name={namespace}")[0]:
+            store.create(NAMESPACES, "", {"metadata": {"name": namespace}, "spec": {"finalizers": ["kubernetes"]},
+                                          "status": {"phase": "Active"}})
+    return store
+
+
 class Supervisor:
-    def __init__(self, home: Home) -> None:
+    """The runner: owns the JobSet runs of one home; the API server's Controller (JobSets and pods)."""
+
+    def __init__(self, home: Home, store: Store | None = None) -> None:
         self.home = home
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.runs: dict[tuple[str, str], JobSetRun] = {}
         self.closing = False
+        self.store = store or Store()
+        self.published_pods: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}  # JobSet -> pod name -> object
+        self.pod_index: dict[tuple[str, str], Pod] = {}  # (namespace, pod name) -> the process, for its log
+
+    # ---- the API server's view -------------------------------------------------------------------
+    def _adopt(self, run: JobSetRun, visible: bool = True) -> JobSetRun:
+        """Publish the run's JobSet (and from now on its every change) to the store."""
+        if visible:
+            run.publish = lambda obj: self.store.put(JOBSETS, obj)
+        self.runs[(run.namespace, run.name)] = run
+        return run
+
+    def sync_pods(self, run: JobSetRun) -> None:
+        """The run's current pods as Pod objects: ADDED / MODIFIED when they change, DELETED when they go."""
+        key = (run.namespace, run.name)
+        published = self.published_pods.setdefault(key, {})
+        desired = {}
+        for pod in run.pods.values():
+            desired[pod.object_name] = pod_object(run.obj, pod)
+            self.pod_index[(run.namespace, pod.object_name)] = pod
+        for name, obj in desired.items():
+            if published.get(name) != obj:
+                published[name] = json.loads(json.dumps(obj))
+                self.store.put(PODS, obj)
+        for name in [n for n in published if n not in desired]:
+            self.store.remove(PODS, run.namespace, name)
+            del published[name]
+            self.pod_index.pop((run.namespace, name), None)
+        if not published:
+            self.published_pods.pop(key, None)
+
+    def create_jobset(self, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            return self._create_checked(namespace, obj)
+
+    def delete_jobset(self, namespace: str, name: str, propagation: str) -> dict[str, Any] | None:
+        with self.lock:
+            self._delete(namespace, name, foreground=propagation == "Foreground")
+            try:
+                return self.store.get(JOBSETS, namespace, name)
+            except api_errors.StatusError:
+                return None
+
+    def pod(self, namespace: str, name: str) -> Pod | None:
+        return self.pod_index.get((namespace, name))
 
     def recover(self) -> None:
         """Adopt JobSets a previous supervisor left unfinished (it died, or it was killed)."""
@@ -66,29 +140,29 @@ class Supervisor:
                 print(f"skipping {path}: {err}", flush=True)
                 continue
             print(f"recovering {run.namespace}/{run.name}", flush=True)
+            meta = run.obj["metadata"]
+            self.store.observe_version(int(meta.get("resourceVersion") or 0))
+            background = bool(meta.get("deletionTimestamp")) and FOREGROUND not in meta.get("finalizers", [])
+            self._adopt(run, visible=not background)
+            if not background:
+                self.store.put(JOBSETS, run.obj)
             run.recover()
-            self.runs[(run.namespace, run.name)] = run
+            self.sync_pods(run)
+        for path in self.home.jobset_files():  # finished JobSets stay readable, as in a cluster
+            obj = read_json(path)
+            meta = (obj or {}).get("metadata") or {}
+            if obj and (meta.get("namespace"), meta.get("name")) not in self.runs:
+                self.store.observe_version(int(meta.get("resourceVersion") or 0))
+                self.store.put(JOBSETS, obj)
 
-    # ---- requests (called under self.lock) -------------------------------------------------------
-    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        if self.closing:
-            return {"retry": True}
-        if request.get("home") != str(self.home.root):
-            return {"error": {"status": 421, "message": f"this supervisor serves {self.home.root}"}}
-        op = request.get("op")
-        if op == "ping":
-            return {"ok": os.getpid()}
-        if op == "create":
-            return self._create(request["namespace"], request["body"])
-        if op == "delete":
-            return self._delete(request["namespace"], request["name"])
-        return {"error": {"status": 400, "message": f"unknown op {op!r}"}}
-
-    def _create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    # ---- requests (from the API server's threads, under self.lock) --------------------------------
+    def _create_checked(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]
         path = self.home.jobset_file(namespace, name)
         if path.exists():
-            return {"error": {"status": 409, "message": f'jobsets.jobset.x-k8s.io "{name}" already exists'}}
+            current = read_json(path) or {}
+            deleting = bool((current.get("metadata") or {}).get("deletionTimestamp"))
+            raise api_errors.already_exists(JOBSETS, name, being_deleted=deleting)
         obj = json.loads(json.dumps(body))
         obj.setdefault("apiVersion", "jobset.x-k8s.io/v1alpha2")
         obj.setdefault("kind", "JobSet")
@@ -104,41 +178,56 @@ class Supervisor:
         obj["status"] = {}
         try:
             run = JobSetRun(self.home, obj, time.time())
-        except SpecError as err:
-            return {"error": {"status": 422, "message": str(err)}}
+            parse_plan((meta.get("annotations") or {}).get(FAULT_PLAN_ANNOTATION), run.plan.num_slices,
+                       run.plan.hosts_per_slice)
+        except SpecError as err:  # what this cluster's controller cannot run, named by field
+            raise api_errors.invalid(JOBSETS, name, [{"reason": "FieldValueInvalid", "field": err.field,
+                                                      "message": str(err)}]) from err
         # A new JobSet of an old name starts with no fault history and no ramdisk left from before.
         run.faults_file.unlink(missing_ok=True)
         run.fired = run.fired_in_run()
+        self._adopt(run)
         run.start_all()
         run.save(None)
-        self.runs[(namespace, name)] = run
-        return {"ok": run.snapshot()}
+        self.sync_pods(run)
+        return run.snapshot()
 
-    def _delete(self, namespace: str, name: str) -> dict[str, Any]:
+    def _delete(self, namespace: str, name: str, foreground: bool = True) -> None:
+        """Foreground: the object stays (deletionTimestamp, finalizer) until its pods are gone. Background: the
+        object goes now, the pods after (https://kubernetes.io/docs/concepts/architecture/garbage-collection/)."""
         run = self.runs.get((namespace, name))
         if run is None:
             obj = read_json(self.home.jobset_file(namespace, name))
             if obj is None:
-                return {"ok": None}
-            run = JobSetRun(self.home, obj, time.time())
+                return
+            run = self._adopt(JobSetRun(self.home, obj, time.time()))
             self.runs[(namespace, name)] = run
         previous = run.snapshot()
-        run.request_delete()
+        if run.publish is None:  # already going in the background
+            foreground = False
+        run.request_delete(foreground)
+        if not foreground:
+            run.publish = None
+            self.store.remove(JOBSETS, namespace, name)
         run.save(previous)
+        self.sync_pods(run)
         self._finish_deletes()
-        return {"ok": None}
 
     # ---- the reconcile loop ----------------------------------------------------------------------
     def _finish_deletes(self) -> None:
         for key, run in list(self.runs.items()):
             if run.finished_deleting():
                 run.remove()
+                run.pods = {}
+                self.sync_pods(run)  # the pods go first, then the JobSet (its foreground finalizer)
+                self.store.remove(JOBSETS, *key)
                 del self.runs[key]
 
     def tick(self) -> None:
         now = time.time()
         for key, run in list(self.runs.items()):
             run.tick(now)
+            self.sync_pods(run)
             if not run.active:
                 del self.runs[key]  # terminal: the state file stays, nothing runs
         self._finish_deletes()
@@ -147,40 +236,6 @@ class Supervisor:
         for run in self.runs.values():
             for pod in run.pods.values():
                 pod.signal(signal.SIGKILL)
-
-
-def _answer(conn: socket.socket, supervisor: Supervisor, token: bytes) -> dict[str, Any]:
-    """One exchange: our nonce out, a request signed over it in, the answer signed over the client's nonce."""
-    server_nonce = auth.nonce()
-    conn.sendall(json.dumps({"nonce": server_nonce}).encode() + b"\n")
-    envelope = json.loads(recv_line(conn) or b"null")
-    if not isinstance(envelope, dict) or not auth.valid(
-        token, "request", server_nonce, envelope.get("request"), envelope.get("mac")
-    ):
-        # Refused before the request is looked at: nothing runs for a caller that cannot read the token file.
-        return {"error": {"status": 401, "message": "request not signed with this home's supervisor.token"}}
-    with supervisor.lock:
-        response = supervisor.handle(envelope["request"])
-    client_nonce = str(envelope.get("nonce", ""))
-    return {"response": response, "mac": auth.signature(token, "response", client_nonce, response)}
-
-
-def _serve(server: socket.socket, supervisor: Supervisor, token: bytes) -> None:
-    while True:
-        try:
-            conn, _ = server.accept()
-        except OSError:
-            return  # closed: the supervisor is exiting
-        with conn:
-            try:
-                conn.settimeout(10)
-                reply = _answer(conn, supervisor, token)
-            except Exception as err:  # one bad client must not stop the supervisor
-                reply = {"error": {"status": 500, "message": repr(err)}}
-            try:
-                conn.sendall(json.dumps(reply).encode() + b"\n")
-            except OSError:
-                pass
 
 
 def make_private(home: Home) -> None:
@@ -192,7 +247,7 @@ def make_private(home: Home) -> None:
             os.chmod(folder, auth.PRIVATE_DIR)
 
 
-def main(home_arg: str) -> int:
+def main(home_arg: str, stay: bool = False) -> int:
     home = Home.of(home_arg)
     make_private(home)
     lock = open(home.lock_file, "w")
@@ -201,25 +256,26 @@ def main(home_arg: str) -> int:
     except BlockingIOError:
         return 0  # another supervisor owns this home
     token = auth.ensure_token(home.root)
-    supervisor = Supervisor(home)
+    supervisor = Supervisor(home, new_store(home))
     host = bind_host()
-    server = socket.socket()
-    server.bind((host, 0))
-    server.listen(16)
+    ca, cert, key = pki.ensure(home.root, (advertised_host(host),))
+    api = ApiServer(supervisor.store, supervisor, token, host, kubeconfig.server_port(home.root),
+                    pki.server_context(cert, key))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     with supervisor.lock:
         supervisor.recover()
-    write_json(home.supervisor_file, {"pid": os.getpid(), "host": advertised_host(host),
-                                      "port": server.getsockname()[1], "home": str(home.root)})
-    threading.Thread(target=_serve, args=(server, supervisor, token), daemon=True).start()
+    api.start()
+    kubeconfig.write(home.root, f"https://{advertised_host(host)}:{api.port}", token, ca.read_bytes())
+    write_json(home.supervisor_file, {"pid": os.getpid(), "host": advertised_host(host), "home": str(home.root),
+                                      "api_port": api.port, "stay": stay})
     idle_since = time.time()
     try:
         while not stop.is_set():
             with supervisor.lock:
                 supervisor.tick()
-                if supervisor.runs:
+                if supervisor.runs or stay or (home.root / STAY_FILE).exists():
                     idle_since = time.time()
                 elif time.time() - idle_since > IDLE_SECONDS:
                     supervisor.closing = True
@@ -230,7 +286,7 @@ def main(home_arg: str) -> int:
             supervisor.closing = True
             if stop.is_set():
                 supervisor.kill_everything()  # stopped by a signal: leave nothing orphaned
-        server.close()
+        api.stop()
         info = read_json(home.supervisor_file)
         if info and info.get("pid") == os.getpid():
             home.supervisor_file.unlink(missing_ok=True)
@@ -238,4 +294,4 @@ def main(home_arg: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], stay="--stay" in sys.argv[2:]))

@@ -1,0 +1,121 @@
+"""The resources the local API server serves, and the discovery documents `kubectl` reads to find them.
+
+Discovery: https://kubernetes.io/docs/concepts/overview/kubernetes-api/#discovery-api (the unaggregated form:
+/api -> APIVersions, /apis -> APIGroupList, /api/v1 and /apis/<group>/<version> -> APIResourceList).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mtc_provider.core import vocabulary
+
+READ_VERBS = ("get", "list", "watch")
+WRITE_VERBS = ("create", "delete", "update")
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    verbs: tuple[str, ...]
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def qualified(self) -> str:
+        """`jobsets.jobset.x-k8s.io`, `pods`: how API server messages name a resource."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def group_kind(self) -> str:
+        """`JobSet.jobset.x-k8s.io`, `ConfigMap`: how 422 messages name a kind."""
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False, ("create", "get", "list", "watch"), ("ns",))
+PODS = Resource("", "v1", "pods", "Pod", True, READ_VERBS, ("po",), ("log", "status"))
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True, READ_VERBS + WRITE_VERBS, ("cm",))
+# The custom resources: their identities are the core vocabulary's (what the provider's adapters call).
+JOBSETS = Resource(vocabulary.JOBSET.group, vocabulary.JOBSET.version, vocabulary.JOBSET.plural,
+                   vocabulary.JOBSET.kind, vocabulary.JOBSET.namespaced, READ_VERBS + ("create", "delete"), ("js",),
+                   ("status",))
+_CPC = vocabulary.CHECKPOINT_CONFIGURATION
+CHECKPOINT_CONFIGURATIONS = Resource(_CPC.group, _CPC.version, _CPC.plural, _CPC.kind, _CPC.namespaced,
+                                     READ_VERBS + WRITE_VERBS)
+ALL = (NAMESPACES, PODS, CONFIGMAPS, JOBSETS, CHECKPOINT_CONFIGURATIONS)
+
+
+def find(group: str, version: str, plural: str) -> Resource | None:
+    return next((r for r in ALL if (r.group, r.version, r.plural) == (group, version, plural)), None)
+
+
+def api_versions() -> dict[str, Any]:
+    return {"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
+
+
+def api_group_list() -> dict[str, Any]:
+    groups = []
+    for group in sorted({r.group for r in ALL if r.group}):
+        versions = sorted({r.version for r in ALL if r.group == group})
+        entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+        groups.append({"name": group, "versions": entries, "preferredVersion": entries[0]})
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def resource_list(group: str, version: str) -> dict[str, Any] | None:
+    served = [r for r in ALL if (r.group, r.version) == (group, version)]
+    if not served:
+        return None
+    entries = []
+    for r in served:
+        entries.append({"name": r.plural, "singularName": r.kind.lower(), "namespaced": r.namespaced,
+                        "kind": r.kind, "verbs": list(r.verbs), "shortNames": list(r.short_names)})
+        for sub in r.subresources:
+            entries.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
+                            "kind": r.kind if sub == "status" else "Pod", "verbs": ["get"]})
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": served[0].api_version,
+            "resources": entries}
+
+
+def _gv_path(group: str, version: str) -> str:
+    return f"apis/{group}/{version}" if group else f"api/{version}"
+
+
+def openapi_v3_root() -> dict[str, Any]:
+    """/openapi/v3: where each group-version's document is
+    (https://kubernetes.io/docs/concepts/overview/kubernetes-api/#openapi-v3)."""
+    versions = sorted({(r.group, r.version) for r in ALL})
+    return {"paths": {_gv_path(g, v): {"serverRelativeURL": f"/openapi/v3/{_gv_path(g, v)}?hash=mtc-local"}
+                      for g, v in versions}}
+
+
+def openapi_v3_document(path: str) -> dict[str, Any] | None:
+    """/openapi/v3/<group-version>: the operations, with the query parameters they accept; kubectl reads the
+    PATCH operation's parameters to learn that the server validates fields itself (`fieldValidation`)."""
+    served = [r for r in ALL if _gv_path(r.group, r.version) == path]
+    if not served:
+        return None
+    paths = {}
+    params = [{"name": name, "in": "query", "schema": {"type": "string"}, "uniqueItems": True}
+              for name in ("dryRun", "fieldManager", "fieldValidation")]
+    for r in served:
+        scope = "namespaces/{namespace}/" if r.namespaced else ""
+        gvk = {"group": r.group, "version": r.version, "kind": r.kind}
+        item = f"/{_gv_path(r.group, r.version)}/{scope}{r.plural}/{{name}}"
+        paths[item] = {"patch": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "patch",
+                                 "parameters": params, "responses": {"200": {"description": "OK"}}}}
+        paths[f"/{_gv_path(r.group, r.version)}/{scope}{r.plural}"] = {
+            "post": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "post", "parameters": params,
+                     "responses": {"201": {"description": "Created"}}}}
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": paths,
+            "components": {"schemas": {}}}
