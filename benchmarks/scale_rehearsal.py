@@ -335,7 +335,7 @@ def unsuccessful_tasks(arm: Arm, run_id: str) -> list[list[Any]]:
 
 
 def measure(arm: Arm, runs: int, steps: int, step_time_ms: int, timeout: float, idle_s: float) -> dict[str, Any]:
-    from mtc_provider.local.runner import LocalJobSetApi
+    from mtc_provider.local.cluster.client import LocalCluster
 
     started = time.time()
     arm.start(runs)
@@ -366,7 +366,7 @@ def measure(arm: Arm, runs: int, steps: int, step_time_ms: int, timeout: float, 
     observer.scan()
     observer.stop.set()
     end_offsets, statements_after, db_after = log_offsets(arm), statements_so_far(arm.queries_dir), arm.db_stats()
-    api = LocalJobSetApi(str(arm.local_home))
+    api = LocalCluster(str(arm.local_home))
     per_run = []
     for name in names:
         faults = api.run_faults(NAMESPACE, name)
