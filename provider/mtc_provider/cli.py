@@ -354,7 +354,7 @@ def _status_hook(namespace: str, kubeconfig: Path | None, context: str | None, p
     return MtcJobSetHook(kubeconfig=str(path), context=context, target={"kind": "local", "namespace": namespace})
 
 
-local_app = typer.Typer(help="The local target's cluster: start it in the background and stop it, as `kind` would.",
+local_app = typer.Typer(help="The local target's cluster and GCS: start them in the background and stop them, as `kind` would.",
                         no_args_is_help=True)
 app.add_typer(local_app, name="local")
 HOME_OPTION = typer.Option(None, "--home", help="The local target's home (default: $MTC_LOCAL_HOME or ~/.mtc/local).")
@@ -366,11 +366,12 @@ def _local_home(home: Path | None) -> Path:
     return Path(home or default_local_home()).expanduser()
 
 
-def _local_cluster(*args: str) -> None:
-    """`python -m mtc_provider.local.cluster ...`, as a process: the provider never imports the local target."""
+def _local_cluster(*args: str, program: str = "mtc_provider.local.cluster") -> None:
+    """`python -m mtc_provider.local.cluster ...` (or .gcs), as a process: the provider never imports the local
+    target."""
     import subprocess
 
-    done = subprocess.run([sys.executable, "-m", "mtc_provider.local.cluster", *args], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", program, *args], capture_output=True, text=True,
                           stdin=subprocess.DEVNULL)
     sys.stdout.write(done.stdout)
     if done.returncode != 0:
@@ -383,14 +384,16 @@ def local_up(home: Path = HOME_OPTION) -> None:
     """Start the local cluster (its Kubernetes API server and JobSet runner); print its kubeconfig."""
     where = _local_home(home)
     _local_cluster("up", "--home", str(where), "--stay")  # stays up until `mtc local down`
-    # Hook point for the local GCS (issue 13, its GCS half): start it here too and print its endpoint.
+    _out().print("local GCS endpoint (the GCS JSON API over the home's bucket folders):")
+    _local_cluster("up", "--home", str(where.resolve()), program="mtc_provider.local.gcs")  # until `down`
     _out().print(f"try: kubectl --kubeconfig {where.resolve() / 'kubeconfig'} get jobsets,pods")
 
 
 @local_app.command("down")
 def local_down(home: Path = HOME_OPTION) -> None:
-    """Stop the local cluster (by the PID it recorded); its pods are stopped with it, its files stay."""
+    """Stop the local cluster and the local GCS (by the PIDs they recorded); pods stop with them, files stay."""
     _local_cluster("down", "--home", str(_local_home(home)))
+    _local_cluster("down", "--home", str(_local_home(home).resolve()), program="mtc_provider.local.gcs")
 
 
 def render_manifests(manifests: Any) -> str:

@@ -20,6 +20,18 @@ def mtc(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           timeout=120, env={**os.environ, **(env or {})})
 
 
+def _gcs_home(endpoint: str) -> str | None:
+    """The home the local GCS at `endpoint` serves, or None when nothing answers there."""
+    import json
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{endpoint}/_mtc/health", timeout=2) as response:
+            return json.loads(response.read())["home"]
+    except OSError:
+        return None
+
+
 def test_local_up_stays_up_for_kubectl_and_down_stops_it(home):
     up = mtc("local", "up", "--home", home, env={"MTC_RUNNER_IDLE_SECONDS": "0.5"})
     assert up.returncode == 0, up.stderr
@@ -31,9 +43,12 @@ def test_local_up_stays_up_for_kubectl_and_down_stops_it(home):
     assert "default" in kubectl(kubeconfig, "get", "namespaces")
     assert "No resources found" in subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "get", "jobsets,pods"],
                                                   capture_output=True, text=True).stderr
-    again = mtc("local", "up", "--home", home)  # idempotent: the same cluster
-    assert again.returncode == 0 and supervisor_pid(Home.of(home)) == pid
+    endpoint = up.stdout.split("local GCS endpoint", 1)[1].splitlines()[1].strip()  # the line after the label
+    assert _gcs_home(endpoint) == str(Home.of(home).root)  # it serves this home's bucket folders, idle or not
+    again = mtc("local", "up", "--home", home)  # idempotent: the same cluster and the same GCS
+    assert again.returncode == 0 and supervisor_pid(Home.of(home)) == pid and endpoint in again.stdout
     down = mtc("local", "down", "--home", home)
-    assert down.returncode == 0 and "stopped the local cluster" in down.stdout
+    assert down.returncode == 0 and "stopped the local cluster" in down.stdout and "stopped" in down.stdout
+    assert _gcs_home(endpoint) is None
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert "no local cluster runs" in mtc("local", "down", "--home", home).stdout

@@ -50,10 +50,40 @@ def gcs_hook(gcp_conn_id: str = "google_cloud_default", impersonation_chain: Any
     return GCSHook(gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain)
 
 
+_local_endpoints: dict[str, str] = {}  # home -> endpoint, checked before each use (a server may have exited)
+
+
+def _serves(endpoint: str, home: str) -> bool:
+    """The local GCS at `endpoint` answers for this home (its health answer names the home it serves)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{endpoint}/_mtc/health", timeout=2) as response:
+            return json.loads(response.read()).get("home") == home
+    except (OSError, ValueError):
+        return False
+
+
 def local_gcs_endpoint(home: str) -> str:
-    """The endpoint of a local target home's GCS, started in the background when it is not running."""
+    """The endpoint of a local target home's GCS, started in the background when it is not running, as a
+    process (`python -m mtc_provider.local.gcs up`): the provider never imports the local target."""
     import os
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    from mtc_provider.local.gcs import ensure_running
+    from mtc_provider.adapters.protocols import ApiError
 
-    return ensure_running(home, idle_seconds=float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_SECONDS))
+    home = str(Path(home).expanduser().resolve())
+    known = _local_endpoints.get(home)
+    if known and _serves(known, home):
+        return known
+    idle = os.environ.get(IDLE_ENV) or str(DEFAULT_IDLE_SECONDS)
+    done = subprocess.run([sys.executable, "-m", "mtc_provider.local.gcs", "up", "--home", home, "--idle-seconds", idle],
+                          capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise ApiError(503, f"the local GCS for {home} did not start: {(done.stderr or done.stdout).strip()[-500:]}",
+                       "ServiceUnavailable")
+    _local_endpoints[home] = lines[-1].strip()
+    return _local_endpoints[home]

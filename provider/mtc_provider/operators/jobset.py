@@ -16,7 +16,7 @@ semantics, makes "no other writer" atomic: of two launches started together exac
 keeps what an attempt's deletion must not lose: the step history (newest finalized step when each attempt
 started, for the crash-loop guard) and one record per attempt (start, end, outcome, restarts, newest step),
 pushed as the `attempts` XCom for the goodput report. It is released when the run ends for good.
-What to do in a try is decided by pure functions (core.resubmission.plan_try, decide, decide_stalled).
+What to do in a try is decided by pure functions (core.launch.plan_launch, core.resubmission.decide, decide_stalled).
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ from mtc_provider.core.resubmission import (
     decide_on_completion,
     decide_rejected,
     decide_stalled,
-    plan_try,
     should_delete_on_kill,
 )
+from mtc_provider.core.launch import attempt_of, needs_latest_step, plan_launch
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.jobset import JOBSET_LINKS, persist_links
@@ -124,20 +124,6 @@ def attempt_name(jobset_name: str, dag_id: str, run_id: str, task_id: str, try_n
     digest = hashlib.sha256(f"{dag_id}/{run_id}/{task_id}".encode()).hexdigest()[:5]
     suffix = f"-{digest}-a{try_number}"
     return f"{jobset_name[: 40 - len(suffix)].rstrip('-')}{suffix}"
-
-
-def _attempt_of(obj: Mapping[str, Any]) -> int:
-    value = (obj.get("metadata", {}).get("labels") or {}).get(L.TRY_NUMBER, "0")
-    return int(value) if str(value).isdigit() else 0
-
-
-def _history_of(obj: Mapping[str, Any]) -> list[int | None]:
-    raw = (obj.get("metadata", {}).get("annotations") or {}).get(STEP_HISTORY_ANNOTATION, "[]")
-    try:
-        history = json.loads(raw)
-    except ValueError:
-        return []
-    return [s if isinstance(s, int) else None for s in history] if isinstance(history, list) else []
 
 
 class MtcJobSetOperator(BaseOperator):
@@ -353,35 +339,31 @@ class MtcJobSetOperator(BaseOperator):
                  target_step, run_labels) -> Any:
         namespace, checkpoint_dir = workload.namespace, checkpointing.checkpoint_directory
         while True:
-            found = sorted(self._this_tasks_jobsets(api, namespace, checkpointing.run_name, run_labels),
-                           key=_attempt_of)
-            states = [evaluate_jobset(o) for o in found]
-            live_or_terminating = any(s.live or s.terminating for s in states)
-            previous_step = None if live_or_terminating else self._latest(store, checkpoint_dir)
-            plan = plan_try(states, previous_step, target_step, self._completion)
+            found = self._this_tasks_jobsets(api, namespace, checkpointing.run_name, run_labels)
+            latest = self._latest(store, checkpoint_dir) if needs_latest_step(found) else None
+            plan = plan_launch(found, lock_data[HISTORY], latest, target_step, self._completion)
             if plan.kind != WAIT_DELETION:
                 break
             self._wait_for_deletion(api, namespace, plan.waiting_for)
 
         by_name = {o["metadata"]["name"]: o for o in found}
-        history = list(lock_data[HISTORY]) or (_history_of(found[-1]) if found else [])
+        history = list(plan.history)
+        previous_step = plan.start_step
         if plan.kind == REATTACH:
             obj = by_name[plan.name]
             self.log.info("reattaching to JobSet %s/%s (attempt %s), not creating another",
-                          namespace, plan.name, _attempt_of(obj))
-            history = history or _history_of(obj)
+                          namespace, plan.name, plan.attempt)
         elif plan.kind == TAKE_RESULT:
             obj = by_name[plan.name]
             state = evaluate_jobset(obj)
             self.log.info("JobSet %s already ended (%s) with training done: taking its result", state.name, state.phase)
-            return self._finish(context, connection, lock, state, _attempt_of(obj), history or [None], store,
+            return self._finish(context, connection, lock, state, plan.attempt, history, store,
                                 checkpoint_dir, target_step, state.restarts)
         else:
             for name in plan.to_delete:  # ended attempts: free the slices; checkpoints stay in the bucket
                 self.log.info("deleting ended JobSet %s (%s) before the next attempt", name,
                               evaluate_jobset(by_name[name]).phase)
                 api.delete(namespace, name)
-            history = history + [previous_step]
             obj = self._submit(api, slices, checkpointing, workload, run_labels, ti, history)
             record = {"attempt": ti.try_number, "jobset": obj["metadata"]["name"], "start": time.time(), "end": None,
                       "outcome": None, "restarts": 0, "last_step": previous_step, "reason": ""}
@@ -411,7 +393,7 @@ class MtcJobSetOperator(BaseOperator):
             capacity_log_interval=float(self.capacity_log_interval), listing_timeout=float(self.listing_timeout),
             progress_interval=None if self.progress_interval in (None, "") else float(self.progress_interval),
             # Echoed back in the event: the attempt's bookkeeping survives the deferral.
-            extra={"attempt": _attempt_of(obj), "history": history, "target_step": target_step,
+            extra={"attempt": attempt_of(obj), "history": history, "target_step": target_step,
                    "checkpoint_dir": checkpoint_dir, "run_name": checkpointing.run_name, "namespace": namespace},
         )
         if self.deferrable:
