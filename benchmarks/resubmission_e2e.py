@@ -57,7 +57,7 @@ KILL = [{"kind": "sigkill_host", "at_seconds": KILL_AT_S, "slice": 1, "host": 0}
 def launch(**retry):
     return MtcJobSetOperator(
         task_id="train", slices=SLICES, target={"kind": "local"},
-        checkpointing={"run_name": RUN, "base_output_directory": "LOCAL_HOME/buckets/b", "steps": 10},
+        checkpointing={"run_name": RUN, "base_output_directory": "LOCAL_HOME/buckets/mtc-bench", "steps": 10},
         workload={"jobset_name": RUN, "image": "local", "command": SLEEPER, "namespace": "default",
                   "max_restarts": 0, "termination_grace_period_seconds": 5},
         fault_plan=KILL, poll_interval=2.0, deferrable=True, retries=1, **retry)
@@ -91,7 +91,7 @@ with DAG(dag_id="resub_polling", schedule=None, start_date=datetime.datetime(202
         if mine and mine[-1].get("status", {}).get("terminalState") != "Failed":
             return False
         attempt = len(mine) + 1
-        spec = CheckpointingSpec(run, "LOCAL_HOME/buckets/b", 10, enable_checkpointing=False)
+        spec = CheckpointingSpec(run, "LOCAL_HOME/buckets/mtc-bench", 10, enable_checkpointing=False)
         body = local_jobset(f"{run}-p{attempt}", spec, max_restarts=0, grace_seconds=5,
                             fault_plan=json.loads(KILL_JSON) if attempt == 1 else None)
         for replicated in body["spec"]["replicatedJobs"]:

@@ -79,7 +79,7 @@ def _operator(home: str, run: str, kill_at_s: float) -> Any:
     return MtcJobSetOperator(
         task_id="train",
         slices={"tpu_type": "v6e", "topology": "2x2", "num_slices": 2, "machine_type": "ct6e-standard-4t"},
-        checkpointing={"run_name": run, "base_output_directory": f"{home}/buckets/b", "steps": 10},
+        checkpointing={"run_name": run, "base_output_directory": f"{home}/buckets/mtc-bench", "steps": 10},
         workload={"jobset_name": run, "image": "local", "command": SLEEPER, "namespace": NAMESPACE,
                   "max_restarts": 0, "termination_grace_period_seconds": 5},
         target={"kind": "local", "home": home},
