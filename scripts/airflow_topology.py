@@ -356,6 +356,9 @@ class Topology:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
+        # The home's local GCS, started on demand by tasks (not a compose service here): stopped by its PID file.
+        subprocess.run([sys.executable, "-m", "mtc_provider.local.gcs", "down", "--home", str(self.places.local_home)],
+                       capture_output=True, timeout=60)
         survivors = self.leftovers()
         while survivors and time.monotonic() < deadline:
             time.sleep(0.5)
