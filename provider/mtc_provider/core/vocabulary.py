@@ -136,7 +136,8 @@ HOST_FAULT_KINDS: tuple[str, ...] = tuple(f.kind for f in FAULT_KINDS if f.scope
 SLICE_FAULT_KINDS: tuple[str, ...] = tuple(f.kind for f in FAULT_KINDS if f.scope == "slice")
 BUCKET_FAULT_KINDS: tuple[str, ...] = tuple(f.kind for f in FAULT_KINDS if f.scope == "bucket")
 START_FAULT_KINDS: tuple[str, ...] = tuple(f.kind for f in FAULT_KINDS if f.when == "start")
-# The statuses a listing outage may answer with (GCS JSON API: https://cloud.google.com/storage/docs/json_api/v1/status-codes).
+# The statuses a listing outage may answer with
+# (GCS JSON API: https://cloud.google.com/storage/docs/json_api/v1/status-codes).
 LISTING_OUTAGE_STATUSES: tuple[int, ...] = (403, 429, 503)
 
 

@@ -85,7 +85,8 @@ def parse_plan(raw: str | list | dict | None, num_slices: int, hosts_per_slice: 
         kind = item.get("kind")
         require(kind in KINDS, f"{where}.kind", kind, ", ".join(KINDS))
         unknown = set(item) - {"kind", "at_step", "at_seconds", "slice", "host", *EXTRA_KEYS}
-        require(not unknown, where, sorted(unknown), f"keys kind, at_step, at_seconds, slice, host, {', '.join(EXTRA_KEYS)}")
+        require(not unknown, where, sorted(unknown),
+                f"keys kind, at_step, at_seconds, slice, host, {', '.join(EXTRA_KEYS)}")
         extras = check_extras(item, where)
         at_step, at_seconds = item.get("at_step"), item.get("at_seconds")
         if kind in START_FAULT_KINDS:
