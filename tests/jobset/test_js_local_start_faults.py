@@ -102,8 +102,9 @@ def test_image_pull_fails_the_try_at_once_then_the_terminating_jobset_is_waited_
 
 
 def test_unschedulable_for_a_while_logs_waiting_for_capacity_then_runs(tmp_path, home, capsys):
-    """Capacity arrives after 3 s: "waiting for capacity" with the scheduler's message, then the run completes."""
-    _operator(tmp_path, [{"kind": "unschedulable", "slice": 1, "seconds": 3}]).execute({"ti": TI()})
+    """Capacity arrives after 3 s: "waiting for capacity" with the scheduler's message, then the run completes
+    (well within startup_timeout, which bounds the test should the pods never be scheduled)."""
+    _operator(tmp_path, [{"kind": "unschedulable", "slice": 1, "seconds": 3}], startup_timeout=20).execute({"ti": TI()})
     lines = [ln for ln in capsys.readouterr().out.splitlines() if "waiting for capacity" in ln]
     assert lines and "0/1 nodes are available: 1 Insufficient google.com/tpu" in lines[0], lines
 
