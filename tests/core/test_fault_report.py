@@ -57,3 +57,10 @@ def test_real_event_order_start_then_restore_per_process():
     ] + _steps(13, 20, 27.0)
     [outcome] = fault_outcomes([{"ts": 14.2, "kind": "sigkill_host", "slice": 0, "host": 0}], events)
     assert (outcome.restored_step, outcome.tier, outcome.steps_lost, outcome.restore_s) == (12, "local", 2, 0.5)
+
+
+def test_a_listing_outage_is_reported_as_hitting_the_bucket_not_a_slice():
+    """The runner records a bucket fault without slice or host (core.vocabulary: scope "bucket")."""
+    [outcome] = fault_outcomes([{"ts": 2.5, "kind": "listing_outage", "status": 503, "seconds": 6.0}],
+                               _steps(1, 5, 0.0))
+    assert outcome.target == "the bucket"

@@ -31,9 +31,11 @@ def test_resource_identities_are_the_crds(resource, crd_file):
 def test_fault_kinds_are_one_table():
     assert V.FAULT_KIND_NAMES == tuple(row.kind for row in V.FAULT_KINDS)
     assert len(set(V.FAULT_KIND_NAMES)) == len(V.FAULT_KINDS)
-    assert set(V.HOST_FAULT_KINDS) | set(V.SLICE_FAULT_KINDS) == set(V.FAULT_KIND_NAMES)
+    assert set(V.HOST_FAULT_KINDS) | set(V.SLICE_FAULT_KINDS) | set(V.BUCKET_FAULT_KINDS) == set(V.FAULT_KIND_NAMES)
     assert not set(V.HOST_FAULT_KINDS) & set(V.SLICE_FAULT_KINDS)
-    assert {row.action for row in V.FAULT_KINDS} <= {"sigkill", "sigterm", "sigstop", "wipe_ramdisk"}
+    assert {row.action for row in V.FAULT_KINDS} <= {"sigkill", "sigterm", "sigstop", "wipe_ramdisk", "hold_pending",
+                                                    "fail_listings"}
+    assert {row.when for row in V.FAULT_KINDS} == {"step", "start"}
     assert V.fault_kind("wipe_ramdisk").scope == "host"
     with pytest.raises(KeyError):
         V.fault_kind("meteor")

@@ -66,15 +66,46 @@ def test_runner_env_and_init_info_give_the_workload_its_identity(tmp_path, monke
         spec.process_id, "127.0.0.1:4321", "init-info-file")
 
 
+def _example(row: V.FaultKind) -> dict:
+    """A valid fault of the row's kind: start kinds at step 0, the bucket's outage with its duration."""
+    when = {"at_step": 0, "seconds": 5} if row.when == "start" else {"at_step": 3}
+    return {"kind": row.kind, **when, **({"seconds": 5, "status": 429} if row.scope == "bucket" else {})}
+
+
 @pytest.mark.parametrize("row", V.FAULT_KINDS, ids=lambda row: row.kind)
 def test_every_fault_kind_is_planned_with_its_scope(row):
     """The runner's fault plan and the provider's form both take every kind of the one table, a host for host
-    faults only."""
-    (fault,) = parse_plan([{"kind": row.kind, "at_step": 3}], num_slices=2, hosts_per_slice=2)
+    faults only, a slice for host and slice faults only."""
+    (fault,) = parse_plan([_example(row)], num_slices=2, hosts_per_slice=2)
     assert (fault.host is not None) == (row.scope == "host")
-    form = {**MINIMAL_LOCAL_FORM, "fault_plan": [{"kind": row.kind, "at_step": 3, "slice": 1,
+    assert (fault.slice is not None) == (row.scope != "bucket")
+    form = {**MINIMAL_LOCAL_FORM, "fault_plan": [{**_example(row), **({} if row.scope == "bucket" else {"slice": 1}),
                                                   **({"host": 0} if row.scope == "host" else {})}]}
     assert training_run(form, "/home/u/.mtc/local")["fault_plan"][0]["kind"] == row.kind
+
+
+BAD_FAULTS = [
+    ({"kind": "image_pull", "at_step": 2}, "[0].at_step", "absent or 0"),
+    ({"kind": "unschedulable", "at_seconds": 1}, "[0].at_seconds", "absent"),
+    ({"kind": "unschedulable", "seconds": 0}, "[0].seconds", "> 0"),
+    ({"kind": "listing_outage", "at_step": 1}, "[0].seconds", "> 0"),
+    ({"kind": "listing_outage", "at_step": 1, "seconds": 9, "status": 500}, "[0].status", "403, 429, 503"),
+    ({"kind": "listing_outage", "at_step": 1, "seconds": 9, "slice": 0}, "[0].slice", "absent"),
+    ({"kind": "hang", "at_step": 1, "seconds": 9}, "[0].seconds", "absent"),
+]
+
+
+@pytest.mark.parametrize("bad,field,allowed", BAD_FAULTS, ids=[b[0]["kind"] + b[1] for b in BAD_FAULTS])
+def test_bad_fault_fields_are_refused_alike_by_form_and_runner(bad, field, allowed):
+    """Both sides name the field and what is allowed, before anything runs."""
+    from mtc_provider.core.errors import SpecError
+
+    with pytest.raises(SpecError) as runner_err:
+        parse_plan([bad], num_slices=2, hosts_per_slice=2)
+    with pytest.raises(SpecError) as form_err:
+        training_run({**MINIMAL_LOCAL_FORM, "fault_plan": [bad]}, "/home/u/.mtc/local")
+    for err in (runner_err.value, form_err.value):
+        assert err.field.endswith(field) and allowed in err.allowed, err
 
 
 def test_workload_package_imports_no_jax():

@@ -29,6 +29,8 @@ class FaultOutcome:
 
 def _target(fault: Mapping[str, Any]) -> str:
     host = fault.get("host")
+    if fault.get("slice") is None:  # a bucket fault (listing_outage) hits no slice
+        return "the bucket"
     return f"slice {fault.get('slice')}" + (f" host {host}" if host is not None else "")
 
 

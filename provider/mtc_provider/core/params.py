@@ -37,7 +37,9 @@ from mtc_provider.core.spec import (
     WorkloadSpec,
 )
 from mtc_provider.core.tpu import SliceSpec
+from mtc_provider.core.fault_fields import check_extras
 from mtc_provider.core.vocabulary import FAULT_KIND_NAMES as FAULT_KINDS, HOST_FAULT_KINDS as HOST_FAULTS
+from mtc_provider.core.vocabulary import START_FAULT_KINDS
 
 CHECKPOINT_FLAGS = tuple(
     f.name for f in dataclasses.fields(CheckpointingSpec) if f.name not in ("run_name", "base_output_directory", "steps")
@@ -92,7 +94,9 @@ def _fault_plan(raw: Any, slices: SliceSpec, steps: int) -> list[dict[str, Any]]
         where = f"params.fault_plan[{i}]"
         require(isinstance(fault, Mapping), where, fault, "a mapping with kind and at_step")
         require(fault.get("kind") in FAULT_KINDS, f"{where}.kind", fault.get("kind"), ", ".join(FAULT_KINDS))
-        require("at_step" in fault or "at_seconds" in fault, where, fault, "a fault with at_step or at_seconds")
+        check_extras(fault, where)
+        require("at_step" in fault or "at_seconds" in fault or fault["kind"] in START_FAULT_KINDS, where, fault,
+                "a fault with at_step or at_seconds")
         if "at_step" in fault:
             step = fault["at_step"]
             require(isinstance(step, int) and not isinstance(step, bool) and 0 <= step < steps, f"{where}.at_step",

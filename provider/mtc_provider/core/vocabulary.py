@@ -107,12 +107,15 @@ ENV_COORDINATOR_ADDRESS = "MTC_COORDINATOR_ADDRESS"
 # --- fault kinds of the local target's fault plan ---------------------------------------------------------
 @dataclass(frozen=True)
 class FaultKind:
-    """One kind of fault: what it hits (`host`: one process, `slice`: every host of a slice) and what it does."""
+    """One kind of fault: what it hits (`host`: one process, `slice`: every host of a slice, `bucket`: the home's
+    local GCS), what it does, and when it may fire (`step`: at_step or at_seconds; `start`: when the attempt's
+    pods are created, i.e. at_step absent or 0)."""
 
     kind: str
-    scope: str  # host | slice
-    action: str  # sigkill | sigterm (the pod's graceful termination) | sigstop | wipe_ramdisk (then SIGKILL)
+    scope: str  # host | slice | bucket
+    action: str  # sigkill | sigterm (graceful) | sigstop | wipe_ramdisk (then SIGKILL) | hold_pending | fail_listings
     stands_for: str
+    when: str = "step"  # step | start
 
 
 FAULT_KINDS: tuple[FaultKind, ...] = (
@@ -121,10 +124,21 @@ FAULT_KINDS: tuple[FaultKind, ...] = (
     FaultKind("sigterm_slice", "slice", "sigterm", "a slice's preemption"),
     FaultKind("kill_slice", "slice", "sigkill", "a whole slice lost at once"),
     FaultKind("hang", "slice", "sigstop", "a slice that stops making progress"),
+    FaultKind("image_pull", "slice", "hold_pending", "an image the nodes cannot pull (wrong tag, no pull secret)",
+              when="start"),
+    FaultKind("unschedulable", "slice", "hold_pending", "no capacity for the slice's pods (a stockout, a quota)",
+              when="start"),
+    FaultKind("listing_outage", "bucket", "fail_listings",
+              "the bucket's listings fail (a revoked storage.objects.list, a rate limit, a backend error)"),
 )
 FAULT_KIND_NAMES: tuple[str, ...] = tuple(f.kind for f in FAULT_KINDS)
 HOST_FAULT_KINDS: tuple[str, ...] = tuple(f.kind for f in FAULT_KINDS if f.scope == "host")
 SLICE_FAULT_KINDS: tuple[str, ...] = tuple(f.kind for f in FAULT_KINDS if f.scope == "slice")
+BUCKET_FAULT_KINDS: tuple[str, ...] = tuple(f.kind for f in FAULT_KINDS if f.scope == "bucket")
+START_FAULT_KINDS: tuple[str, ...] = tuple(f.kind for f in FAULT_KINDS if f.when == "start")
+# The statuses a listing outage may answer with
+# (GCS JSON API: https://cloud.google.com/storage/docs/json_api/v1/status-codes).
+LISTING_OUTAGE_STATUSES: tuple[int, ...] = (403, 429, 503)
 
 
 def fault_kind(kind: str) -> FaultKind:

@@ -6,6 +6,11 @@ Succeeded / Failed; container state waiting / running / terminated with exitCode
 terminates) and the labels JobSet and the Job controller put on pods
 (https://jobset.sigs.k8s.io/docs/reference/labels-annotations-and-environment-variables/,
 https://kubernetes.io/docs/reference/labels-annotations-taints/#batch-kubernetes-io-job-completion-index).
+A pod held by a start fault of the fault plan is Pending without a process, as Kubernetes shows it: `image_pull`
+-- container waiting ErrImagePull, then ImagePullBackOff, with the kubelet's message
+(https://kubernetes.io/docs/concepts/containers/images/#imagepullbackoff); `unschedulable` -- condition
+PodScheduled=False, reason Unschedulable, the scheduler's "0/N nodes are available: ..." message, no node and no
+container statuses (https://kubernetes.io/docs/concepts/scheduling-eviction/kube-scheduler/).
 Logs: GET .../pods/{name}/log with tailLines, limitBytes, sinceSeconds, timestamps, follow
 (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#read-log-of-the-specified-pod);
 timestamps are the kubelet's fixed-width RFC 3339 with nanoseconds, here the time the runner read the line.
@@ -39,8 +44,24 @@ def _template(jobset: dict[str, Any], replicated_job: str) -> dict[str, Any]:
     return {}
 
 
-def _container_state(pod: Pod) -> tuple[str, dict[str, Any], bool]:
+# The kubelet's first pull fails with ErrImagePull; it then backs off (ImagePullBackOff) before trying again.
+FIRST_PULL_SECONDS = 2.0
+UNSCHEDULABLE_MESSAGE = ("0/1 nodes are available: 1 Insufficient google.com/tpu. preemption: 0/1 nodes are "
+                         "available: 1 No preemption victims found for incoming pod.")
+
+
+def _image_pull_waiting(image: str, since_created: float) -> dict[str, Any]:
+    if since_created < FIRST_PULL_SECONDS:
+        return {"reason": "ErrImagePull",
+                "message": f'failed to pull and unpack image "{image}": failed to resolve reference "{image}": '
+                           f'{image}: not found'}
+    return {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}
+
+
+def _container_state(pod: Pod, image: str = "") -> tuple[str, dict[str, Any], bool]:
     """(phase, container state, ready)."""
+    if pod.held == "image_pull":
+        return "Pending", {"waiting": _image_pull_waiting(image, time.time() - pod.created)}, False
     if pod.exit_code is not None:
         if pod.proc is None:
             reason = "StartError"
@@ -77,16 +98,20 @@ def pod_object(jobset: dict[str, Any], pod: Pod) -> dict[str, Any]:
                    **{k: v for k, v in jobset_labels.items() if k.startswith("jobset.sigs.k8s.io/")},
                    "batch.kubernetes.io/job-completion-index": str(pod.spec.host)}
     spec = template.get("spec") or {}
-    spec.update(nodeName="localhost", hostname=pod.spec.name, subdomain=meta["name"])
+    unscheduled = pod.held == "unschedulable"
+    spec.update(hostname=pod.spec.name, subdomain=meta["name"], **({} if unscheduled else {"nodeName": "localhost"}))
     spec.setdefault("restartPolicy", "Never")
     spec.setdefault("terminationGracePeriodSeconds", int(pod.rj.grace_seconds))
-    phase, state, ready = _container_state(pod)
     containers = spec.get("containers") or [{"name": pod.rj.container_name}]
+    phase, state, ready = _container_state(pod, containers[0].get("image", ""))
     statuses = [{"name": c.get("name", pod.rj.container_name), "image": c.get("image", ""), "ready": ready,
                  "imageID": "", "restartCount": 0, "started": ready, "state": state} for c in containers[:1]]
     conditions = [{"type": kind, "status": "True" if ok else "False", "lastTransitionTime": rfc3339(pod.created)}
                   for kind, ok in (("PodScheduled", True), ("Initialized", True), ("ContainersReady", ready),
                                    ("Ready", ready))]
+    if unscheduled:  # the scheduler's verdict only: no node, no IP, no container statuses
+        conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                       "message": UNSCHEDULABLE_MESSAGE, "lastTransitionTime": rfc3339(pod.created)}]
     owner_uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{meta.get('uid', '')}/{job_name}"))
     metadata: dict[str, Any] = {
         "name": pod.object_name, "namespace": meta["namespace"],
@@ -102,6 +127,8 @@ def pod_object(jobset: dict[str, Any], pod: Pod) -> dict[str, Any]:
     status: dict[str, Any] = {"phase": phase, "conditions": conditions, "hostIP": "127.0.0.1",
                               "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
                               "startTime": rfc3339(pod.created), "containerStatuses": statuses, "qosClass": "BestEffort"}
+    if unscheduled:
+        status = {"phase": "Pending", "conditions": conditions, "qosClass": "BestEffort"}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
 
 

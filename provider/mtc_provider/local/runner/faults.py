@@ -4,7 +4,10 @@ Carried as the JobSet annotation `mtc.local/fault-plan`, JSON: a list of faults,
 `{"seed": 7, "faults": [...]}`. A fault is `{"kind": K, "at_step": N}` or `{"kind": K, "at_seconds": S}`,
 optionally with `slice` and `host`; a missing slice/host is drawn from the seeded RNG, so a plan replays the same.
 Kinds: sigkill_host (hardware failure), sigterm_slice (preemption), wipe_ramdisk (replaced node: wipe the host's
-ramdisk, then SIGKILL it), kill_slice (SIGKILL every host of a slice), hang (SIGSTOP every host of a slice).
+ramdisk, then SIGKILL it), kill_slice (SIGKILL every host of a slice), hang (SIGSTOP every host of a slice),
+image_pull / unschedulable (the slice's pods of the attempt stay Pending, for `seconds` or for ever; at_step
+absent or 0), listing_outage (the home's local GCS listings answer `status` for `seconds`); the extra fields are
+checked by core.fault_fields.
 `at_step` fires when any pod's log shows `completed step: N` with N >= at_step; `at_seconds` counts from
 creation. Each fault fires once per JobSet, across restarts.
 """
@@ -18,6 +21,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mtc_provider.core.errors import SpecError, require
+from mtc_provider.core.fault_fields import EXTRA_KEYS, check_extras
+from mtc_provider.core.vocabulary import BUCKET_FAULT_KINDS, START_FAULT_KINDS
 from mtc_provider.core.vocabulary import FAULT_KIND_NAMES as KINDS, HOST_FAULT_KINDS as HOST_KINDS
 from mtc_provider.local.runner.manifest import FAULT_PLAN_ANNOTATION
 
@@ -29,10 +34,18 @@ FIELD = f'metadata.annotations["{FAULT_PLAN_ANNOTATION}"]'
 class Fault:
     index: int
     kind: str
-    slice: int
+    slice: int | None  # None for a bucket fault
     host: int | None
     at_step: int | None = None
     at_seconds: float | None = None
+    seconds: float | None = None  # how long a start fault holds the pods / an outage lasts
+    status: int | None = None  # listing_outage's HTTP status
+    prefix: str | None = None  # listing_outage's object-name prefix
+
+    @property
+    def at_start(self) -> bool:
+        """Applied when the attempt's pods are created rather than when due."""
+        return self.kind in START_FAULT_KINDS
 
     def due(self, step: int | None, elapsed: float) -> bool:
         if self.at_step is not None:
@@ -71,9 +84,13 @@ def parse_plan(raw: str | list | dict | None, num_slices: int, hosts_per_slice: 
         require(isinstance(item, dict), where, item, "an object")
         kind = item.get("kind")
         require(kind in KINDS, f"{where}.kind", kind, ", ".join(KINDS))
-        unknown = set(item) - {"kind", "at_step", "at_seconds", "slice", "host"}
-        require(not unknown, where, sorted(unknown), "keys kind, at_step, at_seconds, slice, host")
+        unknown = set(item) - {"kind", "at_step", "at_seconds", "slice", "host", *EXTRA_KEYS}
+        require(not unknown, where, sorted(unknown),
+                f"keys kind, at_step, at_seconds, slice, host, {', '.join(EXTRA_KEYS)}")
+        extras = check_extras(item, where)
         at_step, at_seconds = item.get("at_step"), item.get("at_seconds")
+        if kind in START_FAULT_KINDS:
+            at_step = 0
         require((at_step is None) != (at_seconds is None), where, item, "exactly one of at_step, at_seconds")
         if at_step is not None:
             require(isinstance(at_step, int) and not isinstance(at_step, bool) and at_step >= 0,
@@ -83,11 +100,13 @@ def parse_plan(raw: str | list | dict | None, num_slices: int, hosts_per_slice: 
                     f"{where}.at_seconds", at_seconds, "a number >= 0")
         # Draw in a fixed order (slice, then host) whether or not given, so editing one fault keeps the others.
         drawn_slice, drawn_host = rng.randrange(num_slices), rng.randrange(hosts_per_slice)
-        slice_index = _index(f"{where}.slice", item.get("slice", drawn_slice), num_slices)
+        slice_index = None if kind in BUCKET_FAULT_KINDS else _index(
+            f"{where}.slice", item.get("slice", drawn_slice), num_slices)
         host = None
         if kind in HOST_KINDS:
             host = _index(f"{where}.host", item.get("host", drawn_host), hosts_per_slice)
-        faults.append(Fault(i, kind, slice_index, host, at_step, float(at_seconds) if at_seconds is not None else None))
+        faults.append(Fault(i, kind, slice_index, host, at_step, float(at_seconds) if at_seconds is not None else None,
+                            **extras))
     return faults
 
 

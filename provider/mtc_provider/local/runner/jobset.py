@@ -95,6 +95,7 @@ class JobSetRun:
         restart = self.obj["status"]["restarts"]
         coordinator = f"127.0.0.1:{free_port()}"
         self.pods, self.job_pod_failures, self.failed_jobs = {}, {}, []
+        holds = {f.slice: f for f in self.faults if f.at_start and f.index not in self.fired}
         for rj, job_index, slice_index in self.plan.slices():
             for host in range(rj.completions):
                 ramdisk = self.home.ramdisk_dir(self.namespace, self.name, slice_index, host)
@@ -103,8 +104,13 @@ class JobSetRun:
                 log = self.home.log_dir(self.namespace, self.name) / str(restart) / f"s{slice_index}-h{host}.log"
                 pod = Pod(spec, rj, job_index, restart, log)
                 self.pods[(slice_index, host)] = pod
-                pod.start()
+                if slice_index in holds:
+                    pod.hold(holds[slice_index].kind, holds[slice_index].seconds)
+                else:
+                    pod.start()
         self.phase = RUNNING
+        for fault in holds.values():
+            self._fired(fault, time.time(), [])
 
     def recover(self) -> None:
         """After a supervisor died: kill what it left running, then start the current attempt again."""
@@ -158,6 +164,8 @@ class JobSetRun:
             if pod_step is not None and (self.step is None or pod_step > self.step):
                 self.step = pod_step
         if self.phase == RUNNING:
+            for pod in self.pods.values():
+                pod.release_due(now)
             self._fire_faults(now)
             for pod in exited:
                 self._pod_exited(pod)
@@ -213,27 +221,31 @@ class JobSetRun:
     # ---- faults ----------------------------------------------------------------------------------
     def _fire_faults(self, now: float) -> None:
         for fault in self.faults:
-            if fault.index in self.fired or not fault.due(self.step, now - self.created):
+            if fault.at_start or fault.index in self.fired or not fault.due(self.step, now - self.created):
                 continue
-            self.fired.add(fault.index)
             targets = [
                 p for p in self.pods.values()
                 if p.spec.slice_index == fault.slice and (fault.host is None or p.spec.host == fault.host)
             ]
-            print(f"{self.namespace}/{self.name}: fault {fault} at step {self.step}", flush=True)
             self._apply(fault, targets)
-            record = {
-                **fault.to_dict(),
-                "ts": now,
-                "time": _now(),
-                "step": self.step,
-                "restart": self.obj["status"]["restarts"],
-                "jobset": self.name,
-                "pids": [p.pid for p in targets if p.alive],
-            }
-            append_jsonl(self.faults_file, record)
-            if self.run_faults_file:
-                append_jsonl(self.run_faults_file, record)
+            self._fired(fault, now, targets)
+
+    def _fired(self, fault: Fault, now: float, targets: list[Pod]) -> None:
+        """Record a fault as fired: once per JobSet, and once per run across resubmissions."""
+        self.fired.add(fault.index)
+        print(f"{self.namespace}/{self.name}: fault {fault} at step {self.step}", flush=True)
+        record = {
+            **fault.to_dict(),
+            "ts": now,
+            "time": _now(),
+            "step": self.step,
+            "restart": self.obj["status"]["restarts"],
+            "jobset": self.name,
+            "pids": [p.pid for p in targets if p.alive],
+        }
+        append_jsonl(self.faults_file, record)
+        if self.run_faults_file:
+            append_jsonl(self.run_faults_file, record)
 
     def _apply(self, fault: Fault, targets: list[Pod]) -> None:
         if fault.kind in ("sigkill_host", "kill_slice"):
@@ -251,6 +263,10 @@ class JobSetRun:
                 pod.signal(signal.SIGSTOP)
                 shutil.rmtree(pod.spec.ramdisk, ignore_errors=True)
                 pod.signal(signal.SIGKILL)
+        elif fault.kind == "listing_outage":
+            from mtc_provider.local.gcs import fail_listings
+
+            fail_listings(self.home.root, fault.status, fault.seconds, fault.prefix or "")
 
     # ---- status ----------------------------------------------------------------------------------
     def _replicated_jobs_status(self) -> list[dict[str, Any]]:

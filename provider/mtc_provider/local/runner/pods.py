@@ -62,6 +62,8 @@ class Pod:
     created: float = field(default_factory=time.time)
     suffix: str = field(default_factory=_suffix)  # the Pod object's name is <hostname>-<suffix>, as a Job names it
     deletion_timestamp: str | None = None  # set when the pod is being deleted (JobSet delete or restart)
+    held: str | None = None  # a start fault (image_pull, unschedulable) keeping the pod Pending, no process
+    held_until: float | None = None  # when the hold ends and the process starts (None: never)
     # (end offset, unix time) of each chunk of log read: the time a line arrived, for `kubectl logs --timestamps`.
     log_times: list[tuple[int, float]] = field(default_factory=list, repr=False)
     _offset: int = 0
@@ -71,7 +73,19 @@ class Pod:
     def object_name(self) -> str:
         return f"{self.spec.name}-{self.suffix}"
 
+    def hold(self, kind: str, seconds: float | None) -> None:
+        """Keep the pod Pending (image not pulled / not scheduled) for `seconds`, or for ever."""
+        self.held, self.held_until = kind, None if seconds is None else time.time() + seconds
+
+    def release_due(self, now: float) -> bool:
+        """Start a held pod whose hold has ended; True when it started."""
+        if self.held is None or self.held_until is None or now < self.held_until:
+            return False
+        self.start()
+        return True
+
     def start(self) -> None:
+        self.held = self.held_until = None
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.started = time.time()
         with open(self.log_path, "ab") as log:
@@ -163,6 +177,7 @@ class Pod:
             "exitCode": self.exit_code,
             "finished": self.finished,
             "stopped": self.stopped,
+            "held": self.held,
             "step": self.step,
         }
 
