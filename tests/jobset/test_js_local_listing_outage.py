@@ -18,7 +18,7 @@ from mtc_provider.operators.jobset import MtcJobSetOperator
 
 pytestmark = pytest.mark.timeout(180)
 
-STEPS = 30
+STEPS = 60  # 24 s of steps: the 6 s outage ends long before the run does, even on a loaded machine
 # Commits a checkpoint in the emergency layout every step (commit_success.txt last, as Orbax finalizes) and says
 # so in the log, where the runner reads `completed step: N` to fire step faults.
 WORKLOAD = """import os, pathlib, time
