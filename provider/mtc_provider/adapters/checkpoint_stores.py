@@ -53,7 +53,21 @@ def local_path(checkpoint_dir: str) -> Path:
     return Path(path)
 
 
-class LocalCheckpointStore:
+class _FinalizedSteps:
+    """The CheckpointStore reads every store derives from its own `finalized(checkpoint_dir, after)`."""
+
+    def finalized(self, checkpoint_dir: str, after: int | None = None) -> list[CheckpointInfo]:
+        raise NotImplementedError
+
+    def finalized_steps(self, checkpoint_dir: str) -> list[CheckpointInfo]:
+        return self.finalized(checkpoint_dir)
+
+    def latest_step(self, checkpoint_dir: str) -> int | None:
+        found = self.finalized(checkpoint_dir)
+        return found[-1].step if found else None
+
+
+class LocalCheckpointStore(_FinalizedSteps):
     """A local checkpoint directory (the local target's bucket). Cost: one scandir plus a stat per new step."""
 
     def finalized(self, checkpoint_dir: str, after: int | None = None) -> list[CheckpointInfo]:
@@ -72,13 +86,6 @@ class LocalCheckpointStore:
                 continue  # uncommitted: a save in progress or one that died
             out.append(CheckpointInfo(step, candidates[step], commit.st_mtime))
         return out
-
-    def finalized_steps(self, checkpoint_dir: str) -> list[CheckpointInfo]:
-        return self.finalized(checkpoint_dir)
-
-    def latest_step(self, checkpoint_dir: str) -> int | None:
-        found = self.finalized(checkpoint_dir)
-        return found[-1].step if found else None
 
     def item_path(self, step_path: str) -> str | None:
         """`<step>/<item>` for a step directory (items, default or state: core.listing.ITEM_DIRS), or None."""
@@ -100,7 +107,7 @@ class ListingCost:
         self.requests = self.entries = 0
 
 
-class GcsCheckpointStore:
+class GcsCheckpointStore(_FinalizedSteps):
     """A gs:// checkpoint directory through GCSHook.
 
     One glob-filtered listing selects one object per finalized step (its commit marker), paged by 1,000, so
@@ -154,13 +161,6 @@ class GcsCheckpointStore:
                 found[step] = CheckpointInfo(step, f"gs://{bucket}/{prefix}{parts[0]}", _timestamp(blob.time_created))
         return [found[step] for step in sorted(found)]
 
-    def finalized_steps(self, checkpoint_dir: str) -> list[CheckpointInfo]:
-        return self.finalized(checkpoint_dir)
-
-    def latest_step(self, checkpoint_dir: str) -> int | None:
-        found = self.finalized(checkpoint_dir)
-        return found[-1].step if found else None
-
     def item_path(self, step_path: str) -> str | None:
         """`<step>/<item>` for a step (items, default or state), from one delimiter listing of its top level."""
         bucket, path = split_gcs_uri(step_path)
@@ -183,7 +183,7 @@ def _timestamp(value: datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
 
 
-class LocalBucketCheckpointStore:
+class LocalBucketCheckpointStore(_FinalizedSteps):
     """A checkpoint directory inside a local target's bucket folder, listed through the home's local GCS by
     GcsCheckpointStore (the GKE code path: GCSHook, matchGlob, startOffset, pages). Paths in and out stay the
     local paths the caller uses. The endpoint is looked up (and the server started) on each call, in the
@@ -229,13 +229,6 @@ class LocalBucketCheckpointStore:
     def finalized(self, checkpoint_dir: str, after: int | None = None) -> list[CheckpointInfo]:
         found = self._store().finalized(self._gs(checkpoint_dir), after)
         return [CheckpointInfo(info.step, self._local(info.path), info.commit_time) for info in found]
-
-    def finalized_steps(self, checkpoint_dir: str) -> list[CheckpointInfo]:
-        return self.finalized(checkpoint_dir)
-
-    def latest_step(self, checkpoint_dir: str) -> int | None:
-        found = self.finalized(checkpoint_dir)
-        return found[-1].step if found else None
 
     def item_path(self, step_path: str) -> str | None:
         found = self._store().item_path(self._gs(step_path))
