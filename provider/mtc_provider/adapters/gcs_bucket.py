@@ -136,28 +136,16 @@ def storage_client(gcp_conn_id: str = "google_cloud_default", impersonation_chai
 
 @dataclass(frozen=True)
 class BucketAccess:
-    """How a target reaches its buckets: the client, the project buckets are created in, the default location,
-    the project number when it is known without a lookup, and whether Cloud Console links mean anything."""
+    """How a target reaches its buckets (its backend's `bucket()`): the client, the project buckets are created in,
+    the default location, and the project number when it is known without a lookup."""
 
     client: storage.Client
     project_id: str
     location: str
     project_number: str | None = None
-    console: bool = True
 
 
 LOCAL_LOCATION = "us-central1"  # what the local GCS reports for a bucket folder made without buckets.insert
-
-
-def bucket_access(target: Any) -> BucketAccess:
-    """The target's bucket access (the one place that knows how each target's storage client is made)."""
-    if target.kind == "local":
-        from mtc_provider.adapters.gcs_hook import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER, local_gcs_endpoint
-
-        client = storage_client(api_endpoint=local_gcs_endpoint(target.home))
-        return BucketAccess(client, LOCAL_PROJECT, LOCAL_LOCATION, LOCAL_PROJECT_NUMBER, console=False)
-    return BucketAccess(storage_client(target.gcp_conn_id, target.impersonation_chain), target.project_id,
-                        target.location)
 
 
 def project_number(project_id: str, gcp_conn_id: str = "google_cloud_default", impersonation_chain: Any = None,

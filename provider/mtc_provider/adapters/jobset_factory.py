@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from mtc_provider.adapters.protocols import AsyncJobSetApi, JobSetApi
 from mtc_provider.core.errors import SpecError
-from mtc_provider.target import GkeTarget, LocalTarget, Target, target_from_dict
+from mtc_provider.target import Target, target_from_dict
 
 SyncFactory = Callable[[Mapping[str, Any]], JobSetApi]
 AsyncFactory = Callable[[Mapping[str, Any]], AsyncJobSetApi]
@@ -51,29 +51,9 @@ def connection_for(target: Target | Mapping[str, Any] | None, kubernetes_conn_id
     target = target_from_dict(target)
     if target.kind in _registry:
         return target.to_dict()
-    if isinstance(target, LocalTarget):
-        return {"kind": "local", "home": target.home}  # the token stays in <home>/kubeconfig
-    if isinstance(target, GkeTarget):
-        from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
+    from mtc_provider.adapters.targets import backend_for
 
-        from mtc_provider.target import resolve_project
-
-        target = resolve_project(target)
-        from airflow.providers.google.cloud.operators.kubernetes_engine import GKEClusterAuthDetails
-
-        hook = GKEHook(gcp_conn_id=target.gcp_conn_id, location=target.location,
-                       impersonation_chain=target.impersonation_chain)
-        url, ca = GKEClusterAuthDetails(
-            cluster_name=target.cluster_name, project_id=target.project_id, use_internal_ip=target.use_internal_ip,
-            use_dns_endpoint=target.use_dns_endpoint, cluster_hook=hook,
-        ).fetch_cluster_info()
-        return {
-            "kind": "gke", "cluster_url": url, "ssl_ca_cert": ca, "gcp_conn_id": target.gcp_conn_id,
-            "impersonation_chain": target.impersonation_chain, "project_id": target.project_id,
-            "location": target.location, "cluster_name": target.cluster_name,
-            "use_dns_endpoint": target.use_dns_endpoint,  # the hooks then trust the public CA, not the cluster's
-        }
-    raise SpecError("target.kind", getattr(target, "kind", None), " or ".join(KINDS))
+    return backend_for(target).jobset_connection()
 
 
 def _kind(connection: Mapping[str, Any]) -> str:

@@ -101,3 +101,53 @@ class RunLockApi(Protocol):
     def replace_lock(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
 
     def delete_lock(self, namespace: str, name: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class ConsoleScope:
+    """Where a target's objects show in the Cloud Console (None on targets that have no console)."""
+
+    project_id: str
+    location: str
+    cluster_name: str
+
+
+@runtime_checkable
+class ClusterControl(Protocol):
+    """A target's cluster: its readiness, a Kubernetes client for cluster-scoped objects, and its control plane."""
+
+    def readiness(self, slices: dict[str, Any], sizing: dict[str, Any] | None,
+                  checkpoint_configuration_name: str | None) -> list[Any]:
+        """The core's readiness checks (core.readiness.Check) for these slices; blocking."""
+
+    def kubernetes_client_factory(self) -> Any:
+        """A callable returning a kubernetes.client.ApiClient (the CheckpointConfiguration is applied through it)."""
+
+    def provided_by_target(self, step: str, total_hosts: int) -> str | None:
+        """Why a control-plane step (`enable_checkpointing`, `tpu_node_pools`) has nothing to do on this target,
+        or None when it runs through `control_plane()`."""
+
+    def control_plane(self) -> Any:
+        """The managed control plane (adapters.gke_cluster.GkeClusterApi): describe, updates, node pools,
+        operations. Only called when `provided_by_target` returned None."""
+
+
+@runtime_checkable
+class TargetBackend(Protocol):
+    """How the Airflow glue reaches one target: picked by kind in adapters/targets.py, never by class."""
+
+    cluster: ClusterControl
+    injects_faults: bool  # fault plans run where the runner is the kubelet
+    console: ConsoleScope | None
+
+    def jobset_connection(self) -> dict[str, Any]:
+        """Serializable, secret-free connection details (adapters/jobset_factory.py builds an api from them)."""
+
+    def bucket(self) -> Any:
+        """How this target reaches its buckets (adapters.gcs_bucket.BucketAccess)."""
+
+    def google(self) -> tuple[str, Any]:
+        """(gcp_conn_id, impersonation_chain) for GCS reads on this target."""
+
+    def checkpoint_store(self, checkpoint_dir: str) -> CheckpointStore:
+        """The store that lists this run's persistent checkpoints."""

@@ -29,7 +29,7 @@ from mtc_provider.core.names import label_value
 from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
-from mtc_provider.target import GkeTarget, target_from_dict
+from mtc_provider.target import target_from_dict
 
 
 def _as(kind: type, value: Any) -> Any:
@@ -120,13 +120,13 @@ class MtcJobSetHook(BaseHook):
 
     def newest_step(self, checkpoint_dir: str) -> int | None:
         """The newest finalized checkpoint step in `<base>/<run_name>/checkpoints`, or None."""
-        gcp_conn_id = self.target.gcp_conn_id if isinstance(self.target, GkeTarget) else "google_cloud_default"
-        if self.checkpoint_store_factory is not None:
-            store = self.checkpoint_store_factory(checkpoint_dir, gcp_conn_id)
-        else:
-            from mtc_provider.adapters.checkpoint_stores import open_store
+        from mtc_provider.adapters.targets import backend_for
 
-            store = open_store(checkpoint_dir, gcp_conn_id=gcp_conn_id)
+        backend = backend_for(self.target)
+        if self.checkpoint_store_factory is not None:
+            store = self.checkpoint_store_factory(checkpoint_dir, backend.google()[0])
+        else:
+            store = backend.checkpoint_store(checkpoint_dir)
         return store.latest_step(checkpoint_dir)
 
     def run_status(self, run_name: str, namespace: str | None = None) -> dict[str, Any]:

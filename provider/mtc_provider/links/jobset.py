@@ -15,7 +15,7 @@ from airflow.sdk import BaseOperatorLink
 from airflow.sdk.execution_time.xcom import XCom
 
 from mtc_provider.core.vocabulary import JOBSET
-from mtc_provider.target import GkeTarget, Target
+from mtc_provider.target import Target
 
 CONSOLE = "https://console.cloud.google.com"
 
@@ -79,16 +79,17 @@ JOBSET_LINKS = (JobSetWorkloadLink(), JobSetLogsLink(), CheckpointFolderLink())
 
 
 def link_urls(target: Target, namespace: str, name: str, checkpoint_dir: str) -> dict[str, str]:
-    """The URLs to store, keyed by XCom key; console links only exist on the GKE target."""
+    """The URLs to store, keyed by XCom key; console links only exist on targets with a Console scope."""
+    from mtc_provider.adapters.targets import backend_for
+
     # An empty value means "no link" to Airflow's UI; storing it avoids XCom-not-found noise on the local target.
     urls = {JobSetWorkloadLink.key: "", JobSetLogsLink.key: ""}
-    if isinstance(target, GkeTarget):
-        urls[JobSetWorkloadLink.key] = workload_url(target.project_id, target.location, target.cluster_name,
+    scope = backend_for(target).console
+    if scope is not None:
+        urls[JobSetWorkloadLink.key] = workload_url(scope.project_id, scope.location, scope.cluster_name,
                                                     namespace, name)
-        urls[JobSetLogsLink.key] = logs_url(target.project_id, target.cluster_name, namespace, name)
-        urls[CheckpointFolderLink.key] = checkpoints_url(checkpoint_dir, target.project_id)
-    else:
-        urls[CheckpointFolderLink.key] = checkpoints_url(checkpoint_dir)
+        urls[JobSetLogsLink.key] = logs_url(scope.project_id, scope.cluster_name, namespace, name)
+    urls[CheckpointFolderLink.key] = checkpoints_url(checkpoint_dir, scope.project_id if scope else None)
     return urls
 
 

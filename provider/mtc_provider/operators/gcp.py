@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator
@@ -21,11 +21,14 @@ from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.gcp import GcsBucketLink, GkeClusterLink
 from mtc_provider.target import GOOGLE_PARAMETERS, GkeTarget, LocalTarget, target_from_dict, with_google
 
+if TYPE_CHECKING:
+    from mtc_provider.adapters.protocols import TargetBackend
+
 NOT_LOCAL = "does not apply locally"
 
 
-def not_applicable(step: str, why: str) -> dict[str, Any]:
-    return {"target": "local", "applies": False, "changed": False, "step": step, "reason": f"{NOT_LOCAL}: {why}"}
+def not_applicable(kind: str, step: str, why: str) -> dict[str, Any]:
+    return {"target": kind, "applies": False, "changed": False, "step": step, "reason": f"{NOT_LOCAL}: {why}"}
 
 
 def slices_dict(slices: SliceSpec | dict[str, Any]) -> dict[str, Any]:
@@ -67,11 +70,18 @@ class MtcGcpBaseOperator(BaseOperator):
         """The target with this operator's gcp_conn_id / impersonation_chain / project_id applied (every call uses it)."""
         return with_google(target_from_dict(self.target), self.gcp_conn_id, self.impersonation_chain, self.project_id)
 
-    def persist_cluster_link(self, context: Any, target: GkeTarget) -> None:
-        GkeClusterLink.persist(context, project_id=target.project_id, location=target.location,
-                               cluster_name=target.cluster_name)
+    def backend(self, target: GkeTarget | LocalTarget) -> TargetBackend:
+        from mtc_provider.adapters.targets import backend_for
 
-    def wait_for(self, context: Any, target: GkeTarget, operation: str, state: dict[str, Any]) -> dict[str, Any] | None:
+        return backend_for(target, self.api_endpoint)
+
+    def persist_cluster_link(self, context: Any, backend: TargetBackend) -> None:
+        """The cluster's Console link, where the target has a console."""
+        if backend.console is not None:
+            GkeClusterLink.persist(context, **dataclasses.asdict(backend.console))
+
+    def wait_for(self, context: Any, target: GkeTarget | LocalTarget, operation: str,
+                 state: dict[str, Any]) -> dict[str, Any] | None:
         """Wait for the operation, then continue with `self.step(context, state)`."""
         if self.deferrable:
             from mtc_provider.triggers.gcp import GkeOperationTrigger  # imported where it runs: DAG files stay light
@@ -80,9 +90,9 @@ class MtcGcpBaseOperator(BaseOperator):
             context["ti"].xcom_push(key="mtc_step_state", value=state)
             self.defer(trigger=GkeOperationTrigger(operation, target.to_dict(), self.api_endpoint, self.poll_interval),
                        method_name="execute_complete", kwargs={"state": state})
-        from mtc_provider.adapters.gke_cluster import cluster_api, operation_done
+        from mtc_provider.adapters.gke_cluster import operation_done
 
-        api = cluster_api(target, self.api_endpoint)
+        api = self.backend(target).cluster.control_plane()
         while not operation_done(api.operation(operation)):
             time.sleep(self.poll_interval)
         return self.step(context, state)
@@ -121,13 +131,12 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from mtc_provider.core.readiness import all_ok, summary
-        from mtc_provider.triggers.gcp import readiness_checks
 
         target = self.resolved_target()
         slices = slices_dict(self.slices)
-        if isinstance(target, GkeTarget):
-            self.persist_cluster_link(context, target)
-        checks = readiness_checks(target, slices, self.sizing, self.checkpoint_configuration_name, self.api_endpoint)
+        backend = self.backend(target)
+        self.persist_cluster_link(context, backend)
+        checks = backend.cluster.readiness(slices, self.sizing, self.checkpoint_configuration_name)
         report = {"target": target.kind, "ready": all_ok(checks), "checks": [c.to_dict() for c in checks]}
         context["ti"].xcom_push(key="readiness", value=report)
         if not report["ready"]:
@@ -150,20 +159,21 @@ class MtcEnableCheckpointingOperator(MtcGcpBaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any] | None:
         target = self.resolved_target()
-        if isinstance(target, LocalTarget):
-            return not_applicable("enable_checkpointing", "the local runner provides ramdisks itself")
-        self.persist_cluster_link(context, target)
+        backend = self.backend(target)
+        why = backend.cluster.provided_by_target("enable_checkpointing", 0)
+        if why:
+            return not_applicable(target.kind, "enable_checkpointing", why)
+        self.persist_cluster_link(context, backend)
         return self.step(context, {"applied": []})
 
     def step(self, context: Any, state: dict[str, Any]) -> dict[str, Any] | None:
-        from mtc_provider.adapters.gke_cluster import cluster_api
         from mtc_provider.core.readiness import enable_steps
 
         target = self.resolved_target()
-        api = cluster_api(target, self.api_endpoint)
+        api = self.backend(target).cluster.control_plane()
         remaining = enable_steps(api.describe(), target.project_id)
         if not remaining:
-            return {"target": "gke", "changed": bool(state["applied"]), "applied": state["applied"],
+            return {"target": target.kind, "changed": bool(state["applied"]), "applied": state["applied"],
                     "already_enabled": not state["applied"]}
         nxt = remaining[0]
         if nxt in state["applied"]:
@@ -188,7 +198,7 @@ class MtcCreateBucketOperator(MtcGcpBaseOperator):
         self.bucket_location = bucket_location
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from mtc_provider.adapters.gcs_bucket import GcsBucketApi, bucket_access
+        from mtc_provider.adapters.gcs_bucket import GcsBucketApi
         from mtc_provider.core.locations import check_bucket_name
         from mtc_provider.core.spec import BucketSpec
 
@@ -196,9 +206,10 @@ class MtcCreateBucketOperator(MtcGcpBaseOperator):
         check_bucket_name(self.bucket_name)
         if self.bucket_location:
             BucketSpec(self.bucket_name, self.bucket_location)  # a zone fails here, before any call
-        access = bucket_access(target)
+        backend = self.backend(target)
+        access = backend.bucket()
         spec = BucketSpec(self.bucket_name, self.bucket_location or access.location)
-        if access.console:
+        if backend.console is not None:
             GcsBucketLink.persist(context, bucket=spec.name, project_id=access.project_id)
         result = GcsBucketApi(access.client).ensure_bucket(spec, access.project_id)
         return {"target": target.kind, "changed": result.created, **result.to_dict()}
@@ -227,25 +238,26 @@ class MtcGrantBucketAccessOperator(MtcGcpBaseOperator):
         self.project_number = project_number
         self.resource_manager_endpoint = resource_manager_endpoint
 
-    def members(self, target: GkeTarget | LocalTarget, project_id: str, known_number: str | None) -> list[str]:
+    def members(self, backend: TargetBackend, project_id: str, known_number: str | None) -> list[str]:
         from mtc_provider.adapters.gcs_bucket import project_number
         from mtc_provider.core.iam import bucket_members
 
         number = self.project_number or known_number or project_number(
-            project_id, target.gcp_conn_id, target.impersonation_chain, self.resource_manager_endpoint)
+            project_id, *backend.google(), self.resource_manager_endpoint)
         return bucket_members(project_id, str(number), self.workload_namespace, self.workload_service_account)
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from mtc_provider.adapters.gcs_bucket import GcsBucketApi, bucket_access
+        from mtc_provider.adapters.gcs_bucket import GcsBucketApi
         from mtc_provider.core.iam import BUCKET_ROLE
         from mtc_provider.core.names import check_namespace, check_service_account
 
         target = self.resolved_target()
         check_namespace(self.workload_namespace)  # bad input fails before any call
         check_service_account(self.workload_service_account)
-        access = bucket_access(target)
-        members = self.members(target, access.project_id, access.project_number)
-        if access.console:
+        backend = self.backend(target)
+        access = backend.bucket()
+        members = self.members(backend, access.project_id, access.project_number)
+        if backend.console is not None:
             GcsBucketLink.persist(context, bucket=self.bucket_name, project_id=access.project_id)
         result = GcsBucketApi(access.client).grant(self.bucket_name, BUCKET_ROLE, members)
         self.log.info("added %s; already present %s", result.added, result.already_present)
@@ -290,20 +302,12 @@ class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         target = self.resolved_target()
         body = self.body()  # bad input fails here, before any call
-        from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi, gke_api_client_factory
+        from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi
 
-        if isinstance(target, LocalTarget):  # the local cluster serves the CRD: the same apply, another client
-            from mtc_provider.adapters.local_cluster import client_factory
-
-            factory = client_factory(target.home)
-        else:
-            from mtc_provider.adapters.gke_cluster import cluster_api
-
-            self.persist_cluster_link(context, target)
-            cluster = cluster_api(target, self.api_endpoint).describe()  # endpoint and CA, once
-            factory = gke_api_client_factory(cluster, target.gcp_conn_id, target.impersonation_chain,
-                                             target.use_internal_ip, target.use_dns_endpoint)
-        result = CheckpointConfigurationApi(factory).apply(body)
+        backend = self.backend(target)
+        self.persist_cluster_link(context, backend)
+        # Every target's cluster serves the CRD (the local one too): the same apply, another client.
+        result = CheckpointConfigurationApi(backend.cluster.kubernetes_client_factory()).apply(body)
         self.log.info("CheckpointConfiguration %s: %s", result.name, result.action)
         return {"target": target.kind, **result.to_dict()}
 
@@ -331,17 +335,17 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
         from mtc_provider.core.names import check_dns1123_label
 
         check_dns1123_label("node_pool_prefix", self.node_pool_prefix, 36)
-        if isinstance(target, LocalTarget):
-            return not_applicable("tpu_node_pools", f"the local runner starts {spec.total_hosts} host processes")
-        self.persist_cluster_link(context, target)
+        backend = self.backend(target)
+        why = backend.cluster.provided_by_target("tpu_node_pools", spec.total_hosts)
+        if why:
+            return not_applicable(target.kind, "tpu_node_pools", why)
+        self.persist_cluster_link(context, backend)
         return self.step(context, {"created": []})
 
     def step(self, context: Any, state: dict[str, Any]) -> dict[str, Any] | None:
-        from mtc_provider.adapters.gke_cluster import cluster_api
-
         target = self.resolved_target()
         spec = SliceSpec(**slices_dict(self.slices))
-        api = cluster_api(target, self.api_endpoint)
+        api = self.backend(target).cluster.control_plane()
         pools = {pool["name"]: pool for pool in api.node_pools()}
         names = [f"{self.node_pool_prefix}-{i}" for i in range(spec.num_slices)]
         for name in names:
@@ -358,5 +362,5 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
                                 f"a prefix whose pools do not exist yet: {name} exists with {shape}, "
                                 f"not ({spec.machine_type}, {spec.topology})")
         kept = [name for name in names if name not in state["created"]]
-        return {"target": "gke", "changed": bool(state["created"]), "created": state["created"],
+        return {"target": target.kind, "changed": bool(state["created"]), "created": state["created"],
                 "already_present": kept}

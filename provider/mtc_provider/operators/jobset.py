@@ -36,6 +36,7 @@ from mtc_provider.adapters import jobset_factory
 from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore, NotFound
 from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, LockHeld, RunLock, lock_api
+from mtc_provider.adapters.targets import backend_for
 from mtc_provider.core import labels as L
 from mtc_provider.core.customization import CustomizationSpec
 from mtc_provider.core.errors import SpecError
@@ -56,7 +57,7 @@ from mtc_provider.core.launch import attempt_of, needs_latest_step, plan_launch
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.jobset import JOBSET_LINKS, persist_links
-from mtc_provider.target import GkeTarget, LocalTarget, target_from_dict
+from mtc_provider.target import target_from_dict
 from mtc_provider.core.jobset_events import (
     DELETED,
     ENDED,
@@ -253,8 +254,9 @@ class MtcJobSetOperator(BaseOperator):
             if self.wait_for not in WAIT_FOR:
                 raise SpecError("wait_for", self.wait_for, " or ".join(WAIT_FOR))
             target = self._target()
-            if self.fault_plan and not isinstance(target, LocalTarget):
-                raise SpecError("fault_plan", self.fault_plan, "empty on the gke target (faults are injected locally)")
+            if self.fault_plan and not backend_for(target).injects_faults:
+                raise SpecError("fault_plan", self.fault_plan,
+                                f"empty on the {target.kind} target (faults are injected on the local target)")
             for field in ("stall_timeout", "startup_timeout"):
                 value = getattr(self, field)
                 if value not in (None, "") and float(value) <= 0:
@@ -275,10 +277,8 @@ class MtcJobSetOperator(BaseOperator):
 
     def _google(self) -> tuple[str, Any]:
         """(gcp_conn_id, impersonation_chain) for every GCS read; the target's unless set on the operator."""
-        target = self._target()
-        if isinstance(target, GkeTarget):
-            return target.gcp_conn_id, target.impersonation_chain
-        return self.gcp_conn_id or "google_cloud_default", self.impersonation_chain
+        gcp_conn_id, impersonation_chain = backend_for(self._target()).google()
+        return self.gcp_conn_id or gcp_conn_id, self.impersonation_chain or impersonation_chain
 
     @property
     def _completion(self) -> bool:

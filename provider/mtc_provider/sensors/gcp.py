@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -67,12 +68,11 @@ class MtcClusterReadinessSensor(BaseSensorOperator):
         return report
 
     def poke(self, context: Any) -> PokeReturnValue:
+        from mtc_provider.adapters.targets import backend_for
         from mtc_provider.core.readiness import summary
-        from mtc_provider.triggers.gcp import readiness_checks
 
-        target = self._target()
-        checks = readiness_checks(target, slices_dict(self.slices), self.sizing, self.checkpoint_configuration_name,
-                                  self.api_endpoint)
+        backend = backend_for(self._target(), self.api_endpoint)
+        checks = backend.cluster.readiness(slices_dict(self.slices), self.sizing, self.checkpoint_configuration_name)
         self._last = checks
         report = self._report(context, checks)
         if not report["ready"]:
@@ -83,10 +83,12 @@ class MtcClusterReadinessSensor(BaseSensorOperator):
         from mtc_provider.core.readiness import summary
         from mtc_provider.triggers.gcp import ClusterReadinessTrigger
 
+        from mtc_provider.adapters.targets import backend_for
+
         target = self._target()
-        if isinstance(target, GkeTarget):
-            GkeClusterLink.persist(context, project_id=target.project_id, location=target.location,
-                                   cluster_name=target.cluster_name)
+        console = backend_for(target, self.api_endpoint).console
+        if console is not None:
+            GkeClusterLink.persist(context, **dataclasses.asdict(console))
         if not self.deferrable:
             try:
                 return super().execute(context)

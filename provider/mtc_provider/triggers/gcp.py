@@ -15,8 +15,7 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mtc_provider.core.errors import OperationFailed
-from mtc_provider.core.readiness import Check, all_ok
-from mtc_provider.target import GkeTarget, LocalTarget, target_from_dict
+from mtc_provider.core.readiness import all_ok
 
 
 @dataclass(frozen=True)
@@ -47,35 +46,6 @@ class ReadinessEvent:
         return cls(**payload)
 
 
-def readiness_checks(target: GkeTarget | LocalTarget, slices: dict[str, Any], sizing: dict[str, Any] | None = None,
-                     checkpoint_configuration_name: str | None = None,
-                     api_endpoint: str | None = None) -> list[Check]:
-    """One readiness evaluation for either target (blocking: call it from a thread in async code)."""
-    from mtc_provider.core.readiness import evaluate_cluster, evaluate_local_machine
-    from mtc_provider.core.sizing import ramdisk_size
-    from mtc_provider.core.spec import SizingSpec
-    from mtc_provider.core.tpu import SliceSpec
-
-    spec = SliceSpec(**slices)
-    if isinstance(target, LocalTarget):
-        from mtc_provider.adapters.local_machine import machine_facts
-
-        size = SizingSpec(**(sizing or {}))
-        per_host = ramdisk_size(size.parameters, spec.hosts_per_slice, size.bytes_per_parameter, size.buffer)
-        return evaluate_local_machine(machine_facts(), spec.total_hosts, per_host.total_bytes)
-    from mtc_provider.adapters.gke_cluster import cluster_api
-
-    cluster = cluster_api(target, api_endpoint).describe()
-    config = None
-    if checkpoint_configuration_name:
-        from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi, gke_api_client_factory
-
-        factory = gke_api_client_factory(cluster, target.gcp_conn_id, target.impersonation_chain, target.use_internal_ip,
-                                         target.use_dns_endpoint)
-        config = CheckpointConfigurationApi(factory).get(checkpoint_configuration_name)
-    return evaluate_cluster(cluster, spec, target.project_id, target.location, config, checkpoint_configuration_name)
-
-
 class GkeOperationTrigger(BaseTrigger):
     """Polls one GKE long-running operation until DONE; the event says done or error (with the message).
 
@@ -99,10 +69,11 @@ class GkeOperationTrigger(BaseTrigger):
                  "poll_interval": self.poll_interval})
 
     def _poll(self) -> bool:
-        from mtc_provider.adapters.gke_cluster import cluster_api, operation_done
+        from mtc_provider.adapters.gke_cluster import operation_done
+        from mtc_provider.adapters.targets import backend_for
 
-        target = target_from_dict(self.target)
-        return operation_done(cluster_api(target, self.api_endpoint).operation(self.operation))
+        control_plane = backend_for(self.target, self.api_endpoint).cluster.control_plane()
+        return operation_done(control_plane.operation(self.operation))
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         while True:
@@ -151,11 +122,13 @@ class ClusterReadinessTrigger(BaseTrigger):
                  "api_endpoint": self.api_endpoint, "poll_interval": self.poll_interval})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        target = target_from_dict(self.target)
+        from mtc_provider.adapters.targets import backend_for
+
+        cluster = backend_for(self.target, self.api_endpoint).cluster
         while True:
             try:
-                checks = await asyncio.to_thread(readiness_checks, target, self.slices, self.sizing,
-                                                 self.checkpoint_configuration_name, self.api_endpoint)
+                checks = await asyncio.to_thread(cluster.readiness, self.slices, self.sizing,
+                                                 self.checkpoint_configuration_name)
             except Exception as exc:  # noqa: BLE001 - the task raises it with the message
                 yield TriggerEvent(ReadinessEvent("error", [], f"{type(exc).__name__}: {exc}").to_payload())
                 return

@@ -1,0 +1,96 @@
+"""The GKE target's backend: the Container API for the control plane, the cluster's Kubernetes API through the
+google provider's hooks, and GCS with the target's connection and impersonation chain."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mtc_provider.adapters.protocols import CheckpointStore, ConsoleScope
+from mtc_provider.target import GkeTarget
+
+
+@dataclass
+class GkeCluster:
+    target: GkeTarget
+    api_endpoint: str | None = None
+
+    def control_plane(self) -> Any:
+        from mtc_provider.adapters.gke_cluster import cluster_api
+
+        return cluster_api(self.target, self.api_endpoint)
+
+    def provided_by_target(self, step: str, total_hosts: int) -> str | None:
+        return None  # every control-plane step applies
+
+    def _client_factory(self, cluster: dict[str, Any]) -> Any:
+        from mtc_provider.adapters.checkpoint_configuration import gke_api_client_factory
+
+        t = self.target
+        return gke_api_client_factory(cluster, t.gcp_conn_id, t.impersonation_chain, t.use_internal_ip,
+                                      t.use_dns_endpoint)
+
+    def kubernetes_client_factory(self) -> Any:
+        return self._client_factory(self.control_plane().describe())  # endpoint and CA, once
+
+    def readiness(self, slices: dict[str, Any], sizing: dict[str, Any] | None,
+                  checkpoint_configuration_name: str | None) -> list[Any]:
+        from mtc_provider.core.readiness import evaluate_cluster
+        from mtc_provider.core.tpu import SliceSpec
+
+        cluster = self.control_plane().describe()
+        config = None
+        if checkpoint_configuration_name:
+            from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi
+
+            config = CheckpointConfigurationApi(self._client_factory(cluster)).get(checkpoint_configuration_name)
+        return evaluate_cluster(cluster, SliceSpec(**slices), self.target.project_id, self.target.location, config,
+                                checkpoint_configuration_name)
+
+
+@dataclass
+class GkeBackend:
+    target: GkeTarget
+    api_endpoint: str | None = None
+    injects_faults: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.cluster = GkeCluster(self.target, self.api_endpoint)
+
+    @property
+    def console(self) -> ConsoleScope:
+        return ConsoleScope(self.target.project_id or "", self.target.location, self.target.cluster_name)
+
+    def jobset_connection(self) -> dict[str, Any]:
+        from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
+        from airflow.providers.google.cloud.operators.kubernetes_engine import GKEClusterAuthDetails
+
+        from mtc_provider.target import resolve_project
+
+        target = resolve_project(self.target)
+        hook = GKEHook(gcp_conn_id=target.gcp_conn_id, location=target.location,
+                       impersonation_chain=target.impersonation_chain)
+        url, ca = GKEClusterAuthDetails(
+            cluster_name=target.cluster_name, project_id=target.project_id, use_internal_ip=target.use_internal_ip,
+            use_dns_endpoint=target.use_dns_endpoint, cluster_hook=hook,
+        ).fetch_cluster_info()
+        return {
+            "kind": "gke", "cluster_url": url, "ssl_ca_cert": ca, "gcp_conn_id": target.gcp_conn_id,
+            "impersonation_chain": target.impersonation_chain, "project_id": target.project_id,
+            "location": target.location, "cluster_name": target.cluster_name,
+            "use_dns_endpoint": target.use_dns_endpoint,  # the hooks then trust the public CA, not the cluster's
+        }
+
+    def bucket(self) -> Any:
+        from mtc_provider.adapters.gcs_bucket import BucketAccess, storage_client
+
+        t = self.target
+        return BucketAccess(storage_client(t.gcp_conn_id, t.impersonation_chain), t.project_id, t.location)
+
+    def google(self) -> tuple[str, Any]:
+        return self.target.gcp_conn_id, self.target.impersonation_chain
+
+    def checkpoint_store(self, checkpoint_dir: str) -> CheckpointStore:
+        from mtc_provider.adapters.checkpoint_stores import open_store
+
+        return open_store(checkpoint_dir, *self.google())
