@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from mtc_provider.core.errors import SpecError
 
@@ -35,6 +35,7 @@ class GkeTarget:
         repr=False, compare=False,
     )
     kind: str = field(default="gke", init=False)
+    project_scoped: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         for name in ("location", "cluster_name"):
@@ -70,10 +71,41 @@ class LocalTarget:
         return data
 
 
-Target = GkeTarget | LocalTarget
+@dataclass
+class KubernetesTarget:
+    """Any Kubernetes cluster with JobSet installed, reached through an Airflow Kubernetes connection (the
+    cncf.kubernetes provider's: a kubeconfig, in-cluster, or a context). Its buckets and checkpoints are on GCS,
+    through the Google connection. Node pools and GKE addons are managed elsewhere (a gke target, or gcloud)."""
+
+    kubernetes_conn_id: str = "kubernetes_default"
+    namespace: str = "default"
+    gcp_conn_id: str = "google_cloud_default"
+    impersonation_chain: str | Sequence[str] | None = None
+    project_id: str | None = None  # for creating buckets; empty: the Google connection's project
+    location: str = ""  # a new bucket's default location; empty: the bucket operator's bucket_location is required
+
+    template_fields: Sequence[str] = field(
+        default=("kubernetes_conn_id", "namespace", "gcp_conn_id", "impersonation_chain", "project_id", "location"),
+        repr=False, compare=False,
+    )
+    kind: str = field(default="kubernetes", init=False)
+    project_scoped: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if not self.kubernetes_conn_id:
+            raise SpecError("target.kubernetes_conn_id", self.kubernetes_conn_id, "an Airflow Kubernetes connection id")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("template_fields")
+        return data
 
 
-def resolve_project(target: GkeTarget) -> GkeTarget:
+Target = GkeTarget | LocalTarget | KubernetesTarget
+TARGET_CLASSES = {"gke": GkeTarget, "local": LocalTarget, "kubernetes": KubernetesTarget}
+
+
+def resolve_project(target: GkeTarget | KubernetesTarget) -> GkeTarget | KubernetesTarget:
     """The target with its project: its own, else the connection's (as every Google operator does)."""
     if target.project_id:
         return target
@@ -101,7 +133,7 @@ def with_google(target: Target, gcp_conn_id: str | None = None, impersonation_ch
                 project_id: str | None = None) -> Target:
     """The target with an operator's own Google connection parameters taking precedence, and its project
     resolved (its own, else the connection's). The one place every operator applies them."""
-    if not isinstance(target, GkeTarget):
+    if not hasattr(target, "gcp_conn_id"):  # the local target has no Google connection
         return target
     from dataclasses import replace
 
@@ -109,19 +141,24 @@ def with_google(target: Target, gcp_conn_id: str | None = None, impersonation_ch
                                    ("project_id", project_id)) if v not in (None, "")}
     if overrides:
         target = replace(target, **overrides)
-    return resolve_project(target)
+    # A GKE cluster is named within a project; a Kubernetes target needs one only to create a bucket.
+    return resolve_project(target) if target.project_scoped else target
 
 
 def target_from_dict(data: dict[str, Any] | Target | None) -> Target:
     """Accept a target object, a dict (from DAG params or a trigger's kwargs), or None (local)."""
     if data is None:
         return LocalTarget()
-    if isinstance(data, (GkeTarget, LocalTarget)):
+    if not isinstance(data, dict) and hasattr(data, "kind"):  # already a target
         return data
     values = dict(data)
     kind = values.pop("kind", "gke" if "cluster_name" in values else "local")
-    if kind == "local":
-        return LocalTarget(**values)
-    if kind == "gke":
-        return GkeTarget(**values)
-    raise SpecError("target.kind", kind, "gke or local")
+    if kind not in TARGET_CLASSES:
+        raise SpecError("target.kind", kind, " or ".join(TARGET_CLASSES))
+    cls = TARGET_CLASSES[kind]
+    unknown = sorted(set(values) - {f for f in cls.__dataclass_fields__ if f not in ("kind", "template_fields")})
+    if unknown:
+        raise SpecError(f"target.{unknown[0]}", values[unknown[0]],
+                        f"one of the {kind} target's fields: " + ", ".join(
+                            f for f in cls.__dataclass_fields__ if f not in ("kind", "template_fields")))
+    return cls(**values)

@@ -11,8 +11,8 @@ from mtc_provider.target import LocalTarget
 
 # The control-plane steps the local runner provides itself, and why.
 PROVIDED = {
-    "enable_checkpointing": "the local runner provides ramdisks itself",
-    "tpu_node_pools": "the local runner starts {hosts} host processes",
+    "enable_checkpointing": "does not apply locally: the local runner provides ramdisks itself",
+    "tpu_node_pools": "does not apply locally: the local runner starts {hosts} host processes",
 }
 
 

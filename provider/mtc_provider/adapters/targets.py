@@ -1,6 +1,6 @@
 """The one registry that picks, per target kind, the small Protocols the Airflow glue talks to.
 
-A target (GkeTarget, LocalTarget) is data; its backend says how to reach it: the cluster (readiness, a
+A target (GkeTarget, LocalTarget, KubernetesTarget) is data; its backend says how to reach it: the cluster (readiness, a
 Kubernetes client for cluster-scoped objects, which control-plane steps apply), the JobSet connection,
 the bucket, the checkpoint store and the Console scope of its links (adapters/protocols.py). Operators,
 sensors, triggers and links ask `backend_for(target)` and never branch on the target's class. Backends
@@ -20,7 +20,8 @@ from mtc_provider.target import Target, target_from_dict
 BackendFactory = Callable[[Any, "str | None"], TargetBackend]
 # kind -> "module:class"; each class takes (target, api_endpoint)
 _BUILTIN = {"gke": "mtc_provider.adapters.gke_target:GkeBackend",
-            "local": "mtc_provider.adapters.local_target:LocalBackend"}
+            "local": "mtc_provider.adapters.local_target:LocalBackend",
+            "kubernetes": "mtc_provider.adapters.kubernetes_target:KubernetesBackend"}
 _registry: dict[str, BackendFactory] = {}
 
 

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 from mtc_provider.core.iam import workload_identity_pool
 from mtc_provider.core.tpu import TPU_TYPES, SliceSpec
 from mtc_provider.core.versions import MTC_MIN_VERSION_EXCLUSIVE, GkeVersion
+from mtc_provider.core.vocabulary import CHECKPOINT_CONFIGURATION, JOBSET
 
 ADDON_HSC = "highScaleCheckpointingConfig"
 ADDON_FUSE = "gcsFuseCsiDriverConfig"
@@ -177,12 +178,41 @@ def evaluate_cluster(
     ))
 
     if checkpoint_configuration_name:
-        present = checkpoint_configuration is not None
-        bucket = _get(checkpoint_configuration or {}, "spec.cloudStorageBucketName")
-        checks.append(Check("checkpoint_configuration", present,
-                            f"{checkpoint_configuration_name} (bucket {bucket})" if present else None,
-                            f"CheckpointConfiguration {checkpoint_configuration_name}",
-                            "MtcApplyCheckpointConfigurationOperator (or kubectl apply -f checkpoint-configuration.yaml)"))
+        checks.append(configuration_check(checkpoint_configuration, checkpoint_configuration_name))
+    return checks
+
+
+def configuration_check(configuration: Mapping[str, Any] | None, name: str) -> Check:
+    """The named CheckpointConfiguration exists (`configuration` as read from the cluster; None when absent)."""
+    present = configuration is not None
+    bucket = _get(configuration or {}, "spec.cloudStorageBucketName")
+    return Check("checkpoint_configuration", present, f"{name} (bucket {bucket})" if present else None,
+                 f"CheckpointConfiguration {name}",
+                 "MtcApplyCheckpointConfigurationOperator (or kubectl apply -f checkpoint-configuration.yaml)")
+
+
+JOBSET_INSTALL = "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/latest/download/manifests.yaml"
+
+
+def evaluate_kubernetes(served: Mapping[str, bool], checkpoint_configuration: Mapping[str, Any] | None = None,
+                        checkpoint_configuration_name: str | None = None) -> list[Check]:
+    """A cluster reached through a plain Kubernetes connection: the APIs the provider needs are served.
+
+    `served` maps `<plural>.<group>/<version>` to whether the cluster's discovery lists it. Node pools and
+    addons are not visible through the Kubernetes API alone, so they are not checked here.
+    """
+    checks = []
+    for name, resource, fix in (
+        ("jobset_api", JOBSET, JOBSET_INSTALL),
+        ("checkpoint_configuration_api", CHECKPOINT_CONFIGURATION,
+         "enable GKE's HighScaleCheckpointing addon, which installs the CRD (MtcEnableCheckpointingOperator on a "
+         "gke target)"),
+    ):
+        key = f"{resource.qualified_name}/{resource.version}"
+        checks.append(Check(name, bool(served.get(key)), "served" if served.get(key) else "not served",
+                            f"{key} served", fix))
+    if checkpoint_configuration_name:
+        checks.append(configuration_check(checkpoint_configuration, checkpoint_configuration_name))
     return checks
 
 

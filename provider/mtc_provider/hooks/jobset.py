@@ -39,7 +39,7 @@ def _as(kind: type, value: Any) -> Any:
 class MtcJobSetHook(BaseHook):
     """Submit, find, read and delete the provider's training JobSets, and read a run's newest checkpoint step.
 
-    :param target: GkeTarget, LocalTarget or a dict (kind gke|local); None is the local target.
+    :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local.
     :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials.
     :param kubeconfig: a kubeconfig file to use instead (what `mtc status --kubeconfig` passes).
     :param context: the kubeconfig context; default: the file's current context.

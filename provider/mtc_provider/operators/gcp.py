@@ -1,7 +1,7 @@
 """The guide's GCP control-plane steps as operators: enable MTC, bucket, IAM, CheckpointConfiguration, node pools.
 
-Every operator takes one `target` (GkeTarget or LocalTarget, or its dict form) instead of seven connection
-arguments, is idempotent (a second run changes nothing and says so in its XCom), and waits for GKE
+Every operator takes one `target` (GkeTarget, LocalTarget or KubernetesTarget, or its dict form) instead of
+seven connection arguments, is idempotent (a second run changes nothing and says so in its XCom), and waits for GKE
 long-running operations in the triggerer when deferrable. The bucket and IAM steps run the same GCS code on both
 targets (the local target serves its bucket folders over the GCS JSON API: mtc_provider.local.gcs); steps that
 have no local meaning return {"applies": false, "reason": ...} rather than silently succeeding.
@@ -19,16 +19,13 @@ from airflow.sdk import BaseOperator
 from mtc_provider.core.errors import NotReady, OperationFailed, SpecError
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.gcp import GcsBucketLink, GkeClusterLink
-from mtc_provider.target import GOOGLE_PARAMETERS, GkeTarget, LocalTarget, target_from_dict, with_google
+from mtc_provider.target import GOOGLE_PARAMETERS, Target, target_from_dict, with_google
 
 if TYPE_CHECKING:
     from mtc_provider.adapters.protocols import TargetBackend
 
-NOT_LOCAL = "does not apply locally"
-
-
 def not_applicable(kind: str, step: str, why: str) -> dict[str, Any]:
-    return {"target": kind, "applies": False, "changed": False, "step": step, "reason": f"{NOT_LOCAL}: {why}"}
+    return {"target": kind, "applies": False, "changed": False, "step": step, "reason": why}
 
 
 def slices_dict(slices: SliceSpec | dict[str, Any]) -> dict[str, Any]:
@@ -40,7 +37,7 @@ def slices_dict(slices: SliceSpec | dict[str, Any]) -> dict[str, Any]:
 class MtcGcpBaseOperator(BaseOperator):
     """Shared plumbing: the target, Console links, and waiting for a GKE operation (deferred or polled).
 
-    :param target: GkeTarget, LocalTarget or a dict (kind gke|local); None is the local target (templated).
+    :param target: a target (GkeTarget, LocalTarget, KubernetesTarget) or its dict; None: local (templated).
     :param gcp_conn_id: the Google connection for every GKE, GCS and IAM call (templated; default: the target's).
     :param impersonation_chain: service account(s) to impersonate for every call (templated; default: the target's).
     :param project_id: the cluster's project (templated; default: the target's, else the connection's project).
@@ -52,7 +49,7 @@ class MtcGcpBaseOperator(BaseOperator):
     template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS)
     operator_extra_links = (GkeClusterLink(), GcsBucketLink())
 
-    def __init__(self, *, target: GkeTarget | LocalTarget | dict[str, Any] | None = None,
+    def __init__(self, *, target: Target | dict[str, Any] | None = None,
                  gcp_conn_id: str | None = None, impersonation_chain: str | Sequence[str] | None = None,
                  project_id: str | None = None, api_endpoint: str | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -66,11 +63,11 @@ class MtcGcpBaseOperator(BaseOperator):
         self.deferrable = deferrable
         self.poll_interval = poll_interval
 
-    def resolved_target(self) -> GkeTarget | LocalTarget:
+    def resolved_target(self) -> Target:
         """The target with this operator's gcp_conn_id / impersonation_chain / project_id applied (every call uses it)."""
         return with_google(target_from_dict(self.target), self.gcp_conn_id, self.impersonation_chain, self.project_id)
 
-    def backend(self, target: GkeTarget | LocalTarget) -> TargetBackend:
+    def backend(self, target: Target) -> TargetBackend:
         from mtc_provider.adapters.targets import backend_for
 
         return backend_for(target, self.api_endpoint)
@@ -80,7 +77,7 @@ class MtcGcpBaseOperator(BaseOperator):
         if backend.console is not None:
             GkeClusterLink.persist(context, **dataclasses.asdict(backend.console))
 
-    def wait_for(self, context: Any, target: GkeTarget | LocalTarget, operation: str,
+    def wait_for(self, context: Any, target: Target, operation: str,
                  state: dict[str, Any]) -> dict[str, Any] | None:
         """Wait for the operation, then continue with `self.step(context, state)`."""
         if self.deferrable:

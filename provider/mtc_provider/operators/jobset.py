@@ -133,7 +133,7 @@ class MtcJobSetOperator(BaseOperator):
     :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type).
     :param checkpointing: CheckpointingSpec or dict (run_name, base_output_directory, steps, MaxText flags).
     :param workload: WorkloadSpec or dict (jobset_name, image, command, namespace, max_restarts, ...).
-    :param target: GkeTarget, LocalTarget or a dict (kind gke|local); None is the local target.
+    :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local.
     :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials.
     :param gcp_conn_id: the Google connection for every GKE and GCS call (templated; default: the target's).
     :param impersonation_chain: service account(s) to impersonate for every GKE and GCS call (templated).
@@ -631,7 +631,7 @@ class MtcDeleteJobSetOperator(BaseOperator):
 
     :param namespace: the JobSets' namespace.
     :param name: delete this JobSet; or leave it out and give run_name + launch_task_id.
-    :param target: GkeTarget, LocalTarget or a dict (kind gke|local); None is the local target.
+    :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local.
     :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials.
     :param run_name: with launch_task_id: delete every attempt the launch task made for this run name.
     :param launch_task_id: the task id of the MtcJobSetOperator whose attempts to delete.

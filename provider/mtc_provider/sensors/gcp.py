@@ -14,7 +14,7 @@ from mtc_provider.core.errors import NotReady
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.gcp import GkeClusterLink
 from mtc_provider.operators.gcp import slices_dict
-from mtc_provider.target import GOOGLE_PARAMETERS, GkeTarget, LocalTarget, target_from_dict, with_google
+from mtc_provider.target import GOOGLE_PARAMETERS, Target, target_from_dict, with_google
 
 if TYPE_CHECKING:  # readiness checks and the trigger are imported where they run: DAG files stay light
     from mtc_provider.core.readiness import Check
@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # readiness checks and the trigger are imported where they ru
 class MtcClusterReadinessSensor(BaseSensorOperator):
     """Wait until the cluster (or the local machine) passes every readiness check, then push the report.
 
-    :param target: GkeTarget, LocalTarget or a dict (kind gke|local); None is the local target.
+    :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local.
     :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type): the node pools to look for.
     :param sizing: {parameters, bytes_per_parameter, buffer}: checks the nodes' memory can hold the ramdisk.
     :param checkpoint_configuration_name: also check this CheckpointConfiguration exists; None: skip the check.
@@ -36,7 +36,7 @@ class MtcClusterReadinessSensor(BaseSensorOperator):
     template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "slices", "sizing", "checkpoint_configuration_name")
     operator_extra_links = (GkeClusterLink(),)
 
-    def __init__(self, *, target: GkeTarget | LocalTarget | dict[str, Any] | None = None,
+    def __init__(self, *, target: Target | dict[str, Any] | None = None,
                  slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None = None,
                  checkpoint_configuration_name: str | None = None, gcp_conn_id: str | None = None,
                  impersonation_chain: str | Sequence[str] | None = None, project_id: str | None = None,
@@ -55,7 +55,7 @@ class MtcClusterReadinessSensor(BaseSensorOperator):
         self.deferrable = deferrable
         self._last: list[Check] = []
 
-    def _target(self) -> GkeTarget | LocalTarget:
+    def _target(self) -> Target:
         """The target with this sensor's Google connection parameters applied (the trigger gets the same)."""
         return with_google(target_from_dict(self.target), self.gcp_conn_id, self.impersonation_chain, self.project_id)
 

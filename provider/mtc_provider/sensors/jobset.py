@@ -24,7 +24,7 @@ class MtcJobSetSensor(BaseSensorOperator):
 
     :param name: the JobSet to wait for (templated).
     :param namespace: its namespace.
-    :param target: GkeTarget, LocalTarget or a dict (kind gke|local); None is the local target.
+    :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local.
     :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials.
     :param poll_interval: seconds between polls when the watch cannot be used.
     :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).

@@ -1,0 +1,164 @@
+"""A plain Kubernetes target: any cluster with JobSet installed, through an Airflow Kubernetes connection.
+
+The cluster here is the local target's API server, reached only through the connection's kubeconfig (the
+cncf.kubernetes provider's `kube_config_path` extra), exactly as a user's own cluster would be. Kubernetes
+discovery answers 404 for an API group the cluster does not serve
+(https://kubernetes.io/docs/reference/using-api/api-concepts/#discovery-apis).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from mtc_provider.adapters import jobset_factory
+from mtc_provider.adapters.kubernetes_target import served_resources
+from mtc_provider.adapters.local_cluster import running_kubeconfig
+from mtc_provider.adapters.targets import backend_for
+from mtc_provider.core.errors import NotReady, SpecError
+from mtc_provider.operators.gcp import (
+    MtcApplyCheckpointConfigurationOperator,
+    MtcClusterReadinessOperator,
+    MtcCreateTpuNodePoolsOperator,
+    MtcEnableCheckpointingOperator,
+)
+from mtc_provider.operators.jobset import MtcJobSetOperator
+from mtc_provider.target import KubernetesTarget, target_from_dict
+
+SLICES = {"tpu_type": "v6e", "topology": "2x2", "num_slices": 2, "machine_type": "ct6e-standard-4t"}
+CONN = "k8s_own_cluster"
+
+
+class TI:
+    task_id = "t"
+
+    def __init__(self) -> None:
+        self.xcoms: dict[str, object] = {}
+
+    def xcom_push(self, key: str, value: object) -> None:
+        self.xcoms[key] = value
+
+
+@pytest.fixture
+def connection(home: str, monkeypatch: pytest.MonkeyPatch) -> KubernetesTarget:
+    """An Airflow Kubernetes connection to the cluster; the target names only the connection."""
+    kubeconfig = running_kubeconfig(home)
+    monkeypatch.setenv(f"AIRFLOW_CONN_{CONN.upper()}",
+                       json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}))
+    return KubernetesTarget(kubernetes_conn_id=CONN)
+
+
+def test_readiness_names_the_missing_configuration_then_passes_once_it_is_applied(connection: KubernetesTarget):
+    ready = MtcClusterReadinessOperator(task_id="ready", target=connection, slices=SLICES,
+                                        checkpoint_configuration_name="mtc-config")
+    with pytest.raises(NotReady) as missing:
+        ready.execute({"ti": TI()})
+    failed = [check["name"] for check in missing.value.report if not check["ok"]]
+    assert failed == ["checkpoint_configuration"]  # JobSet and the CRD are served: only the object is missing
+
+    applied = MtcApplyCheckpointConfigurationOperator(
+        task_id="apply", target=connection, name="mtc-config", bucket_name="ckpt-bucket", slices=SLICES,
+        sizing={"parameters": 1e8}).execute({"ti": TI()})
+    assert (applied["target"], applied["action"]) == ("kubernetes", "created")
+
+    ti = TI()
+    report = ready.execute({"ti": ti})
+    assert report["ready"] and ti.xcoms["readiness"]["target"] == "kubernetes"
+    assert {c["name"] for c in report["checks"]} == {"jobset_api", "checkpoint_configuration_api",
+                                                     "checkpoint_configuration"}
+    assert "mtc_gke_cluster" not in ti.xcoms  # no Cloud Console for a plain cluster
+
+
+def test_jobsets_go_through_the_connection(connection: KubernetesTarget):
+    details = jobset_factory.connection_for(connection)
+    assert details == {"kind": "kubernetes", "kubernetes_conn_id": CONN}  # no token, no server address
+    assert jobset_factory.jobset_api(details).list("default", "app=nothing-here") == []
+
+
+def test_managed_steps_say_why_they_do_not_apply(connection: KubernetesTarget):
+    for operator in (MtcEnableCheckpointingOperator(task_id="e", target=connection),
+                     MtcCreateTpuNodePoolsOperator(task_id="p", target=connection, slices=SLICES)):
+        result = operator.execute({"ti": TI()})
+        assert result["applies"] is False and result["target"] == "kubernetes"
+        assert "Kubernetes connection" in result["reason"] and "gke target" in result["reason"]
+
+
+def test_a_fault_plan_is_refused_on_a_kubernetes_target_before_any_call():
+    launch = MtcJobSetOperator(
+        task_id="train", target={"kind": "kubernetes", "kubernetes_conn_id": "nowhere"}, slices=SLICES,
+        checkpointing={"run_name": "r", "base_output_directory": "gs://b/runs", "steps": 10},
+        workload={"jobset_name": "r", "image": "us-docker.pkg.dev/p/r/maxtext:1"},
+        fault_plan=[{"kind": "sigkill", "at_step": 3, "slice": 0, "host": 0}])
+    with pytest.raises(AirflowFailException, match="fault_plan.*kubernetes target"):
+        launch.execute({"ti": TI()})
+
+
+def _discovery_without_jobset() -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if self.path == "/apis/checkpointing.gke.io/v1":
+                body = {"kind": "APIResourceList", "groupVersion": "checkpointing.gke.io/v1",
+                        "resources": [{"name": "checkpointconfigurations", "singularName": "checkpointconfiguration",
+                                       "namespaced": False, "kind": "CheckpointConfiguration",
+                                       "verbs": ["get", "list", "create", "update", "delete"]}]}
+                code = 200
+            else:
+                body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}
+                code = 404
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_a_cluster_without_jobset_is_reported_with_the_install_command():
+    from kubernetes import client as k8s
+
+    from mtc_provider.core.readiness import evaluate_kubernetes
+
+    server = _discovery_without_jobset()
+    try:
+        config = k8s.Configuration(host=f"http://127.0.0.1:{server.server_address[1]}")
+        served = served_resources(k8s.ApiClient(config))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert served == {"jobsets.jobset.x-k8s.io/v1alpha2": False,
+                      "checkpointconfigurations.checkpointing.gke.io/v1": True}
+    jobset = evaluate_kubernetes(served)[0]
+    assert (jobset.name, jobset.ok) == ("jobset_api", False) and "jobset" in jobset.fix and "kubectl apply" in jobset.fix
+
+
+def test_target_dicts_name_the_bad_field_and_the_allowed_values():
+    assert isinstance(target_from_dict({"kind": "kubernetes", "kubernetes_conn_id": "c"}), KubernetesTarget)
+    with pytest.raises(SpecError, match="target.kind.*gke or local or kubernetes"):
+        target_from_dict({"kind": "eks"})
+    with pytest.raises(SpecError, match="target.cluster_name.*kubernetes_conn_id"):
+        target_from_dict({"kind": "kubernetes", "cluster_name": "x"})
+    with pytest.raises(SpecError, match="target.kubernetes_conn_id"):
+        KubernetesTarget(kubernetes_conn_id="")
+
+
+def test_every_kind_has_a_backend_with_the_same_small_protocols():
+    from mtc_provider.adapters.protocols import ClusterControl, TargetBackend
+
+    for target in ({"kind": "local", "home": "/nonexistent"}, {"kind": "kubernetes", "kubernetes_conn_id": "c"},
+                   {"kind": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c"}):
+        backend = backend_for(target)
+        assert isinstance(backend, TargetBackend) and isinstance(backend.cluster, ClusterControl), target
+    assert backend_for({"kind": "gke", "project_id": "p", "location": "l", "cluster_name": "c"}).console is not None
+    assert backend_for({"kind": "local"}).injects_faults and not backend_for(
+        {"kind": "kubernetes", "kubernetes_conn_id": "c"}).injects_faults
