@@ -33,7 +33,9 @@ with DAG(
     render_template_as_native_obj=True,
     tags=["mtc", "setup"],
     params={
-        "target": Param("local", enum=["local", "gke"]),
+        "target": Param("local", enum=["local", "gke", "kubernetes"]),
+        "kubernetes_conn_id": Param("kubernetes_default", type="string",
+                                    description="kubernetes target only: the Airflow Kubernetes connection"),
         "project_id": Param("", type="string"),
         "location": Param("", type="string"),
         "cluster_name": Param("", type="string"),

@@ -33,8 +33,11 @@ PROGRESS_INTERVAL = "{{ 30 if params.target == 'local' else 300 }}"  # a progres
 
 # The trigger form. A dag_run.conf key that is not one of these is refused by the plan task.
 PARAMS = {
-    "target": Param("local", enum=["local", "gke"], description="Where the JobSet runs"),
-    "project_id": Param("", type="string", description="GKE only"),
+    "target": Param("local", enum=["local", "gke", "kubernetes"],
+                    description="Where the JobSet runs (kubernetes: any cluster with JobSet, by connection)"),
+    "kubernetes_conn_id": Param("kubernetes_default", type="string",
+                                description="kubernetes target only: the Airflow Kubernetes connection"),
+    "project_id": Param("", type="string", description="GKE only (kubernetes: the bucket's project)"),
     "location": Param("", type="string", description="GKE only: the cluster's region or zone"),
     "cluster_name": Param("", type="string", description="GKE only"),
     "namespace": Param("default", type="string"),

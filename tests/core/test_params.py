@@ -42,10 +42,24 @@ def test_gke_form_writes_to_the_bucket_and_drops_local_only_parts():
     assert run["workload"]["extra_flags"] == {}
 
 
+def test_kubernetes_form_goes_through_the_named_connection_and_writes_to_the_bucket():
+    form = {**FORM, "target": "kubernetes", "kubernetes_conn_id": "my_cluster", "bucket": "ckpts",
+            "image": "us-docker.pkg.dev/p/r/maxtext:1"}
+    run = training_run(form, "/unused", gcp_conn_id="gcs_conn")
+    assert run["target"] == {"kind": "kubernetes", "kubernetes_conn_id": "my_cluster", "namespace": "default",
+                             "gcp_conn_id": "gcs_conn", "project_id": None, "location": "us-central1"}
+    assert run["checkpoint_dir"] == "gs://ckpts/mtc-demo/checkpoints"
+    assert run["fault_plan"] == [] and run["workload"]["extra_flags"] == {}  # faults are injected locally only
+
+
 @pytest.mark.parametrize(
     ("change", "field", "allowed"),
     [
-        ({"target": "aws"}, "params.target", "local or gke"),
+        ({"target": "aws"}, "params.target", "local or gke or kubernetes"),
+        ({"target": "kubernetes", "kubernetes_conn_id": "", "image": "i:1"}, "params.kubernetes_conn_id",
+         "an Airflow Kubernetes connection id"),
+        ({"target": "kubernetes", "image": "i:1", "bucket_location": "us-central1-a"}, "bucket.location",
+         "us-central1"),
         ({"num_slices": 1}, "slices.num_slices", ">= 2"),
         ({"num_slices": "two"}, "params.num_slices", "an integer"),
         ({"run_name": "Mtc_Demo"}, "checkpointing.run_name", "lower-case"),

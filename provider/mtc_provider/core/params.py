@@ -44,6 +44,7 @@ from mtc_provider.core.vocabulary import START_FAULT_KINDS
 CHECKPOINT_FLAGS = tuple(
     f.name for f in dataclasses.fields(CheckpointingSpec) if f.name not in ("run_name", "base_output_directory", "steps")
 )
+TARGET_KINDS = ("local", "gke", "kubernetes")
 LOCAL_WORKLOAD_COMMAND = ("python", "-m", "mtc_provider.local.workload")
 # The local target's workloads: the JAX/Orbax one, or the light one (no JAX; for load tests only).
 LOCAL_WORKLOADS = {"full": LOCAL_WORKLOAD_COMMAND, "light": ("python", "-m", "mtc_provider.local.light_workload")}
@@ -162,7 +163,7 @@ def training_run(
     The connection, the Kubernetes service account and the GKE command are the DAG author's (arguments), never
     the form's. `needs_image=False` for DAGs that launch no training container (cluster setup)."""
     target_kind = _get(params, "target", "local")
-    require(target_kind in ("local", "gke"), "params.target", target_kind, "local or gke")
+    require(target_kind in TARGET_KINDS, "params.target", target_kind, " or ".join(TARGET_KINDS))
     namespace = check_namespace(_get(params, "namespace", "default"), "params.namespace")
     run_name = _get(params, "run_name", "")
     bucket = check_bucket_name(_get(params, "bucket", "mtc-checkpoints"))  # locally a folder name: no '..'
@@ -186,6 +187,15 @@ def training_run(
             "namespace": namespace,
             "gcp_conn_id": gcp_conn_id,
         }
+    elif target_kind == "kubernetes":  # any cluster with JobSet, through an Airflow Kubernetes connection
+        location = _get(params, "bucket_location", "us-central1")
+        BucketSpec(name=bucket, location=location)
+        connection = _get(params, "kubernetes_conn_id", "kubernetes_default")
+        require(bool(connection), "params.kubernetes_conn_id", connection, "an Airflow Kubernetes connection id")
+        base = f"gs://{bucket}"
+        target = {"kind": "kubernetes", "kubernetes_conn_id": connection, "namespace": namespace,
+                  "gcp_conn_id": gcp_conn_id, "project_id": _get(params, "project_id", "") or None,
+                  "location": location}
     else:
         base = f"{local_home.rstrip('/')}/buckets/{bucket}"
         target = {"kind": "local", "home": local_home, "namespace": namespace}
