@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mtc_provider.adapters.protocols import CheckpointStore, ConsoleScope
+from mtc_provider.adapters.protocols import ConsoleScope
+from mtc_provider.adapters.targets import ListsCheckpointsByPath
 from mtc_provider.target import GkeTarget
 
 
@@ -24,7 +25,9 @@ class GkeCluster:
         return None  # every control-plane step applies
 
     def _client_factory(self, cluster: dict[str, Any]) -> Any:
-        from mtc_provider.adapters.checkpoint_configuration import gke_api_client_factory
+        from mtc_provider.adapters.checkpoint_configuration import (
+            gke_api_client_factory,
+        )
 
         t = self.target
         return gke_api_client_factory(cluster, t.gcp_conn_id, t.impersonation_chain, t.use_internal_ip,
@@ -41,7 +44,9 @@ class GkeCluster:
         cluster = self.control_plane().describe()
         config = None
         if checkpoint_configuration_name:
-            from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi
+            from mtc_provider.adapters.checkpoint_configuration import (
+                CheckpointConfigurationApi,
+            )
 
             config = CheckpointConfigurationApi(self._client_factory(cluster)).get(checkpoint_configuration_name)
         return evaluate_cluster(cluster, SliceSpec(**slices), self.target.project_id, self.target.location, config,
@@ -49,7 +54,7 @@ class GkeCluster:
 
 
 @dataclass
-class GkeBackend:
+class GkeBackend(ListsCheckpointsByPath):
     target: GkeTarget
     api_endpoint: str | None = None
     injects_faults: bool = field(default=False, init=False)
@@ -63,7 +68,9 @@ class GkeBackend:
 
     def jobset_connection(self) -> dict[str, Any]:
         from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
-        from airflow.providers.google.cloud.operators.kubernetes_engine import GKEClusterAuthDetails
+        from airflow.providers.google.cloud.operators.kubernetes_engine import (
+            GKEClusterAuthDetails,
+        )
 
         from mtc_provider.target import resolve_project
 
@@ -89,8 +96,3 @@ class GkeBackend:
 
     def google(self) -> tuple[str, Any]:
         return self.target.gcp_conn_id, self.target.impersonation_chain
-
-    def checkpoint_store(self, checkpoint_dir: str) -> CheckpointStore:
-        from mtc_provider.adapters.checkpoint_stores import open_store
-
-        return open_store(checkpoint_dir, *self.google())

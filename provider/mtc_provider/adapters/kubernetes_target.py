@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mtc_provider.adapters.protocols import ApiError, CheckpointStore
+from mtc_provider.adapters.protocols import ApiError
+from mtc_provider.adapters.targets import ListsCheckpointsByPath
 from mtc_provider.core.vocabulary import CHECKPOINT_CONFIGURATION, JOBSET
 from mtc_provider.target import KubernetesTarget
 
@@ -58,7 +59,9 @@ class KubernetesCluster:
 
     def readiness(self, slices: dict[str, Any], sizing: dict[str, Any] | None,
                   checkpoint_configuration_name: str | None) -> list[Any]:
-        from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi
+        from mtc_provider.adapters.checkpoint_configuration import (
+            CheckpointConfigurationApi,
+        )
         from mtc_provider.core.readiness import evaluate_kubernetes
 
         factory = self.kubernetes_client_factory()
@@ -71,7 +74,7 @@ class KubernetesCluster:
 
 
 @dataclass
-class KubernetesBackend:
+class KubernetesBackend(ListsCheckpointsByPath):
     target: KubernetesTarget
     api_endpoint: str | None = None  # no managed control plane: unused
     injects_faults: bool = field(default=False, init=False)
@@ -93,8 +96,3 @@ class KubernetesBackend:
 
     def google(self) -> tuple[str, Any]:
         return self.target.gcp_conn_id, self.target.impersonation_chain
-
-    def checkpoint_store(self, checkpoint_dir: str) -> CheckpointStore:
-        from mtc_provider.adapters.checkpoint_stores import open_store
-
-        return open_store(checkpoint_dir, *self.google())

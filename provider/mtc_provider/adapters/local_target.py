@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mtc_provider.adapters.protocols import CheckpointStore
+from mtc_provider.adapters.targets import ListsCheckpointsByPath
 from mtc_provider.target import LocalTarget
 
 # The control-plane steps the local runner provides itself, and why.
@@ -46,7 +46,7 @@ class LocalCluster:
 
 
 @dataclass
-class LocalBackend:
+class LocalBackend(ListsCheckpointsByPath):
     target: LocalTarget
     api_endpoint: str | None = None  # no managed control plane: unused
     injects_faults: bool = field(default=True, init=False)
@@ -59,16 +59,19 @@ class LocalBackend:
         return {"kind": "local", "home": self.target.home}  # the token stays in <home>/kubeconfig
 
     def bucket(self) -> Any:
-        from mtc_provider.adapters.gcs_bucket import LOCAL_LOCATION, BucketAccess, storage_client
-        from mtc_provider.adapters.gcs_hook import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER, local_gcs_endpoint
+        from mtc_provider.adapters.gcs_bucket import (
+            LOCAL_LOCATION,
+            BucketAccess,
+            storage_client,
+        )
+        from mtc_provider.adapters.gcs_hook import (
+            LOCAL_PROJECT,
+            LOCAL_PROJECT_NUMBER,
+            local_gcs_endpoint,
+        )
 
         client = storage_client(api_endpoint=local_gcs_endpoint(self.target.home))
         return BucketAccess(client, LOCAL_PROJECT, LOCAL_LOCATION, LOCAL_PROJECT_NUMBER)
 
     def google(self) -> tuple[str, Any]:
         return "google_cloud_default", None  # only read for a gs:// checkpoint folder
-
-    def checkpoint_store(self, checkpoint_dir: str) -> CheckpointStore:
-        from mtc_provider.adapters.checkpoint_stores import open_store
-
-        return open_store(checkpoint_dir, *self.google())

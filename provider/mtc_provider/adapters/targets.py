@@ -13,7 +13,7 @@ import contextlib
 import importlib
 from typing import Any, Callable, Iterator, Mapping
 
-from mtc_provider.adapters.protocols import TargetBackend
+from mtc_provider.adapters.protocols import CheckpointStore, TargetBackend
 from mtc_provider.core.errors import SpecError
 from mtc_provider.target import Target, target_from_dict
 
@@ -57,3 +57,16 @@ def registered(kind: str, factory: BackendFactory) -> Iterator[None]:
             _registry.pop(kind, None)
         else:
             _registry[kind] = previous
+
+
+class ListsCheckpointsByPath:
+    """The checkpoint store every backend uses: chosen by the folder (gs://, a local bucket, a directory), read with
+    the backend's own Google connection."""
+
+    def google(self) -> tuple[str, Any]:  # pragma: no cover - each backend defines it
+        raise NotImplementedError
+
+    def checkpoint_store(self, checkpoint_dir: str) -> CheckpointStore:
+        from mtc_provider.adapters.checkpoint_stores import open_store
+
+        return open_store(checkpoint_dir, *self.google())
