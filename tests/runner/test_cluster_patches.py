@@ -133,3 +133,17 @@ def test_identity_comes_from_the_stored_object():
     with pytest.raises(StatusError, match=r"does not match the name on the URL") as renamed:
         updates.keep_identity(JOBSETS, current, {"metadata": {"name": "other"}})
     assert renamed.value.code == 400
+
+
+def test_a_suspended_jobset_may_change_its_pod_template_labels():
+    def with_pod_labels(labels: dict | None, suspend: bool) -> dict:
+        js = _jobset(suspend=suspend)
+        js["spec"]["replicatedJobs"][0]["template"] = {"spec": {"template": {"spec": {"containers": []}}}}
+        if labels is not None:
+            js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"] = {"labels": labels}
+        return js
+
+    updates.check_jobset_update(with_pod_labels(None, True), with_pod_labels({"q": "1"}, True))
+    with pytest.raises(StatusError) as err:  # not suspended: the webhook refuses it
+        updates.check_jobset_update(with_pod_labels(None, False), with_pod_labels({"q": "1"}, False))
+    assert err.value.code == 403

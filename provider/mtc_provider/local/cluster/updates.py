@@ -98,18 +98,34 @@ def _munged_replicated_jobs(old_spec: dict[str, Any], new_spec: dict[str, Any]) 
             old_pod = old_job["template"]["spec"]["template"]
         except (KeyError, TypeError):
             continue
-        for key in ("labels", "annotations"):
-            _copy_key(old_pod.get("metadata") or {}, new_pod.setdefault("metadata", {}), key)
-        for key in SUSPENDED_MUTABLE_POD_FIELDS:
-            _copy_key(old_pod.get("spec") or {}, new_pod.setdefault("spec", {}), key)
+        _copy_keys(old_pod, new_pod, "metadata", ("labels", "annotations"))
+        _copy_keys(old_pod, new_pod, "spec", SUSPENDED_MUTABLE_POD_FIELDS)
     return munged
 
 
-def _copy_key(source: dict[str, Any], target: dict[str, Any], key: str) -> None:
-    if key in source:
-        target[key] = copy.deepcopy(source[key])
-    else:
-        target.pop(key, None)
+def _semantic(value: Any) -> Any:
+    """The value as Go's apiequality.Semantic.DeepEqual compares decoded structs: an empty or null map, list or
+    nested object is the same as an absent one."""
+    if isinstance(value, dict):
+        kept = {k: _semantic(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, {}, [])}
+    if isinstance(value, list):
+        return [_semantic(v) for v in value]
+    return value
+
+
+def _copy_keys(old: dict[str, Any], new: dict[str, Any], section: str, keys: tuple[str, ...]) -> None:
+    """new[section][key] = old[section][key] for each key (absent where absent), creating no empty section."""
+    source = old.get(section) if isinstance(old.get(section), dict) else {}
+    if not isinstance(new.get(section), dict):
+        if not any(key in source for key in keys):
+            return
+        new[section] = {}
+    for key in keys:
+        if key in source:
+            new[section][key] = copy.deepcopy(source[key])
+        else:
+            new[section].pop(key, None)
 
 
 def check_jobset_update(current: dict[str, Any], new: dict[str, Any]) -> None:
@@ -128,7 +144,7 @@ def check_jobset_update(current: dict[str, Any], new: dict[str, Any]) -> None:
     if causes:
         raise errors.invalid(JOBSETS, name, causes)
     denied = []
-    if _munged_replicated_jobs(old_spec, spec) != old_jobs:
+    if _semantic(_munged_replicated_jobs(old_spec, spec)) != _semantic(old_jobs):
         denied.append(f"spec.replicatedJobs: Invalid value: {json.dumps(jobs, separators=(',', ':'))}: "
                       "field is immutable")
     if spec.get("managedBy") != old_spec.get("managedBy"):
