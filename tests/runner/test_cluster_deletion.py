@@ -113,7 +113,7 @@ def test_deleted_pod_whose_process_exits_on_sigterm_goes_at_once(kubeconfig, api
     assert [p.metadata.labels["jobset.sigs.k8s.io/job-index"] for p in _pods(api_client, "term")] == ["1"]
 
 
-def test_deleting_a_pod_of_a_deleted_run_or_with_a_bad_grace_period(kubeconfig, api_client, workload):
+def test_a_pod_of_a_finished_jobset_just_goes_and_a_bad_grace_period_is_400(kubeconfig, api_client, workload):
     _objects(api_client).create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL,
                                                          make_jobset("fin", workload, args=["steps=1"]))
     wait_for(lambda: _objects(api_client).get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "fin")[

@@ -140,6 +140,10 @@ class JobSetRun:
         meta.setdefault("deletionTimestamp", _now())  # a restarted supervisor ends what is left, never resumes it
         meta["finalizers"] = [f for f in meta.get("finalizers", []) if f != FOREGROUND_FINALIZER]
         self.orphaned, self.publish = True, None
+        if self.phase == TERMINATING:  # pods already being deleted (a delete, a restart) go; nothing follows
+            self.after = "orphaned"
+            for pod in self.pods.values():
+                pod.removed = pod.removed or pod.deletion_timestamp is not None
 
     @property
     def orphan_done(self) -> bool:
