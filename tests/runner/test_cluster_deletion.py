@@ -129,7 +129,10 @@ def test_a_pod_of_a_finished_jobset_just_goes_and_a_bad_grace_period_is_400(kube
     assert f'pods "{pod}" not found' in missing.stderr
 
 
-def test_kubectl_get_pods_shows_image_pull_errors_and_pending_as_kubectl_prints_them(kubeconfig, workload):
+def test_kubectl_get_pods_shows_image_pull_errors_and_pending_as_kubectl_prints_them(kubeconfig, api_client,
+                                                                                     workload):
+    """Then deleting the pod that cannot pull its image fails it (no exit code): its Job (backoffLimit 0) fails, the
+    JobSet restarts, and the new attempt runs (a start fault holds one attempt)."""
     plan = [{"kind": "image_pull", "slice": 0}, {"kind": "unschedulable", "slice": 1}]
     kubectl(kubeconfig, "create", "-f", "-", stdin=json.dumps(
         make_jobset("held", workload, args=["steps=1000"], fault_plan=plan)))
@@ -140,3 +143,8 @@ def test_kubectl_get_pods_shows_image_pull_errors_and_pending_as_kubectl_prints_
     time.sleep(FIRST_PULL_SECONDS)
     later = {re.match(r"held-slice-(\d)-0-", n).group(1): c for n, c in _pod_rows(kubeconfig).items()}
     assert later["0"][1] == "ImagePullBackOff" and later["1"][1] == "Pending"
+    held = next(n for n in _pod_rows(kubeconfig) if n.startswith("held-slice-0-0-"))
+    assert f'pod "{held}" deleted' in kubectl(kubeconfig, "delete", "pod", held)
+    wait_for(lambda: _objects(api_client).get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "held")[
+        "status"]["restarts"] == 1)
+    _running(api_client, "held")
