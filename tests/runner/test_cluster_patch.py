@@ -23,8 +23,8 @@ from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
 from tests.runner.conftest import make_jobset, wait_for
-from tests.runner.test_cluster_apiserver import (  # noqa: F401 (fixtures)
-    GROUP, KUBECTL, NS, PLURAL, VERSION, _objects, _pods, _status, api_client, kubeconfig, kubectl,
+from tests.runner.test_cluster_apiserver import (
+    GROUP, KUBECTL, NS, PLURAL, VERSION, _objects, _status, kubectl,
 )
 
 
@@ -79,7 +79,8 @@ def test_kubectl_label_and_annotate_a_running_jobset_are_watched_as_modified(kub
     assert "jobset.jobset.x-k8s.io/lbl labeled" in kubectl(kubeconfig, "label", "jobset", "lbl", "owner=ml")
     assert "jobset.jobset.x-k8s.io/lbl annotated" in kubectl(kubeconfig, "annotate", "jobset", "lbl", "note=hi")
     events = [e for e in watch.Watch().stream(
-        _objects(api_client).list_namespaced_custom_object, GROUP, VERSION, NS, PLURAL, field_selector="metadata.name=lbl",
+        _objects(api_client).list_namespaced_custom_object, GROUP, VERSION, NS, PLURAL,
+        field_selector="metadata.name=lbl",
         resource_version=created["metadata"]["resourceVersion"], timeout_seconds=1)]
     labelled = [e for e in events if (e["object"]["metadata"].get("labels") or {}).get("owner") == "ml"]
     assert labelled and labelled[0]["type"] == "MODIFIED"
@@ -116,7 +117,8 @@ def test_immutable_jobset_fields_are_refused_as_jobset_refuses_them(kubeconfig, 
                           "-p", '{"spec":{"ttlSecondsAfterFinished":"soon"}}')
     assert "spec.ttlSecondsAfterFinished: Invalid value: " in wrong, wrong
     current = _jobset(api_client, "imm")
-    assert current["spec"]["failurePolicy"]["maxRestarts"] == 3 and current["spec"]["replicatedJobs"][0]["replicas"] == 2
+    assert current["spec"]["failurePolicy"]["maxRestarts"] == 3
+    assert current["spec"]["replicatedJobs"][0]["replicas"] == 2
     # A mutable spec field changes, with a new generation.
     kubectl(kubeconfig, "patch", "jobset", "imm", "--type=merge", "-p", '{"spec":{"ttlSecondsAfterFinished":600}}')
     changed = _jobset(api_client, "imm")

@@ -325,8 +325,9 @@ class Supervisor:
 
     @property
     def busy(self) -> bool:
-        """Something runs: an active JobSet, or an orphaned pod's process."""
-        return bool(self.runs) or any(p.alive or p.held for r in self.orphans.values() for p in r.pods.values())
+        """Something runs: an active JobSet, or an orphaned pod's process (or one whose start hold will end)."""
+        return bool(self.runs) or any(p.alive or p.held_until is not None
+                                      for r in self.orphans.values() for p in r.pods.values())
 
     def kill_everything(self) -> None:
         for run in [*self.runs.values(), *self.orphans.values()]:
