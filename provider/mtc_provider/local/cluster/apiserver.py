@@ -238,7 +238,9 @@ class ApiServer:
             if wanted and wanted != current["metadata"].get("resourceVersion"):
                 raise errors.conflict(resource, name)
             new = updates.keep_identity(resource, current, patches.apply(media, current, body))
-            if resource is JOBSETS:  # the status subresource changes status only; the main resource all else
+            # The status subresource changes status only, the main resource all else (https://kubernetes.io/docs/
+            # tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#status-subresource).
+            if resource is JOBSETS:
                 if route.sub == "status":
                     new = {**copy.deepcopy(current), "status": new.get("status") or {}}
                 elif "status" in current:
