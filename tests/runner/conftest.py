@@ -191,3 +191,21 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def api(home: str) -> LocalCluster:
     """The JobSet adapter GKE uses (KubernetesJobSetApi), on the home's local cluster, with its local records."""
     return LocalCluster(home)
+
+
+@pytest.fixture
+def kubeconfig(home: str) -> Path:
+    """The home's local cluster, started: its kubeconfig (for kubectl and the kubernetes client)."""
+    from mtc_provider.local.cluster.lifecycle import ensure_running
+
+    return ensure_running(home)
+
+
+@pytest.fixture
+def api_client(kubeconfig: Path):
+    """The real kubernetes client on the home's local cluster."""
+    from kubernetes import config
+
+    api_client = config.new_client_from_config(config_file=str(kubeconfig))
+    yield api_client
+    api_client.close()

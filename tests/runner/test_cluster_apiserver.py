@@ -33,18 +33,6 @@ JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 KUBECTL = shutil.which("kubectl")
 
 
-@pytest.fixture
-def kubeconfig(home: str) -> Path:
-    return ensure_running(home)
-
-
-@pytest.fixture
-def api_client(kubeconfig: Path) -> k8s.ApiClient:
-    api_client = config.new_client_from_config(config_file=str(kubeconfig))
-    yield api_client
-    api_client.close()
-
-
 def _objects(api_client) -> k8s.CustomObjectsApi:
     return k8s.CustomObjectsApi(api_client)
 

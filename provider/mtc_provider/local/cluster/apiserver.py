@@ -7,29 +7,38 @@ Served (https://kubernetes.io/docs/reference/using-api/api-concepts/ for the ver
 - discovery: /version, /api, /apis, /api/v1, /apis/<group>, /apis/<group>/<version> (resources.py);
 - namespaces (create, get, list, watch); a namespaced create in a missing namespace is 404 NotFound;
 - jobsets.jobset.x-k8s.io/v1alpha2: create (validated against the CRD: 422 Invalid), get, list and watch with
-  labelSelector / fieldSelector / resourceVersion / allowWatchBookmarks, the status subresource (get), delete with
-  propagationPolicy Foreground (the object stays, with deletionTimestamp and the foregroundDeletion finalizer, until
-  its pods are gone) or Background (the object goes at once, its pods are removed after)
+  labelSelector / fieldSelector / resourceVersion / allowWatchBookmarks, patch and the status subresource (get,
+  patch), delete with propagationPolicy Foreground (the object stays, with deletionTimestamp and the
+  foregroundDeletion finalizer, until its pods are gone), Background (the object goes at once, its pods are
+  removed after) or Orphan (the object goes at once, its pods stay and keep running)
   (https://kubernetes.io/docs/concepts/architecture/garbage-collection/#cascading-deletion);
-- pods: get, list, watch, log (tailLines, limitBytes, sinceSeconds, timestamps, follow);
-- configmaps: create (409 AlreadyExists), get, list, watch, replace (409 Conflict on a stale resourceVersion), delete;
-- checkpointconfigurations.checkpointing.gke.io/v1 (cluster-scoped): create, get, list, watch, replace, delete.
+- pods: get, list, watch, log (tailLines, limitBytes, sinceSeconds, timestamps, follow), delete (graceful:
+  deletionTimestamp, SIGTERM, SIGKILL after the grace period, then the Job's and the JobSet's failure handling;
+  https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination);
+- configmaps: create (409 AlreadyExists), get, list, watch, replace (409 Conflict on a stale resourceVersion),
+  patch, delete;
+- checkpointconfigurations.checkpointing.gke.io/v1 (cluster-scoped): create, get, list, watch, replace, patch, delete.
+PATCH (patches.py, updates.py): merge and JSON patch everywhere, strategic merge patch on ConfigMaps (415 for custom
+resources, as for CRDs); the result is validated as a create is (422), a stale metadata.resourceVersion in the
+patch is 409 Conflict, a patch that changes nothing writes nothing, any other bumps resourceVersion (a MODIFIED
+watch event).
 Authentication: `Authorization: Bearer <token>` (https://kubernetes.io/docs/reference/access-authn-authz/authentication/
 #static-token-file); anything else is 401 Unauthorized. Errors are `Status` bodies (errors.py).
 """
 
 from __future__ import annotations
 
+import copy
 import hmac
 import json
 import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol
 from urllib.parse import parse_qs, urlparse
 
 from mtc_provider import __version__
-from mtc_provider.local.cluster import errors, resources, schemas, tables
+from mtc_provider.local.cluster import errors, patches, resources, schemas, tables, updates
 from mtc_provider.local.cluster.errors import StatusError
 from mtc_provider.local.cluster.pods import follow_log, read_log
 from mtc_provider.local.cluster.resources import CONFIGMAPS, JOBSETS, NAMESPACES, PODS, Resource
@@ -39,7 +48,9 @@ from mtc_provider.local.runner.pods import Pod
 
 DEFAULT_WATCH_SECONDS = 1800.0  # the API server's --min-request-timeout
 BOOKMARK_SECONDS = 10.0
-PROPAGATION = ("Foreground", "Background")
+PROPAGATION = ("Foreground", "Background", "Orphan")
+PATCHABLE = (JOBSETS, CONFIGMAPS, resources.CHECKPOINT_CONFIGURATIONS)
+PATCH_RETRIES = 5  # a patch without a resourceVersion is retried on a concurrent write, as GuaranteedUpdate does
 K8S_VERSION = {"major": "1", "minor": "32", "gitVersion": f"v1.32.0-mtc-local+{__version__}",
                "platform": "linux/amd64", "goVersion": "", "compiler": "", "gitCommit": "", "gitTreeState": "",
                "buildDate": "1970-01-01T00:00:00Z"}
@@ -60,11 +71,32 @@ class Controller(Protocol):
     def delete_jobset(self, namespace: str, name: str, propagation: str) -> dict[str, Any] | None:
         """The object while it is deleted in the foreground, None once it is gone."""
 
+    def update_jobset(self, namespace: str, name: str, change: Callable[[dict[str, Any]], dict[str, Any]],
+                      dry_run: bool = False) -> dict[str, Any]:
+        """Apply `change` (current object -> new object, or a StatusError) atomically; the object as stored."""
+
+    def delete_pod(self, namespace: str, name: str, grace_seconds: float | None) -> dict[str, Any] | None:
+        """The pod while it terminates, None once it is gone."""
+
     def pod(self, namespace: str, name: str) -> Pod | None: ...
 
 
 def _truthy(value: str | None) -> bool:
     return (value or "").lower() in ("true", "1")
+
+
+def _grace_seconds(options: dict[str, Any], query: dict[str, str]) -> float | None:
+    """DeleteOptions.gracePeriodSeconds (body or query): None for the pod's own terminationGracePeriodSeconds."""
+    value = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+    if value is None:
+        return None
+    try:
+        seconds = int(value)
+    except (TypeError, ValueError):
+        seconds = -1
+    if seconds < 0 or isinstance(value, bool):
+        raise errors.bad_request(f"gracePeriodSeconds: Invalid value: {value!r}: must be an integer >= 0")
+    return float(seconds)
 
 
 class Route:
@@ -181,19 +213,78 @@ class ApiServer:
         return 200, self.store.replace(route.resource, route.namespace or "", route.name,
                                        schemas.prune(route.resource, body))
 
+    def _precondition(self, media: str, current: dict[str, Any], body: Any) -> str | None:
+        """The metadata.resourceVersion the patch itself demands (None: the patch does not name one)."""
+        bare = copy.deepcopy(current)
+        bare["metadata"].pop("resourceVersion", None)
+        try:
+            meta = patches.apply(media, bare, body).get("metadata")
+        except StatusError:
+            return None  # the patch fails anyway, with its own error
+        return meta.get("resourceVersion") if isinstance(meta, dict) else None
+
+    def patch(self, route: Route, body: Any, content_type: str | None,
+              query: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        resource, namespace, name = route.resource, route.namespace or "", route.name
+        if resource not in PATCHABLE or route.sub not in (None, "status") or (route.sub and resource is not JOBSETS):
+            raise errors.method_not_allowed()
+        media = patches.media_type(content_type)
+        # Strategic merge patch needs a built-in type's Go struct tags: custom resources refuse it.
+        patches.check_type(media, patches.BUILTIN_TYPES if not resource.group else patches.CUSTOM_TYPES)
+        strict, dry_run = query.get("fieldValidation") == "Strict", query.get("dryRun") == "All"
+
+        def change(current: dict[str, Any]) -> dict[str, Any]:
+            wanted = self._precondition(media, current, body)
+            if wanted and wanted != current["metadata"].get("resourceVersion"):
+                raise errors.conflict(resource, name)
+            new = updates.keep_identity(resource, current, patches.apply(media, current, body))
+            # The status subresource changes status only, the main resource all else (https://kubernetes.io/docs/
+            # tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#status-subresource).
+            if resource is JOBSETS:
+                if route.sub == "status":
+                    new = {**copy.deepcopy(current), "status": new.get("status") or {}}
+                elif "status" in current:
+                    new["status"] = copy.deepcopy(current["status"])
+            schemas.validate(resource, new, strict=strict)
+            new = schemas.prune(resource, new)
+            if resource is JOBSETS and route.sub is None:
+                updates.check_jobset_update(current, new)
+            return new
+
+        if resource is JOBSETS:
+            return 200, self.controller.update_jobset(namespace, name, change, dry_run)
+        for _ in range(PATCH_RETRIES):
+            current = self.store.get(resource, namespace, name)
+            new = change(current)
+            if dry_run or new == current:  # nothing changes: nothing is written (no new resourceVersion)
+                return 200, new
+            try:
+                return 200, self.store.replace(resource, namespace, name, new)
+            except StatusError as err:
+                if err.reason != "Conflict" or self._precondition(media, current, body):
+                    raise
+        raise errors.conflict(resource, name)
+
     def delete(self, route: Route, body: Any, query: dict[str, str]) -> tuple[int, dict[str, Any]]:
         resource, namespace, name = route.resource, route.namespace or "", route.name
-        policy = (body or {}).get("propagationPolicy") if isinstance(body, dict) else None
-        policy = policy or query.get("propagationPolicy") or "Background"
+        options = body if isinstance(body, dict) else {}
+        policy = options.get("propagationPolicy") or query.get("propagationPolicy")
+        if policy is None and (options.get("orphanDependents") is True or _truthy(query.get("orphanDependents"))):
+            policy = "Orphan"  # the deprecated DeleteOptions field
+        policy = policy or "Background"
         if policy not in PROPAGATION:
             raise errors.bad_request(f'propagationPolicy: Unsupported value: "{policy}": supported values: '
-                                     '"Foreground", "Background"')
+                                     '"Foreground", "Background", "Orphan"')
         current = self.store.get(resource, namespace, name)
         if resource is JOBSETS:
             remaining = self.controller.delete_jobset(namespace, name, policy)
             if remaining is not None:
                 return 200, remaining
-        elif resource in (PODS, NAMESPACES):
+        elif resource is PODS:
+            remaining = self.controller.delete_pod(namespace, name, _grace_seconds(options, query))
+            if remaining is not None:
+                return 200, remaining  # a graceful delete answers the terminating pod
+        elif resource is NAMESPACES:
             raise errors.method_not_allowed()
         else:
             self.store.remove(resource, namespace, name)
@@ -322,6 +413,8 @@ class ApiServer:
                     return self._send(*server.replace(route, body, query))
                 if route.name is not None and method == "DELETE" and route.sub is None:
                     return self._send(*server.delete(route, body, query))
+                if route.name is not None and method == "PATCH":
+                    return self._send(*server.patch(route, body, self.headers.get("Content-Type"), query))
                 raise errors.method_not_allowed()
 
             def _as_table(self) -> bool:

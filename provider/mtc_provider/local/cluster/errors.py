@@ -70,3 +70,13 @@ def method_not_allowed(message: str = "the server does not allow this method on 
 
 def unauthorized() -> StatusError:
     return StatusError(401, "Unauthorized", "Unauthorized")
+
+
+def unsupported_media_type(message: str) -> StatusError:
+    return StatusError(415, "UnsupportedMediaType", message)
+
+
+def forbidden_by_webhook(webhook: str, message: str) -> StatusError:
+    """A validating admission webhook's denial: 403 Forbidden, `admission webhook "<name>" denied the request: ...`
+    (k8s.io/apiserver webhook errors.ToStatusErr over controller-runtime's admission.Denied)."""
+    return StatusError(403, "Forbidden", f'admission webhook "{webhook}" denied the request: {message}')

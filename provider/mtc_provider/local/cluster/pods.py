@@ -123,7 +123,8 @@ def pod_object(jobset: dict[str, Any], pod: Pod) -> dict[str, Any]:
     }
     if pod.deletion_timestamp:
         metadata["deletionTimestamp"] = pod.deletion_timestamp
-        metadata["deletionGracePeriodSeconds"] = int(pod.rj.grace_seconds)
+        grace = pod.rj.grace_seconds if pod.deletion_grace is None else pod.deletion_grace
+        metadata["deletionGracePeriodSeconds"] = int(grace)
     status: dict[str, Any] = {"phase": phase, "conditions": conditions, "hostIP": "127.0.0.1",
                               "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
                               "startTime": rfc3339(pod.created), "containerStatuses": statuses, "qosClass": "BestEffort"}

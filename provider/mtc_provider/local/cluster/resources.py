@@ -12,7 +12,7 @@ from typing import Any
 from mtc_provider.core import vocabulary
 
 READ_VERBS = ("get", "list", "watch")
-WRITE_VERBS = ("create", "delete", "update")
+WRITE_VERBS = ("create", "delete", "update", "patch")
 
 
 @dataclass(frozen=True)
@@ -42,12 +42,12 @@ class Resource:
 
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False, ("create", "get", "list", "watch"), ("ns",))
-PODS = Resource("", "v1", "pods", "Pod", True, READ_VERBS, ("po",), ("log", "status"))
+PODS = Resource("", "v1", "pods", "Pod", True, READ_VERBS + ("delete",), ("po",), ("log", "status"))
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True, READ_VERBS + WRITE_VERBS, ("cm",))
 # The custom resources: their identities are the core vocabulary's (what the provider's adapters call).
 JOBSETS = Resource(vocabulary.JOBSET.group, vocabulary.JOBSET.version, vocabulary.JOBSET.plural,
-                   vocabulary.JOBSET.kind, vocabulary.JOBSET.namespaced, READ_VERBS + ("create", "delete"), ("js",),
-                   ("status",))
+                   vocabulary.JOBSET.kind, vocabulary.JOBSET.namespaced, READ_VERBS + ("create", "delete", "patch"),
+                   ("js",), ("status",))
 _CPC = vocabulary.CHECKPOINT_CONFIGURATION
 CHECKPOINT_CONFIGURATIONS = Resource(_CPC.group, _CPC.version, _CPC.plural, _CPC.kind, _CPC.namespaced,
                                      READ_VERBS + WRITE_VERBS)
@@ -82,7 +82,8 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
                         "kind": r.kind, "verbs": list(r.verbs), "shortNames": list(r.short_names)})
         for sub in r.subresources:
             entries.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
-                            "kind": r.kind if sub == "status" else "Pod", "verbs": ["get"]})
+                            "kind": r.kind if sub == "status" else "Pod",
+                            "verbs": ["get", "patch"] if sub == "status" and "patch" in r.verbs else ["get"]})
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": served[0].api_version,
             "resources": entries}
 

@@ -37,6 +37,7 @@ class JobSetRun:
         self.job_pod_failures: dict[int, int] = {}
         self.failed_jobs: list[tuple[str, str, str]] = []
         self.phase, self.after = RUNNING, ""
+        self.orphaned = False  # its JobSet was deleted with propagationPolicy Orphan: its Jobs' pods run on
         self.step: int | None = None
         self._written_pods: list[dict[str, Any]] | None = None
         # Set by the supervisor: writes the object to the API server's store, which stamps its resourceVersion.
@@ -130,6 +131,45 @@ class JobSetRun:
             meta["finalizers"] = [*meta.get("finalizers", []), FOREGROUND_FINALIZER]
         self._terminate_all("delete")
 
+    def orphan(self) -> None:
+        """The JobSet is deleted with propagationPolicy Orphan: it goes, its Jobs stay and run their pods on, under
+        the Jobs' own policy (podFailurePolicy, backoffLimit) but no longer the JobSet's failurePolicy; the fault
+        plan, the JobSet's annotation, goes with it
+        (https://kubernetes.io/docs/concepts/architecture/garbage-collection/#orphaned-dependents)."""
+        meta = self.obj["metadata"]
+        meta.setdefault("deletionTimestamp", _now())  # a restarted supervisor ends what is left, never resumes it
+        meta["finalizers"] = [f for f in meta.get("finalizers", []) if f != FOREGROUND_FINALIZER]
+        self.orphaned, self.publish = True, None
+        if self.phase == TERMINATING:  # pods already being deleted (a delete, a restart) go; nothing follows
+            self.after = "orphaned"
+            for pod in self.pods.values():
+                pod.removed = pod.removed or pod.deletion_timestamp is not None
+
+    @property
+    def orphan_done(self) -> bool:
+        """An orphan none of whose pods is an object any more (each was deleted and has terminated)."""
+        return self.orphaned and all(p.gone for p in self.pods.values())
+
+    def delete_pod(self, pod: Pod, grace: float | None) -> None:
+        """A pod deleted through the API (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/
+        #pod-termination): deletionTimestamp now, SIGTERM, SIGKILL after `grace` (default: the pod's
+        terminationGracePeriodSeconds; 0: at once); once it has ended, its Job sees its exit (the tick) and the
+        object goes. A Pending pod without a process (held by a start fault) fails at once, no exit code."""
+        pod.deletion_timestamp = pod.deletion_timestamp or _now()
+        pod.deletion_grace = pod.rj.grace_seconds if grace is None else grace
+        pod.removed = True
+        if pod.held is not None:
+            hold = (pod.held, pod.held_until)
+            pod.held = pod.held_until = None
+            pod.finished = time.time()
+            if self.phase == RUNNING:
+                self._pod_exited(pod, hold)
+            return
+        if grace == 0:
+            pod.signal(signal.SIGKILL)
+        else:
+            pod.terminate(pod.deletion_grace)
+
     def _terminate_all(self, after: str) -> None:
         self.phase, self.after = TERMINATING, after
         if after in ("delete", "restart"):  # the Job's pods are deleted (a Recreate restart deletes the Jobs)
@@ -166,10 +206,12 @@ class JobSetRun:
         if self.phase == RUNNING:
             for pod in self.pods.values():
                 pod.release_due(now)
-            self._fire_faults(now)
+            if not self.orphaned:
+                self._fire_faults(now)
             for pod in exited:
                 self._pod_exited(pod)
-            self._evaluate()
+            if not self.orphaned:
+                self._evaluate()
         elif self.phase == TERMINATING and not any(p.alive for p in self.pods.values()):
             if self.after == "restart":
                 self.start_all()
@@ -177,13 +219,15 @@ class JobSetRun:
                 self.phase = DONE
         self.save(previous)
 
-    def _pod_exited(self, pod: Pod) -> None:
+    def _pod_exited(self, pod: Pod, hold: tuple[str, float | None] | None = None) -> None:
+        """The Job's view of a pod that ended: success, a replacement (that keeps a start fault's `hold`: the image
+        still cannot be pulled, the node still lacks capacity), or a failed Job for the JobSet's failurePolicy."""
         if pod.exit_code == 0 or pod._handled:
             return
         pod._handled = True
         slice_index = pod.spec.slice_index
         failures = self.job_pod_failures.get(slice_index, 0)
-        outcome, reason = policy.pod_failure(pod.rj, pod.exit_code or 0, failures)
+        outcome, reason = policy.pod_failure(pod.rj, pod.exit_code, failures)
         if outcome == "fail":
             job_name = f"{self.name}-{pod.rj.name}-{pod.job_index}"
             if all(job != job_name for job, _, _ in self.failed_jobs):
@@ -193,7 +237,10 @@ class JobSetRun:
             self.job_pod_failures[slice_index] = failures + 1
         replacement = type(pod)(pod.spec, pod.rj, pod.job_index, pod.restart, pod.log_path)
         self.pods[(slice_index, pod.spec.host)] = replacement
-        replacement.start()
+        if hold is not None:
+            replacement.held, replacement.held_until = hold
+        else:
+            replacement.start()
 
     def _evaluate(self) -> None:
         status = self.obj["status"]

@@ -62,6 +62,8 @@ class Pod:
     created: float = field(default_factory=time.time)
     suffix: str = field(default_factory=_suffix)  # the Pod object's name is <hostname>-<suffix>, as a Job names it
     deletion_timestamp: str | None = None  # set when the pod is being deleted (JobSet delete or restart)
+    deletion_grace: float | None = None  # the grace period of a pod deleted through the API (DeleteOptions)
+    removed: bool = False  # deleted through the API: the Pod object goes once the process has ended
     held: str | None = None  # a start fault (image_pull, unschedulable) keeping the pod Pending, no process
     held_until: float | None = None  # when the hold ends and the process starts (None: never)
     # (end offset, unix time) of each chunk of log read: the time a line arrived, for `kubectl logs --timestamps`.
@@ -109,6 +111,11 @@ class Pod:
             self.create_time = psutil.Process(self.pid).create_time()
         except psutil.Error:
             self.create_time = None
+
+    @property
+    def gone(self) -> bool:
+        """Deleted through the API and terminated: no longer a Pod object (its Job still counts its outcome)."""
+        return self.removed and not self.alive
 
     @property
     def alive(self) -> bool:

@@ -28,13 +28,14 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def pod_failure(rj: ReplicatedJob, code: int, failed_so_far: int) -> tuple[str, str]:
+def pod_failure(rj: ReplicatedJob, code: int | None, failed_so_far: int) -> tuple[str, str]:
     """What a failed pod (exit code != 0) does to its Job: ("fail", job failure reason), or ("recreate", "Ignore")
     for a replacement that does not count, or ("recreate", "Count") for one that counts toward backoffLimit.
 
-    `failed_so_far` counts earlier failed pods of this Job (toward backoffLimit).
+    `failed_so_far` counts earlier failed pods of this Job (toward backoffLimit). `code` is None for a pod that
+    failed without a container exit (deleted while Pending): no onExitCodes rule matches it.
     """
-    for rule in rj.pod_rules:
+    for rule in rj.pod_rules if code is not None else ():
         if rule.matches(rj.container_name, code):
             if rule.action == "FailJob":
                 return "fail", JOB_REASON_POD_FAILURE_POLICY

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 from mtc_provider.core.errors import SpecError
 from mtc_provider.local.cluster import errors as api_errors
@@ -78,6 +78,7 @@ class Supervisor:
         self.home = home
         self.lock = threading.RLock()
         self.runs: dict[tuple[str, str], JobSetRun] = {}
+        self.orphans: dict[tuple[str, str], JobSetRun] = {}  # JobSets deleted with Orphan: their pods run on
         self.closing = False
         self.store = store or Store()
         self.published_pods: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}  # JobSet -> pod name -> object
@@ -97,6 +98,8 @@ class Supervisor:
         published = self.published_pods.setdefault(key, {})
         desired = {}
         for pod in run.pods.values():
+            if pod.gone:  # deleted through the API and terminated
+                continue
             desired[pod.object_name] = pod_object(run.obj, pod)
             self.pod_index[(run.namespace, pod.object_name)] = pod
         for name, obj in desired.items():
@@ -116,11 +119,60 @@ class Supervisor:
 
     def delete_jobset(self, namespace: str, name: str, propagation: str) -> dict[str, Any] | None:
         with self.lock:
+            if propagation == "Orphan":
+                self._orphan(namespace, name)
+                return None
             self._delete(namespace, name, foreground=propagation == "Foreground")
             try:
                 return self.store.get(JOBSETS, namespace, name)
             except api_errors.StatusError:
                 return None
+
+    def update_jobset(self, namespace: str, name: str, change: Callable[[dict[str, Any]], dict[str, Any]],
+                      dry_run: bool = False) -> dict[str, Any]:
+        """A PATCH: `change` maps the stored object to the new one (the API server validated it); the run carries
+        the new labels, annotations, spec and status on, so its next status write keeps them."""
+        with self.lock:
+            current = self.store.get(JOBSETS, namespace, name)
+            new = change(current)
+            if dry_run or new == current:
+                return new
+            if new.get("spec") != current.get("spec"):
+                new["metadata"]["generation"] = int(current["metadata"].get("generation") or 1) + 1
+            run = self.runs.get((namespace, name))
+            if run is not None and run.publish is not None:
+                previous = run.snapshot()
+                for key in ("metadata", "spec", "status"):
+                    run.obj[key] = new.get(key) or {}
+                run.save(previous)
+                return run.snapshot()
+            self.store.put(JOBSETS, new)  # a finished JobSet: nothing runs, the object and its state file change
+            write_json(self.home.jobset_file(namespace, name), new)
+            return new
+
+    def delete_pod(self, namespace: str, name: str, grace: float | None) -> dict[str, Any] | None:
+        with self.lock:
+            for run in [*self.runs.values(), *self.orphans.values()]:
+                pod = next((p for p in run.pods.values() if p.object_name == name and not p.gone), None)
+                if pod is not None:
+                    previous = run.snapshot()
+                    run.delete_pod(pod, grace)
+                    run.save(previous)
+                    self.sync_pods(run)
+                    self._finish_orphans()
+                    try:
+                        return self.store.get(PODS, namespace, name)
+                    except api_errors.StatusError:
+                        return None
+            # A pod of a finished JobSet: nothing runs any more, the object just goes.
+            for key, published in list(self.published_pods.items()):
+                if key[0] == namespace and name in published:
+                    del published[name]
+                    self.pod_index.pop((namespace, name), None)
+                    self.store.remove(PODS, namespace, name)
+                    if not published:
+                        del self.published_pods[key]
+            return None
 
     def pod(self, namespace: str, name: str) -> Pod | None:
         return self.pod_index.get((namespace, name))
@@ -158,6 +210,11 @@ class Supervisor:
     # ---- requests (from the API server's threads, under self.lock) --------------------------------
     def _create_checked(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]
+        if (namespace, name) in self.orphans:  # its Jobs (same names) still exist, as they would on a cluster
+            raise api_errors.StatusError(
+                409, "AlreadyExists", f'jobsets.jobset.x-k8s.io "{name}": the pods of an earlier JobSet of this name, '
+                "deleted with propagationPolicy Orphan, still exist; delete them (kubectl delete pod) first",
+                {"name": name, "group": JOBSETS.group, "kind": JOBSETS.plural})
         path = self.home.jobset_file(namespace, name)
         if path.exists():
             current = read_json(path) or {}
@@ -213,6 +270,36 @@ class Supervisor:
         self.sync_pods(run)
         self._finish_deletes()
 
+    def _orphan(self, namespace: str, name: str) -> None:
+        """Orphan: the JobSet object goes now; its pods stay, their processes run on (the Jobs own the pods,
+        https://kubernetes.io/docs/concepts/architecture/garbage-collection/#orphaned-dependents)."""
+        key = (namespace, name)
+        run = self.runs.pop(key, None)
+        if run is None:  # finished: nothing runs; its pods stay as objects until deleted
+            obj = read_json(self.home.jobset_file(namespace, name))
+            if obj is None:
+                return
+            run = JobSetRun(self.home, obj, time.time())
+            run.pods = {}
+            published = self.published_pods.pop(key, None)
+            if published:  # its pods stay, apart from those of a later JobSet of the same name
+                self.published_pods[(namespace, f"{name}/orphaned-{obj['metadata'].get('uid')}")] = published
+        previous = run.snapshot()
+        run.orphan()
+        self.store.remove(JOBSETS, namespace, name)
+        if not run.pods:
+            run.remove()
+            return
+        run.save(previous)
+        self.orphans[key] = run
+
+    def _finish_orphans(self) -> None:
+        for key, run in list(self.orphans.items()):
+            if run.orphan_done:
+                run.remove()
+                self.sync_pods(run)
+                del self.orphans[key]
+
     # ---- the reconcile loop ----------------------------------------------------------------------
     def _finish_deletes(self) -> None:
         for key, run in list(self.runs.items()):
@@ -230,10 +317,20 @@ class Supervisor:
             self.sync_pods(run)
             if not run.active:
                 del self.runs[key]  # terminal: the state file stays, nothing runs
+        for run in self.orphans.values():
+            run.tick(now)
+            self.sync_pods(run)
         self._finish_deletes()
+        self._finish_orphans()
+
+    @property
+    def busy(self) -> bool:
+        """Something runs: an active JobSet, or an orphaned pod's process (or one whose start hold will end)."""
+        return bool(self.runs) or any(p.alive or p.held_until is not None
+                                      for r in self.orphans.values() for p in r.pods.values())
 
     def kill_everything(self) -> None:
-        for run in self.runs.values():
+        for run in [*self.runs.values(), *self.orphans.values()]:
             for pod in run.pods.values():
                 pod.signal(signal.SIGKILL)
 
@@ -275,7 +372,7 @@ def main(home_arg: str, stay: bool = False) -> int:
         while not stop.is_set():
             with supervisor.lock:
                 supervisor.tick()
-                if supervisor.runs or stay or (home.root / STAY_FILE).exists():
+                if supervisor.busy or stay or (home.root / STAY_FILE).exists():
                     idle_since = time.time()
                 elif time.time() - idle_since > IDLE_SECONDS:
                     supervisor.closing = True
