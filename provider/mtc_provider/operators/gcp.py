@@ -24,6 +24,7 @@ from mtc_provider.target import GOOGLE_PARAMETERS, Target, target_from_dict, wit
 if TYPE_CHECKING:
     from mtc_provider.adapters.protocols import TargetBackend
 
+
 def not_applicable(kind: str, step: str, why: str) -> dict[str, Any]:
     return {"target": kind, "applies": False, "changed": False, "step": step, "reason": why}
 
@@ -145,7 +146,8 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
 class MtcEnableCheckpointingOperator(MtcGcpBaseOperator):
     """Opt-in: Workload Identity pool first, then the two addons (two updates, the guide's order).
 
-    :param target: the GKE cluster (GkeTarget or a dict); on the local target the operator does nothing.
+    :param target: the GKE cluster (GkeTarget or a dict); on a local or kubernetes target the operator
+        changes nothing and its result says why.
     :param api_endpoint: a Container API endpoint override; None: the default.
     :param deferrable: wait for the cluster updates in the triggerer.
     :param poll_interval: seconds between polls of each cluster update.
