@@ -25,7 +25,6 @@ from mtc_provider.core.vocabulary import (
     JOB_REASON_POD_FAILURE_POLICY,
     JOBSET,
     MTC_CSI_DRIVER,
-    REPLICATED_JOB_NAME_ANNOTATION,
 )
 
 API_VERSION = JOBSET.api_version

@@ -317,7 +317,7 @@ class MtcJobSetOperator(BaseOperator):
         namespace = workload.namespace
         connection = self._connection()
         api = jobset_factory.jobset_api(connection)
-        store = self._store(checkpoint_dir := checkpointing.checkpoint_directory)  # None: completion mode
+        store = self._store(checkpointing.checkpoint_directory)  # None: completion mode
         lock = RunLock(lock_api(connection, api), namespace, checkpointing.run_name, run_labels)
         try:
             lock_data = lock.acquire()

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mtc_provider.core.errors import SpecError, require
-from mtc_provider.core.vocabulary import FAULT_PLAN_ANNOTATION, MTC_CSI_DRIVER
+from mtc_provider.core.vocabulary import FAULT_PLAN_ANNOTATION, MTC_CSI_DRIVER  # noqa: F401 - re-exported for the runner
 from mtc_provider.local.runner.environment import workload_environment
 
 LOG_DIR_ANNOTATION = "mtc.local/log-dir"
