@@ -187,7 +187,8 @@ class LocalBucketCheckpointStore(_FinalizedSteps):
     """A checkpoint directory inside a local target's bucket folder, listed through the home's local GCS by
     GcsCheckpointStore (the GKE code path: GCSHook, matchGlob, startOffset, pages). Paths in and out stay the
     local paths the caller uses. The endpoint is looked up (and the server started) on each call, in the
-    calling thread, so a trigger never blocks its event loop on it and a restarted server is found again."""
+    calling thread, so a trigger never blocks its event loop on it and a restarted server is found again; the
+    lookup health-checks the server at most every few seconds (gcs_hook.local_gcs_endpoint)."""
 
     def __init__(self, home: str, bucket: str) -> None:
         self.home, self.bucket = home, bucket

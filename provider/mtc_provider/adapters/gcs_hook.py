@@ -14,6 +14,7 @@ listings are GCSHook's own:
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from airflow.providers.google.cloud.hooks.gcs import GCSHook
@@ -50,7 +51,11 @@ def gcs_hook(gcp_conn_id: str = "google_cloud_default", impersonation_chain: Any
     return GCSHook(gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain)
 
 
-_local_endpoints: dict[str, str] = {}  # home -> endpoint, checked before each use (a server may have exited)
+# home -> (endpoint, when it last answered its health check). A server exits only after its idle time without a
+# request, so one that answered less than a quarter of that ago (and at most FRESH_SECONDS ago) is still up unless
+# killed: listings every poll interval then cost no health request each; a killed one is found within seconds.
+_local_endpoints: dict[str, tuple[str, float]] = {}
+FRESH_SECONDS = 10.0
 
 
 def _serves(endpoint: str, home: str) -> bool:
@@ -75,15 +80,18 @@ def local_gcs_endpoint(home: str) -> str:
     from mtc_provider.adapters.protocols import ApiError
 
     home = str(Path(home).expanduser().resolve())
-    known = _local_endpoints.get(home)
-    if known and _serves(known, home):
-        return known
     idle = os.environ.get(IDLE_ENV) or str(DEFAULT_IDLE_SECONDS)
+    endpoint, checked = _local_endpoints.get(home, ("", 0.0))
+    if endpoint and time.monotonic() - checked < min(FRESH_SECONDS, float(idle) / 4):
+        return endpoint
+    if endpoint and _serves(endpoint, home):
+        _local_endpoints[home] = (endpoint, time.monotonic())
+        return endpoint
     done = subprocess.run([sys.executable, "-m", "mtc_provider.local.gcs", "up", "--home", home, "--idle-seconds", idle],
                           capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         raise ApiError(503, f"the local GCS for {home} did not start: {(done.stderr or done.stdout).strip()[-500:]}",
                        "ServiceUnavailable")
-    _local_endpoints[home] = lines[-1].strip()
-    return _local_endpoints[home]
+    _local_endpoints[home] = (lines[-1].strip(), time.monotonic())
+    return _local_endpoints[home][0]
