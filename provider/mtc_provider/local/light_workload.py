@@ -32,17 +32,13 @@ from pathlib import Path
 from mtc_provider.core.listing import COMMIT_FILE
 from mtc_provider.core.vocabulary import ENV_JOBSET_NAME
 from mtc_provider.local.workload import (
-    EXIT_BAD_CONFIG,
     EXIT_OK,
     EXIT_RETRYABLE,
     Config,
-    FlagError,
     Identity,
-    RetryableError,
+    configure,
     local_save_due,
-    parse_flags,
     persistent_save_due,
-    resolve_identity,
 )
 from mtc_provider.adapters.workload_events import append_event, events_path
 
@@ -131,15 +127,10 @@ def run(cfg: Config, ident: Identity, events_file: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        cfg = parse_flags(list(sys.argv[1:] if argv is None else argv))
-        ident = resolve_identity(cfg)
-    except FlagError as err:
-        print(f"error: {err}", file=sys.stderr, flush=True)
-        return EXIT_BAD_CONFIG
-    except RetryableError as err:
-        print(f"error (retryable): {err}", file=sys.stderr, flush=True)
-        return EXIT_RETRYABLE
+    configured = configure(list(sys.argv[1:] if argv is None else argv))
+    if isinstance(configured, int):
+        return configured
+    cfg, ident = configured
     events_file = cfg.events_file or events_path(cfg.base_output_directory, cfg.run_name, ident.process_id)
     append_event(events_file, event="start", process=ident.process_id, step=None, light=True,
                  num_processes=ident.num_processes, jobset=os.environ.get(ENV_JOBSET_NAME), pid=os.getpid())

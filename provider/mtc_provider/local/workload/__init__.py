@@ -24,11 +24,18 @@ from mtc_provider.local.workload.flags import (
     RetryableError,
     parse_flags,
 )
-from mtc_provider.local.workload.identity import INIT_INFO_FILENAME, Identity, read_init_info, resolve_identity
+from mtc_provider.local.workload.identity import (
+    INIT_INFO_FILENAME,
+    Identity,
+    configure,
+    read_init_info,
+    resolve_identity,
+)
 from mtc_provider.local.workload.schedule import local_save_due, persistent_save_due, save_due
 
 __all__ = [
     "DEFAULT_STEPS", "EXIT_BAD_CONFIG", "EXIT_OK", "EXIT_RETRYABLE", "FLAG_SPECS", "INIT_INFO_FILENAME", "Config",
+    "configure",
     "FlagError", "Identity", "RetryableError", "local_save_due", "parse_flags", "persistent_save_due",
     "read_init_info", "resolve_identity", "save_due",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -22,7 +23,14 @@ from mtc_provider.core.vocabulary import (
     ENV_PROCESS_ID,
     INIT_INFO_FILENAME,
 )
-from mtc_provider.local.workload.flags import Config, FlagError, RetryableError
+from mtc_provider.local.workload.flags import (
+    EXIT_BAD_CONFIG,
+    EXIT_RETRYABLE,
+    Config,
+    FlagError,
+    RetryableError,
+    parse_flags,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,3 +121,16 @@ def resolve_identity(cfg: Config, wait_s: float = 10.0) -> Identity:
         raise FlagError(f"process id {pid} out of range for {num_slices} slices x {hosts} hosts")
     return Identity(pid, total, coord, num_slices, hosts, source)
 
+
+def configure(argv: list[str]) -> tuple[Config, Identity] | int:
+    """A workload process's flags and identity, or the exit code of why there are none (the error on stderr):
+    a bad flag is not retryable, a missing identity (the ramdisk's init file not yet there) is."""
+    try:
+        cfg = parse_flags(argv)
+        return cfg, resolve_identity(cfg)
+    except FlagError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return EXIT_BAD_CONFIG
+    except RetryableError as err:
+        print(f"error (retryable): {err}", file=sys.stderr, flush=True)
+        return EXIT_RETRYABLE

@@ -12,27 +12,19 @@ import sys
 import traceback
 
 from mtc_provider.core import vocabulary as V
-from mtc_provider.local.workload.flags import EXIT_BAD_CONFIG, EXIT_RETRYABLE, FlagError, RetryableError, parse_flags
-from mtc_provider.local.workload.identity import resolve_identity
+from mtc_provider.adapters.workload_events import events_path
+from mtc_provider.local.workload.flags import EXIT_BAD_CONFIG, EXIT_RETRYABLE, FlagError
+from mtc_provider.local.workload.identity import configure
 from mtc_provider.local.workload.training import Watchdog, Workload
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        cfg = parse_flags(argv)
-        ident = resolve_identity(cfg)
-    except FlagError as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        return EXIT_BAD_CONFIG
-    except RetryableError as e:
-        print(f"error (retryable): {e}", file=sys.stderr, flush=True)
-        return EXIT_RETRYABLE
-
-    events_file = cfg.events_file
-    if not events_file:
-        base = cfg.base_output_directory if "://" not in cfg.base_output_directory else "/tmp/mtc-workload"
-        events_file = os.path.join(base, cfg.run_name, "events", f"process-{ident.process_id}.jsonl")
+    configured = configure(list(sys.argv[1:] if argv is None else argv))
+    if isinstance(configured, int):
+        return configured
+    cfg, ident = configured
+    base = cfg.base_output_directory if "://" not in cfg.base_output_directory else "/tmp/mtc-workload"
+    events_file = cfg.events_file or events_path(base, cfg.run_name, ident.process_id)
     w = Workload(cfg, ident, events_file)
 
     def on_watchdog(msg: str) -> None:
