@@ -6,7 +6,7 @@ the same sensing code as GKE; any other local directory is read with scandir.
 
 The core (`core.listing`) decides what counts; these classes only fetch names. Both answer an incremental
 question, `finalized(dir, after=step)`, so a poke after the first looks only at what is new where the store
-allows it. The async side (`latest_checkpoint`, `AsyncCheckpointStore`) runs the same code in a worker thread
+allows it. The async side (`AsyncCheckpointStore`) runs the same code in a worker thread
 (asyncio.to_thread) so a trigger never blocks the event loop; the hook is built there, from the connection id.
 """
 
@@ -275,13 +275,5 @@ class AsyncCheckpointStore:
         return await asyncio.to_thread(self.store.finalized, self.checkpoint_dir, after)
 
 
-async def latest_checkpoint(checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default",
-                            after: int | None = None,
-                            impersonation_chain: str | list[str] | None = None) -> CheckpointInfo | None:
-    """The newest finalized checkpoint (newer than `after`, when given), or None. Never blocks the loop."""
-    found = await AsyncCheckpointStore(checkpoint_dir, gcp_conn_id, impersonation_chain).finalized(after)
-    return found[-1] if found else None
-
-
 __all__ = ["AsyncCheckpointStore", "CheckpointStore", "GcsCheckpointStore", "ListingCost", "LocalBucketCheckpointStore",
-           "LocalCheckpointStore", "latest_checkpoint", "open_store", "split_gcs_uri"]
+           "LocalCheckpointStore", "open_store", "split_gcs_uri"]

@@ -101,6 +101,7 @@ class JobSetTrigger(BaseTrigger):
         self._progress_tracker = None  # finalized steps seen, for the progress line's rate (ProgressTracker)
         self._progress_at = float("-inf")
         self.last_progress: dict[str, Any] | None = None  # the latest ProgressReport.to_xcom()
+        self._checkpoints = None  # one store for the whole watch (AsyncCheckpointStore): its client carries over
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -141,7 +142,6 @@ class JobSetTrigger(BaseTrigger):
         failing is taken off the clock), and one that keeps failing for `listing_timeout` sets `listing_error`.
         Listing runs off the loop.
         """
-        from mtc_provider.adapters.checkpoint_stores import latest_checkpoint
         from mtc_provider.core.progress import ProgressTracker
         from mtc_provider.core.status import PENDING
 
@@ -152,9 +152,7 @@ class JobSetTrigger(BaseTrigger):
             self._tracker.latest_step = latest
             return None
         try:
-            info = await latest_checkpoint(self.checkpoint_dir, self.gcp_conn_id or "google_cloud_default",
-                                           after=self._tracker.latest_step,
-                                           impersonation_chain=self.impersonation_chain)
+            info = await self._latest_checkpoint(after=self._tracker.latest_step)
         except Exception as exc:  # a failed listing is not "no progress": the stall clock stops
             if self._listing_failing_since is None:
                 self._listing_failing_since = now
@@ -179,6 +177,17 @@ class JobSetTrigger(BaseTrigger):
                     f"{self._tracker.seconds_without_progress(now):.0f}s (stall_timeout {float(self.stall_timeout):.0f}s;"
                     f" newest finalized step {self._tracker.latest_step})")
         return None
+
+    async def _latest_checkpoint(self, after: int | None):
+        """The newest finalized checkpoint newer than `after`, or None; the store is opened once, off the loop."""
+        from mtc_provider.adapters.checkpoint_stores import AsyncCheckpointStore
+
+        if self._checkpoints is None:
+            self._checkpoints = await asyncio.to_thread(
+                AsyncCheckpointStore, self.checkpoint_dir, self.gcp_conn_id or "google_cloud_default",
+                self.impersonation_chain)
+        found = await self._checkpoints.finalized(after)
+        return found[-1] if found else None
 
     def _stall_watch(self) -> bool:
         return bool(self.checkpoint_dir and self.stall_timeout)
@@ -207,12 +216,8 @@ class JobSetTrigger(BaseTrigger):
         self._progress_at = now
         tracker = self._progress_tracker_now(now)
         if not self._stall_watch():
-            from mtc_provider.adapters.checkpoint_stores import latest_checkpoint
-
             try:
-                info = await latest_checkpoint(self.checkpoint_dir, self.gcp_conn_id or "google_cloud_default",
-                                               after=tracker.latest_step,
-                                               impersonation_chain=self.impersonation_chain)
+                info = await self._latest_checkpoint(after=tracker.latest_step)
             except Exception as exc:  # progress is advisory: never ends the watch
                 self.log.warning("progress: listing %s failed (%s)", self.checkpoint_dir,
                                  describe_listing_error(exc))
