@@ -30,7 +30,7 @@ def served_resources(api_client: Any) -> dict[str, bool]:
     objects = k8s.CustomObjectsApi(api_client)
     served = {}
     for resource in (JOBSET, CHECKPOINT_CONFIGURATION):
-        key = f"{resource.qualified_name}/{resource.version}"
+        key = resource.served_key
         try:
             found = objects.get_api_resources(resource.group, resource.version)
         except ApiException as exc:  # 404: the group/version is not served; anything else is a real failure
@@ -67,8 +67,7 @@ class KubernetesCluster:
         factory = self.kubernetes_client_factory()
         served = served_resources(factory())
         config = None
-        if checkpoint_configuration_name and served[f"{CHECKPOINT_CONFIGURATION.qualified_name}/"
-                                                   f"{CHECKPOINT_CONFIGURATION.version}"]:
+        if checkpoint_configuration_name and served[CHECKPOINT_CONFIGURATION.served_key]:
             config = CheckpointConfigurationApi(factory).get(checkpoint_configuration_name)
         return evaluate_kubernetes(served, config, checkpoint_configuration_name)
 

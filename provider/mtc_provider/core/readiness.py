@@ -208,9 +208,8 @@ def evaluate_kubernetes(served: Mapping[str, bool], checkpoint_configuration: Ma
          "enable GKE's HighScaleCheckpointing addon, which installs the CRD (MtcEnableCheckpointingOperator on a "
          "gke target)"),
     ):
-        key = f"{resource.qualified_name}/{resource.version}"
-        checks.append(Check(name, bool(served.get(key)), "served" if served.get(key) else "not served",
-                            f"{key} served", fix))
+        ok = bool(served.get(resource.served_key))
+        checks.append(Check(name, ok, "served" if ok else "not served", f"{resource.served_key} served", fix))
     if checkpoint_configuration_name:
         checks.append(configuration_check(checkpoint_configuration, checkpoint_configuration_name))
     return checks

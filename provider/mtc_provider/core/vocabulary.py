@@ -31,6 +31,11 @@ class Resource:
         """`<plural>.<group>`, as in RBAC rules and the API server's error messages."""
         return f"{self.plural}.{self.group}"
 
+    @property
+    def served_key(self) -> str:
+        """`<plural>.<group>/<version>`: how a readiness report names a resource the cluster must serve."""
+        return f"{self.qualified_name}/{self.version}"
+
 
 # https://github.com/kubernetes-sigs/jobset (api/jobset/v1alpha2)
 JOBSET = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", namespaced=True)
