@@ -60,8 +60,9 @@ class Forbidden(retry.PermissionDenied, AirflowFailException):
         self.server_message = server_message
         who = f'identity "{self.user}"' if self.user else "this identity"
         via = f" ({where})" if where else ""
-        super().__init__(f"forbidden: {who}{via} may not {verb} {resource} in namespace {namespace or '-'}; grant it "
-                         f"(docs/deployment.md, RBAC) and clear the task. The API server said: {server_message}")
+        self.permission = ""
+        ApiError.__init__(self, 403, f"{who}{via} may not {verb} {resource} in namespace {namespace or '-'}. "
+                                     f"The API server said: {server_message}", "Forbidden")
 
     @property
     def rbac(self) -> bool:
