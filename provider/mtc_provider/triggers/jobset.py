@@ -297,7 +297,7 @@ class JobSetTrigger(BaseTrigger):
             self._capacity_logged_at = now
         if self.startup_timeout is not None and now - start.since > float(self.startup_timeout):
             return STARTUP_TIMEOUT, (f"{where} did not start within startup_timeout {float(self.startup_timeout):.0f}s"
-                                     f" (restart attempt {pods.restart_attempt if pods.restart_attempt is not None else 0}"
+                                     f" (pods of restart attempt {pods.restart_attempt if pods.restart_attempt is not None else 0}"
                                      f"): {pods.waiting_line()}")
         return None
 
