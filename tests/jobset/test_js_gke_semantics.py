@@ -130,8 +130,8 @@ def test_stall_history_survives_deletion_and_hangs_at_one_step_hit_the_crash_loo
 # --- 3. image_pull / unschedulable -------------------------------------------------------------------
 # What cannot heal fails at once; pull errors the kubelet retries with back-off fail after image_pull_timeout
 # (kubernetes.io/docs/concepts/containers/images/#imagepullbackoff), both with the pod's own message.
-@pytest.mark.parametrize("reason, image_pull_timeout", [("ErrImagePull", 0.3), ("ImagePullBackOff", 0.3),
-                                                        ("InvalidImageName", 3600), ("CreateContainerConfigError", 3600)])
+@pytest.mark.parametrize("reason, image_pull_timeout", [
+    ("ErrImagePull", 0.3), ("ImagePullBackOff", 0.3), ("InvalidImageName", 3600), ("CreateContainerConfigError", 3600)])
 def test_image_pull_and_config_errors_fail_with_the_pods_message(cluster, tmp_path, reason, image_pull_timeout):
     def pods_cannot_start(obj):
         cluster.set_pods("default", obj["metadata"]["name"], [pod_waiting(obj["metadata"]["name"], reason, index=i)

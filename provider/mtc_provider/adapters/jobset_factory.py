@@ -100,7 +100,8 @@ def jobset_api(connection: Mapping[str, Any]) -> JobSetApi:
                              gcp_conn_id=connection["gcp_conn_id"],
                              impersonation_chain=connection.get("impersonation_chain"),
                              use_dns_endpoint=bool(connection.get("use_dns_endpoint")))
-    return KubernetesJobSetApi(hook.get_conn, where=describe_connection(connection))  # get_conn builds a client with a fresh token each call
+    # get_conn builds a client with a fresh token each call
+    return KubernetesJobSetApi(hook.get_conn, where=describe_connection(connection))
 
 
 def async_jobset_api(connection: Mapping[str, Any], poll_interval: float = 30.0) -> AsyncJobSetApi:

@@ -244,15 +244,15 @@ def evaluate_rbac(allowed: Mapping[str, bool], namespace: str) -> list[Check]:
         denied = [verb for verb in verbs if not allowed.get(rbac_key(verb, group, resource), False)]
         qualified = f"{resource}.{group}" if group else resource
         plural, _, sub = resource.partition("/")
-        rule = f"--verb={','.join(verbs)} --resource={f'{plural}.{group}' if group else plural}" + (f"/{sub}" if sub else "")
+        role = f"mtc-{resource.replace('/', '-')}"
+        target = f"{plural}.{group}" if group else plural
+        rule = f"--verb={','.join(verbs)} --resource={target}{'/' + sub if sub else ''}"
         checks.append(Check(
             f"rbac_{resource.replace('/', '_')}", not denied,
             f"denied: {', '.join(denied)}" if denied else "allowed",
             f"{', '.join(verbs)} {qualified} in namespace {namespace} ({why})",
-            f"kubectl create role mtc-{plural}{'-' + sub if sub else ''} -n {namespace} {rule} && kubectl create "
-            f"rolebinding mtc-{plural}{'-' + sub if sub else ''} -n {namespace} --role=mtc-{plural}"
-            f"{'-' + sub if sub else ''} --serviceaccount=<ns>:<the workers' and the triggerer's service account> "
-            "(or apply the Role of docs/deployment.md)"))
+            f"kubectl create role {role} -n {namespace} {rule} && kubectl create rolebinding {role} -n {namespace} "
+            f"--role={role} --user=<the connection's identity> (or apply the Role of docs/deployment.md)"))
     return checks
 
 

@@ -165,8 +165,8 @@ PERMANENT_WAITING_REASONS = frozenset({"InvalidImageName"})
 # its secret and configmap managers answer apierrors.NewNotFound(corev1.Resource("secret"|"configmap"), name)
 # (pkg/kubelet/secret/secret_manager.go, pkg/kubelet/configmap/configmap_manager.go), i.e. `secret "x" not found`,
 # and makeEnvironmentVariables (pkg/kubelet/kubelet_pods.go) `couldn't find key K in Secret ns/x`.
-MISSING_REFERENCE_RE = re.compile(r'\b(secret|configmap) "[^"]+" not found|couldn\'t find key \S+ in (Secret|ConfigMap) ',
-                                  re.IGNORECASE)
+MISSING_REFERENCE_RE = re.compile(
+    r'\b(secret|configmap) "[^"]+" not found|couldn\'t find key \S+ in (Secret|ConfigMap) ', re.IGNORECASE)
 
 
 def never_heals(reason: str, message: str) -> bool:

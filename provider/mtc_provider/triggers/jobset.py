@@ -283,7 +283,8 @@ class JobSetTrigger(BaseTrigger):
             start.pull_since = now if start.pull_since is None else start.pull_since
             start.first_pull_error = start.first_pull_error or pods.healing_error
             waited = now - start.pull_since
-            bound = "no bound" if self.image_pull_timeout is None else f"image_pull_timeout {self.image_pull_timeout:.0f}s"
+            bound = ("no bound" if self.image_pull_timeout is None
+                     else f"image_pull_timeout {float(self.image_pull_timeout):.0f}s")
             if self.image_pull_timeout is not None and waited > float(self.image_pull_timeout):
                 first = "" if start.first_pull_error == pods.healing_error else f" (first: {start.first_pull_error})"
                 return UNSTARTABLE, (f"the pods of {where} could not pull their image or create their container for "
@@ -296,9 +297,9 @@ class JobSetTrigger(BaseTrigger):
             self.log.warning("%s %s", where, pods.capacity_line())
             self._capacity_logged_at = now
         if self.startup_timeout is not None and now - start.since > float(self.startup_timeout):
+            attempt = pods.restart_attempt or 0
             return STARTUP_TIMEOUT, (f"{where} did not start within startup_timeout {float(self.startup_timeout):.0f}s"
-                                     f" (pods of restart attempt {pods.restart_attempt if pods.restart_attempt is not None else 0}"
-                                     f"): {pods.waiting_line()}")
+                                     f" (pods of restart attempt {attempt}): {pods.waiting_line()}")
         return None
 
     async def _events(self, api) -> AsyncIterator[Any]:
