@@ -22,6 +22,9 @@ from mtc_provider.operators.goodput import GoodputReportOperator
 from mtc_provider.operators.jobset import MtcDeleteJobSetOperator, MtcJobSetOperator
 from mtc_provider.sensors.checkpoint import CheckpointProgressSensor
 
+# The Kubernetes service account the training pods run as (the DAG author's, never the form's).
+# mtc_cluster_setup.py grants the bucket role to the same one (tests/dags checks they agree).
+WORKLOAD_KSA = "default"
 DEFAULT_FAULT_PLAN = [
     {"kind": "sigkill_host", "at_step": 14, "slice": 0, "host": 0},  # a hardware failure
     {"kind": "wipe_ramdisk", "at_step": 34, "slice": 1, "host": 0},  # a replaced node: its local copy is gone
@@ -120,7 +123,7 @@ with DAG(
             print(said)
         # The connection and the service account are the DAG author's: set them here, never in the form.
         return plan_training_run(params, conf=getattr(dag_run, "conf", None), declared=PARAMS,
-                                 gcp_conn_id="google_cloud_default", service_account="default")
+                                 gcp_conn_id="google_cloud_default", service_account=WORKLOAD_KSA)
 
     plan_task = plan()
 

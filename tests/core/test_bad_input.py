@@ -300,8 +300,8 @@ DAG_CASES: list[tuple[str, str, dict, str, tuple[str, ...]]] = [
     ("local-bucket-escaping-the-home", "training", {"bucket": "../.."}, "bucket.name", ("lower-case letters",)),
     ("setup-bad-checkpoint-configuration-name", "setup", {"checkpoint_configuration_name": "MTC_Config"},
      "params.checkpoint_configuration_name", ("lower-case",)),
-    ("setup-bad-service-account", "setup", {"service_account": "Trainer_SA"}, "params.service_account",
-     ("lower-case",)),
+    ("setup-conf-service-account", "setup", {"service_account": "admin"}, "dag_run.conf.service_account",
+     ("params",)),  # the DAG author's WORKLOAD_KSA, as in the training DAG
     ("setup-bad-namespace", "setup", {"namespace": "ml_team"}, "params.namespace", ("lower-case",)),
     ("setup-bad-node-pool-prefix", "setup", {"node_pool_prefix": "Pools_"}, "params.node_pool_prefix",
      ("lower-case", "36")),

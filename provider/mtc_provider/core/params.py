@@ -260,18 +260,29 @@ def training_run(
     }
 
 
-def cluster_setup_run(params: Mapping[str, Any], local_home: str) -> dict[str, Any]:
+def cluster_setup_run(params: Mapping[str, Any], local_home: str, *, service_account: str = "default") -> dict[str, Any]:
     """The cluster-setup DAG's plan: the training run's checks plus every name the setup creates or binds,
-    so nothing is created before a bad name is found."""
-    run = training_run(params, local_home, needs_image=False)  # the setup launches no training container
+    so nothing is created before a bad name is found. `service_account` is the DAG author's workload KSA (the
+    one the training DAG's pods run as), never the form's."""
+    from mtc_provider.core.node_pools import node_locations
+    from mtc_provider.core.readiness import setup_fixable
+
+    run = training_run(params, local_home, needs_image=False,  # the setup launches no training container
+                       service_account=service_account)
     names = {
         "checkpoint_configuration_name": check_checkpoint_configuration_name(
             _get(params, "checkpoint_configuration_name", "mtc-checkpoint-config"),
             "params.checkpoint_configuration_name"),
-        "service_account": check_service_account(_get(params, "service_account", "default"), "params.service_account"),
+        "service_account": check_service_account(service_account, "service_account"),
         # Pools are named <prefix>-<slice index>; GKE allows 40 characters.
         "node_pool_prefix": check_dns1123_label("params.node_pool_prefix", _get(params, "node_pool_prefix", "mtc-slice"),
                                                 36),
     }
     BucketSpec(name=_get(params, "bucket", "mtc-checkpoints"), location=_get(params, "bucket_location", "us-central1"))
-    return {**run, **names}
+    zones: list[str] = []
+    tpu_zone = _get(params, "tpu_zone", "")
+    if run["target"]["kind"] == "gke" and (tpu_zone or _get(params, "create_node_pools", False)):
+        # The guide's --node-locations=${TPU_ZONE}: a regional cluster without it is refused here.
+        zones = node_locations(params["location"], [tpu_zone] if tpu_zone else None, "params.tpu_zone")
+    return {**run, **names, "node_locations": zones,
+            "fixed_by_later_tasks": setup_fixable(params) if run["target"]["kind"] == "gke" else []}

@@ -113,33 +113,50 @@ class MtcGcpBaseOperator(BaseOperator):
 class MtcClusterReadinessOperator(MtcGcpBaseOperator):
     """One-shot readiness: pushes the report (key "readiness") and fails at once unless every check passes.
 
+    As the first task of a setup DAG, `fixed_by_later_tasks` names the checks the DAG's following tasks fix
+    (core.readiness.setup_fixable): those may fail, and the log and the report say what will change; any other
+    failure (an old control plane, Autopilot, pools without GKE_METADATA) stops the DAG before any change.
+
     :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type): the node pools to look for.
     :param sizing: {parameters, bytes_per_parameter, buffer}: checks the nodes' memory can hold the ramdisk.
     :param checkpoint_configuration_name: also check this CheckpointConfiguration exists; None: skip the check.
+    :param fixed_by_later_tasks: names of checks that later tasks fix (templated); None: every check must pass.
     """
 
-    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "slices", "sizing", "checkpoint_configuration_name")
+    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "slices", "sizing", "checkpoint_configuration_name",
+                                      "fixed_by_later_tasks")
 
     def __init__(self, *, slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None = None,
-                 checkpoint_configuration_name: str | None = None, **kwargs: Any) -> None:
+                 checkpoint_configuration_name: str | None = None,
+                 fixed_by_later_tasks: Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.slices = slices
         self.sizing = sizing
         self.checkpoint_configuration_name = checkpoint_configuration_name
+        self.fixed_by_later_tasks = fixed_by_later_tasks
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from mtc_provider.core.readiness import all_ok, summary
+        from mtc_provider.core.readiness import all_ok, changes_summary, preflight, summary
 
         target = self.resolved_target()
         slices = slices_dict(self.slices)
         backend = self.backend(target)
         self.persist_cluster_link(context, backend)
         checks = backend.cluster.readiness(slices, self.sizing, self.checkpoint_configuration_name)
-        report = {"target": target.kind, "ready": all_ok(checks), "checks": [c.to_dict() for c in checks]}
+        blocking, to_change = preflight(checks, list(self.fixed_by_later_tasks or []))
+        report = {"target": target.kind, "ready": all_ok(checks), "checks": [c.to_dict() for c in checks],
+                  "blocking": [c.name for c in blocking], "will_change": [c.name for c in to_change]}
         context["ti"].xcom_push(key="readiness", value=report)
-        if not report["ready"]:
+        if blocking and self.fixed_by_later_tasks is None:
             raise NotReady(f"{target.kind} target is not ready for MTC:\n{summary(checks)}", report["checks"])
-        self.log.info("ready:\n%s", summary(checks))
+        if blocking:
+            raise NotReady(f"{target.kind} target is not ready for MTC and no following task fixes "
+                           f"{', '.join(c.name for c in blocking)}; nothing was changed:\n{summary(checks)}",
+                           report["checks"])
+        if self.fixed_by_later_tasks is not None:
+            self.log.info("%s\n%s", changes_summary(to_change), summary(checks))
+        else:
+            self.log.info("ready:\n%s", summary(checks))
         return report
 
 
@@ -316,17 +333,33 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
 
     :param slices: SliceSpec or dict: one node pool per slice of this TPU type, topology and machine type.
     :param node_pool_prefix: node pools are named `<prefix>-<i>`.
-    :param node_locations: zones for the node pools; None: the cluster's.
+    :param node_locations: the TPU zone(s) of the pools (the guide's `--node-locations=${TPU_ZONE}`), zones of the
+        cluster's region; None: the cluster's zone on a zonal cluster. Required on a regional cluster.
+    :param oauth_scopes: the nodes' OAuth scopes; None: gcloud's `gke-default` scopes (storage read-only for image
+        pulls, logging, monitoring, ...), or cloud-platform when `node_service_account` is given.
+    :param node_service_account: the nodes' Google service account; None: the Compute Engine default one.
     """
 
-    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "slices", "node_pool_prefix", "node_locations")
+    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "slices", "node_pool_prefix", "node_locations",
+                                      "oauth_scopes", "node_service_account")
 
     def __init__(self, *, slices: SliceSpec | dict[str, Any], node_pool_prefix: str = "mtc-slice",
-                 node_locations: list[str] | None = None, **kwargs: Any) -> None:
+                 node_locations: list[str] | None = None, oauth_scopes: list[str] | None = None,
+                 node_service_account: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.slices = slices
         self.node_pool_prefix = node_pool_prefix
         self.node_locations = node_locations
+        self.oauth_scopes = oauth_scopes
+        self.node_service_account = node_service_account
+
+    def pool_settings(self, target: Target) -> dict[str, Any]:
+        """Zones, scopes and service account, validated (bad input fails here, before any call)."""
+        from mtc_provider.core.node_pools import check_node_service_account, node_locations, node_scopes
+
+        account = check_node_service_account(self.node_service_account)
+        return {"node_locations": node_locations(target.location, self.node_locations),
+                "oauth_scopes": node_scopes(self.oauth_scopes, account), "service_account": account}
 
     def execute(self, context: Any) -> dict[str, Any] | None:
         target = self.resolved_target()
@@ -338,6 +371,7 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
         why = backend.cluster.provided_by_target("tpu_node_pools", spec.total_hosts)
         if why:
             return not_applicable(target.kind, "tpu_node_pools", why)
+        self.pool_settings(target)
         self.persist_cluster_link(context, backend)
         return self.step(context, {"created": []})
 
@@ -352,7 +386,7 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
             if pool is None:
                 if name in state["created"]:
                     raise OperationFailed(f"node pool {name} is missing after its create operation finished")
-                operation = api.create_tpu_node_pool(name, spec, self.node_locations)
+                operation = api.create_tpu_node_pool(name, spec, **self.pool_settings(target))
                 self.log.info("creating node pool %s: operation %s", name, operation)
                 return self.wait_for(context, target, operation, {"created": [*state["created"], name]})
             shape = ((pool.get("config") or {}).get("machineType"), (pool.get("placementPolicy") or {}).get("tpuTopology"))
@@ -361,5 +395,7 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
                                 f"a prefix whose pools do not exist yet: {name} exists with {shape}, "
                                 f"not ({spec.machine_type}, {spec.topology})")
         kept = [name for name in names if name not in state["created"]]
+        settings = self.pool_settings(target)
         return {"target": target.kind, "changed": bool(state["created"]), "created": state["created"],
-                "already_present": kept}
+                "already_present": kept, "node_locations": settings["node_locations"],
+                "oauth_scopes": settings["oauth_scopes"]}
