@@ -96,3 +96,25 @@ def test_regional_cluster_without_tpu_zone_or_bad_pool_settings_are_refused_befo
     assert allowed in str(caught.value) and repr(value).strip("'") in str(caught.value)
     assert container.exchanges == []  # not even a token request
     assert container.writes == 0
+
+
+def test_run_description_takes_node_locations_in_the_clusters_region():
+    from mtc_provider.core.spec import RunConfig
+
+    import yaml
+    from pathlib import Path
+
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / "gke-v6e.yaml").read_text())
+    assert RunConfig.from_dict(data).cluster.node_locations == ("us-central1-b",)
+    data["cluster"]["node_locations"] = ["europe-west4-a"]
+    with pytest.raises(SpecError, match="cluster.node_locations: 'europe-west4-a' is not allowed.*region us-central1"):
+        RunConfig.from_dict(data)
+
+
+def test_an_existing_pool_of_another_shape_is_refused_before_any_create(container, gcp_connection):
+    cluster = container.clusters[f"{PROJECT}/{LOCATION}/{CLUSTER}"]
+    cluster["nodePools"].append({"name": "mtc-slice-1", "config": {"machineType": "ct6e-standard-4t"},
+                                 "placementPolicy": {"tpuTopology": "2x4"}, "status": "RUNNING"})
+    with pytest.raises(SpecError, match=r"mtc-slice-1 exists with \('ct6e-standard-4t', '2x4'\)"):
+        run(container, node_locations=["us-central1-b"])
+    assert container.writes == 0 and created_pools(container) == []

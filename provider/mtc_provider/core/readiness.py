@@ -181,7 +181,7 @@ def evaluate_cluster(
     checks.append(Check(
         "tpu_node_pools", len(matching) >= wanted, observed_pools,
         f">= {wanted} node pools of {slices.machine_type} with topology {slices.topology} (one per slice)",
-        f"{gcloud_create_node_pool(name, location, project_id, '<POOL_NAME>', slices)}  "
+        f"{gcloud_create_node_pool(name, location, project_id, '<POOL_NAME>', slices, _tpu_zone(location))}  "
         f"x {max(0, wanted - len(matching))} (or MtcCreateTpuNodePoolsOperator)",
     ))
 
@@ -190,6 +190,13 @@ def evaluate_cluster(
     if checkpoint_configuration_name:
         checks.append(configuration_check(checkpoint_configuration, checkpoint_configuration_name))
     return checks
+
+
+def _tpu_zone(location: str) -> str:
+    """A zonal cluster's pools go to its zone; a regional one needs the TPU zone said (core.node_pools)."""
+    from mtc_provider.core.node_pools import is_regional
+
+    return "${TPU_ZONE}" if is_regional(location) else location
 
 
 def workload_metadata_check(cluster: Mapping[str, Any], slices: SliceSpec, project_id: str, location: str) -> Check:

@@ -270,10 +270,19 @@ class ClusterSpec:
     location: str
     name: str
     project_number: str = ""  # looked up through Resource Manager when empty
+    # The TPU node pools' zones (the guide's --node-locations=${TPU_ZONE}); empty: a zonal cluster's own zone.
+    node_locations: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         require(bool(self.project_id), "cluster.project_id", self.project_id, "a GCP project id")
         require(bool(self.location), "cluster.location", self.location, "a GCP region or zone")
+        if self.node_locations:
+            from mtc_provider.core.node_pools import node_locations
+
+            require(isinstance(self.node_locations, (list, tuple)), "cluster.node_locations", self.node_locations,
+                    "a list of zones, e.g. [us-central1-b]")
+            object.__setattr__(self, "node_locations",
+                               tuple(node_locations(self.location, self.node_locations, "cluster.node_locations")))
         check_dns1123_label("cluster.name", self.name, 40)
         require(
             not self.project_number or str(self.project_number).isdigit(),

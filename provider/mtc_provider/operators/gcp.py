@@ -381,19 +381,21 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
         api = self.backend(target).cluster.control_plane()
         pools = {pool["name"]: pool for pool in api.node_pools()}
         names = [f"{self.node_pool_prefix}-{i}" for i in range(spec.num_slices)]
-        for name in names:
+        for name in names:  # every existing pool's shape first: a wrong one is refused before any create
             pool = pools.get(name)
-            if pool is None:
+            shape = pool and ((pool.get("config") or {}).get("machineType"),
+                              (pool.get("placementPolicy") or {}).get("tpuTopology"))
+            if pool is not None and shape != (spec.machine_type, spec.topology):
+                raise SpecError("node_pool_prefix", self.node_pool_prefix,
+                                f"a prefix whose pools do not exist yet: {name} exists with {shape}, "
+                                f"not ({spec.machine_type}, {spec.topology})")
+        for name in names:
+            if name not in pools:
                 if name in state["created"]:
                     raise OperationFailed(f"node pool {name} is missing after its create operation finished")
                 operation = api.create_tpu_node_pool(name, spec, **self.pool_settings(target))
                 self.log.info("creating node pool %s: operation %s", name, operation)
                 return self.wait_for(context, target, operation, {"created": [*state["created"], name]})
-            shape = ((pool.get("config") or {}).get("machineType"), (pool.get("placementPolicy") or {}).get("tpuTopology"))
-            if shape != (spec.machine_type, spec.topology):
-                raise SpecError("node_pool_prefix", self.node_pool_prefix,
-                                f"a prefix whose pools do not exist yet: {name} exists with {shape}, "
-                                f"not ({spec.machine_type}, {spec.topology})")
         kept = [name for name in names if name not in state["created"]]
         settings = self.pool_settings(target)
         return {"target": target.kind, "changed": bool(state["created"]), "created": state["created"],
