@@ -11,8 +11,9 @@ descriptions that begin "Required.") is present. The documents come from the pin
 (`googleapiclient/discovery_cache/documents/`), not copied by hand, so a client or API upgrade is checked offline.
 
 Decoding notes, from the clients' sources: the google-cloud-* REST transports send `$alt=json;enum-encoding=int`
-(google/api_core rest transports; `$alt` is the system parameter `alt`, https://cloud.google.com/apis/docs/
-system-parameters) and so send enums as their proto numbers; a number is decoded through the client's own proto
+(google-cloud-container 2.67 `container_v1/_compat.py`, google-api-core `rest_helpers.py`; `$alt` is the system
+parameter `alt`, https://cloud.google.com/apis/docs/system-parameters, table "Definitions") and so send enums as
+their proto numbers; a number is decoded through the client's own proto
 enum whose member names equal the schema's enum, then checked by name.
 """
 
