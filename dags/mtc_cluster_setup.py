@@ -44,7 +44,10 @@ with DAG(
         "namespace": Param("default", type="string"),
         "service_account": Param("default", type="string"),
         "tpu_type": Param("v6e", enum=["v4", "v5e", "v5p", "v6e"]),
-        "topology": Param("2x2", type="string"),
+        "topology": Param(None, type=["null", "string"],
+                          description="Per slice, e.g. 2x4, 4x8 (v5e/v6e) or 2x2x2 (v4/v5p); empty: the smallest the "
+                                      "target takes (v6e: 2x2, one host; on gke 2x4, two hosts, "
+                                      "as GKE Multislice needs multi-host slices)"),
         "num_slices": Param(2, type="integer", minimum=2),
         "parameters": Param(1e6, type="number", minimum=1),
         "checkpoint_configuration_name": Param("mtc-checkpoint-config", type="string"),

@@ -32,7 +32,8 @@ CASES: list[tuple[str, Callable[[], Any], str, tuple[str, ...]]] = [
     ("v3-tpu-type", lambda: slices(tpu_type="v3"), "slices.tpu_type", ("v4", "v5e", "v5p", "v6e")),
     ("one-slice", lambda: slices(num_slices=1), "slices.num_slices", (">= 2", "multi-slice")),
     ("wrong-machine-type", lambda: slices(machine_type="ct5p-hightpu-4t"), "slices.machine_type", ("ct6e-standard-4t",)),
-    ("topology-not-divisible", lambda: SliceSpec("v6e", "1x2", 2, "ct6e-standard-8t"), "slices.topology", ("divisible by 8",)),
+    ("topology-gke-does-not-offer", lambda: SliceSpec("v6e", "1x2", 2, "ct6e-standard-8t"), "slices.topology",
+     ("a topology GKE offers for v6e", "2x4 (ct6e-standard-8t, 1 host; ct6e-standard-4t, 2 hosts)")),
     # --- sizing
     ("zero-hosts", lambda: ramdisk_size(70e9, 0), "sizing.hosts_per_slice", ("positive integer",)),
     ("negative-parameters", lambda: ramdisk_size(-1, 32), "sizing.parameters", ("positive",)),
