@@ -78,3 +78,24 @@ def test_readiness_sensor_checks_host_memory_from_its_sizing(container, k8s, gcp
         sensor.execute({})
     assert caught.value.field == "sizing.parameters"
     assert container.requests == [] and k8s.requests == []
+
+
+@pytest.mark.parametrize(
+    "slices, workload, field",
+    [({"tpu_type": "v6e", "topology": "4x8", "num_slices": 2}, {"jobset_name": "1run"}, "workload.jobset_name"),
+     ({"tpu_type": "v6e", "topology": "8x16", "num_slices": 2},
+      {"jobset_name": "a" * 40, "replicated_job_name": "b" * 15}, "workload.jobset_name"),
+     ({"tpu_type": "v6e", "topology": "2x2", "num_slices": 2}, {"jobset_name": "run"}, "slices.topology")],
+)
+def test_launch_operator_refuses_what_the_webhook_or_gke_refuses_before_any_call(container, k8s, gcp_connection,
+                                                                                 slices, workload, field):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mtc_provider.operators.jobset import MtcJobSetOperator
+
+    op = MtcJobSetOperator(task_id="train", target=GkeTarget(PROJECT, LOCATION, CLUSTER), slices=slices,
+                           checkpointing={"run_name": "run", "base_output_directory": "gs://ckpt", "steps": 10},
+                           workload={"image": "us-docker.pkg.dev/p/r/maxtext:1", **workload})
+    with pytest.raises(AirflowFailException, match=f"invalid spec: {field}: "):
+        op.execute({"ti": TI()})
+    assert container.requests == [] and k8s.requests == []
