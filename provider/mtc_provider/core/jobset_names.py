@@ -21,12 +21,13 @@ import hashlib
 import re
 
 from mtc_provider.core.errors import SpecError
+from mtc_provider.core.names import JOBSET_NAME_MAX
 
 JOBSET_WEBHOOK = "JobSet's webhook (kubernetes-sigs/jobset pkg/webhooks/jobset_webhook.go@v0.10.1 and @v0.12.0)"
 DNS1035_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1035_LABEL_MAX = 63
 POD_NAME_SUFFIX = "-abcde"  # the webhook's stand-in for the pod's 5 random characters
-ATTEMPT_NAME_MAX = 40  # names.JOBSET_NAME_MAX: attempts are cut to it
+ATTEMPT_NAME_MAX = JOBSET_NAME_MAX  # attempts are cut to the JobSet name limit
 ATTEMPT_SUFFIX_MAX = len("-00000-a999")  # the longest attempt suffix up to try 999
 
 
