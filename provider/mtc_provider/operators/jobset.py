@@ -54,7 +54,6 @@ from mtc_provider.core.resubmission import (
 )
 from mtc_provider.core.jobset_names import attempt_name
 from mtc_provider.core.launch import attempt_of, needs_latest_step, plan_launch
-from mtc_provider.core.run_checks import check_run
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.jobset import JOBSET_LINKS, persist_links
@@ -231,6 +230,7 @@ class MtcJobSetOperator(BaseOperator):
 
     # --- inputs -------------------------------------------------------------------------------------
     def _specs(self) -> tuple[SliceSpec, CheckpointingSpec, WorkloadSpec, int]:
+        from mtc_provider.core.run_checks import check_run  # imported where it runs: DAG files stay light
         from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
 
         try:
