@@ -47,7 +47,10 @@ with DAG(
         "bucket_location": Param("us-central1", type="string", description="A region or multi-region, not a zone"),
         "namespace": Param("default", type="string"),
         "tpu_type": Param("v6e", enum=["v4", "v5e", "v5p", "v6e"]),
-        "topology": Param("2x2", type="string"),
+        "topology": Param(None, type=["null", "string"],
+                          description="Per slice, e.g. 2x4, 4x8 (v5e/v6e) or 2x2x2 (v4/v5p); empty: the smallest the "
+                                      "target takes (v6e: 2x2, one host; on gke 2x4, two hosts, "
+                                      "as GKE Multislice needs multi-host slices)"),
         "machine_type": Param("", type="string", description="TPU machine type (empty: the TPU type's default)"),
         "tpu_zone": Param("", type="string", description="GKE: the TPU node pools' zone (--node-locations); "
                           "empty: the cluster's zone, required for a regional cluster"),

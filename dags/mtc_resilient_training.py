@@ -46,7 +46,10 @@ PARAMS = {
     "namespace": Param("default", type="string"),
     "bucket": Param("mtc-checkpoints", type="string", description="Checkpoint bucket (a directory locally)"),
     "tpu_type": Param("v6e", enum=["v4", "v5e", "v5p", "v6e"]),
-    "topology": Param("2x2", type="string", description="Per slice, e.g. 2x2, 4x8 (v5e/v6e) or 2x2x2 (v4/v5p)"),
+    "topology": Param(None, type=["null", "string"],
+                      description="Per slice, e.g. 2x4, 4x8 (v5e/v6e) or 2x2x2 (v4/v5p); empty: the smallest the "
+                                  "target takes (v6e: 2x2, one host; on gke 2x4, two hosts, "
+                                  "as GKE Multislice needs multi-host slices)"),
     "num_slices": Param(2, type="integer", minimum=2),
     "parameters": Param(1e6, type="number", minimum=1, description="Model parameters, for ramdisk sizing"),
     "run_name": Param("mtc-demo", type="string", description="Stable: a resubmitted run resumes from it"),

@@ -35,6 +35,18 @@ def slices_dict(slices: SliceSpec | dict[str, Any]) -> dict[str, Any]:
     return dataclasses.asdict(spec)
 
 
+def checked_run(target_kind: str, slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None) -> Any:
+    """The run description's checks (core.run_checks, as `mtc plan` makes them) for an operator's slices and
+    sizing: the target's Multislice rule, the guide's buffer rule and the host's memory. Before any call."""
+    from mtc_provider.core.run_checks import check_run
+    from mtc_provider.core.spec import SizingSpec
+
+    spec = SliceSpec(**slices_dict(slices))
+    if sizing is not None and not isinstance(sizing, dict):
+        raise SpecError("sizing", sizing, "a mapping of parameters, bytes_per_parameter, buffer, allow_any_buffer")
+    return spec, check_run(target_kind, spec, sizing=SizingSpec(**(sizing or {})))
+
+
 class MtcGcpBaseOperator(BaseOperator):
     """Shared plumbing: the target, Console links, and waiting for a GKE operation (deferred or polled).
 
@@ -118,7 +130,8 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
     failure (an old control plane, Autopilot, pools without GKE_METADATA) stops the DAG before any change.
 
     :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type): the node pools to look for.
-    :param sizing: {parameters, bytes_per_parameter, buffer}: checks the nodes' memory can hold the ramdisk.
+    :param sizing: {parameters, bytes_per_parameter, buffer, allow_any_buffer}: the ramdisk must fit the machine
+        type's memory (refused before any call, as `mtc plan` refuses it); None: the guide's defaults.
     :param checkpoint_configuration_name: also check this CheckpointConfiguration exists; None: skip the check.
     :param fixed_by_later_tasks: names of checks that later tasks fix (templated); None: every check must pass.
     """
@@ -139,7 +152,10 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
         from mtc_provider.core.readiness import all_ok, changes_summary, preflight, summary
 
         target = self.resolved_target()
-        slices = slices_dict(self.slices)
+        spec, checked = checked_run(target.kind, self.slices, self.sizing)  # bad input fails before any call
+        for warning in checked.warnings:
+            self.log.warning("%s", warning)
+        slices = dataclasses.asdict(spec)
         backend = self.backend(target)
         self.persist_cluster_link(context, backend)
         checks = backend.cluster.readiness(slices, self.sizing, self.checkpoint_configuration_name)
@@ -286,7 +302,8 @@ class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):
     :param name: the CheckpointConfiguration's name (cluster-scoped).
     :param bucket_name: the bucket that backs the ramdisk's persistent tier.
     :param slices: SliceSpec or dict: the machine type the configuration selects and the hosts per slice.
-    :param sizing: {parameters, bytes_per_parameter, buffer} for the guide's ramdisk formula.
+    :param sizing: {parameters, bytes_per_parameter, buffer, allow_any_buffer} for the guide's ramdisk formula;
+        a ramdisk larger than the machine type's memory is refused before any call.
     :param gcs_fuse_mount_options: GCS FUSE mount options (a list of strings); None: the guide's.
     :param csi_ephemeral_limit: the CSI driver's ephemeral storage limit (a quantity); None: the CRD's default.
     """
@@ -304,20 +321,19 @@ class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):
         self.gcs_fuse_mount_options = gcs_fuse_mount_options
         self.csi_ephemeral_limit = csi_ephemeral_limit
 
-    def body(self) -> dict[str, Any]:
+    def body(self, target_kind: str) -> dict[str, Any]:
+        """The CheckpointConfiguration, after the run description's checks for `target_kind` (core.run_checks)."""
         from mtc_provider.core.checkpoint_config import build_checkpoint_configuration
-        from mtc_provider.core.sizing import ramdisk_size
-        from mtc_provider.core.spec import SizingSpec
 
-        spec = SliceSpec(**slices_dict(self.slices))
-        sizing = SizingSpec(**(self.sizing or {}))
-        size = ramdisk_size(sizing.parameters, spec.hosts_per_slice, sizing.bytes_per_parameter, sizing.buffer)
-        return build_checkpoint_configuration(self.name, self.bucket_name, spec, size, self.gcs_fuse_mount_options,
-                                              self.csi_ephemeral_limit)
+        spec, checked = checked_run(target_kind, self.slices, self.sizing)
+        for warning in checked.warnings:
+            self.log.warning("%s", warning)
+        return build_checkpoint_configuration(self.name, self.bucket_name, spec, checked.ramdisk,
+                                              self.gcs_fuse_mount_options, self.csi_ephemeral_limit)
 
     def execute(self, context: Any) -> dict[str, Any]:
         target = self.resolved_target()
-        body = self.body()  # bad input fails here, before any call
+        body = self.body(target.kind)  # bad input fails here, before any call
         from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi
 
         backend = self.backend(target)
