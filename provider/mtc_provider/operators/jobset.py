@@ -100,8 +100,8 @@ class JobSetForbidden(AirflowFailException):
     and the run lock is kept (a JobSet may be training): grant the permission, then clear the task to reattach."""
 
 
-LEFT_AS_IS = ("nothing was deleted and the run lock is kept; once the permission is granted (docs/deployment.md, "
-              "RBAC), clear this task: it reattaches to a live JobSet")
+LEFT_AS_IS = ("nothing was deleted for it and the run lock is kept; once the permission is granted "
+              "(docs/deployment.md, RBAC), clear this task: it reattaches to a live JobSet")
 
 
 def _forbidden(message: str) -> JobSetForbidden:
