@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -177,3 +178,33 @@ def test_local_gcs_prefix_escape_through_a_symbolic_link_is_refused(home):
     with pytest.raises(exceptions.BadRequest, match="outside its bucket folder"):
         client.bucket("ckpt").blob("out/kubeconfig").upload_from_string(b"x")
     assert os.path.islink(folder / "out") and not (home / "kubeconfig").exists()
+
+
+# ---- tensorstore (Orbax's array storage) ------------------------------------------------------------------------
+TENSORSTORE_PROBE = """
+import tensorstore as ts
+kv = ts.KvStore.open({"driver": "gcs", "bucket": "ckpt"}).result()
+try:
+    kv.write("ts/x", b"hello").result()
+    print("wrote", kv.read("ts/x").result().value.decode())
+except ValueError as err:
+    print("refused", "401" in str(err))
+"""
+
+
+@pytest.mark.parametrize("token_kind, expected", [("home", "wrote hello"), ("none", "refused True"),
+                                                  ("wrong", "refused True")])
+def test_local_gcs_auth_tensorstore_sends_a_bearer_token_when_given_one(home, token_kind, expected):
+    """tensorstore's gcs driver, pointed at the local GCS with TENSORSTORE_GCS_HTTP_URL, sends the fixed bearer
+    token of GOOGLE_AUTH_TOKEN_FOR_TESTING (its first credential source: tensorstore/internal/oauth2/
+    google_auth_provider.cc, GetDefaultGoogleAuthProvider); with none it calls anonymously and is refused. (The
+    local workload itself writes the bucket folder as files, as through GCS FUSE, and never calls the local GCS.)"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "TENSORSTORE_"))}
+    env.update({"TENSORSTORE_GCS_HTTP_URL": local_gcs.endpoint(home), "CLOUDSDK_CONFIG": str(home / "no-gcloud"),
+                "GCE_METADATA_ROOT": "127.0.0.1:9"})  # no ADC, no metadata server: only what is given here
+    if token_kind != "none":
+        env["GOOGLE_AUTH_TOKEN_FOR_TESTING"] = token_of(home) if token_kind == "home" else "0" * 64
+    done = subprocess.run([sys.executable, "-c", TENSORSTORE_PROBE], env=env, capture_output=True, text=True,
+                          timeout=90)
+    assert done.stdout.strip().splitlines()[-1:] == [expected], done.stderr[-2000:]
+    assert (home / "buckets" / "ckpt" / "ts" / "x").exists() == (token_kind == "home")
