@@ -191,9 +191,9 @@ class JobSetRun:
             ours = False
         if ours:
             shutil.rmtree(self.home.shm_root / self.namespace / self.name, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                (self.home.shm_root / self.namespace).rmdir()  # only when empty: other JobSets' ramdisks stay
-            # The root itself stays (empty, 0700): removed, its guessable name would be free for another user.
+            for folder in (self.home.shm_root / self.namespace, self.home.shm_root):  # nothing left on tmpfs
+                with contextlib.suppress(OSError):
+                    folder.rmdir()  # only when empty: other JobSets' ramdisks stay (the next start checks again)
         for path in (self.state_file, self.pods_file):
             path.unlink(missing_ok=True)
 
