@@ -73,23 +73,10 @@ FRESH_SECONDS = 10.0
 
 
 def _serves(endpoint: str, home: str) -> bool:
-    """The local GCS at `endpoint` holds this home's token: it answers HMAC(token, a fresh nonce) (the token is
-    never sent to a port before it proves that; another program may have the port of a server that exited)."""
-    import secrets
-    import urllib.request
+    """The local GCS at `endpoint` holds this home's token (it proves so before it is sent the token)."""
+    from mtc_provider.adapters.local_token import serves_home
 
-    from mtc_provider.adapters.local_token import TokenError, health_proof, read_token
-
-    try:
-        token = read_token(home)
-    except TokenError:
-        return False
-    nonce = secrets.token_hex(16)
-    try:
-        with urllib.request.urlopen(f"{endpoint}/_mtc/health?nonce={nonce}", timeout=2) as response:
-            return token is not None and json.loads(response.read()).get("proof") == health_proof(token, nonce)
-    except (OSError, ValueError, AttributeError):
-        return False
+    return serves_home(endpoint, home)
 
 
 def local_gcs_hook(home: str) -> EndpointGCSHook:

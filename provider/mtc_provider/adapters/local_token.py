@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
+import secrets
 import stat
+import urllib.request
 from pathlib import Path
 
 TOKEN_FILE = "supervisor.token"
@@ -56,3 +59,21 @@ def require_token(root: str | os.PathLike[str]) -> str:
 
 def health_proof(token: bytes, nonce: str) -> str:
     return hmac.new(token, PROOF_CONTEXT + nonce.encode(), hashlib.sha256).hexdigest()
+
+
+def serves_home(endpoint: str, root: str | os.PathLike[str], timeout: float = 2.0) -> bool:
+    """The local GCS at `endpoint` holds this home's token: it answers HMAC(token, a fresh nonce) to
+    `/_mtc/health?nonce=`, which needs no token. A port freed by a server that exited may be anyone's now, so a
+    client asks this before it sends the token there."""
+    try:
+        token = read_token(root)
+    except TokenError:
+        return False
+    if token is None:
+        return False
+    nonce = secrets.token_hex(16)
+    try:
+        with urllib.request.urlopen(f"{endpoint}/_mtc/health?nonce={nonce}", timeout=timeout) as response:
+            return hmac.compare_digest(str(json.loads(response.read()).get("proof")), health_proof(token, nonce))
+    except (OSError, ValueError, AttributeError):
+        return False

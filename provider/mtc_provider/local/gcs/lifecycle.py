@@ -12,18 +12,16 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from mtc_provider.adapters.local_token import TokenError, health_proof, read_token
+from mtc_provider.adapters.local_token import serves_home
 from mtc_provider.local.runner import auth
 
 START_TIMEOUT = 30.0
@@ -73,19 +71,8 @@ def _locked(home: str | Path) -> Iterator[None]:
 
 def _answers(endpoint: str, home: str | Path) -> bool:
     """The server at `endpoint` is up and holds this home's token (a stale file may name a port another program,
-    or another user's, now has): it must answer HMAC(token, a fresh nonce) before anyone sends it the token."""
-    try:
-        token = read_token(Path(home).resolve())
-    except TokenError:
-        return False
-    if token is None:
-        return False
-    nonce = secrets.token_hex(16)
-    try:
-        with urllib.request.urlopen(f"{endpoint}/_mtc/health?nonce={nonce}", timeout=2) as response:
-            return json.loads(response.read()).get("proof") == health_proof(token, nonce)
-    except (OSError, ValueError, AttributeError):
-        return False
+    or another user's, now has); the token is never sent to it before (adapters.local_token.serves_home)."""
+    return serves_home(endpoint, Path(home).resolve())
 
 
 def endpoint(home: str | Path) -> str | None:

@@ -41,7 +41,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from mtc_provider.adapters.local_token import health_proof
 from mtc_provider.local.gcs import errors
-from mtc_provider.local.gcs.buckets import FolderBuckets
+from mtc_provider.local.gcs.buckets import FolderBuckets, check_prefix
 from mtc_provider.local.gcs.errors import GcsError
 from mtc_provider.local.gcs.faults import ListingFaults
 from mtc_provider.local.gcs.listing import BadListing, list_page
@@ -200,7 +200,7 @@ class LocalGcs:
         raise GcsError(405, "methodNotAllowed", f"{method} is not served for {'/'.join(parts)}")
 
     def _list(self, bucket: str, params: dict[str, str]) -> dict[str, Any]:
-        prefix = params.get("prefix") or ""
+        prefix = check_prefix(params.get("prefix") or "")  # a bad prefix is 400 before any outage answer
         rule = self.faults.active(prefix)
         if rule is not None:
             if rule.get("status") == "timeout":
