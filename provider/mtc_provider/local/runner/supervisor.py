@@ -37,7 +37,7 @@ from mtc_provider.local.runner.jobset import FOREGROUND_FINALIZER as FOREGROUND
 from mtc_provider.local.runner.jobset import JobSetRun
 from mtc_provider.local.runner.manifest import FAULT_PLAN_ANNOTATION, LOG_DIR_ANNOTATION
 from mtc_provider.local.runner.pods import Pod
-from mtc_provider.local.runner.ramdisk import RamdiskRootError, ensure_private_root
+from mtc_provider.local.runner.ramdisk import RamdiskRootError, check_private_root, ensure_private_root
 from mtc_provider.local.runner.state import Home, read_json, write_json
 
 TICK_SECONDS = 0.1
@@ -347,7 +347,7 @@ def make_private(home: Home) -> None:
     for folder in (home.state_dir, home.root / "logs", home.root / "faults"):
         if folder.is_dir():  # left by an older version: tighten it (new ones are private through the umask)
             os.chmod(folder, auth.PRIVATE_DIR)
-    ensure_private_root(home.shm_root)  # on shared tmpfs: this user's 0700 directory, or the supervisor refuses
+    check_private_root(home.shm_root)  # on shared tmpfs: absent (made at the first JobSet) or this user's 0700 one
 
 
 def main(home_arg: str, stay: bool = False) -> int:
