@@ -134,6 +134,46 @@ def test_credentials_mount_is_read_only_and_overridable():
     assert "/secrets/gcloud:/opt/airflow/gcloud:ro" in services["airflow-triggerer"]["volumes"]
 
 
+# Who calls Google APIs: the worker runs the tasks (bucket, IAM, GKE), the triggerer the deferred watches (the GKE
+# async hook, GCS listings). Parsing, scheduling, the UI and the local target's pods (workload code) do not.
+NEEDS_GOOGLE_CREDENTIALS = {"airflow-worker", "airflow-triggerer"}
+ADC = "/opt/airflow/gcloud/application_default_credentials.json"
+
+
+def _mounts(spec: dict) -> list[tuple[str, str, str]]:
+    """(source, target, mode) of each short-syntax volume (https://docs.docker.com/reference/compose-file/services/#short-syntax-5)."""
+    return [tuple((entry.split(":") + ["rw"])[:3]) for entry in spec.get("volumes") or []]
+
+
+def test_compose_adc_only_where_google_apis_are_called_and_read_only():
+    """Issue 23 `compose_adc`: the user's Application Default Credentials were mounted into every container,
+    mtc-local too, where workload code runs. Now only the worker and the triggerer get the folder (read-only) and
+    GOOGLE_APPLICATION_CREDENTIALS; the compose spec still validates."""
+    resolved = _resolved({"GCLOUD_CONFIG_DIR": "/secrets/gcloud"})
+    PyCompose.from_yaml(yaml.safe_dump(resolved))
+    services = resolved["services"]
+    with_adc = {name for name, spec in services.items()
+                if any(source == "/secrets/gcloud" or target.startswith("/opt/airflow/gcloud")
+                       for source, target, _ in _mounts(spec))}
+    with_env = {name for name, spec in services.items()
+                if "GOOGLE_APPLICATION_CREDENTIALS" in (spec.get("environment") or {})}
+    assert with_adc == NEEDS_GOOGLE_CREDENTIALS and with_env == NEEDS_GOOGLE_CREDENTIALS
+    for name in NEEDS_GOOGLE_CREDENTIALS:
+        assert ("/secrets/gcloud", "/opt/airflow/gcloud", "ro") in _mounts(services[name]), name
+        assert services[name]["environment"]["GOOGLE_APPLICATION_CREDENTIALS"] == ADC
+        assert {t for _, t, _ in _mounts(services[name])} >= {"/opt/airflow/dags", "/opt/airflow/mtc-local"}, name
+    assert not any("gcloud" in str(v) for v in services["mtc-local"]["environment"].values())
+
+
+def test_topology_gives_credentials_only_to_the_services_that_declare_them(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/somewhere/adc.json")  # the caller's own: not passed on
+    topology = Topology(tmp_path)
+    for name, service in topology.services.items():
+        env = topology.env_for(service, 1)
+        assert ("GOOGLE_APPLICATION_CREDENTIALS" in env) == (name in NEEDS_GOOGLE_CREDENTIALS), name
+        assert env.get("GOOGLE_APPLICATION_CREDENTIALS") != "/somewhere/adc.json", name
+
+
 def test_dockerfile_installs_with_the_readme_command_on_the_locked_airflow():
     dockerfile = (REPO / "Dockerfile").read_text()
     runs = [line.removeprefix("RUN ").strip() for line in dockerfile.splitlines() if line.startswith("RUN ")]

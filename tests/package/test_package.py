@@ -113,6 +113,8 @@ DISTRIBUTIONS = {
     "google.cloud.container_v1": "google-cloud-container",
     "google.cloud.resourcemanager_v3": "google-cloud-resource-manager",
     "google.api_core": "google-api-core",
+    "google.auth": "google-auth",
+    "google.oauth2": "google-auth",
     "google_crc32c": "google-crc32c",
     "kubernetes_asyncio": "kubernetes-asyncio",
     "kubernetes": "kubernetes",
