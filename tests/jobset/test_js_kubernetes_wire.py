@@ -164,16 +164,17 @@ async def test_watch_survives_401_mid_watch_with_a_fresh_token(apiserver, fast_r
 async def test_watch_backs_off_on_503_then_falls_back_to_polling(apiserver, fast_retries, monkeypatch):
     monkeypatch.setattr(retry, "ATTEMPTS", 2)
     apiserver.put("ml", jobset_body())
-    apiserver.script += ["503", "429"]
+    apiserver.pending_errors += [503, 429]  # two watch requests in a row fail: watching does not work here
     api = async_api(apiserver, poll_interval=0.01)
-    task = asyncio.ensure_future(_collect(api))
+    task = asyncio.ensure_future(_collect(api, resource_version="1"))
     while not api.polling:
         await asyncio.sleep(0.01)
     apiserver.set_status("ml", "train", status_completed())
     events = await asyncio.wait_for(task, 20)
     assert events[-1].obj["status"]["terminalState"] == "Completed"
-    # two streams ended by scripted errors, two watches answered 503 then 429: ATTEMPTS=2 failures, then polling
-    assert sum(1 for r in apiserver.requests if r["query"].get("watch")) == 4
+    # the watch answered 503 then 429: ATTEMPTS=2 consecutive failures, then polling (GETs) found the change
+    assert sum(1 for r in apiserver.requests if r["query"].get("watch")) == 2
+    assert apiserver.requests[-1]["method"] == "GET" and not apiserver.requests[-1]["query"].get("watch")
 
 
 async def test_async_get_and_delete(apiserver, fast_retries):
