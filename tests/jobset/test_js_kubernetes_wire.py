@@ -197,3 +197,23 @@ async def test_async_list_pods_reads_the_waiting_reason(apiserver, fast_retries)
     pods = await async_api(apiserver).list_pods("ml", "train-a1")
     state = evaluate_pods(pods)
     assert state.total == 1 and "ImagePullBackOff" in state.permanent_error
+
+
+async def test_watch_timeout_polling_returns_to_watching(apiserver, fast_retries, monkeypatch):
+    """Polling is a fallback: after rewatch_after seconds of it the adapter watches again."""
+    monkeypatch.setattr(retry, "ATTEMPTS", 2)
+    apiserver.put("ml", jobset_body())
+    apiserver.pending_errors += [503, 503]  # two watch requests in a row fail: polling stands in
+    api = async_api(apiserver, poll_interval=0.02, rewatch_after=0.3)
+    task = asyncio.ensure_future(_collect(api, resource_version="1"))
+    while not api.polling:
+        await asyncio.sleep(0.01)
+    while api.polling:  # after 0.3 s of polling it watches again
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)
+    apiserver.set_status("ml", "train", status_completed())
+    events = await asyncio.wait_for(task, 20)
+    assert events[-1].obj["status"]["terminalState"] == "Completed"
+    kinds = ["watch" if r["query"].get("watch") else "get" for r in apiserver.requests]
+    assert kinds[:2] == ["watch", "watch"] and "get" in kinds[2:]
+    assert kinds[-1] == "watch" or "watch" in kinds[kinds.index("get"):]  # watching again after the polls
