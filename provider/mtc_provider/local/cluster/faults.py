@@ -37,6 +37,7 @@ class Faults:
         self.until: float | None = None  # monotonic end of the fault; None: until cleared
         self._watches: set[socket.socket] = set()
         self.faulted = 0  # requests the switch answered (or dropped) instead of the server
+        self.faulted_at: list[float] = []  # their monotonic times (the last 1000): how fast clients come back
 
     def set(self, mode: str, seconds: float | None = None, retry_after: int = 1) -> dict[str, Any]:
         """Switch to `mode` for `seconds` (None: until `set("none")`); errors name the bad value."""
@@ -53,6 +54,12 @@ class Faults:
         if mode != "none":
             self.cut_watches()
         return self.state()
+
+    def count(self) -> None:
+        """One request answered by the switch."""
+        with self._lock:
+            self.faulted += 1
+            self.faulted_at = [*self.faulted_at[-999:], time.monotonic()]
 
     def current(self) -> str:
         with self._lock:
