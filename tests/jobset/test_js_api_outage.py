@@ -57,13 +57,14 @@ async def _until(predicate, timeout: float = 20.0) -> None:
 
 
 async def test_api_outage_with_retry_after_is_waited_out_and_the_watch_goes_on(outage_cluster, fast_retries,
-                                                                               caplog, capsys):
+                                                                               caplog, capsys, monkeypatch):
     """A 503 outage with Retry-After and cut watches: no ERROR event, the trigger keeps watching and sees the end."""
+    monkeypatch.setattr(retry, "ATTEMPTS", 2)  # the adapter's own quick tries, so the trigger's rounds show
     rv = outage_cluster.put_jobset(jobset_body(), status_running())
     task = asyncio.ensure_future(_first_event(_trigger(outage_cluster, rv)))
     await _until(lambda: outage_cluster.faults.state()["open_watches"] >= 1)
     started = time.monotonic()
-    outage_cluster.faults.set("unavailable", seconds=3.5, retry_after=1)  # also cuts the open watch
+    outage_cluster.faults.set("unavailable", seconds=8, retry_after=2)  # also cuts the open watch
     await _until(lambda: outage_cluster.faults.current() == "none")
     outage_cluster.set_status("train", status_completed())
     event = await asyncio.wait_for(task, 30)
@@ -73,12 +74,12 @@ async def test_api_outage_with_retry_after_is_waited_out_and_the_watch_goes_on(o
     logs = captured.out + captured.err + caplog.text
     assert "Kubernetes API unreachable for" in logs and "HTTP 503" in logs and "still watching" in logs
     assert "answers again after" in logs
-    # Retry-After: 1 honoured: between the trigger's rounds (each the adapter's few quick tries) it waits 1 s,
+    # Retry-After: 2 honoured: between the trigger's rounds (each the adapter's few quick tries) it waits 2 s,
     # not api_backoff_max (0.05 s). The server's clock of the faulted requests shows those waits.
     at = outage_cluster.faults.faulted_at
-    waits = [b - a for a, b in zip(at, at[1:]) if b - a >= 0.9]
+    waits = [b - a for a, b in zip(at, at[1:]) if b - a >= 1.8]
     assert len(waits) >= 2, [round(b - a, 2) for a, b in zip(at, at[1:])]
-    assert took < 15, took
+    assert took < 20, took
 
 
 async def test_api_outage_budget_spent_is_api_unreachable_and_the_operator_leaves_the_jobset(
@@ -190,3 +191,31 @@ async def test_request_timeout_trigger_rides_out_a_hanging_api(outage_cluster, f
     outage_cluster.set_status("train", status_completed())
     event = await asyncio.wait_for(task, 30)
     assert event.kind == ENDED, event
+
+
+def test_api_outage_during_a_synchronous_try_fails_for_good_without_spending_a_retry(outage_cluster, fast_retries,
+                                                                                      tmp_path):
+    """The operator's own requests (the run lock, the listing, submit) wait out an outage for api_outage_timeout;
+    then the try fails for good (AirflowFailException: Airflow's retries stay for real resubmissions)."""
+    from airflow.sdk.exceptions import AirflowFailException
+    from js_helpers import FakeTI, launch, run_try
+
+    from mtc_provider.operators.jobset import JobSetAttemptFailed
+
+    outage_cluster.faults.set("unavailable", retry_after=0)
+    op = launch(str(tmp_path), target={"kind": "local", "home": str(outage_cluster.home)}, api_outage_timeout=1)
+    started = time.monotonic()
+    with pytest.raises(AirflowFailException) as failed:
+        run_try(op, FakeTI(try_number=1))
+    assert time.monotonic() - started >= 1
+    assert not isinstance(failed.value, JobSetAttemptFailed)
+    assert "unreachable for" in str(failed.value) and "HTTP 503" in str(failed.value)
+    assert "no Airflow retry is spent" in str(failed.value)
+
+
+def test_api_outage_timeout_must_be_seconds(tmp_path):
+    from airflow.sdk.exceptions import AirflowFailException
+    from js_helpers import FakeTI, launch, run_try
+
+    with pytest.raises(AirflowFailException, match="api_outage_timeout: 'soon' is not allowed"):
+        run_try(launch(str(tmp_path), api_outage_timeout="soon"), FakeTI())
