@@ -27,6 +27,11 @@ from typing import Any, AsyncContextManager, AsyncIterator, Callable
 import tenacity
 
 from mtc_provider.adapters import retry
+
+try:
+    from asyncio import timeout as _timeout  # Python 3.11+
+except ImportError:  # pragma: no cover - Python 3.10: aiohttp's own dependency there
+    from async_timeout import timeout as _timeout
 from mtc_provider.adapters.protocols import ApiError, NotFound, WatchEvent
 from mtc_provider.core.vocabulary import JOBSET, JOBSET_NAME_LABEL
 
@@ -207,7 +212,7 @@ class AsyncKubernetesJobSetApi:
     async def _client(self) -> AsyncIterator[Any]:
         """A client, opened within request_timeout (opening may mint a token or read a kubeconfig)."""
         async with contextlib.AsyncExitStack() as stack:
-            async with asyncio.timeout(self.request_timeout):
+            async with _timeout(self.request_timeout):
                 api_client = await stack.enter_async_context(self.client_factory())
             yield api_client
 
