@@ -1,0 +1,96 @@
+"""The demo's summary (scripts/demo.py) counts in-cluster restarts from what the launch operator recorded.
+
+The records are shaped as MtcJobSetOperator writes them (provider/mtc_provider/operators/jobset.py: `_submit`'s
+record `{"attempt", "jobset", "start", "end", "outcome", "restarts", "last_step", "reason"}`, closed by `_close`
+with the JobSet's `status.restarts` and pushed whole as the `attempts` XCom by `_push`; the return value is
+`{"jobset_name", "namespace", "attempt", "restarts", "last_step", "reason"}`). JobSet counts every restart of its
+failurePolicy in `status.restarts` (kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go, `Restarts`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from mtc_provider.core.attempt_records import in_cluster_restarts
+from mtc_provider.core.errors import SpecError
+from mtc_provider.core.jobset_names import attempt_name
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def demo(monkeypatch):
+    """scripts/demo.py as a module; importing it must not repoint this process's Airflow home."""
+    before = dict(os.environ)
+    spec = importlib.util.spec_from_file_location("mtc_demo_script", REPO / "scripts" / "demo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert dict(os.environ) == before, "importing scripts/demo.py changed the environment"
+    return module
+
+
+def record(attempt: int, jobset: str, restarts: int, outcome: str, last_step: int) -> dict:
+    return {"attempt": attempt, "jobset": jobset, "start": 1000.0 + attempt, "end": 1100.0 + attempt,
+            "outcome": outcome, "restarts": restarts, "last_step": last_step, "reason": ""}
+
+
+def test_demo_summary_counts_in_cluster_restarts(demo):
+    # Two host kills on slice 0 one step apart: the trigger logged "restart 1" and "restart 2" on one JobSet.
+    # The run name is long enough that the attempt name is cut (core.jobset_names.attempt_name): the old
+    # count, a regex over the runner's log folder names, found no folder of this run and reported 0.
+    run_name = "demo-two-host-kills-same-slice-one-step"
+    jobset = attempt_name(run_name, "mtc_resilient_training", "manual__2026-12-01", "train", 1)
+    assert not jobset.startswith(run_name)
+    recorded = {
+        "run_state": "success",
+        "train_tries": 1,
+        "train": {"jobset_name": jobset, "namespace": "default", "attempt": 1, "restarts": 2, "last_step": 70,
+                  "reason": "target step reached"},
+        "attempts": [record(1, jobset, 2, "finished", 70)],
+        "goodput": {},
+    }
+    summary = demo.build_summary(recorded, events=[], faults=[], wall_s=42.0)
+    assert summary["restarts_total"] == 2
+    assert summary["restarts"] == "2 (attempt 1: 2)"
+
+
+def test_demo_summary_adds_restarts_across_attempts(demo):
+    # A chaos-suite shaped run: hard faults restart in the cluster, a preemption and a hang each end an attempt,
+    # the Airflow kill's try is reattached (its record is the lock's one, closed by the resumed try).
+    names = [attempt_name("chaos", "mtc_resilient_training", "r", "train", n) for n in (1, 2, 3)]
+    attempts = [record(1, names[0], 3, "disrupted", 20), record(2, names[1], 0, "disrupted", 35),
+                record(3, names[2], 4, "finished", 90)]
+    recorded = {"run_state": "success", "train_tries": 3, "attempts": attempts,
+                "train": {"jobset_name": names[2], "attempt": 3, "restarts": 4}}
+    summary = demo.build_summary(recorded, events=[], faults=[], wall_s=1.0)
+    assert summary["restarts_total"] == 7
+    assert summary["restarts"] == "7 (attempt 1: 3, attempt 2: 0, attempt 3: 4)"
+
+
+def test_demo_summary_without_attempts_xcom_uses_the_train_result(demo):
+    recorded = {"run_state": "failed", "train_tries": 1, "attempts": None,
+                "train": {"jobset_name": "mtc-demo-abcde-a1", "attempt": 1, "restarts": 1}}
+    assert demo.build_summary(recorded, events=[], faults=[], wall_s=1.0)["restarts_total"] == 1
+    assert demo.build_summary({"train": {}, "attempts": None}, [], [], 1.0)["restarts_total"] == 0
+
+
+def test_restart_records_counted_once_per_jobset():
+    same = record(2, "mtc-demo-abcde-a2", 1, "disrupted", 10)
+    later = {**same, "restarts": 3}
+    assert in_cluster_restarts([same, later]).by_attempt == {2: 3}
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"attempt": 1, "restarts": -1}, "attempts[0].restarts"),
+    ({"attempt": 1, "restarts": "2"}, "attempts[0].restarts"),
+    ({"attempt": None, "restarts": 1}, "attempts[0].attempt"),
+    ("a1", "attempts[0]"),
+])
+def test_restart_records_refuse_a_bad_record_by_field(bad, field):
+    with pytest.raises(SpecError) as err:
+        in_cluster_restarts([bad])
+    assert err.value.field == field
