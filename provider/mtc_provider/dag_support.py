@@ -10,7 +10,7 @@ log = logging.getLogger(__name__)
 # The sample DAGs' trigger forms, in sections: Airflow groups the fields of a Param's `section` under one heading
 # and labels each field with its `title` (airflow/example_dags/example_params_ui_tutorial.py@3.3.2).
 TARGET = "Target"
-CLUSTER = "GKE cluster"
+CLUSTER = "Cluster (gke, kubernetes)"
 MODEL = "Model and slices"
 CHECKPOINTING = "Checkpointing"
 RUN = "Run and resubmission"
