@@ -82,6 +82,7 @@ def test_restart_records_counted_once_per_jobset():
     same = record(2, "mtc-demo-abcde-a2", 1, "disrupted", 10)
     later = {**same, "restarts": 3}
     assert in_cluster_restarts([same, later]).by_attempt == {2: 3}
+    assert in_cluster_restarts([later, same]).by_attempt == {2: 3}  # restarts only grow: the larger figure
 
 
 @pytest.mark.parametrize("bad, field", [
