@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,65 @@ def test_restart_records_refuse_a_bad_record_by_field(bad, field):
     with pytest.raises(SpecError) as err:
         in_cluster_restarts([bad])
     assert err.value.field == field
+
+
+SUMMARIZE = """
+import importlib.util, json, os, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("demo", sys.argv[1])
+demo = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(demo)
+demo.LOCAL_HOME = Path(os.environ["MTC_LOCAL_HOME"])  # the run's home, not the demo's
+print("SUMMARY " + json.dumps(demo.summarize(sys.argv[2], 0.0), default=str))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_demo_summary_counts_two_restarts_of_a_real_run(tmp_path):
+    """The sample DAG on the local target (light workload), two host kills on slice 0 one step apart, a run name
+    whose attempt name is cut: the summary, read back from Airflow's database, says 2 (~60 s)."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from mtc_provider.local.runner.state import Home, read_json
+
+    airflow_home, local_home = tmp_path / "airflow", tmp_path / "local"
+    airflow_home.mkdir()
+    local_home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(AIRFLOW_HOME=str(airflow_home), MTC_LOCAL_HOME=str(local_home), AIRFLOW__CORE__LOAD_EXAMPLES="False",
+               AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"), MTC_RUNNER_IDLE_SECONDS="3", MTC_GCS_IDLE_SECONDS="3",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    airflow = str(Path(sys.executable).parent / "airflow")
+    run_name = "demo-two-host-kills-same-slice-one-step"
+    conf = {"run_name": run_name, "steps": 16, "local_checkpoint_period": 2, "checkpoint_period": 6,
+            "step_time_ms": 400, "local_workload": "light", "max_restarts": 4, "stall_timeout": 60,
+            "fault_plan": [{"kind": "sigkill_host", "at_step": 8, "slice": 0, "host": 0},
+                           {"kind": "sigkill_host", "at_step": 9, "slice": 0, "host": 0}]}
+    try:
+        migrate = subprocess.run([airflow, "db", "migrate"], env=env, capture_output=True, text=True, timeout=120)
+        assert migrate.returncode == 0, migrate.stdout[-2000:] + migrate.stderr[-2000:]
+        run = subprocess.run([airflow, "dags", "test", "mtc_resilient_training", "-c", json.dumps(conf)], env=env,
+                             capture_output=True, text=True, timeout=200)
+        log = run.stdout + run.stderr
+        assert run.returncode == 0, log[-4000:]
+        assert "restart 2 (" in log, log[-4000:]  # the trigger saw both restarts
+        read = subprocess.run([sys.executable, "-c", SUMMARIZE, str(REPO / "scripts" / "demo.py"), run_name],
+                              env=env, capture_output=True, text=True, timeout=60)
+        line = next((x for x in read.stdout.splitlines() if x.startswith("SUMMARY ")), None)
+        assert line, read.stdout[-2000:] + read.stderr[-2000:]
+        summary = json.loads(line.removeprefix("SUMMARY "))
+        assert "success" in summary["run_state"], summary
+        assert summary["restarts_total"] == 2, summary
+    finally:  # the supervisor by its pid (it kills what is left), then its tmpfs tree
+        home = Home.of(local_home)
+        info = read_json(home.supervisor_file)
+        if info:
+            try:
+                os.kill(int(info["pid"]), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(home.shm_root, ignore_errors=True)
