@@ -51,4 +51,4 @@ dist: venv
 	$(VENV)/bin/python -m twine check --strict $(DIST)/*
 
 clean:
-	rm -rf $(VENV) $(TOOLS) site .venv-lowest
+	rm -rf $(VENV) $(TOOLS) site .venv-lowest dist
