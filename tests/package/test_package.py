@@ -147,6 +147,8 @@ DISTRIBUTIONS = {
     "google.oauth2": "google-auth",
     "google_crc32c": "google-crc32c",
     "kubernetes_asyncio": "kubernetes-asyncio",
+    "aiohttp": "aiohttp",
+    "async_timeout": "async-timeout",
     "kubernetes": "kubernetes",
     "yaml": "pyyaml",
     "typer": "typer",
