@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.jobset.conftest import load_bundle_dags
+from tests.jobset.js_airflow_db import make_dag_run
 from tests.runner.conftest import FAKE_WORKLOAD, make_jobset, wait_for
 
 pytestmark = pytest.mark.timeout(240)
@@ -41,44 +42,26 @@ def local_home(tmp_path, monkeypatch):
     stop(home)
 
 
-def _deferred_task_instance(dags_module, connection) -> tuple[str, int]:
-    """Sync the bundle DAG, create a DAG run, and park its task instance on a JobSetTrigger (try 1, deferred)."""
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
-    from airflow.models.dagbag import DBDagBag
-    from airflow.models.dagrun import DagRun, get_or_create_dagrun
+def _deferred_task_instance(connection) -> tuple[str, int]:
+    """A DAG run whose task instance is parked on a JobSetTrigger (try 1, deferred), as a deferral leaves it."""
     from airflow.models.trigger import Trigger
     from airflow.utils.session import create_session
     from airflow.utils.state import TaskInstanceState
-    from airflow.utils.types import DagRunTriggeredByType, DagRunType
 
     from mtc_provider.triggers.jobset import JobSetTrigger
 
     with create_session() as session:
-        manager = DagBundlesManager()
-        manager.sync_bundles_to_db(session=session)
-        session.commit()
-        bundle = manager.get_bundle("mtc-jobset-tests")
-        bundle.initialize()
-        sync_bag_to_db(BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name),
-                       bundle.name, bundle.version)
-        dag = DBDagBag().get_latest_version_of_dag("mtc_owner_deferred", session=session)
-        run_id = DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=LOGICAL, run_after=LOGICAL)
-        dr = get_or_create_dagrun(dag=dag, start_date=LOGICAL, logical_date=LOGICAL, data_interval=None,
-                                  run_after=LOGICAL, run_id=run_id, session=session, conf={},
-                                  triggered_by=DagRunTriggeredByType.TEST, triggering_user_name="test")
-        ti = dr.get_task_instance("train", session=session)
+        ti = make_dag_run(session, "mtc_owner_deferred", LOGICAL)
         trigger = Trigger.from_object(JobSetTrigger(
             connection=connection, namespace=NS, name=NAME, poll_interval=1.0,
             extra={"run_name": RUN_NAME, "namespace": NS, "attempt": 1}))
         session.add(trigger)
         session.flush()
-        ti.try_number = 1
         ti.state = TaskInstanceState.DEFERRED
         ti.trigger_id = trigger.id
         session.merge(ti)
         session.commit()
-        return run_id, trigger.id
+        return ti.run_id, trigger.id
 
 
 def _triggerer_job(session):
@@ -134,14 +117,14 @@ def test_triggerer_reassign_keeps_jobset_and_a_confirmed_mark_failed_deletes_it(
     from mtc_provider.core import labels as L
     from mtc_provider.local.cluster.client import LocalCluster
 
-    dags = load_bundle_dags(monkeypatch, tmp_path, "mtc_owner_dags.py")
+    load_bundle_dags(monkeypatch, tmp_path, "mtc_owner_dags.py")
     running_kubeconfig(local_home)
     cluster = LocalCluster(local_home)
     script = tmp_path / "fake_workload.py"
     script.write_text(FAKE_WORKLOAD)
     cluster.create(NS, make_jobset(NAME, script, args=["steps=100000", "sleep=0.5"], slices=1))
     connection = {"kind": "local", "home": str(local_home)}
-    run_id, trigger_id = _deferred_task_instance(dags, connection)
+    run_id, trigger_id = _deferred_task_instance(connection)
     lock = RunLock(cluster, NS, RUN_NAME, L.run_labels("mtc_owner_deferred", run_id, "train", RUN_NAME))
     lock.acquire()
 

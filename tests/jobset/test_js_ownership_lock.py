@@ -1,0 +1,108 @@
+"""The run lock records its owner and is taken over only when Airflow proves that owner gone; real Airflow.
+
+The launch runs in `dag.test()` on this session's SQLite database; its owner check asks the state of the owner's
+task instance through the Task SDK (`RuntimeTaskInstance.get_task_states` -> GetTaskStates -> the in-process
+execution API, `GET /execution/task-instances/states`, apache/airflow
+airflow-core/src/airflow/api_fastapi/execution_api/routes/task_instances.py@3.3.2). The owners' DAG runs are rows
+left in the state a user's action leaves them: "Mark failed"/"Mark success" set the task instance's state,
+"Clear" sets it to None (airflow-core/src/airflow/models/taskinstance.py@3.3.2 `clear_task_instances`), deleting
+a DAG run deletes its task instances with it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from js_helpers import reach as _reach
+from tests.doubles.memory_jobset import MemoryJobSetApi, status_completed, status_running
+from tests.jobset.conftest import load_bundle_dags
+from tests.jobset.js_airflow_db import make_dag_run
+
+pytestmark = pytest.mark.timeout(300)
+DAG_ID, RUN_NAME, NS = "mtc_retry_deferrable", "llama", "default"
+
+
+@pytest.fixture
+def dags(monkeypatch, tmp_path, airflow_db):
+    return load_bundle_dags(monkeypatch, tmp_path, "mtc_jobset_dags.py")
+
+
+def _day(n: int) -> dt.datetime:
+    return dt.datetime(2026, 3, n, tzinfo=dt.timezone.utc)
+
+
+def _held_by_a_run_left(cluster, day: int, state, delete_run: bool = False):
+    """A lock on `llama` written by a launch of another DAG run, whose task instance is now in `state`."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    from mtc_provider.adapters.run_lock import RunLock
+    from mtc_provider.core import labels as L
+
+    with create_session() as session:
+        ti = make_dag_run(session, DAG_ID, _day(day), state=state)
+        run_id = ti.run_id
+        owner = {"dag_id": DAG_ID, "run_id": run_id, "task_id": "train", "map_index": -1, "try_number": 1}
+        lock = RunLock(MemoryJobSetApi(cluster), NS, RUN_NAME, L.run_labels(DAG_ID, run_id, "train", RUN_NAME),
+                       owner)
+        lock.acquire()
+        if delete_run:  # "Delete Dag Run": its task instances go with it
+            session.delete(session.query(DagRun).filter_by(dag_id=DAG_ID, run_id=run_id).one())
+            session.commit()
+    return lock
+
+
+def _run_new(dags, day: int):
+    dr = dags.retry_deferrable.test(logical_date=_day(day), run_after=_day(day))
+    return dr, dr.get_task_instance("train")
+
+
+@pytest.mark.parametrize("state, day", [("failed", 1), ("success", 3)], ids=["mark_failed", "mark_success"])
+def test_stale_lock_after_a_deferred_mark_is_taken_over(dags, tmp_path, cluster, capsys, state, day):
+    _held_by_a_run_left(cluster, day, state)
+    cluster.plan([status_running(), _reach(tmp_path, 100, status_completed())])
+    dr, ti = _run_new(dags, day + 1)
+    assert dr.state == "success" and ti.try_number == 1 and len(cluster.created) == 1
+    assert cluster.locks == {}  # taken over, then released with the new run's success
+    out = capsys.readouterr().out
+    assert "taken over" in out and f"has ended ({state})" in out
+
+
+def test_stale_lock_after_a_deleted_dag_run_is_taken_over(dags, tmp_path, cluster, capsys):
+    _held_by_a_run_left(cluster, 5, "deferred", delete_run=True)
+    cluster.plan([status_running(), _reach(tmp_path, 100, status_completed())])
+    dr, _ = _run_new(dags, 6)
+    assert dr.state == "success" and len(cluster.created) == 1
+    assert "no longer exists" in capsys.readouterr().out
+
+
+def test_stale_lock_after_a_clear_is_kept_while_the_cleared_task_will_run_again(dags, tmp_path, cluster, capsys):
+    """A cleared owner (state None) runs again and its next try takes its own lock back: not gone. The new run
+    is refused for good, before creating anything, with the command that frees the run name."""
+    held = _held_by_a_run_left(cluster, 7, None)
+    cluster.plan([status_running(), _reach(tmp_path, 100, status_completed())])
+    dr, ti = _run_new(dags, 8)
+    assert dr.state == "failed" and ti.try_number == 1 and cluster.created == []
+    assert list(cluster.locks) == [(NS, held.name)] and held.read()["owner"]["run_id"] == held.owner["run_id"]
+    out = capsys.readouterr().out
+    assert f"mtc unlock {RUN_NAME} -n {NS}" in out and "is still none" in out
+
+
+def test_stale_lock_after_a_deleted_event_is_released(dags, tmp_path, cluster):
+    cluster.plan([status_running(), lambda obj: cluster.delete(NS, cluster.created[-1]) or {}])
+    dr, ti = _run_new(dags, 10)
+    assert dr.state == "failed" and ti.try_number == 1  # DELETED fails for good ...
+    assert cluster.locks == {}  # ... and frees the run name
+
+
+def test_stale_lock_after_an_error_on_the_last_try_is_released(dags, tmp_path, cluster):
+    def die(obj):
+        raise RuntimeError("the watch broke")  # an ERROR event: lost track of the JobSet
+
+    cluster.plan([status_running(), die])
+    dr = dags.reattach.test(logical_date=_day(12), run_after=_day(12))  # retries=0: this is the last try
+    assert dr.state == "failed"
+    assert cluster.locks == {}
+    assert cluster.live() == cluster.created  # a retry (a re-run) reattaches; nothing deleted it
