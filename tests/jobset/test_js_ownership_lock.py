@@ -106,3 +106,51 @@ def test_stale_lock_after_an_error_on_the_last_try_is_released(dags, tmp_path, c
     assert dr.state == "failed"
     assert cluster.locks == {}
     assert cluster.live() == cluster.created  # a retry (a re-run) reattaches; nothing deleted it
+
+
+def test_sync_run_deleted_deletes_the_jobset_and_frees_the_run_name(dags, tmp_path, cluster, capsys):
+    """deferrable=False, and a user deletes the DAG run mid-watch: the worker's supervisor gets 404 on its next
+    heartbeat and SIGTERMs the task, whose on_kill runs (task-sdk/src/airflow/sdk/execution_time/supervisor.py
+    @3.3.2 `_send_heartbeat_if_needed`, task_runner.py `_on_term`). No try of that run will ever come back, so the
+    kill asks Airflow, finds no task instance, and deletes the JobSet and the run lock, saying why."""
+    import gc
+
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    from mtc_provider.operators.jobset import MtcJobSetOperator
+
+    def delete_run_then_sigterm(obj):
+        with create_session() as session:  # "Delete Dag Run" in the UI (its task instances go with it)
+            session.delete(session.query(DagRun).filter_by(dag_id="mtc_reattach", logical_date=_day(14)).one())
+        # The running try's operator (dag.test runs the task in this process): its on_kill, as SIGTERM calls it.
+        running = [o for o in gc.get_objects() if isinstance(o, MtcJobSetOperator) and o._current]
+        assert len(running) == 1
+        running[0].on_kill()
+        return status_running()
+
+    cluster.plan([status_running(), delete_run_then_sigterm, status_running()])
+    try:
+        dags.reattach.test(logical_date=_day(14), run_after=_day(14))  # deferrable=False, retries=0
+    except Exception:  # noqa: BLE001 - dag.test cannot record the end of a task whose DAG run is gone
+        pass
+    assert cluster.deleted == cluster.created and len(cluster.created) == 1
+    assert cluster.locks == {}
+    out = capsys.readouterr().out
+    assert "deleting JobSet" in out and "no longer exists (deleted by a user)" in out
+
+
+def test_sync_worker_sigterm_while_running_keeps_the_jobset(dags, tmp_path, cluster, capsys):
+    """The worker's own SIGTERM (a deploy) while Airflow still says `running`: kept, and the log says so."""
+    import gc
+
+    from mtc_provider.operators.jobset import MtcJobSetOperator
+
+    def sigterm(obj):
+        [o for o in gc.get_objects() if isinstance(o, MtcJobSetOperator) and o._current][0].on_kill()
+        return status_running()
+
+    cluster.plan([status_running(), sigterm, _reach(tmp_path, 100, status_completed())])
+    dr = dags.retry_sync.test(logical_date=_day(16), run_after=_day(16))
+    assert dr.state == "success" and cluster.deleted == []
+    assert "kept" in capsys.readouterr().out
