@@ -129,7 +129,8 @@ def test_sync_run_deleted_deletes_the_jobset_and_frees_the_run_name(dags, tmp_pa
         running[0].on_kill()
         return status_running()
 
-    cluster.plan([status_running(), delete_run_then_sigterm, status_running()])
+    # Were the JobSet kept, the watch would go on until it completes (then the assertions below fail at once).
+    cluster.plan([status_running(), delete_run_then_sigterm, status_completed()])
     try:
         dags.reattach.test(logical_date=_day(14), run_after=_day(14))  # deferrable=False, retries=0
     except Exception:  # noqa: BLE001 - dag.test cannot record the end of a task whose DAG run is gone
