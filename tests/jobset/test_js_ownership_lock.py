@@ -108,6 +108,13 @@ def test_stale_lock_after_an_error_on_the_last_try_is_released(dags, tmp_path, c
     assert cluster.live() == cluster.created  # a retry (a re-run) reattaches; nothing deleted it
 
 
+def _watching(gc, kind, jobset):
+    """The operator whose synchronous try watches `jobset` now (dag.test runs the task in this process)."""
+    (operator,) = [o for o in gc.get_objects() if isinstance(o, kind) and o._current
+                   and o._current[2] == jobset["metadata"]["name"]]
+    return operator
+
+
 def test_sync_run_deleted_deletes_the_jobset_and_frees_the_run_name(dags, tmp_path, cluster, capsys):
     """deferrable=False, and a user deletes the DAG run mid-watch: the worker's supervisor gets 404 on its next
     heartbeat and SIGTERMs the task, whose on_kill runs (task-sdk/src/airflow/sdk/execution_time/supervisor.py
@@ -124,9 +131,7 @@ def test_sync_run_deleted_deletes_the_jobset_and_frees_the_run_name(dags, tmp_pa
         with create_session() as session:  # "Delete Dag Run" in the UI (its task instances go with it)
             session.delete(session.query(DagRun).filter_by(dag_id="mtc_reattach", logical_date=_day(14)).one())
         # The running try's operator (dag.test runs the task in this process): its on_kill, as SIGTERM calls it.
-        running = [o for o in gc.get_objects() if isinstance(o, MtcJobSetOperator) and o._current]
-        assert len(running) == 1
-        running[0].on_kill()
+        _watching(gc, MtcJobSetOperator, obj).on_kill()
         return status_running()
 
     # Were the JobSet kept, the watch would go on until it completes (then the assertions below fail at once).
@@ -148,7 +153,7 @@ def test_sync_worker_sigterm_while_running_keeps_the_jobset(dags, tmp_path, clus
     from mtc_provider.operators.jobset import MtcJobSetOperator
 
     def sigterm(obj):
-        [o for o in gc.get_objects() if isinstance(o, MtcJobSetOperator) and o._current][0].on_kill()
+        _watching(gc, MtcJobSetOperator, obj).on_kill()
         return status_running()
 
     cluster.plan([status_running(), sigterm, _reach(tmp_path, 100, status_completed())])

@@ -76,13 +76,22 @@ def _triggerer_job(session):
     return job
 
 
-def _log_of() -> str:
-    """The trigger's own log file (TriggerLoggingFactory writes `<ti log path>.trigger.<job id>.log`)."""
-    from airflow.configuration import conf
+class _Logs:
+    """What the trigger logged: its own log file (TriggerLoggingFactory writes `<ti log path>.trigger.<job id>.log`),
+    plus what reached this process's output (where the forked runner's lines go once an earlier test in this
+    session has configured logging differently)."""
 
-    folder = Path(conf.get("logging", "base_log_folder"))
-    return "\n".join(p.read_text(errors="replace") for p in folder.rglob("*.trigger.*.log")
-                     if "mtc_owner_deferred" in str(p))
+    def __init__(self, capfd) -> None:
+        self.capfd, self.seen = capfd, []
+
+    def __call__(self) -> str:
+        from airflow.configuration import conf
+
+        out = self.capfd.readouterr()
+        self.seen += [out.out, out.err]
+        folder = Path(conf.get("logging", "base_log_folder"))
+        files = [p.read_text(errors="replace") for p in folder.rglob("*.trigger.*.log") if "mtc_owner_deferred" in str(p)]
+        return "\n".join(files + self.seen)
 
 
 def _serve(supervisor, until, timeout=60.0):
@@ -104,7 +113,7 @@ def _lock_exists(api, name) -> bool:
 
 
 def test_triggerer_reassign_keeps_jobset_and_a_confirmed_mark_failed_deletes_it(
-        monkeypatch, tmp_path, airflow_db, local_home):
+        monkeypatch, tmp_path, airflow_db, local_home, capfd):
     from airflow.jobs.triggerer_job_runner import TriggerRunnerSupervisor
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.trigger import Trigger
@@ -128,6 +137,7 @@ def test_triggerer_reassign_keeps_jobset_and_a_confirmed_mark_failed_deletes_it(
     lock = RunLock(cluster, NS, RUN_NAME, L.run_labels("mtc_owner_deferred", run_id, "train", RUN_NAME))
     lock.acquire()
 
+    _log_of = _Logs(capfd)
     with create_session() as session:
         job_a = _triggerer_job(session)
         job_b = _triggerer_job(session)
@@ -166,6 +176,7 @@ def test_triggerer_reassign_keeps_jobset_and_a_confirmed_mark_failed_deletes_it(
         wait_for(lambda: NAME not in [o["metadata"]["name"] for o in cluster.list(NS)]
                  or cluster.get(NS, NAME)["metadata"].get("deletionTimestamp"), timeout=30)
         assert not _lock_exists(cluster, lock.name)  # the run is over: its run name is free
-        print(f"reassignment handled in {reassigned_s:.1f}s")
+        with capfd.disabled():
+            print(f"reassignment handled in {reassigned_s:.1f}s")
     finally:
         a.kill(force=True)
