@@ -5,6 +5,7 @@ run (apache/airflow task-sdk/src/airflow/sdk/definitions/dag.py@3.3.2, `DAG.test
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 BUNDLE = "mtc-jobset-tests"
 
@@ -41,3 +42,35 @@ def make_dag_run(session, dag_id: str, logical_date: dt.datetime, task_id: str =
     session.merge(ti)
     session.commit()
     return ti
+
+
+def enable_provider_loggers() -> None:
+    """Airflow's logging set-up (dictConfig, `disable_existing_loggers`) run by an earlier test of the session
+    disables loggers created before it; the lines these tests read come from the provider's own loggers."""
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if "mtc_provider" in name and isinstance(logger, logging.Logger):
+            logger.disabled = False
+
+
+
+class _AppendHandler(logging.Handler):
+    """Opens, appends and closes on every line: no file descriptor for a forked child to lose (the triggerer's
+    runner closes what it inherits)."""
+
+    def __init__(self, path) -> None:
+        super().__init__()
+        self.path = path
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with open(self.path, "a", encoding="utf-8") as out:
+            out.write(record.getMessage() + "\n")
+
+
+def file_logger(path) -> logging.Logger:
+    """A plain logger writing to `path`, for the provider lines a test reads. Where Airflow's own (structlog)
+    output goes depends on which earlier test of the session set logging up, and a forked triggerer runner sets
+    it up again; this logger is not registered with `logging`, so no dictConfig can disable it."""
+    logger = logging.Logger(f"tests.{path.name}")
+    logger.addHandler(_AppendHandler(path))
+    logger.setLevel(logging.INFO)
+    return logger

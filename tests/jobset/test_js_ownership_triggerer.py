@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.jobset.conftest import load_bundle_dags
-from tests.jobset.js_airflow_db import make_dag_run
+from tests.jobset.js_airflow_db import file_logger, make_dag_run
 from tests.runner.conftest import FAKE_WORKLOAD, make_jobset, wait_for
 
 pytestmark = pytest.mark.timeout(240)
@@ -81,8 +81,8 @@ class _Logs:
     plus what reached this process's output (where the forked runner's lines go once an earlier test in this
     session has configured logging differently)."""
 
-    def __init__(self, capfd) -> None:
-        self.capfd, self.seen = capfd, []
+    def __init__(self, capfd, own: Path) -> None:
+        self.capfd, self.seen, self.own = capfd, [], own
 
     def __call__(self) -> str:
         from airflow.configuration import conf
@@ -91,7 +91,8 @@ class _Logs:
         self.seen += [out.out, out.err]
         folder = Path(conf.get("logging", "base_log_folder"))
         files = [p.read_text(errors="replace") for p in folder.rglob("*.trigger.*.log") if "mtc_owner_deferred" in str(p)]
-        return "\n".join(files + self.seen)
+        own = [self.own.read_text()] if self.own.exists() else []
+        return "\n".join(files + self.seen + own)
 
 
 def _serve(supervisor, until, timeout=60.0):
@@ -125,6 +126,7 @@ def test_triggerer_reassign_keeps_jobset_and_a_confirmed_mark_failed_deletes_it(
     from mtc_provider.adapters.run_lock import RunLock
     from mtc_provider.core import labels as L
     from mtc_provider.local.cluster.client import LocalCluster
+    from mtc_provider.triggers.jobset import JobSetTrigger
 
     load_bundle_dags(monkeypatch, tmp_path, "mtc_owner_dags.py")
     running_kubeconfig(local_home)
@@ -137,11 +139,14 @@ def test_triggerer_reassign_keeps_jobset_and_a_confirmed_mark_failed_deletes_it(
     lock = RunLock(cluster, NS, RUN_NAME, L.run_labels("mtc_owner_deferred", run_id, "train", RUN_NAME))
     lock.acquire()
 
-    _log_of = _Logs(capfd)
+    _log_of = _Logs(capfd, tmp_path / "trigger.log")
     with create_session() as session:
         job_a = _triggerer_job(session)
         job_b = _triggerer_job(session)
         session.expunge_all()
+    trigger_lines = tmp_path / "trigger.log"  # JobSetTrigger's own lines, from the forked runner (file_logger)
+    trigger_logger = file_logger(trigger_lines)
+    monkeypatch.setattr(JobSetTrigger, "log", property(lambda self: trigger_logger))
     a = TriggerRunnerSupervisor.start(job=job_a, capacity=10)
     try:
         _serve(a, lambda: trigger_id in a.running_triggers and "starting" in _log_of())
@@ -155,6 +160,7 @@ def test_triggerer_reassign_keeps_jobset_and_a_confirmed_mark_failed_deletes_it(
         started = time.monotonic()
         _serve(a, lambda: trigger_id not in a.running_triggers and trigger_id not in a.cancelling_triggers)
         reassigned_s = time.monotonic() - started
+        _serve(a, lambda: f"JobSet {NS}/{NAME} kept" in _log_of(), timeout=20)  # lines may trail the finish
         log = _log_of()
         assert cluster.get(NS, NAME)["metadata"].get("deletionTimestamp") is None  # still training
         assert "Trigger cancelled by user action, invoking on_kill" in log  # Airflow's own line: on_kill ran
@@ -171,6 +177,7 @@ def test_triggerer_reassign_keeps_jobset_and_a_confirmed_mark_failed_deletes_it(
             ti = session.query(TaskInstance).filter_by(dag_id="mtc_owner_deferred", run_id=run_id).one()
             ti.set_state(TaskInstanceState.FAILED, session=session)  # what "Mark failed" does
         _serve(a, lambda: trigger_id not in a.running_triggers and trigger_id not in a.cancelling_triggers)
+        _serve(a, lambda: f"deleting JobSet {NS}/{NAME}" in _log_of(), timeout=20)
         log = _log_of()
         assert f"deleting JobSet {NS}/{NAME} (checkpoints are kept)" in log and "was marked failed" in log
         wait_for(lambda: NAME not in [o["metadata"]["name"] for o in cluster.list(NS)]

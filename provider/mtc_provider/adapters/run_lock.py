@@ -13,6 +13,7 @@ compare-and-set on the lock's resourceVersion; anything else is LockHeld, whose 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any, Callable, Mapping
 
@@ -87,7 +88,8 @@ class RunLock:
         if data[HOLDER] == self.holder:
             if self.owner and data[OWNER] != self.owner:  # a newer try of the same task: record it
                 data[OWNER] = self.owner
-                self._replace_or_held(data, version, data)
+                with contextlib.suppress(LockHeld):  # advisory: the holder (the run labels) is what counts
+                    self._replace_or_held(data, version, data)
             return data
         where = f"{self.namespace}/{self.name}"
         if not data[OWNER]:
