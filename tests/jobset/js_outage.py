@@ -23,8 +23,14 @@ class _NoController:
     def create_jobset(self, namespace, obj):  # pragma: no cover - the tests seed objects directly
         raise NotImplementedError
 
-    def delete_jobset(self, namespace, name, propagation):  # pragma: no cover
-        raise NotImplementedError
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def delete_jobset(self, namespace, name, propagation):
+        """Background deletion, the API's default: the JobSet is removed at once (nothing runs behind it here), as
+        https://kubernetes.io/docs/concepts/architecture/garbage-collection/#background-deletion describes."""
+        self.store.remove(JOBSETS, namespace, name)
+        return None
 
     def update_jobset(self, namespace, name, change, dry_run=False):  # pragma: no cover
         raise NotImplementedError
@@ -41,7 +47,7 @@ class OutageCluster:
         self.home = home
         self.store = Store()
         self.store.put(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
-        self.server = ApiServer(self.store, _NoController(), TOKEN.encode()).start()
+        self.server = ApiServer(self.store, _NoController(self.store), TOKEN.encode()).start()
         home.mkdir(parents=True, exist_ok=True)
         (home / "kubeconfig").write_text(yaml.safe_dump({
             "apiVersion": "v1", "kind": "Config", "current-context": "local",

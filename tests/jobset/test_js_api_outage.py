@@ -225,3 +225,52 @@ def test_api_outage_timeout_must_be_seconds(tmp_path):
 
     with pytest.raises(AirflowFailException, match="api_outage_timeout: 'soon' is not allowed"):
         run_try(launch(str(tmp_path), api_outage_timeout="soon"), FakeTI())
+
+
+class _TI:
+    """The XComs of one DAG run's tasks, as the launch task pushes and the teardown pulls them."""
+
+    dag_id, run_id, task_id = "dag", "run-1", "teardown"
+
+    def __init__(self, xcoms: dict) -> None:
+        self.xcoms = xcoms
+
+    def xcom_push(self, key: str, value: object) -> None:
+        self.xcoms[("train", key)] = value
+
+    def xcom_pull(self, task_ids: str, key: str) -> object:
+        return self.xcoms.get((task_ids, key))
+
+
+async def test_api_outage_last_try_the_teardown_keeps_the_training_jobset(outage_cluster, fast_retries, capfd):
+    """The issue's last-try case: the launch task fails for an outage while the JobSet trains on; the teardown
+    that follows must not end the run (design: only an attempt's own end, the teardown after the run ended, or a
+    confirmed user action delete a JobSet). Without the outage, the same teardown deletes it (the control)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mtc_provider.core import labels as L
+    from mtc_provider.operators.jobset import MtcDeleteJobSetOperator, MtcJobSetOperator, OrchestratorFault
+
+    body = jobset_body()
+    body["metadata"]["labels"] = L.run_labels("dag", "run-1", "train", "r")
+    rv = outage_cluster.put_jobset(body, status_running())
+    outage_cluster.faults.set("drop")
+    event = await asyncio.wait_for(_first_event(_trigger(outage_cluster, rv, api_outage_timeout=1.0)), 30)
+    outage_cluster.faults.set("none")
+    xcoms: dict = {}
+    operator = MtcJobSetOperator(task_id="train", slices={"tpu_type": "v5p-8"},
+                                 checkpointing={"run_name": "r", "base_output_directory": "gs://b/o", "steps": 10},
+                                 workload={"jobset_name": "train", "image": "i"}, target={"kind": "local"})
+    with pytest.raises(AirflowFailException) as failed:
+        operator.execute_complete({"ti": _TI(xcoms)}, event.to_payload())
+    assert isinstance(failed.value, OrchestratorFault)
+
+    teardown = MtcDeleteJobSetOperator(task_id="teardown", target=dict(outage_cluster.connection),
+                                       run_name="r", launch_task_id="train")
+    capfd.readouterr()
+    assert teardown.execute({"ti": _TI(xcoms)}) == []
+    assert outage_cluster.has_jobset("train")
+    logged = "".join(capfd.readouterr())  # Airflow's structlog writes the task log lines to the output
+    assert "teardown keeps the JobSets of run r" in logged and "not the run's" in logged
+
+    assert teardown.execute({"ti": _TI({})}) == ["train"]  # a run that really ended: the teardown deletes

@@ -101,7 +101,20 @@ class JobSetAttemptFailed(AirflowException):
     """This attempt ended without reaching the target step, for a retryable reason: Airflow retries resubmit."""
 
 
-class JobSetForbidden(AirflowFailException):
+JOBSET_KEPT_XCOM_KEY = "jobset_kept"  # set by a try that ended for the orchestrator's own trouble; read by the teardown
+
+
+class OrchestratorFault(AirflowFailException):
+    """The try ended for the orchestrator's own trouble (an unreachable API, a missing permission), not the run's: the
+    JobSet may be training, so it and the run lock are left as they are, and the teardown keeps them too
+    (JOBSET_KEPT_XCOM_KEY). No retry is spent; clearing the task reattaches."""
+
+
+class ApiUnreachableFailure(OrchestratorFault):
+    """The Kubernetes API stayed unreachable for api_outage_timeout."""
+
+
+class JobSetForbidden(OrchestratorFault):
     """A 403 from the cluster: no retry grants a permission, so the try fails for good at once. Nothing is deleted
     and the run lock is kept (a JobSet may be training): grant the permission, then clear the task to reattach."""
 
@@ -344,16 +357,30 @@ class MtcJobSetOperator(BaseOperator):
         """The sync api, waiting out an unreachable API for api_outage_timeout (then ApiUnreachable)."""
         return jobset_factory.jobset_api(connection, outage_timeout=float(self.api_outage_timeout))
 
-    def _unreachable(self, exc: ApiUnreachable) -> AirflowFailException:
+    def _unreachable(self, exc: ApiUnreachable) -> ApiUnreachableFailure:
         """An outage is not an attempt: fail for good (no retry spent), the JobSet and the run lock untouched."""
-        return AirflowFailException(f"{exc}: {NOT_AN_ATTEMPT}")
+        return ApiUnreachableFailure(f"{exc}: {NOT_AN_ATTEMPT}")
+
+    def _keep_for_teardown(self, context: Any, fault: OrchestratorFault) -> None:
+        """Tell the teardown that this try ended for the orchestrator's trouble, so the JobSet is not the run's end."""
+        ti = context.get("ti") if isinstance(context, Mapping) else None
+        if ti is None:
+            return
+        try:
+            ti.xcom_push(key=JOBSET_KEPT_XCOM_KEY, value={"reason": str(fault)})
+        except Exception as exc:  # noqa: BLE001 - the failure itself must still reach Airflow
+            self.log.warning("could not record for the teardown that the JobSet is kept (%s)", exc)
 
     # --- execute ------------------------------------------------------------------------------------
     def execute(self, context: Any) -> Any:
         try:
-            return self._execute(context)
-        except ApiUnreachable as exc:  # the run lock is kept: releasing it would need the API
-            raise self._unreachable(exc) from exc
+            try:
+                return self._execute(context)
+            except ApiUnreachable as exc:  # the run lock is kept: releasing it would need the API
+                raise self._unreachable(exc) from exc
+        except OrchestratorFault as fault:
+            self._keep_for_teardown(context, fault)
+            raise
 
     def _execute(self, context: Any) -> Any:
         slices, checkpointing, workload, target_step = self._specs()
@@ -558,11 +585,15 @@ class MtcJobSetOperator(BaseOperator):
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         try:
-            return self._complete(context, event)
-        except JobSetForbidden:
+            try:
+                return self._complete(context, event)
+            except JobSetForbidden:
+                raise
+            except Forbidden as exc:  # a 403 while closing the attempt: fail for good, delete nothing more
+                raise _forbidden(str(exc)) from exc
+        except OrchestratorFault as fault:
+            self._keep_for_teardown(context, fault)
             raise
-        except Forbidden as exc:  # a 403 while closing the attempt: fail for good, delete nothing more
-            raise _forbidden(str(exc)) from exc
 
     def _complete(self, context: Any, event: dict[str, Any]) -> Any:
         ev = JobSetEvent.from_payload(event)
@@ -571,7 +602,7 @@ class MtcJobSetOperator(BaseOperator):
             raise _forbidden(f"JobSet {ev.namespace}/{ev.name}: {ev.message}")
         if ev.kind == API_UNREACHABLE:  # before any request: the API is not answering
             self._current = None
-            raise AirflowFailException(f"{ev.message} (JobSet {ev.namespace}/{ev.name}): {NOT_AN_ATTEMPT}")
+            raise ApiUnreachableFailure(f"{ev.message} (JobSet {ev.namespace}/{ev.name}): {NOT_AN_ATTEMPT}")
         try:
             return self._execute_complete(context, ev)
         except ApiUnreachable as exc:
@@ -747,15 +778,27 @@ class MtcDeleteJobSetOperator(BaseOperator):
     def execute(self, context: Any) -> list[str]:
         if not self.name and not (self.run_name and self.launch_task_id):
             raise AirflowFailException(str(SpecError("name", self.name, "a JobSet name, or run_name + launch_task_id")))
+        if not self.name:
+            kept = context["ti"].xcom_pull(task_ids=self.launch_task_id, key=JOBSET_KEPT_XCOM_KEY)
+            if kept:  # the launch task ended for the orchestrator's trouble: the run itself did not end
+                self.log.warning(
+                    "teardown keeps the JobSets of run %s and its run lock: task %s ended for the orchestrator's own "
+                    "trouble, not the run's (%s). Clear %s once that is fixed: it reattaches. To stop the run "
+                    "instead: mtc unlock %s -n %s --force and kubectl delete jobset -n %s -l %s=%s", self.run_name,
+                    self.launch_task_id, (kept.get("reason") if isinstance(kept, Mapping) else kept),
+                    self.launch_task_id, self.run_name, self.namespace, self.namespace, L.RUN_NAME,
+                    L.label_value(self.run_name))
+                return []
         api = jobset_factory.jobset_api(jobset_factory.connection_for(self.target, self.kubernetes_conn_id))
         if self.name:
-            names = [self.name]
+            names, why = [self.name], "asked by name"
         else:
             ti = context["ti"]
             run_labels = L.run_labels(ti.dag_id, ti.run_id, self.launch_task_id, self.run_name)
             names = [o["metadata"]["name"] for o in api.list(self.namespace, L.selector(run_labels))]
+            why = f"the teardown after the run ended (task {self.launch_task_id} is done)"
         for name in names:
-            self.log.info("deleting JobSet %s/%s", self.namespace, name)
+            self.log.info("deleting JobSet %s/%s (checkpoints are kept): %s", self.namespace, name, why)
             api.delete(self.namespace, name)
         if not self.name:  # the run is over: free its run name (the lock of that launch task, if still held)
             connection = jobset_factory.connection_for(self.target, self.kubernetes_conn_id)
