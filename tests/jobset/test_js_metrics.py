@@ -22,12 +22,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from js_helpers import jobset_body
+from js_helpers import FakeTI, jobset_body, launch, reach, run_try
 from mtc_provider.adapters import metrics, retry
 from mtc_provider.core.jobset_events import STALLED, JobSetEvent
 from mtc_provider.local.cluster.resources import PODS
+from mtc_provider.operators.jobset import JobSetAttemptFailed
 from mtc_provider.triggers.jobset import JobSetTrigger
-from tests.doubles.memory_jobset import status_restarting, status_running
+from tests.doubles.memory_jobset import status_completed, status_failed, status_restarting, status_running
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -209,3 +210,24 @@ def test_plain_statsd_names_keep_their_hierarchy_and_metrics_never_raise(statsd)
 
     sdk_stats.initialize(factory=broken, export_legacy_names=True)
     metrics.stalled(metrics.tags("d", "t"))  # no exception
+
+
+def test_resubmission_sends_attempts_and_its_latency_from_the_operator(statsd, cluster, tmp_path):
+    """Two tries of the real launch operator (synchronous path, in-memory cluster): attempt 1 restarts once in the
+    cluster then fails retryably at step 20; attempt 2 is timed from attempt 1's recorded end to its creation."""
+    _initialize_like("worker")
+    cluster.plan([status_running(), status_restarting(restarts=1), reach(tmp_path, 20, status_failed(restarts=1))],
+                 [status_running(), reach(tmp_path, 100, status_completed())])
+    with pytest.raises(JobSetAttemptFailed):
+        run_try(launch(str(tmp_path)), FakeTI(dag_id=DAG_ID, try_number=1))
+    ended = time.time()
+    time.sleep(0.3)  # Airflow's retry_delay, shortened
+    assert run_try(launch(str(tmp_path)), FakeTI(dag_id=DAG_ID, try_number=2))["last_step"] == 100
+    took = time.time() - ended
+    deadline = time.monotonic() + 5
+    while not statsd.named(f"airflow.mtc.resubmission_latency.{DAG_ID}.{TASK_ID}") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert statsd.named(f"airflow.mtc.attempts.{DAG_ID}.{TASK_ID}") == [(1.0, "c"), (1.0, "c")]
+    [(latency, kind)] = statsd.named("airflow.mtc.resubmission_latency")
+    assert kind == "ms" and 300 <= latency <= took * 1000, (latency, took)
+    assert statsd.named("airflow.mtc.in_cluster_restarts") == [(1.0, "c")]
