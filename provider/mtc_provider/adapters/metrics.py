@@ -45,7 +45,11 @@ def tags(dag_id: Any = None, task_id: Any = None, run_name: Any = None, target: 
 
 
 def trigger_tags(trigger: Any) -> dict[str, str]:
-    """A JobSet trigger's tags: its task instance (set by the triggerer), its run name and connection kind."""
+    """A JobSet trigger's tags: its task instance, its run name and connection kind.
+
+    The triggerer sets `task_instance` (a RuntimeTaskInstance, or the workload's TI: airflow/jobs/
+    triggerer_job_runner.py TriggerRunner.create_triggers); the synchronous path's trigger has none.
+    """
     ti = getattr(trigger, "task_instance", None)
     return tags(getattr(ti, "dag_id", None), getattr(ti, "task_id", None), trigger.extra.get("run_name"),
                 trigger.connection.get("kind"))
