@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from airflow.sdk import BaseOperator, Context
 
+from mtc_provider.adapters import metrics
 from mtc_provider.core.errors import SpecError
 from mtc_provider.links.goodput import GoodputChartLink, chart_url as chart_link_url
 
@@ -167,6 +168,7 @@ class GoodputReportOperator(BaseOperator):
         self.log.info("goodput %.1f%% (%s): productive %.0fs of %.0fs; %d disruption(s); badput %s; recovery %s; "
                       "chart %s", 100 * report.goodput, source, report.productive_s, report.elapsed_s,
                       report.disruptions, report.badput_s, report.recovery_s, url)
+        metrics.goodput(metrics.tags(getattr(context.get("ti"), "dag_id", None), self.task_id), report.goodput)
         advice = self.checkpoint_advice()
         return {**report.to_payload(), "source": source, "chart_path": url, "advice": advice}
 

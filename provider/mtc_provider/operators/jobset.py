@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from mtc_provider.adapters import jobset_factory
+from mtc_provider.adapters import jobset_factory, metrics
 from mtc_provider.adapters.retry import ApiUnreachable
 from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 from mtc_provider.adapters.kubernetes import Forbidden
@@ -456,6 +456,8 @@ class MtcJobSetOperator(BaseOperator):
                     data[ATTEMPTS].append(record)
 
             lock.update(remember)
+            metrics.attempt_submitted(metrics.tags(ti.dag_id, ti.task_id, checkpointing.run_name,
+                                                   connection.get("kind")), lock_data[ATTEMPTS], record["start"])
         name = obj["metadata"]["name"]
         self._current = (connection, namespace, name, {**_owner(ti), "run_name": checkpointing.run_name})
         persist_links(context, self._target(), namespace, name, checkpoint_dir)

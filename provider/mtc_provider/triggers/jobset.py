@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from mtc_provider.adapters import retry
+from mtc_provider.adapters import metrics, retry
 from mtc_provider.adapters.jobset_factory import async_jobset_api
 from mtc_provider.core import outage as outages
 from mtc_provider.core.status import JobSetState, evaluate_jobset
@@ -270,6 +270,7 @@ class JobSetTrigger(BaseTrigger):
         report = progress_report(None, int(self.extra["target_step"]), tracker.steps_per_hour(now),
                                  tracker.latest_step, restarts=restarts, attempt=int(self.extra.get("attempt") or 1))
         self.log.info("JobSet %s/%s: %s", self.namespace, self.name, report.line())
+        metrics.progress(metrics.trigger_tags(self), report.steps_per_hour, tracker.seconds_since_checkpoint(now))
         self.last_progress = report.to_xcom()
         return self.last_progress
 
@@ -377,6 +378,7 @@ class JobSetTrigger(BaseTrigger):
                                 "not touched (%s; api_outage_timeout %.0f s, %.0f s left)", outage.elapsed(now),
                                 outage.last_status, self.namespace, self.name, self._api_name(),
                                 self.api_outage_timeout, outage.remaining(now))
+                            metrics.api_outage(metrics.trigger_tags(self), outage.failures, outage.elapsed(now))
                         await asyncio.sleep(delay)
                         continue
                     await asyncio.sleep(self.poll_interval)  # the watch ended quietly: watch again from version
@@ -435,6 +437,7 @@ class JobSetTrigger(BaseTrigger):
                         "JobSet %s/%s restarted in the cluster: restart %d (replicated job %s failed; %s)",
                         self.namespace, self.name, state.restarts, failed_rjob or "unknown",
                         state.reason or "restarting all slices")
+                    metrics.in_cluster_restarts(metrics.trigger_tags(self), state.restarts - restarts)
                     restarts = state.restarts
                     if self._pods_started is not None:
                         self._pods_started = False  # new pods: watch them start again
@@ -456,6 +459,7 @@ class JobSetTrigger(BaseTrigger):
             if state is not None and self.checkpoint_dir and self.stall_timeout and not state.terminating:
                 reason = await self.check_stall(state)
                 if reason:
+                    metrics.stalled(metrics.trigger_tags(self))
                     yield self._event(STALLED, state, restarts, reason)
                     return
                 if self.listing_error:
