@@ -201,6 +201,9 @@ class MtcEnableCheckpointingOperator(MtcGcpBaseOperator):
     :param gcp_conn_id: the Google connection for every GKE call (templated; default: the target's).
     :param impersonation_chain: service account(s) to impersonate for every call (templated; default: the target's).
     :param project_id: the cluster's project (templated; default: the target's, else the connection's project).
+    :param location: with cluster_name, the GKE cluster's location, instead of a target (templated).
+    :param cluster_name: with location, the GKE cluster's name, instead of a target (templated).
+    :param use_dns_endpoint: reach the control plane through its DNS-based endpoint (templated).
     """
 
     def execute(self, context: Any) -> dict[str, Any] | None:

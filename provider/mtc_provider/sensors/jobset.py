@@ -30,8 +30,13 @@ class MtcJobSetSensor(BaseSensorOperator):
     :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials (templated).
     :param poll_interval: seconds between polls when the watch cannot be used.
     :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
-    :param gcp_conn_id, impersonation_chain, project_id, location, cluster_name, use_dns_endpoint: as on
-        MtcJobSetOperator (templated): the GKE cluster by the google provider's parameter names, instead of target.
+    :param gcp_conn_id: the Google connection for the GKE cluster (templated; default: the target's).
+    :param impersonation_chain: service account(s) to impersonate for every GKE call (templated).
+    :param project_id: the GKE project (templated; default: the target's, else the connection's project).
+    :param location: with cluster_name, the GKE cluster's location, instead of target (templated); which one
+        wins: as on MtcJobSetOperator (target.with_google).
+    :param cluster_name: with location, the GKE cluster's name, instead of target (templated).
+    :param use_dns_endpoint: reach the control plane through its DNS-based endpoint (templated).
     """
 
     template_fields: Sequence[str] = ("name", "namespace", "target", *GOOGLE_PARAMETERS, "kubernetes_conn_id")

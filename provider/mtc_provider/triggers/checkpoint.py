@@ -83,6 +83,7 @@ class CheckpointProgressTrigger(BaseTrigger):
     :param window_s: window for steps per hour.
     :param max_logged: at most this many (step, commit time) pairs are kept for the event.
     :param listing_timeout: fire `listing_failed` when listings keep failing this many seconds.
+    :param impersonation_chain: service account(s) to impersonate for the gs:// listing (names, no secret).
     """
 
     def __init__(self, checkpoint_dir: str, target_step: int, stall_timeout: float, poll_interval: float = 60.0,
