@@ -214,8 +214,7 @@ def with_google(target: Target | dict[str, Any] | None, gcp_conn_id: str | None 
 
 def _resolved(target: Target) -> Target:
     # A GKE cluster is named within a project; a Kubernetes target needs one only to create a bucket.
-    if isinstance(target, GkeTarget) and target.use_internal_ip and target.use_dns_endpoint:
-        target.__post_init__()  # the same refusal as the constructor's
+    # (dataclasses.replace re-runs __post_init__: use_dns_endpoint with use_internal_ip is refused there.)
     return resolve_project(target) if getattr(target, "project_scoped", False) else target
 
 
