@@ -52,7 +52,7 @@ def clock(monkeypatch):
 
 
 def use_store(monkeypatch, store) -> None:
-    monkeypatch.setattr(module, "open_async_store", lambda checkpoint_dir, gcp_conn_id: store)
+    monkeypatch.setattr(module, "open_async_store", lambda checkpoint_dir, gcp_conn_id, impersonation_chain=None: store)
 
 
 async def first_event(trigger) -> CheckpointProgressEvent:

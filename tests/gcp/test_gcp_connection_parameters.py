@@ -140,8 +140,9 @@ def test_impersonation_operator_project_id_takes_precedence_over_the_targets(set
     assert not container.clusters[f"{PROJECT}/{LOCATION}/{CLUSTER}"]["nodePools"]
 
 
+@pytest.mark.parametrize("given_as", ["target", "parameters"])
 def test_dns_endpoint_is_where_the_kubernetes_client_goes(monkeypatch, gcp_connection, container, k8s, tls,
-                                                          tmp_path):
+                                                          tmp_path, given_as):
     """GKE's DNS-based endpoint (controlPlaneEndpointsConfig.dnsEndpointConfig.endpoint) serves a publicly
     trusted certificate, so the google provider's hook verifies it against the system store, not the cluster CA:
     https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation#dns-based_endpoint"""
@@ -157,11 +158,51 @@ def test_dns_endpoint_is_where_the_kubernetes_client_goes(monkeypatch, gcp_conne
     # ssl_ca_cert=None to urllib3; Mozilla's bundle (certifi.where()) for older clients (kubernetes/client/rest.py).
     monkeypatch.setenv("SSL_CERT_FILE", str(public_ca))
     monkeypatch.setattr("certifi.where", lambda: str(public_ca))
+    # The google provider's GKE operators take use_dns_endpoint beside project_id/location/cluster_name.
+    cluster_args = ({"target": GkeTarget(PROJECT, LOCATION, CLUSTER, use_dns_endpoint=True)} if given_as == "target"
+                    else {"project_id": PROJECT, "location": LOCATION, "cluster_name": CLUSTER,
+                          "use_dns_endpoint": "True"})  # as a rendered template leaves it
     op = MtcApplyCheckpointConfigurationOperator(
-        task_id="c", target=GkeTarget(PROJECT, LOCATION, CLUSTER, use_dns_endpoint=True), name="mtc-config",
-        bucket_name="ckpt", slices=SLICES, sizing=SIZING, api_endpoint=container.url)
+        task_id="c", name="mtc-config", bucket_name="ckpt", slices=SLICES, sizing=SIZING, api_endpoint=container.url,
+        **cluster_args)
     assert op.execute({"ti": TI()})["action"] == "created"
     assert k8s.writes == 1 and "mtc-config" in k8s.objects
+
+
+def test_google_parameters_without_target_name_the_cluster_every_gcp_call_uses(setup_connection, container, gcs):
+    """GKEStartJobOperator's parameter names (project_id, location, cluster_name, gcp_conn_id, impersonation_chain)
+    in place of a target: the node pools land on that cluster, every call impersonated."""
+    container.add_cluster("other-proj", LOCATION, copy.deepcopy(container.clusters[f"{PROJECT}/{LOCATION}/{CLUSTER}"]))
+    op = MtcCreateTpuNodePoolsOperator(task_id="p", project_id="other-proj", location=LOCATION, cluster_name=CLUSTER,
+                                       gcp_conn_id="mtc_setup_gcp", impersonation_chain=[SA], slices=SLICES,
+                                       node_locations=["us-central1-b"], api_endpoint=container.url, poll_interval=0)
+    assert op.resolved_target().kind == "gke"
+    op.execute({"ti": TI()})
+    assert container.clusters[f"other-proj/{LOCATION}/{CLUSTER}"]["nodePools"]
+    assert not container.clusters[f"{PROJECT}/{LOCATION}/{CLUSTER}"]["nodePools"]
+    assert _tokens(container) == {f"impersonated-{SA}"}
+
+
+@pytest.mark.parametrize("cls", OPERATORS, ids=lambda c: c.__name__)
+def test_google_parameters_conflicting_with_the_target_fail_naming_both_before_any_call(setup_connection, container,
+                                                                                       cls):
+    from mtc_provider.core.errors import SpecError
+
+    extra = {"bucket_name": "ckpt"} if "Bucket" in cls.__name__ else {}
+    if cls is MtcApplyCheckpointConfigurationOperator:
+        extra = {"name": "mtc-config", "bucket_name": "ckpt"}
+    if cls in (MtcClusterReadinessOperator, MtcCreateTpuNodePoolsOperator, MtcClusterReadinessSensor,
+               MtcApplyCheckpointConfigurationOperator):
+        extra["slices"] = SLICES
+    op = cls(task_id="t", target=GkeTarget(PROJECT, LOCATION, CLUSTER), cluster_name="another-cluster",
+             gcp_conn_id="mtc_setup_gcp", api_endpoint=container.url, **extra)
+    before = len(container.requests)
+    with pytest.raises(SpecError, match=rf"cluster_name.*'another-cluster'.*target\.cluster_name='{CLUSTER}'"):
+        op.execute({"ti": TI()})
+    assert len(container.requests) == before  # refused before any call
+    with pytest.raises(SpecError, match="location"):  # a local target has no cluster to agree with
+        cls(task_id="t", target={"kind": "local"}, location=LOCATION, cluster_name=CLUSTER, **extra).execute(
+            {"ti": TI()})
 
 
 @pytest.mark.parametrize("use_dns_endpoint", [True, False])

@@ -80,3 +80,86 @@ def test_impersonation_dns_endpoint_is_offered_and_exclusive_with_internal_ip():
     assert GkeTarget("p", "us-east5", "tpu", use_dns_endpoint=True).to_dict()["use_dns_endpoint"] is True
     with pytest.raises(SpecError, match="use_dns_endpoint"):
         GkeTarget("p", "us-east5", "tpu", use_dns_endpoint=True, use_internal_ip=True)
+
+
+# --- the google provider's parameter names on the launch, delete and sensor (issue 27) --------------------------
+# GKEStartJobOperator takes project_id, location, cluster_name, gcp_conn_id, impersonation_chain, use_dns_endpoint
+# (airflow/providers/google/cloud/operators/kubernetes_engine.py in apache-airflow-providers-google, pinned in .venv).
+GOOGLE_STYLE = {"project_id": "proj-a", "location": "us-east5", "cluster_name": "tpu", "gcp_conn_id": "mtc_train_gcp",
+                "impersonation_chain": CHAIN, "use_dns_endpoint": True}
+
+
+def _launch_google_style(**kwargs) -> MtcJobSetOperator:
+    op = _launch(**kwargs)
+    op.target = None  # _launch's default target; these tests name the cluster by the google parameters only
+    return op
+
+
+def test_google_parameters_without_target_name_the_gke_cluster_of_the_launch(gke_cluster):
+    op = _launch_google_style(**GOOGLE_STYLE)
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute({"ti": FakeTI(), "run_id": "run-1"})
+    connection = deferred.value.trigger.connection  # what the triggerer reaches the cluster with
+    assert {k: connection[k] for k in GOOGLE_STYLE} == GOOGLE_STYLE
+    assert connection["kind"] == "gke"
+    assert len(gke_cluster.live()) == 1  # submitted there
+
+
+def test_google_parameters_conflicting_with_the_target_fail_naming_both_before_any_call(gke_cluster):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    op = _launch(cluster_name="other-cluster")  # _launch's target names cluster "tpu"
+    with pytest.raises(AirflowFailException, match=r"cluster_name.*'other-cluster'.*target\.cluster_name='tpu'"):
+        op.execute({"ti": FakeTI(), "run_id": "run-1"})
+    assert gke_cluster.present() == []  # nothing was submitted
+
+
+def test_google_parameters_agreeing_with_the_target_are_accepted(gke_cluster):
+    op = _launch(location="us-east5", cluster_name="tpu", gcp_conn_id="mtc_train_gcp")
+    assert (op._target().cluster_name, op._target().location) == ("tpu", "us-east5")
+
+
+@pytest.mark.parametrize("extra, field", [
+    ({"location": "us-east5"}, "cluster_name"),  # half a cluster name
+    ({"location": "us-east5", "cluster_name": "tpu", "kubernetes_conn_id": "k8s"}, "location"),
+])
+def test_google_parameters_incomplete_or_beside_a_kubernetes_connection_are_refused(gke_cluster, extra, field):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    op = _launch_google_style(gcp_conn_id="mtc_train_gcp", **extra)
+    with pytest.raises(AirflowFailException, match=field):
+        op.execute({"ti": FakeTI(), "run_id": "run-1"})
+    assert gke_cluster.present() == []
+
+
+def test_google_parameters_and_impersonation_reach_the_delete_operator_and_the_jobset_sensor(gke_cluster):
+    from mtc_provider.operators.jobset import MtcDeleteJobSetOperator
+    from mtc_provider.sensors.jobset import MtcJobSetSensor
+
+    delete = MtcDeleteJobSetOperator(task_id="d", name="gone", **GOOGLE_STYLE)
+    sensor = MtcJobSetSensor(task_id="s", name="gone", **GOOGLE_STYLE)
+    for task in (delete, sensor):
+        connection = task._connection()
+        assert {k: connection[k] for k in GOOGLE_STYLE} == GOOGLE_STYLE, type(task).__name__
+    assert delete.execute({"ti": FakeTI()}) == ["gone"]  # the memory cluster's delete of an absent JobSet is a no-op
+    local = MtcJobSetSensor(task_id="s2", name="x", target={"kind": "local", "home": "/tmp/x"}, cluster_name="tpu",
+                            location="us-east5")
+    from airflow.sdk.exceptions import AirflowFailException
+
+    with pytest.raises(AirflowFailException, match="cluster_name|location"):
+        local._connection()
+
+
+def test_google_parameters_render_from_templates_with_the_real_operator(gke_cluster):
+    """Airflow renders template_fields (BaseOperator.render_template_fields); a rendered flag arrives as text."""
+    op = _launch_google_style(project_id="{{ params.project }}", location="{{ params.location }}",
+                              cluster_name="{{ params.cluster }}", use_dns_endpoint="{{ params.dns }}",
+                              gcp_conn_id="mtc_train_gcp", crash_loop_attempts="{{ params.loops }}",
+                              wait_for="{{ params.wait }}", deletion_timeout="{{ params.deletion }}")
+    op.render_template_fields({"params": {"project": "proj-t", "location": "us-east5", "cluster": "tpu",
+                                          "dns": True, "loops": 4, "wait": "checkpoint", "deletion": 60}})
+    op._specs()  # validates (and converts) the rendered values
+    target = op._target()
+    assert (target.project_id, target.location, target.cluster_name, target.use_dns_endpoint) == (
+        "proj-t", "us-east5", "tpu", True)
+    assert (op.crash_loop_attempts, op.wait_for, op.deletion_timeout) == (4, "checkpoint", 60.0)

@@ -8,6 +8,7 @@ checkpoint folder is a file:// URL.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -26,18 +27,53 @@ def workload_url(project_id: str, location: str, cluster: str, namespace: str, n
             f"/overview?apiVersion={JOBSET.version}&project={project_id}")
 
 
-def logging_query(cluster: str, namespace: str, name: str) -> str:
-    # Cloud Logging turns pod label keys' '.' into '_' under labels."k8s-pod/...".
-    return "\n".join((
+# Before the attempt's start (clock skew between the worker and the nodes) and after its end (log lines of the
+# pods' shutdown, written after the operator saw the end).
+LOGS_BEFORE_START_S = 60.0
+LOGS_AFTER_END_S = 300.0
+# A running attempt's end is not known when the link is stored (Airflow 3 shows the URL stored in XCom): the range
+# covers a day, and the link is stored again with the real end when the attempt ends.
+RUNNING_SPAN_S = 24 * 3600.0
+
+
+def logging_query(cluster: str, namespace: str, name: str, replicated_job: str | None = None,
+                  leader_only: bool = True) -> str:
+    """The attempt's container logs; by default its leader pod's only: job 0 of the replicated job, completion
+    index 0 (JobSet names that pod `<jobset>-<replicatedJob>-0-0-<suffix>`, and labels it so; the JobSet CRD's
+    podTemplate docs, and https://kubernetes.io/docs/reference/labels-annotations-taints/#batch-kubernetes-io-job-completion-index).
+    Cloud Logging turns pod label keys' '.' into '_' under labels."k8s-pod/...".
+    """
+    lines = [
         'resource.type="k8s_container"',
         f'resource.labels.cluster_name="{cluster}"',
         f'resource.labels.namespace_name="{namespace}"',
         f'labels."k8s-pod/jobset_sigs_k8s_io/jobset-name"="{name}"',
-    ))
+    ]
+    if leader_only:
+        if replicated_job:
+            lines.append(f'labels."k8s-pod/jobset_sigs_k8s_io/replicatedjob-name"="{replicated_job}"')
+        lines += ['labels."k8s-pod/jobset_sigs_k8s_io/job-index"="0"',
+                  'labels."k8s-pod/batch_kubernetes_io/job-completion-index"="0"']
+    return "\n".join(lines)
 
 
-def logs_url(project_id: str, cluster: str, namespace: str, name: str) -> str:
-    return f"{CONSOLE}/logs/query;query={quote(logging_query(cluster, namespace, name), safe='')}?project={project_id}"
+def _utc(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def time_range(start: float, end: float | None) -> str:
+    """The Logs Explorer's `timeRange` value: an ISO 8601 interval START/END in UTC (its URL's `;timeRange=`)."""
+    until = end + LOGS_AFTER_END_S if end is not None else start + RUNNING_SPAN_S
+    return f"{_utc(start - LOGS_BEFORE_START_S)}/{_utc(until)}"
+
+
+def logs_url(project_id: str, cluster: str, namespace: str, name: str, start: float | None = None,
+             end: float | None = None, replicated_job: str | None = None, leader_only: bool = True) -> str:
+    """A Logs Explorer URL: `/logs/query;query=<filter>;timeRange=<start>/<end>?project=<id>` (the filter and
+    the interval percent-encoded), scoped to the attempt's leader pod and, when `start` is known, its time range."""
+    query = quote(logging_query(cluster, namespace, name, replicated_job, leader_only), safe="")
+    scope = f";timeRange={quote(time_range(start, end), safe='')}" if start is not None else ""
+    return f"{CONSOLE}/logs/query;query={query}{scope}?project={project_id}"
 
 
 def checkpoints_url(checkpoint_dir: str, project_id: str | None = None) -> str:
@@ -78,8 +114,10 @@ class CheckpointFolderLink(_StoredUrlLink):
 JOBSET_LINKS = (JobSetWorkloadLink(), JobSetLogsLink(), CheckpointFolderLink())
 
 
-def link_urls(target: Target, namespace: str, name: str, checkpoint_dir: str) -> dict[str, str]:
-    """The URLs to store, keyed by XCom key; console links only exist on targets with a Console scope."""
+def link_urls(target: Target, namespace: str, name: str, checkpoint_dir: str, start: float | None = None,
+              end: float | None = None, replicated_job: str | None = None) -> dict[str, str]:
+    """The URLs to store, keyed by XCom key; console links only exist on targets with a Console scope. The logs
+    link covers the attempt's leader pod from `start` to `end` (epoch seconds; end None: still running)."""
     from mtc_provider.adapters.targets import backend_for
 
     # An empty value means "no link" to Airflow's UI; storing it avoids XCom-not-found noise on the local target.
@@ -88,13 +126,35 @@ def link_urls(target: Target, namespace: str, name: str, checkpoint_dir: str) ->
     if scope is not None:
         urls[JobSetWorkloadLink.key] = workload_url(scope.project_id, scope.location, scope.cluster_name,
                                                     namespace, name)
-        urls[JobSetLogsLink.key] = logs_url(scope.project_id, scope.cluster_name, namespace, name)
+        urls[JobSetLogsLink.key] = logs_url(scope.project_id, scope.cluster_name, namespace, name, start, end,
+                                            replicated_job)
     urls[CheckpointFolderLink.key] = checkpoints_url(checkpoint_dir, scope.project_id if scope else None)
     return urls
 
 
-def persist_links(context: Any, target: Target, namespace: str, name: str, checkpoint_dir: str) -> dict[str, str]:
-    urls = link_urls(target, namespace, name, checkpoint_dir)
+def created_at(obj: dict[str, Any], default: float) -> float:
+    """The API server's creationTimestamp of an object (RFC 3339, UTC) in epoch seconds; `default` without one."""
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not stamp:
+        return default
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return default
+
+
+def persist_logs_link(context: Any, target: Target, namespace: str, name: str, start: float | None,
+                      end: float | None, replicated_job: str | None = None) -> str:
+    """Store the logs link again (the attempt's end is known now); other links are unchanged."""
+    url = link_urls(target, namespace, name, "", start, end, replicated_job)[JobSetLogsLink.key]
+    context["ti"].xcom_push(key=JobSetLogsLink.key, value=url)
+    return url
+
+
+def persist_links(context: Any, target: Target, namespace: str, name: str, checkpoint_dir: str,
+                  start: float | None = None, end: float | None = None,
+                  replicated_job: str | None = None) -> dict[str, str]:
+    urls = link_urls(target, namespace, name, checkpoint_dir, start, end, replicated_job)
     for key, url in urls.items():
         context["ti"].xcom_push(key=key, value=url)
     return urls

@@ -19,7 +19,7 @@ from airflow.sdk import BaseOperator
 from mtc_provider.core.errors import NotReady, OperationFailed, SpecError
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.gcp import GcsBucketLink, GkeClusterLink
-from mtc_provider.target import GOOGLE_PARAMETERS, Target, target_from_dict, with_google
+from mtc_provider.target import GOOGLE_PARAMETERS, Target, google_parameters, with_google
 
 if TYPE_CHECKING:
     from mtc_provider.adapters.protocols import TargetBackend
@@ -47,6 +47,10 @@ def checked_run(target_kind: str, slices: SliceSpec | dict[str, Any], sizing: di
     return spec, check_run(target_kind, spec, sizing=SizingSpec(**(sizing or {})))
 
 
+# Every GCP operator templates its target, the google provider's parameters, the endpoint override and the poll.
+COMMON_FIELDS = ("target", *GOOGLE_PARAMETERS, "api_endpoint", "poll_interval")
+
+
 class MtcGcpBaseOperator(BaseOperator):
     """Shared plumbing: the target, Console links, and waiting for a GKE operation (deferred or polled).
 
@@ -54,17 +58,23 @@ class MtcGcpBaseOperator(BaseOperator):
     :param gcp_conn_id: the Google connection for every GKE, GCS and IAM call (templated; default: the target's).
     :param impersonation_chain: service account(s) to impersonate for every call (templated; default: the target's).
     :param project_id: the cluster's project (templated; default: the target's, else the connection's project).
+    :param location: with cluster_name, the GKE cluster's location, instead of a target (templated; see
+        `target.with_google` for which one wins).
+    :param cluster_name: with location, the GKE cluster's name, instead of a target (templated).
+    :param use_dns_endpoint: reach the control plane through its DNS-based endpoint (templated; default: the
+        target's, False).
     :param api_endpoint: a Container API endpoint override (a private or regional endpoint); None: the default.
     :param deferrable: wait for GKE operations in the triggerer instead of polling in the worker.
     :param poll_interval: seconds between polls of a GKE operation.
     """
 
-    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS)
+    template_fields: Sequence[str] = COMMON_FIELDS
     operator_extra_links = (GkeClusterLink(), GcsBucketLink())
 
     def __init__(self, *, target: Target | dict[str, Any] | None = None,
                  gcp_conn_id: str | None = None, impersonation_chain: str | Sequence[str] | None = None,
-                 project_id: str | None = None, api_endpoint: str | None = None,
+                 project_id: str | None = None, location: str | None = None, cluster_name: str | None = None,
+                 use_dns_endpoint: bool | None = None, api_endpoint: str | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  poll_interval: float = 15.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -72,13 +82,16 @@ class MtcGcpBaseOperator(BaseOperator):
         self.gcp_conn_id = gcp_conn_id
         self.impersonation_chain = impersonation_chain
         self.project_id = project_id
+        self.location = location
+        self.cluster_name = cluster_name
+        self.use_dns_endpoint = use_dns_endpoint
         self.api_endpoint = api_endpoint  # Container API endpoint override (private/regional endpoint)
         self.deferrable = deferrable
         self.poll_interval = poll_interval
 
     def resolved_target(self) -> Target:
-        """The target with this operator's gcp_conn_id / impersonation_chain / project_id applied (every call uses it)."""
-        return with_google(target_from_dict(self.target), self.gcp_conn_id, self.impersonation_chain, self.project_id)
+        """The target from `target` and this operator's GOOGLE_PARAMETERS (every call uses it; target.with_google)."""
+        return with_google(self.target, **google_parameters(self))
 
     def backend(self, target: Target) -> TargetBackend:
         from mtc_provider.adapters.targets import backend_for
@@ -98,13 +111,14 @@ class MtcGcpBaseOperator(BaseOperator):
 
             # Also kept in XCom: some runners (dag.test) resume without the defer kwargs.
             context["ti"].xcom_push(key="mtc_step_state", value=state)
-            self.defer(trigger=GkeOperationTrigger(operation, target.to_dict(), self.api_endpoint, self.poll_interval),
+            self.defer(trigger=GkeOperationTrigger(operation, target.to_dict(), self.api_endpoint,
+                                                   float(self.poll_interval)),
                        method_name="execute_complete", kwargs={"state": state})
         from mtc_provider.adapters.gke_cluster import operation_done
 
         api = self.backend(target).cluster.control_plane()
         while not operation_done(api.operation(operation)):
-            time.sleep(self.poll_interval)
+            time.sleep(float(self.poll_interval))  # a rendered template is text
         return self.step(context, state)
 
     def execute_complete(self, context: Any, event: dict[str, Any],
@@ -136,7 +150,7 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
     :param fixed_by_later_tasks: names of checks that later tasks fix (templated); None: every check must pass.
     """
 
-    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "slices", "sizing", "checkpoint_configuration_name",
+    template_fields: Sequence[str] = (*COMMON_FIELDS, "slices", "sizing", "checkpoint_configuration_name",
                                       "fixed_by_later_tasks")
 
     def __init__(self, *, slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None = None,
@@ -187,6 +201,9 @@ class MtcEnableCheckpointingOperator(MtcGcpBaseOperator):
     :param gcp_conn_id: the Google connection for every GKE call (templated; default: the target's).
     :param impersonation_chain: service account(s) to impersonate for every call (templated; default: the target's).
     :param project_id: the cluster's project (templated; default: the target's, else the connection's project).
+    :param location: with cluster_name, the GKE cluster's location, instead of a target (templated).
+    :param cluster_name: with location, the GKE cluster's name, instead of a target (templated).
+    :param use_dns_endpoint: reach the control plane through its DNS-based endpoint (templated).
     """
 
     def execute(self, context: Any) -> dict[str, Any] | None:
@@ -222,7 +239,7 @@ class MtcCreateBucketOperator(MtcGcpBaseOperator):
     :param bucket_location: its region or multi-region; empty: the cluster's region.
     """
 
-    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "bucket_name", "bucket_location")
+    template_fields: Sequence[str] = (*COMMON_FIELDS, "bucket_name", "bucket_location")
 
     def __init__(self, *, bucket_name: str, bucket_location: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -257,8 +274,8 @@ class MtcGrantBucketAccessOperator(MtcGcpBaseOperator):
     :param resource_manager_endpoint: a Resource Manager endpoint override; None: the default.
     """
 
-    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "bucket_name", "workload_namespace", "workload_service_account",
-                                      "project_number")
+    template_fields: Sequence[str] = (*COMMON_FIELDS, "bucket_name", "workload_namespace", "workload_service_account",
+                                      "project_number", "resource_manager_endpoint")
 
     def __init__(self, *, bucket_name: str, workload_namespace: str = "default",
                  workload_service_account: str = "default", project_number: str | None = None,
@@ -308,7 +325,8 @@ class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):
     :param csi_ephemeral_limit: the CSI driver's ephemeral storage limit (a quantity); None: the CRD's default.
     """
 
-    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "name", "bucket_name", "slices", "sizing")
+    template_fields: Sequence[str] = (*COMMON_FIELDS, "name", "bucket_name", "slices", "sizing",
+                                      "gcs_fuse_mount_options", "csi_ephemeral_limit")
 
     def __init__(self, *, name: str, bucket_name: str, slices: SliceSpec | dict[str, Any],
                  sizing: dict[str, Any] | None = None, gcs_fuse_mount_options: list[str] | None = None,
@@ -356,7 +374,7 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
     :param node_service_account: the nodes' Google service account; None: the Compute Engine default one.
     """
 
-    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "slices", "node_pool_prefix", "node_locations",
+    template_fields: Sequence[str] = (*COMMON_FIELDS, "slices", "node_pool_prefix", "node_locations",
                                       "oauth_scopes", "node_service_account")
 
     def __init__(self, *, slices: SliceSpec | dict[str, Any], node_pool_prefix: str = "mtc-slice",

@@ -111,8 +111,8 @@ class GoodputReportOperator(BaseOperator):
     :param impersonation_chain: service account(s) to impersonate for those calls (templated).
     """
 
-    template_fields: Sequence[str] = ("checkpoint_dir", "events_dir", "attempts", "chart_path", "gcp_conn_id",
-                                      "impersonation_chain")
+    template_fields: Sequence[str] = ("checkpoint_dir", "events_dir", "attempts", "attempts_task_id", "chart_path",
+                                      "gcp_conn_id", "impersonation_chain")
     operator_extra_links = (GoodputChartLink(),)
 
     def __init__(self, *, checkpoint_dir: str, events_dir: str | None = None,

@@ -58,8 +58,8 @@ from mtc_provider.core.jobset_names import attempt_name
 from mtc_provider.core.launch import attempt_of, needs_latest_step, plan_launch
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
-from mtc_provider.links.jobset import JOBSET_LINKS, persist_links
-from mtc_provider.target import target_from_dict
+from mtc_provider.links.jobset import JOBSET_LINKS, created_at, persist_links, persist_logs_link
+from mtc_provider.target import GOOGLE_PARAMETERS, google_parameters, with_google
 from mtc_provider.core import outage as outages
 from mtc_provider.core.jobset_events import (
     API_UNREACHABLE,
@@ -160,10 +160,15 @@ class MtcJobSetOperator(BaseOperator):
     :param checkpointing: CheckpointingSpec or dict (run_name, base_output_directory, steps, MaxText flags).
     :param workload: WorkloadSpec or dict (jobset_name, image, command, namespace, max_restarts, ...).
     :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local.
-    :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials.
+    :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials (templated).
     :param gcp_conn_id: the Google connection for every GKE and GCS call (templated; default: the target's).
     :param impersonation_chain: service account(s) to impersonate for every GKE and GCS call (templated).
     :param project_id: the GKE project (templated; default: the target's, else the connection's project).
+    :param location: with cluster_name, the GKE cluster's location, instead of `target` (templated). With a GKE
+        target both must agree; any other target, or kubernetes_conn_id, is an error (target.with_google).
+    :param cluster_name: with location, the GKE cluster's name, instead of `target` (templated).
+    :param use_dns_endpoint: reach the control plane through its DNS-based endpoint (templated; default: the
+        target's, False), as the google provider's GKE operators do.
     :param target_step: the step that means "done"; default `checkpointing.steps`.
     :param crash_loop_attempts: fail for good after this many consecutive attempts without checkpoint progress
         (a stalled attempt counts like a failed one).
@@ -205,9 +210,10 @@ class MtcJobSetOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        "slices", "checkpointing", "workload", "target", "target_step", "fault_plan", "stall_timeout",
-        "gcp_conn_id", "impersonation_chain", "project_id", "startup_timeout", "poll_interval", "customization",
-        "progress_interval", "image_pull_timeout", "api_outage_timeout",
+        "slices", "checkpointing", "workload", "target", *GOOGLE_PARAMETERS, "kubernetes_conn_id", "target_step",
+        "fault_plan", "stall_timeout", "startup_timeout", "poll_interval", "customization", "progress_interval",
+        "image_pull_timeout", "api_outage_timeout", "wait_for", "crash_loop_attempts", "listing_timeout",
+        "deletion_timeout", "capacity_log_interval",
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
@@ -224,6 +230,9 @@ class MtcJobSetOperator(BaseOperator):
         gcp_conn_id: str | None = None,
         impersonation_chain: str | Sequence[str] | None = None,
         project_id: str | None = None,
+        location: str | None = None,
+        cluster_name: str | None = None,
+        use_dns_endpoint: bool | None = None,
         target_step: int | None = None,
         crash_loop_attempts: int = DEFAULT_CRASH_LOOP_ATTEMPTS,
         poll_interval: float = 30.0,
@@ -256,6 +265,9 @@ class MtcJobSetOperator(BaseOperator):
         self.gcp_conn_id = gcp_conn_id
         self.impersonation_chain = impersonation_chain
         self.project_id = project_id
+        self.location = location
+        self.cluster_name = cluster_name
+        self.use_dns_endpoint = use_dns_endpoint
         self.target_step = target_step
         self.crash_loop_attempts = crash_loop_attempts
         self.poll_interval = poll_interval
@@ -288,6 +300,8 @@ class MtcJobSetOperator(BaseOperator):
             target_step = checkpointing.steps if self.target_step in (None, "") else int(self.target_step)
             if target_step <= 0:
                 raise SpecError("target_step", self.target_step, "a positive integer (default: checkpointing.steps)")
+            if isinstance(self.crash_loop_attempts, str) and self.crash_loop_attempts.strip().isdigit():
+                self.crash_loop_attempts = int(self.crash_loop_attempts)  # a rendered template is text
             if isinstance(self.crash_loop_attempts, bool) or not isinstance(self.crash_loop_attempts, int) \
                     or self.crash_loop_attempts < 1:
                 raise SpecError("crash_loop_attempts", self.crash_loop_attempts, "an integer >= 1")
@@ -308,16 +322,15 @@ class MtcJobSetOperator(BaseOperator):
             for field in ("poll_interval", "listing_timeout", "deletion_timeout", "capacity_log_interval"):
                 if float(getattr(self, field)) < 0:
                     raise SpecError(field, getattr(self, field), "a number of seconds >= 0")
+                setattr(self, field, float(getattr(self, field)))
             self.api_outage_timeout = outages.validate("api_outage_timeout", self.api_outage_timeout)
         except (SpecError, ValueError) as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         return slices, checkpointing, workload, target_step
 
     def _target(self):
-        """The target, with the operator's own Google connection parameters taking precedence."""
-        from mtc_provider.target import with_google
-
-        return with_google(target_from_dict(self.target), self.gcp_conn_id, self.impersonation_chain, self.project_id)
+        """The target from `target` and the operator's GOOGLE_PARAMETERS (which one wins: target.with_google)."""
+        return with_google(self.target, **google_parameters(self), kubernetes_conn_id=self.kubernetes_conn_id)
 
     def _google(self) -> tuple[str, Any]:
         """(gcp_conn_id, impersonation_chain) for every GCS read; the target's unless set on the operator."""
@@ -460,7 +473,8 @@ class MtcJobSetOperator(BaseOperator):
                                                    connection.get("kind")), lock_data[ATTEMPTS], record["start"])
         name = obj["metadata"]["name"]
         self._current = (connection, namespace, name, {**_owner(ti), "run_name": checkpointing.run_name})
-        persist_links(context, self._target(), namespace, name, checkpoint_dir)
+        persist_links(context, self._target(), namespace, name, checkpoint_dir, start=created_at(obj, time.time()),
+                      replicated_job=workload.replicated_job_name)
         state = evaluate_jobset(obj)
         stall_timeout = None if self._completion or self.stall_timeout in (None, "") else float(self.stall_timeout)
         gcp_conn_id, impersonation_chain = self._google()
@@ -704,8 +718,24 @@ class MtcJobSetOperator(BaseOperator):
                   "last_step": latest, "reason": reason}
         context["ti"].xcom_push(key=XCOM_KEY, value=result)
         # Every attempt so far (a try's XComs are cleared when the next try starts, the lock keeps them).
-        context["ti"].xcom_push(key=ATTEMPTS_XCOM_KEY, value=lock.read()[ATTEMPTS])
+        attempts = lock.read()[ATTEMPTS]
+        context["ti"].xcom_push(key=ATTEMPTS_XCOM_KEY, value=attempts)
+        self._relink_logs(context, namespace, name, attempts)
         return result
+
+    def _relink_logs(self, context, namespace: str, name: str, attempts: list[dict[str, Any]]) -> None:
+        """The logs link again, now scoped to the attempt's start..end (its record in the run lock)."""
+        from mtc_provider.core.spec import WorkloadSpec
+
+        record = next((r for r in reversed(attempts) if r.get("jobset") == name), None)
+        if record is None or record.get("start") is None:
+            return
+        try:
+            persist_logs_link(context, self._target(), namespace, name, record["start"],
+                              record.get("end") or time.time(),
+                              _spec(WorkloadSpec, "workload", self.workload).replicated_job_name)
+        except Exception as exc:  # noqa: BLE001 - a link must never change how the attempt ends
+            self.log.warning("could not update the pod logs link of %s/%s: %s", namespace, name, exc)
 
     def _task_lookup(self):
         """(TaskLookup, "") for this try now, or (None, why it could not be read)."""
@@ -759,16 +789,27 @@ class MtcDeleteJobSetOperator(BaseOperator):
     :param namespace: the JobSets' namespace.
     :param name: delete this JobSet; or leave it out and give run_name + launch_task_id.
     :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local.
-    :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials.
+    :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials (templated).
     :param run_name: with launch_task_id: delete every attempt the launch task made for this run name.
     :param launch_task_id: the task id of the MtcJobSetOperator whose attempts to delete.
+    :param gcp_conn_id: the Google connection for the GKE cluster (templated; default: the target's).
+    :param impersonation_chain: service account(s) to impersonate for every GKE call (templated).
+    :param project_id: the GKE project (templated; default: the target's, else the connection's project).
+    :param location: with cluster_name, the GKE cluster's location, instead of target (templated); which one
+        wins: as on MtcJobSetOperator (target.with_google).
+    :param cluster_name: with location, the GKE cluster's name, instead of target (templated).
+    :param use_dns_endpoint: reach the control plane through its DNS-based endpoint (templated).
     """
 
-    template_fields: Sequence[str] = ("name", "namespace", "target", "run_name", "launch_task_id")
+    template_fields: Sequence[str] = ("name", "namespace", "target", *GOOGLE_PARAMETERS, "kubernetes_conn_id",
+                                      "run_name", "launch_task_id")
 
     def __init__(self, *, namespace: str = "default", name: str | None = None, target: Any = None,
                  kubernetes_conn_id: str | None = None, run_name: str | None = None,
-                 launch_task_id: str | None = None, **kwargs: Any) -> None:
+                 launch_task_id: str | None = None, gcp_conn_id: str | None = None,
+                 impersonation_chain: str | Sequence[str] | None = None, project_id: str | None = None,
+                 location: str | None = None, cluster_name: str | None = None, use_dns_endpoint: bool | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.namespace = namespace
         self.name = name
@@ -776,6 +817,20 @@ class MtcDeleteJobSetOperator(BaseOperator):
         self.kubernetes_conn_id = kubernetes_conn_id
         self.run_name = run_name
         self.launch_task_id = launch_task_id
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+        self.project_id = project_id
+        self.location = location
+        self.cluster_name = cluster_name
+        self.use_dns_endpoint = use_dns_endpoint
+
+    def _connection(self) -> dict[str, Any]:
+        """The JobSet connection of `target` and the GOOGLE_PARAMETERS (which one wins: target.with_google)."""
+        try:
+            target = with_google(self.target, **google_parameters(self), kubernetes_conn_id=self.kubernetes_conn_id)
+        except SpecError as exc:
+            raise AirflowFailException(f"invalid spec: {exc}") from exc
+        return jobset_factory.connection_for(target, self.kubernetes_conn_id)
 
     def execute(self, context: Any) -> list[str]:
         if not self.name and not (self.run_name and self.launch_task_id):
@@ -791,7 +846,7 @@ class MtcDeleteJobSetOperator(BaseOperator):
                     self.launch_task_id, self.run_name, self.namespace, self.namespace, L.RUN_NAME,
                     L.label_value(self.run_name))
                 return []
-        api = jobset_factory.jobset_api(jobset_factory.connection_for(self.target, self.kubernetes_conn_id))
+        api = jobset_factory.jobset_api(self._connection())
         if self.name:
             names, why = [self.name], "asked by name"
         else:
@@ -803,6 +858,6 @@ class MtcDeleteJobSetOperator(BaseOperator):
             self.log.info("deleting JobSet %s/%s (checkpoints are kept): %s", self.namespace, name, why)
             api.delete(self.namespace, name)
         if not self.name:  # the run is over: free its run name (the lock of that launch task, if still held)
-            connection = jobset_factory.connection_for(self.target, self.kubernetes_conn_id)
+            connection = self._connection()
             RunLock(lock_api(connection, api), self.namespace, self.run_name, run_labels).release()
         return names

@@ -37,15 +37,19 @@ class CheckpointProgressSensor(BaseSensorOperator):
     :param stall_timeout: fail when no new finalized step appears for this many seconds (templated).
     :param poll_interval: seconds between listings.
     :param window_s: window for steps per hour.
-    :param gcp_conn_id: the Google Cloud connection that lists a gs:// checkpoint directory.
+    :param gcp_conn_id: the Google Cloud connection that lists a gs:// checkpoint directory (templated).
+    :param impersonation_chain: service account(s) to impersonate for the listing (templated), as the google
+        provider's GCS operators take it.
     :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
     """
 
-    template_fields: Sequence[str] = ("checkpoint_dir", "target_step", "stall_timeout")
+    template_fields: Sequence[str] = ("checkpoint_dir", "target_step", "stall_timeout", "gcp_conn_id",
+                                      "impersonation_chain")
     ui_color = "#d6eaf8"
 
     def __init__(self, *, checkpoint_dir: str, target_step: int | str, stall_timeout: float | str = 3600.0,
                  poll_interval: float = 60.0, window_s: float = 3600.0, gcp_conn_id: str = "google_cloud_default",
+                 impersonation_chain: str | Sequence[str] | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  **kwargs: Any) -> None:
         kwargs.setdefault("poke_interval", poll_interval)
@@ -56,6 +60,7 @@ class CheckpointProgressSensor(BaseSensorOperator):
         self.poll_interval = _positive_number("poll_interval", poll_interval)
         self.window_s = _positive_number("window_s", window_s)
         self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
         self.deferrable = deferrable
         self._tracker: ProgressTracker | None = None
 
@@ -65,7 +70,7 @@ class CheckpointProgressSensor(BaseSensorOperator):
         self.stall_timeout = _positive_number("stall_timeout", self.stall_timeout)
         from mtc_provider.adapters.checkpoint_stores import open_store
 
-        open_store(self.checkpoint_dir, self.gcp_conn_id)  # SpecError on a bad directory, before any I/O
+        open_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)  # SpecError on a bad directory, before any I/O
 
     def execute(self, context: Context) -> Any:
         self._validate()
@@ -77,7 +82,7 @@ class CheckpointProgressSensor(BaseSensorOperator):
             trigger=CheckpointProgressTrigger(
                 checkpoint_dir=self.checkpoint_dir, target_step=self.target_step, stall_timeout=self.stall_timeout,
                 poll_interval=self.poll_interval, gcp_conn_id=self.gcp_conn_id, started_at=time.time(),
-                window_s=self.window_s),
+                window_s=self.window_s, impersonation_chain=self.impersonation_chain),
             method_name="execute_complete",
         )
 
@@ -102,7 +107,7 @@ class CheckpointProgressSensor(BaseSensorOperator):
         if self._tracker is None:
             self._tracker = ProgressTracker(started_at=self._first_poke_at(context, now), window_s=self.window_s)
         tracker = self._tracker
-        store = open_store(self.checkpoint_dir, self.gcp_conn_id)
+        store = open_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)
         # Reschedule mode lists everything each poke; a step's commit time (not "now") is when progress happened.
         fresh = self.mode == "reschedule"
         for info in store.finalized(self.checkpoint_dir, tracker.latest_step):

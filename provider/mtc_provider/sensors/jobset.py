@@ -9,7 +9,9 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException
 
 from mtc_provider.adapters import jobset_factory
+from mtc_provider.core.errors import SpecError
 from mtc_provider.core.status import SUCCEEDED, evaluate_jobset
+from mtc_provider.target import GOOGLE_PARAMETERS, google_parameters, with_google
 
 try:
     from airflow.sdk.configuration import conf
@@ -25,17 +27,26 @@ class MtcJobSetSensor(BaseSensorOperator):
     :param name: the JobSet to wait for (templated).
     :param namespace: its namespace.
     :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local.
-    :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials.
+    :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials (templated).
     :param poll_interval: seconds between polls when the watch cannot be used.
     :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
+    :param gcp_conn_id: the Google connection for the GKE cluster (templated; default: the target's).
+    :param impersonation_chain: service account(s) to impersonate for every GKE call (templated).
+    :param project_id: the GKE project (templated; default: the target's, else the connection's project).
+    :param location: with cluster_name, the GKE cluster's location, instead of target (templated); which one
+        wins: as on MtcJobSetOperator (target.with_google).
+    :param cluster_name: with location, the GKE cluster's name, instead of target (templated).
+    :param use_dns_endpoint: reach the control plane through its DNS-based endpoint (templated).
     """
 
-    template_fields: Sequence[str] = ("name", "namespace", "target")
+    template_fields: Sequence[str] = ("name", "namespace", "target", *GOOGLE_PARAMETERS, "kubernetes_conn_id")
 
     def __init__(self, *, name: str, namespace: str = "default", target: Any = None,
                  kubernetes_conn_id: str | None = None, poll_interval: float = 30.0,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 **kwargs: Any) -> None:
+                 gcp_conn_id: str | None = None, impersonation_chain: str | Sequence[str] | None = None,
+                 project_id: str | None = None, location: str | None = None, cluster_name: str | None = None,
+                 use_dns_endpoint: bool | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("poke_interval", poll_interval)
         super().__init__(**kwargs)
         self.name = name
@@ -44,9 +55,20 @@ class MtcJobSetSensor(BaseSensorOperator):
         self.kubernetes_conn_id = kubernetes_conn_id
         self.poll_interval = poll_interval
         self.deferrable = deferrable
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+        self.project_id = project_id
+        self.location = location
+        self.cluster_name = cluster_name
+        self.use_dns_endpoint = use_dns_endpoint
 
     def _connection(self) -> dict[str, Any]:
-        return jobset_factory.connection_for(self.target, self.kubernetes_conn_id)
+        """The JobSet connection of `target` and the GOOGLE_PARAMETERS (which one wins: target.with_google)."""
+        try:
+            target = with_google(self.target, **google_parameters(self), kubernetes_conn_id=self.kubernetes_conn_id)
+        except SpecError as exc:
+            raise AirflowFailException(f"invalid spec: {exc}") from exc
+        return jobset_factory.connection_for(target, self.kubernetes_conn_id)
 
     def execute(self, context: Any) -> Any:
         if not self.deferrable:

@@ -34,8 +34,9 @@ class Clock:
 clock = Clock()
 
 
-def open_async_store(checkpoint_dir: str, gcp_conn_id: str) -> AsyncCheckpointStore:
-    return AsyncCheckpointStore(checkpoint_dir, gcp_conn_id)
+def open_async_store(checkpoint_dir: str, gcp_conn_id: str,
+                     impersonation_chain: str | list[str] | None = None) -> AsyncCheckpointStore:
+    return AsyncCheckpointStore(checkpoint_dir, gcp_conn_id, impersonation_chain)
 
 
 @dataclass(frozen=True)
@@ -82,17 +83,20 @@ class CheckpointProgressTrigger(BaseTrigger):
     :param window_s: window for steps per hour.
     :param max_logged: at most this many (step, commit time) pairs are kept for the event.
     :param listing_timeout: fire `listing_failed` when listings keep failing this many seconds.
+    :param impersonation_chain: service account(s) to impersonate for the gs:// listing (names, no secret).
     """
 
     def __init__(self, checkpoint_dir: str, target_step: int, stall_timeout: float, poll_interval: float = 60.0,
                  gcp_conn_id: str = "google_cloud_default", started_at: float | None = None,
-                 window_s: float = 3600.0, max_logged: int = 100, listing_timeout: float = 1800.0) -> None:
+                 window_s: float = 3600.0, max_logged: int = 100, listing_timeout: float = 1800.0,
+                 impersonation_chain: str | list[str] | None = None) -> None:
         super().__init__()
         self.checkpoint_dir = checkpoint_dir
         self.target_step = target_step
         self.stall_timeout = stall_timeout
         self.poll_interval = poll_interval
         self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain  # service account names, no secret
         self.started_at = started_at
         self.window_s = window_s
         self.max_logged = max_logged
@@ -104,10 +108,11 @@ class CheckpointProgressTrigger(BaseTrigger):
             "stall_timeout": self.stall_timeout, "poll_interval": self.poll_interval,
             "gcp_conn_id": self.gcp_conn_id, "started_at": self.started_at, "window_s": self.window_s,
             "max_logged": self.max_logged, "listing_timeout": self.listing_timeout,
+            "impersonation_chain": self.impersonation_chain,
         })
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        store = open_async_store(self.checkpoint_dir, self.gcp_conn_id)
+        store = open_async_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)
         tracker = ProgressTracker(started_at=self.started_at or clock.now(), window_s=self.window_s)
         seen: list[tuple[int, float | None]] = []
         failing_since: float | None = None
