@@ -49,6 +49,10 @@ class FakeTI:
     def xcom_push(self, key: str, value: object) -> None:
         self.xcoms[key] = value
 
+    def xcom_pull(self, task_ids: str | None = None, key: str = "return_value") -> object:
+        """What this run's launch task pushed (one FakeTI stands for the run's tasks, as the teardown reads it)."""
+        return self.xcoms.get(key)
+
 
 def launch(checkpoint_dir_home: str, **overrides):
     """A launch operator on the in-memory cluster ("local" kind) with a DirStore, synchronous unless told."""
