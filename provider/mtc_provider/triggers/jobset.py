@@ -18,6 +18,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mtc_provider.adapters.jobset_factory import async_jobset_api
 from mtc_provider.core.status import JobSetState, evaluate_jobset
+from mtc_provider.core.vocabulary import DELETE_USER_KILL
 
 from mtc_provider.core.jobset_events import (  # noqa: F401  (re-exported: the trigger's event vocabulary)
     DELETED,
@@ -365,7 +366,7 @@ class JobSetTrigger(BaseTrigger):
         """Only on a user's mark-failed / clear (Airflow 3.3): stop the run. Not called on triggerer restart."""
         if self.delete_on_kill:
             self.log.info("task killed by a user: deleting JobSet %s/%s", self.namespace, self.name)
-            await self._api().delete(self.namespace, self.name)
+            await self._api().delete(self.namespace, self.name, reason=DELETE_USER_KILL)
 
 
 def _bucket(checkpoint_dir: str) -> str:
