@@ -48,6 +48,12 @@ RUN_TIMEOUT = 1800.0
 MIN_TRAINING_S = 600.0
 
 
+def _skip() -> set[str]:
+    """MTC_SOAK_SKIP=kind,kind: leave these out (orchestrator or runner kinds), the rest at the schedule's times
+    (to look at the others while a fix is missing; the soak's pass needs every kind)."""
+    return {k for k in os.environ.get("MTC_SOAK_SKIP", "").split(",") if k}
+
+
 def _only() -> list[str] | None:
     """MTC_SOAK_ONLY=kind,kind: inject only these, in this order (to try injectors; the soak injects every kind)."""
     raw = os.environ.get("MTC_SOAK_ONLY", "").strip()
@@ -114,10 +120,11 @@ def test_soak_training_survives_a_seeded_schedule_of_orchestrator_faults(referen
     topo = topology
     schedule = S.make_schedule(S.seed_from_env())
     only = _only()
-    faults = list(schedule.faults) if only is None else \
+    skip = _skip()
+    faults = [f for f in schedule.faults if f.kind not in skip] if only is None else \
         [f for kind in only for f in schedule.faults if f.kind == kind]
     print(schedule.describe(), flush=True)
-    plan = [f for f in schedule.fault_plan if only is None or f["kind"] in only]
+    plan = [f for f in schedule.fault_plan if (only is None or f["kind"] in only) and f["kind"] not in skip]
     conf = {**CONF, "run_name": RUN_NAME, "fault_plan": plan}
     run_id = topo.api("POST", f"/dags/{H.DAG_ID}/dagRuns", json={"logical_date": None, "conf": conf})["dag_run_id"]
     timeline = H.Timeline()
@@ -185,6 +192,8 @@ def test_soak_training_survives_a_seeded_schedule_of_orchestrator_faults(referen
 
     problems = []
     missed = [f.kind for f in faults[len(injected):]]
+    if skip or only is not None:
+        problems.append(f"not a full soak: skipped {sorted(skip)}, only {only}")
     if missed:
         problems.append(f"not injected, the run ended first: {missed}")
     if state != "success":
