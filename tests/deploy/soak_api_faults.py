@@ -3,13 +3,20 @@
 dropped without an answer, requests that hang, open watches cut.
 
 One thin adapter, so the soak's injectors read as the issue does and only this file knows the switch's spelling.
-It goes through the real kubernetes client with the home's kubeconfig (its CA and token), as kubectl would.
+It reaches the switch with the home's kubeconfig (server, CA and token), as kubectl would.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import ssl
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from mtc_provider.local.cluster import kubeconfig
 
@@ -21,17 +28,21 @@ class ApiFaults:
         self.home = Path(home)
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        from kubernetes import config
-
-        client = config.new_client_from_config(config_file=str(kubeconfig.path(self.home)))
+        """POST the switch with the kubeconfig's server, CA and token (as kubectl would reach the cluster)."""
+        config = yaml.safe_load(kubeconfig.path(self.home).read_text())
+        cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+        tls = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+        request = urllib.request.Request(cluster["server"] + CONTROL_PATH, data=json.dumps(body).encode(),
+                                         method="POST", headers={"Authorization": f"Bearer {user['token']}",
+                                                                 "Content-Type": "application/json"})
         try:
-            data, status, _ = client.call_api(CONTROL_PATH, "POST", body=body, auth_settings=["BearerToken"],
-                                              response_type="object", _preload_content=True, _request_timeout=30)
-        finally:
-            client.close()
-        if status == 404:
-            raise AssertionError(f"the local API server has no outage switch ({CONTROL_PATH}) on this branch")
-        return data
+            with urllib.request.urlopen(request, context=tls, timeout=30) as answer:
+                return json.loads(answer.read())
+        except urllib.error.HTTPError as err:
+            if err.code == 404:
+                raise AssertionError(f"the local API server has no outage switch ({CONTROL_PATH}) on this "
+                                     "branch") from None
+            raise
 
     def unavailable(self, seconds: float, retry_after: int = 5) -> dict[str, Any]:
         """503 ServiceUnavailable with `Retry-After: retry_after` to every request."""
