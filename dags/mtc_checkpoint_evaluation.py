@@ -33,7 +33,8 @@ CHECKPOINT_DIR = os.environ.get(
     "MTC_EVAL_CHECKPOINT_DIR", f"{default_local_home()}/buckets/mtc-checkpoints/{RUN_NAME}/checkpoints"
 )
 ON_GKE = CHECKPOINT_DIR.startswith("gs://")
-DEFAULT_EVAL_SLICES = {"tpu_type": "v6e", "topology": "2x2", "num_slices": 2}
+# The smallest v6e Multislice GKE runs: GKE Multislice needs multi-host slices (2x4 on ct6e-standard-4t: 2 hosts).
+DEFAULT_EVAL_SLICES = {"tpu_type": "v6e", "topology": "2x4", "num_slices": 2}
 EVAL_COMMAND = list(maxtext_command(entry="decode"))  # the current MaxText release (docs/maxtext.md)
 checkpoints = checkpoint_asset(CHECKPOINT_DIR, RUN_NAME, poll_interval=5)
 

@@ -1,9 +1,10 @@
 """Cluster setup: every step of the guide's "Configure the GKE cluster" .. "Grant access" as idempotent tasks.
 
-readiness report -> (opt-in) enable MTC -> HNS bucket -> IAM bindings -> CheckpointConfiguration
-(-> TPU node pools, opt-in) -> readiness gate. Each task changes nothing when the cluster is already set up, so
-the DAG can run before every training run. With target `local` the same tasks check the local machine and
-report the steps that do not apply locally.
+plan -> readiness (first: the version, Autopilot, Workload Identity on the TPU node pools; it fails before any
+change unless a following task fixes what it finds, and logs what they will change) -> (opt-in) enable MTC ->
+HNS bucket -> IAM bindings -> CheckpointConfiguration (-> TPU node pools, opt-in) -> readiness gate. Each task
+changes nothing when the cluster is already set up, so the DAG can run before every training run. With target
+`local` the same tasks check the local machine and report the steps that do not apply locally.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from airflow.sdk import DAG, Param, task
 from mtc_provider.dag_support import planned
 from mtc_provider.operators.gcp import (
     MtcApplyCheckpointConfigurationOperator,
+    MtcClusterReadinessOperator,
     MtcCreateBucketOperator,
     MtcCreateTpuNodePoolsOperator,
     MtcEnableCheckpointingOperator,
@@ -22,7 +24,9 @@ from mtc_provider.operators.gcp import (
 )
 from mtc_provider.sensors.gcp import MtcClusterReadinessSensor
 
-
+# The Kubernetes service account the training pods run as (the DAG author's, never the form's): the bucket role
+# is granted to it. mtc_resilient_training.py runs its pods as the same one (tests/dags checks they agree).
+WORKLOAD_KSA = "default"
 
 with DAG(
     dag_id="mtc_cluster_setup",
@@ -42,9 +46,14 @@ with DAG(
         "bucket": Param("mtc-checkpoints", type="string"),
         "bucket_location": Param("us-central1", type="string", description="A region or multi-region, not a zone"),
         "namespace": Param("default", type="string"),
-        "service_account": Param("default", type="string"),
         "tpu_type": Param("v6e", enum=["v4", "v5e", "v5p", "v6e"]),
-        "topology": Param("2x2", type="string"),
+        "topology": Param(None, type=["null", "string"],
+                          description="Per slice, e.g. 2x4, 4x8 (v5e/v6e) or 2x2x2 (v4/v5p); empty: the smallest the "
+                                      "target takes (v6e: 2x2, one host; on gke 2x4, two hosts, "
+                                      "as GKE Multislice needs multi-host slices)"),
+        "machine_type": Param("", type="string", description="TPU machine type (empty: the TPU type's default)"),
+        "tpu_zone": Param("", type="string", description="GKE: the TPU node pools' zone (--node-locations); "
+                          "empty: the cluster's zone, required for a regional cluster"),
         "num_slices": Param(2, type="integer", minimum=2),
         "parameters": Param(1e6, type="number", minimum=1),
         "checkpoint_configuration_name": Param("mtc-checkpoint-config", type="string"),
@@ -60,13 +69,19 @@ with DAG(
         """Every name the setup will create or bind is validated here, before the first side effect."""
         from mtc_provider.dag_support import plan_cluster_setup
 
-        return plan_cluster_setup(params, conf=getattr(dag_run, "conf", None), declared=dag.params.keys())
+        return plan_cluster_setup(params, conf=getattr(dag_run, "conf", None), declared=dag.params.keys(),
+                                  service_account=WORKLOAD_KSA)
 
     @task.short_circuit(ignore_downstream_trigger_rules=False)
     def opted_in(flag: str, params=None) -> bool:
         return bool(params[flag])
 
     plan_task = plan()
+    # First, before any change: what no following task can fix fails here; the rest is logged as to change.
+    readiness = MtcClusterReadinessOperator(
+        task_id="readiness", target=planned("target"), slices=planned("slices"), sizing=planned("sizing"),
+        fixed_by_later_tasks=planned("fixed_by_later_tasks"), retries=0,
+    )
     enable = MtcEnableCheckpointingOperator(task_id="enable_mtc", target=planned("target"))
     bucket = MtcCreateBucketOperator(
         task_id="bucket", target=planned("target"), bucket_name="{{ params.bucket }}",
@@ -82,7 +97,8 @@ with DAG(
         slices=planned("slices"), sizing=planned("sizing"),
     )
     pools = MtcCreateTpuNodePoolsOperator(task_id="node_pools", target=planned("target"), slices=planned("slices"),
-                                          node_pool_prefix=planned("node_pool_prefix"))
+                                          node_pool_prefix=planned("node_pool_prefix"),
+                                          node_locations=planned("node_locations"))
     ready = MtcClusterReadinessSensor(
         task_id="ready", target=planned("target"), slices=planned("slices"), sizing=planned("sizing"),
         poke_interval=30, timeout=1800, trigger_rule="none_failed",
@@ -90,6 +106,6 @@ with DAG(
 
     enable_gate = opted_in.override(task_id="enable_mtc_opted_in")("enable_mtc")
     pools_gate = opted_in.override(task_id="node_pools_opted_in")("create_node_pools")
-    plan_task >> enable_gate >> enable >> bucket
-    plan_task >> bucket >> grant >> config >> ready
+    plan_task >> readiness >> enable_gate >> enable >> bucket
+    readiness >> bucket >> grant >> config >> ready
     config >> pools_gate >> pools >> ready

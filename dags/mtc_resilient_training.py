@@ -22,6 +22,9 @@ from mtc_provider.operators.goodput import GoodputReportOperator
 from mtc_provider.operators.jobset import MtcDeleteJobSetOperator, MtcJobSetOperator
 from mtc_provider.sensors.checkpoint import CheckpointProgressSensor
 
+# The Kubernetes service account the training pods run as (the DAG author's, never the form's).
+# mtc_cluster_setup.py grants the bucket role to the same one (tests/dags checks they agree).
+WORKLOAD_KSA = "default"
 DEFAULT_FAULT_PLAN = [
     {"kind": "sigkill_host", "at_step": 14, "slice": 0, "host": 0},  # a hardware failure
     {"kind": "wipe_ramdisk", "at_step": 34, "slice": 1, "host": 0},  # a replaced node: its local copy is gone
@@ -43,7 +46,10 @@ PARAMS = {
     "namespace": Param("default", type="string"),
     "bucket": Param("mtc-checkpoints", type="string", description="Checkpoint bucket (a directory locally)"),
     "tpu_type": Param("v6e", enum=["v4", "v5e", "v5p", "v6e"]),
-    "topology": Param("2x2", type="string", description="Per slice, e.g. 2x2, 4x8 (v5e/v6e) or 2x2x2 (v4/v5p)"),
+    "topology": Param(None, type=["null", "string"],
+                      description="Per slice, e.g. 2x4, 4x8 (v5e/v6e) or 2x2x2 (v4/v5p); empty: the smallest the "
+                                  "target takes (v6e: 2x2, one host; on gke 2x4, two hosts, "
+                                  "as GKE Multislice needs multi-host slices)"),
     "num_slices": Param(2, type="integer", minimum=2),
     "parameters": Param(1e6, type="number", minimum=1, description="Model parameters, for ramdisk sizing"),
     "run_name": Param("mtc-demo", type="string", description="Stable: a resubmitted run resumes from it"),
@@ -120,7 +126,7 @@ with DAG(
             print(said)
         # The connection and the service account are the DAG author's: set them here, never in the form.
         return plan_training_run(params, conf=getattr(dag_run, "conf", None), declared=PARAMS,
-                                 gcp_conn_id="google_cloud_default", service_account="default")
+                                 gcp_conn_id="google_cloud_default", service_account=WORKLOAD_KSA)
 
     plan_task = plan()
 

@@ -40,12 +40,15 @@ def plan_training_run(params: Mapping[str, Any] | None, conf: Mapping[str, Any] 
 
 
 def plan_cluster_setup(params: Mapping[str, Any] | None, conf: Mapping[str, Any] | None = None,
-                       declared: Iterable[str] | None = None) -> dict[str, Any]:
-    """The cluster-setup DAG's plan: every name it will create or bind, validated before the first task."""
+                       declared: Iterable[str] | None = None, service_account: str = "default") -> dict[str, Any]:
+    """The cluster-setup DAG's plan: every name it will create or bind, validated before the first task.
+    `service_account` (the workload KSA bound to the bucket) comes from the DAG file, never from the trigger."""
     from mtc_provider.core.params import cluster_setup_run
     from mtc_provider.target import default_local_home
 
-    return _planned_or_fail(lambda: cluster_setup_run(dict(params or {}), default_local_home()), conf, declared)
+    return _planned_or_fail(
+        lambda: cluster_setup_run(dict(params or {}), default_local_home(), service_account=service_account),
+        conf, declared)
 
 
 def planned(key: str, task_id: str = "plan") -> str:

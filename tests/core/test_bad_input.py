@@ -32,7 +32,8 @@ CASES: list[tuple[str, Callable[[], Any], str, tuple[str, ...]]] = [
     ("v3-tpu-type", lambda: slices(tpu_type="v3"), "slices.tpu_type", ("v4", "v5e", "v5p", "v6e")),
     ("one-slice", lambda: slices(num_slices=1), "slices.num_slices", (">= 2", "multi-slice")),
     ("wrong-machine-type", lambda: slices(machine_type="ct5p-hightpu-4t"), "slices.machine_type", ("ct6e-standard-4t",)),
-    ("topology-not-divisible", lambda: SliceSpec("v6e", "1x2", 2, "ct6e-standard-8t"), "slices.topology", ("divisible by 8",)),
+    ("topology-gke-does-not-offer", lambda: SliceSpec("v6e", "1x2", 2, "ct6e-standard-8t"), "slices.topology",
+     ("a topology GKE offers for v6e", "2x4 (ct6e-standard-8t, 1 host; ct6e-standard-4t, 2 hosts)")),
     # --- sizing
     ("zero-hosts", lambda: ramdisk_size(70e9, 0), "sizing.hosts_per_slice", ("positive integer",)),
     ("negative-parameters", lambda: ramdisk_size(-1, 32), "sizing.parameters", ("positive",)),
@@ -165,6 +166,21 @@ PLAN_CASES: list[tuple[str, dict, str, tuple[str, ...], str]] = [
      ("0.10 and 0.15", "allow_any_buffer"), "0.3"),
     ("local-bucket-escaping", {**_local(), "bucket": {"name": "../..", "location": "us-central1"}}, "bucket.name",
      ("lower-case letters",), "'../..'"),
+    # Issue #24: shapes GKE cannot create, single-host Multislice on gke, names JobSet's webhook refuses.
+    ("single-host-multislice-on-gke", _dash(slices={"topology": "2x2"}), "slices.topology",
+     ("Multislice only supports multi-host TPU slice node pools", "2x4 (ct6e-standard-4t, 2 hosts)"), "'2x2'"),
+    ("v6e-topology-gke-does-not-offer", _dash(slices={"topology": "2x6"}), "slices.topology",
+     ("a topology GKE offers for v6e", "4x8 (ct6e-standard-4t, 8 hosts)", "16x16"), "'2x6'"),
+    ("v6e-topology-beyond-the-pod", _dash(slices={"topology": "16x32"}), "slices.topology",
+     ("a topology GKE offers for v6e",), "'16x32'"),
+    ("v5p-topology-gke-does-not-offer", _dash(slices={"tpu_type": "v5p", "topology": "2x2x3"}), "slices.topology",
+     ("a topology GKE offers for v5p", "2x2x2 (ct5p-hightpu-4t, 2 hosts)", "multiple of 4", "6144 chips"),
+     "'2x2x3'"),
+    ("jobset-name-starting-with-a-digit", _dash(workload={"jobset_name": "1run"}), "workload.jobset_name",
+     ("starting with a lower-case letter", "DNS-1035"), "'1run'"),
+    ("pod-names-over-63-characters",
+     _dash(slices={"topology": "8x16"}, workload={"jobset_name": "a" * 40, "replicated_job_name": "b" * 15}),
+     "workload.jobset_name", ("at most 25 characters", "-1-31-abcde, is 67 characters", "allows 63"), repr("a" * 40)),
 ]
 
 
@@ -300,14 +316,24 @@ DAG_CASES: list[tuple[str, str, dict, str, tuple[str, ...]]] = [
     ("local-bucket-escaping-the-home", "training", {"bucket": "../.."}, "bucket.name", ("lower-case letters",)),
     ("setup-bad-checkpoint-configuration-name", "setup", {"checkpoint_configuration_name": "MTC_Config"},
      "params.checkpoint_configuration_name", ("lower-case",)),
-    ("setup-bad-service-account", "setup", {"service_account": "Trainer_SA"}, "params.service_account",
-     ("lower-case",)),
+    ("setup-conf-service-account", "setup", {"service_account": "admin"}, "dag_run.conf.service_account",
+     ("params",)),  # the DAG author's WORKLOAD_KSA, as in the training DAG
     ("setup-bad-namespace", "setup", {"namespace": "ml_team"}, "params.namespace", ("lower-case",)),
     ("setup-bad-node-pool-prefix", "setup", {"node_pool_prefix": "Pools_"}, "params.node_pool_prefix",
      ("lower-case", "36")),
     ("setup-zone-as-bucket-location", "setup", {"bucket_location": "us-central1-a"}, "bucket.location",
      ("region us-central1",)),
     ("setup-conf-connection", "setup", {"gcp_conn_id": "prod_admin"}, "dag_run.conf.gcp_conn_id", ("params",)),
+    ("single-host-multislice-on-gke", "training", {**GKE_FORM, "topology": "2x2"}, "slices.topology",
+     ("Multislice only supports multi-host TPU slice node pools", "the smallest is 2x4 on ct6e-standard-4t")),
+    ("setup-single-host-multislice-on-gke", "setup",
+     {"target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c", "topology": "2x2"},
+     "slices.topology",
+     ("multi-host",)),
+    ("setup-topology-gke-does-not-offer", "setup", {"topology": "2x6"}, "slices.topology",
+     ("a topology GKE offers for v6e",)),
+    ("run-name-starting-with-a-digit", "training", {"run_name": "1run"}, "params.run_name",
+     ("starting with a lower-case letter",)),
 ]
 DAG_FILES = {"training": "mtc_resilient_training.py", "setup": "mtc_cluster_setup.py"}
 

@@ -93,7 +93,7 @@ def test_local_model_flags_are_flags_the_local_workload_takes():
 def test_author_settings_come_from_arguments_not_the_form():
     form = {**FORM, "target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c",
             "image": "us-docker.pkg.dev/p/r/maxtext:1", "gcp_conn_id": "from_form", "service_account": "from-form",
-            "command": "rm -rf /"}
+            "command": "rm -rf /", "topology": "4x4"}
     run = training_run(form, "/unused", gcp_conn_id="author_conn", service_account="trainer",
                        command=("python3", "-m", "maxtext.trainers.pre_train.train"))
     assert run["target"]["gcp_conn_id"] == "author_conn" and run["workload"]["service_account"] == "trainer"

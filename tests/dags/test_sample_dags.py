@@ -45,9 +45,82 @@ def test_training_graph(dagbag):
 
 def test_setup_graph_is_the_guides_order(dagbag):
     dag = dagbag.dags.get("mtc_cluster_setup")
-    assert {("enable_mtc", "bucket"), ("bucket", "grant_bucket_access"),
+    assert {("plan", "readiness"), ("enable_mtc", "bucket"), ("bucket", "grant_bucket_access"),
             ("grant_bucket_access", "checkpoint_configuration"), ("node_pools", "ready"),
             ("checkpoint_configuration", "ready")} <= _edges(dag)
+
+
+def _ancestors(dag, task_id: str) -> set[str]:
+    seen, todo = set(), [task_id]
+    while todo:
+        for up in dag.get_task(todo.pop()).upstream_task_ids:
+            if up not in seen:
+                seen.add(up)
+                todo.append(up)
+    return seen
+
+
+def test_setup_checks_readiness_before_every_change(dagbag):
+    """The version, Autopilot and Workload Identity on the pools are read before the two cluster updates, the
+    bucket, the IAM change and the node pools (a cluster at exactly 1.32.3-gke.1170000 changes nothing)."""
+    dag = dagbag.dags.get("mtc_cluster_setup")
+    for task_id in ("enable_mtc", "bucket", "grant_bucket_access", "checkpoint_configuration", "node_pools"):
+        assert "readiness" in _ancestors(dag, task_id), task_id
+    first = dag.get_task("readiness")
+    assert first.retries == 0 and "fixed_by_later_tasks" in first.template_fields
+
+
+def _plan(dag, change: dict, monkeypatch, tmp_path) -> dict:
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("MTC_LOCAL_HOME", str(tmp_path / "home"))
+    params = {key: dag.params[key] for key in dag.params} | change
+    return dag.get_task("plan").python_callable(params=params, dag_run=SimpleNamespace(conf=change))
+
+
+SETUP_GKE = {"target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c"}
+
+
+def test_setup_and_training_agree_on_the_workload_ksa_and_machine_type(dagbag, monkeypatch, tmp_path):
+    """The KSA the setup binds to the bucket is the one the training pods run as; both forms take machine_type."""
+    setup, training = dagbag.dags["mtc_cluster_setup"], dagbag.dags["mtc_resilient_training"]
+    assert "service_account" not in setup.params and "service_account" not in training.params
+    assert "machine_type" in setup.params and "machine_type" in training.params
+    form = {**SETUP_GKE, "namespace": "ml", "tpu_type": "v6e", "topology": "4x4", "machine_type": "ct6e-standard-4t"}
+    planned_setup = _plan(setup, form, monkeypatch, tmp_path)
+    planned_training = _plan(training, {**form, "image": "us-docker.pkg.dev/p/r/maxtext:1"}, monkeypatch, tmp_path)
+    assert planned_setup["service_account"] == planned_training["workload"]["service_account"]
+    assert planned_setup["namespace"] == planned_training["workload"]["namespace"] == "ml"
+    assert planned_setup["slices"] == planned_training["slices"]
+    grant = setup.get_task("grant_bucket_access")
+    assert grant.workload_service_account.endswith("['service_account'] }}")  # from the plan, not the form
+
+
+def test_setup_node_locations_default_from_the_tpu_zone(dagbag, monkeypatch, tmp_path):
+    setup = dagbag.dags["mtc_cluster_setup"]
+    assert _plan(setup, {**SETUP_GKE, "create_node_pools": True, "tpu_zone": "us-central1-b"}, monkeypatch,
+                 tmp_path)["node_locations"] == ["us-central1-b"]
+    zonal = {**SETUP_GKE, "location": "us-central1-a", "create_node_pools": True}
+    assert _plan(setup, zonal, monkeypatch, tmp_path)["node_locations"] == ["us-central1-a"]
+    assert setup.get_task("node_pools").node_locations.endswith("['node_locations'] }}")
+    planned = _plan(setup, {**SETUP_GKE, "enable_mtc": True, "create_node_pools": True, "tpu_zone": "us-central1-b"},
+                    monkeypatch, tmp_path)
+    assert planned["fixed_by_later_tasks"] == ["workload_identity_pool", "high_scale_checkpointing_addon",
+                                               "gcs_fuse_csi_driver_addon", "tpu_node_pools"]
+
+
+@pytest.mark.parametrize("change, allowed", [
+    ({"create_node_pools": True}, "us-central1-a: cluster location us-central1 is a region"),
+    ({"tpu_zone": "europe-west4-a"}, "a zone of the cluster's region us-central1"),
+    ({"tpu_zone": "us-central1"}, "a zone such as us-central1-a"),
+])
+def test_setup_regional_cluster_without_a_tpu_zone_is_refused_in_plan(dagbag, monkeypatch, tmp_path, change,
+                                                                       allowed):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    with pytest.raises(AirflowFailException, match="params.tpu_zone") as caught:
+        _plan(dagbag.dags["mtc_cluster_setup"], {**SETUP_GKE, **change}, monkeypatch, tmp_path)
+    assert allowed in str(caught.value) and " is not allowed; allowed: " in str(caught.value)
 
 
 def test_evaluation_is_scheduled_on_the_checkpoint_asset_with_a_watcher(dagbag):

@@ -74,6 +74,17 @@ def test_gke_setup_dag_then_second_run_changes_nothing(dags, container, gcs, k8s
     assert writes(container, gcs, k8s) == before
 
 
+def test_setup_dag_on_the_minimum_version_refuses_before_any_change(dags, container, gcs, k8s, gcp_connection):
+    """At exactly 1.32.3-gke.1170000 (the guide wants later) the first task refuses: no cluster update, no
+    bucket, no IAM change, no node pool, no CheckpointConfiguration."""
+    container.clusters[f"{PROJECT}/{LOCATION}/{CLUSTER}"]["currentMasterVersion"] = "1.32.3-gke.1170000"
+    run = dags(container.url).gke_setup.test(logical_date=day(5))
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert run.state == "failed" and states["readiness"] == "failed", states
+    assert writes(container, gcs, k8s) == (0, 0, 0, 0)
+    assert gcs.requests == [] and k8s.requests == []
+
+
 def test_readiness_operator_fails_at_once_with_the_report(dags, container, gcp_connection):
     run = dags(container.url).not_ready.test(logical_date=day(3))
     assert run.state == "failed"

@@ -85,7 +85,8 @@ def test_impersonation_and_the_connections_project_reach_every_gke_gcs_iam_and_k
               "api_endpoint": container.url, "poll_interval": 0, "deferrable": False}
     context = {"ti": TI()}
     assert MtcEnableCheckpointingOperator(task_id="e", **common).execute(context)["changed"] is True
-    assert MtcCreateTpuNodePoolsOperator(task_id="p", slices=SLICES, **common).execute(context)["created"]
+    assert MtcCreateTpuNodePoolsOperator(task_id="p", slices=SLICES, node_locations=["us-central1-b"],
+                                         **common).execute(context)["created"]
     assert MtcCreateBucketOperator(task_id="b", bucket_name="ckpt", **common).execute(context)["changed"] is True
     grant = MtcGrantBucketAccessOperator(task_id="g", bucket_name="ckpt", resource_manager_endpoint=container.url,
                                          **common).execute(context)
@@ -131,7 +132,8 @@ def test_impersonation_reaches_the_deferred_operation_poll(setup_connection, con
 def test_impersonation_operator_project_id_takes_precedence_over_the_targets(setup_connection, container):
     container.add_cluster("other-proj", LOCATION, copy.deepcopy(container.clusters[f"{PROJECT}/{LOCATION}/{CLUSTER}"]))
     op = MtcCreateTpuNodePoolsOperator(task_id="p", target=GkeTarget(PROJECT, LOCATION, CLUSTER), slices=SLICES,
-                                       gcp_conn_id="mtc_setup_gcp", project_id="other-proj",
+                                       node_locations=["us-central1-b"], gcp_conn_id="mtc_setup_gcp",
+                                       project_id="other-proj",
                                        api_endpoint=container.url, poll_interval=0)
     op.execute({"ti": TI()})
     assert container.clusters[f"other-proj/{LOCATION}/{CLUSTER}"]["nodePools"]

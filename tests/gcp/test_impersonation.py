@@ -35,7 +35,7 @@ def gke_cluster(monkeypatch):
 
 def _launch(**kwargs) -> MtcJobSetOperator:
     return MtcJobSetOperator(
-        task_id="train", slices={"tpu_type": "v6e", "topology": "2x2", "num_slices": 2},
+        task_id="train", slices={"tpu_type": "v6e", "topology": "2x4", "num_slices": 2},  # GKE: multi-host
         checkpointing={"run_name": "llama", "base_output_directory": "gs://ckpt/out", "steps": 100,
                        "checkpoint_period": 20},
         workload={"jobset_name": "train", "image": "gcr.io/p/maxtext:1"},

@@ -11,7 +11,8 @@ SLICES = SliceSpec("v6e", "4x8", 2, "ct6e-standard-4t")
 
 
 def ready_cluster() -> dict:
-    pool = {"config": {"machineType": "ct6e-standard-4t"}, "placementPolicy": {"tpuTopology": "4x8"}}
+    pool = {"config": {"machineType": "ct6e-standard-4t", "workloadMetadataConfig": {"mode": "GKE_METADATA"}},
+            "placementPolicy": {"tpuTopology": "4x8"}}
     return {
         "name": "mtc", "currentMasterVersion": "1.32.4-gke.1415000",
         "workloadIdentityConfig": {"workloadPool": "proj.svc.id.goog"},
@@ -31,7 +32,8 @@ def test_ready_cluster_passes_every_check():
     assert all_ok(checks), [c for c in checks if not c.ok]
     assert [c.name for c in checks] == ["workload_identity_pool", "high_scale_checkpointing_addon",
                                         "gcs_fuse_csi_driver_addon", "control_plane_version", "not_autopilot",
-                                        "tpu_node_pools", "checkpoint_configuration"]
+                                        "tpu_node_pools", "tpu_node_pools_workload_identity",
+                                        "checkpoint_configuration"]
 
 
 def test_each_failure_names_observed_expected_and_the_guide_command():
@@ -55,6 +57,37 @@ def test_each_failure_names_observed_expected_and_the_guide_command():
     assert not pools.ok and "b (ct6e-standard-4t, 2x4)" in pools.observed
     assert "--machine-type=ct6e-standard-4t --tpu-topology=4x8" in pools.fix and "x 1" in pools.fix
     assert not checks["checkpoint_configuration"].ok
+
+
+def test_existing_tpu_pool_without_gke_metadata_fails_with_the_update_command():
+    """A TPU pool created before Workload Identity keeps GCE_METADATA (GKE, "Use Workload Identity Federation for
+    GKE": existing node pools must be updated); its pods would not get their KSA's identity on the bucket."""
+    cluster = ready_cluster()
+    cluster["nodePools"][2]["config"]["workloadMetadataConfig"] = {"mode": "GCE_METADATA"}
+    del cluster["nodePools"][1]["config"]["workloadMetadataConfig"]  # unset: MODE_UNSPECIFIED, not GKE_METADATA
+    check = by_name(evaluate_cluster(cluster, SLICES, "proj", "us-central1"))["tpu_node_pools_workload_identity"]
+    assert not check.ok and check.observed == ["a (MODE_UNSPECIFIED)", "b (GCE_METADATA)"]
+    assert ("gcloud container node-pools update b --cluster=mtc --location=us-central1 "
+            "--workload-metadata=GKE_METADATA --project=proj") in check.fix
+    cluster["nodePools"][0]["config"]["workloadMetadataConfig"] = {"mode": "GCE_METADATA"}  # not a TPU pool
+    for pool in cluster["nodePools"][1:]:
+        pool["config"]["workloadMetadataConfig"] = {"mode": "GKE_METADATA"}
+    assert by_name(evaluate_cluster(cluster, SLICES, "proj", "us-central1"))["tpu_node_pools_workload_identity"].ok
+
+
+def test_preflight_blocks_what_no_following_task_fixes_and_lists_the_changes():
+    from mtc_provider.core.readiness import changes_summary, preflight, setup_fixable
+
+    cluster = ready_cluster()
+    cluster["currentMasterVersion"] = "1.32.3-gke.1170000"  # the guide wants later than this
+    cluster["workloadIdentityConfig"] = {}
+    checks = evaluate_cluster(cluster, SLICES, "proj", "us-central1")
+    fixable = setup_fixable({"enable_mtc": True, "create_node_pools": False})
+    blocking, to_change = preflight(checks, fixable)
+    assert [c.name for c in blocking] == ["control_plane_version"]
+    assert [c.name for c in to_change] == ["workload_identity_pool"]
+    assert "workload_identity_pool" in changes_summary(to_change) and "--workload-pool" in changes_summary(to_change)
+    assert [c.name for c in preflight(checks, [])[0]] == ["workload_identity_pool", "control_plane_version"]
 
 
 def test_versions_compare_numerically_not_as_strings():

@@ -73,14 +73,22 @@ class GkeClusterApi:
                               permission="container.clusters.get")
         return [to_dict(pool) for pool in response.node_pools]
 
-    def create_tpu_node_pool(self, name: str, slices: SliceSpec, node_locations: list[str] | None = None) -> str:
-        """One slice = one node pool: machine type, topology, compact placement, GKE metadata server."""
+    def create_tpu_node_pool(self, name: str, slices: SliceSpec, node_locations: list[str] | None = None,
+                             oauth_scopes: list[str] | None = None, service_account: str | None = None) -> str:
+        """One slice = one node pool: machine type, topology, compact placement, GKE metadata server, zones, scopes.
+
+        The API defaults neither the zones nor the scopes as gcloud does (core.node_pools): both are always sent.
+        """
+        from mtc_provider.core.node_pools import node_scopes
+
         pool = container_v1.NodePool(
             name=name,
             initial_node_count=slices.hosts_per_slice,
             locations=list(node_locations or []),
             config=container_v1.NodeConfig(
                 machine_type=slices.machine_type,
+                oauth_scopes=node_scopes(oauth_scopes, service_account),
+                service_account=service_account or "",
                 workload_metadata_config=container_v1.WorkloadMetadataConfig(
                     mode=container_v1.WorkloadMetadataConfig.Mode.GKE_METADATA),
             ),

@@ -41,7 +41,8 @@ class LocalCluster:
 
         spec = SliceSpec(**slices)
         size = SizingSpec(**(sizing or {}))
-        per_host = ramdisk_size(size.parameters, spec.hosts_per_slice, size.bytes_per_parameter, size.buffer)
+        per_host = ramdisk_size(size.parameters, spec.hosts_per_slice, size.bytes_per_parameter, size.buffer,
+                                allow_any_buffer=size.allow_any_buffer)
         return evaluate_local_machine(machine_facts(), spec.total_hosts, per_host.total_bytes)
 
 

@@ -1,8 +1,8 @@
 """DNS-1123 name checks for the Kubernetes objects the provider creates.
 
-Limits keep derived names valid: a JobSet's pods are named
-`<jobset>-<replicatedJob>-<jobIndex>-<completionIndex>-<5 random chars>` and a pod name must be a
-DNS-1123 subdomain (253), while the Job name `<jobset>-<replicatedJob>-<jobIndex>` becomes a label value (63).
+Limits keep derived names valid: the Job name `<jobset>-<replicatedJob>-<jobIndex>` becomes a label value (63).
+JobSet's webhook also bounds the pod names `<jobset>-<replicatedJob>-<jobIndex>-<completionIndex>-<5 random chars>`
+to DNS-1035 labels (63): that check needs the slice shape, and lives in core.jobset_names.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from mtc_provider.core.errors import SpecError
 
 DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL_MAX = 63
-# Room for "-<replicatedJob>-<job index>" in the Job name label (JobSet's own webhook uses the same idea).
+# Room for "-<replicatedJob>-<job index>" in the Job name label; pod names: core.jobset_names.
 JOBSET_NAME_MAX = 40
 REPLICATED_JOB_NAME_MAX = 15
 RUN_NAME_MAX = 63

@@ -26,7 +26,7 @@ from mtc_provider.core.names import (
     check_namespace,
     check_service_account,
 )
-from mtc_provider.core.sizing import check_fits_host, ramdisk_size
+from mtc_provider.core.run_checks import check_run
 from mtc_provider.core.spec import (
     IMAGE_RE,
     LOCAL_IMAGE,
@@ -36,7 +36,7 @@ from mtc_provider.core.spec import (
     SizingSpec,
     WorkloadSpec,
 )
-from mtc_provider.core.tpu import SliceSpec
+from mtc_provider.core.tpu import SliceSpec, default_topology
 from mtc_provider.core.fault_fields import check_extras
 from mtc_provider.core.vocabulary import FAULT_KIND_NAMES as FAULT_KINDS, HOST_FAULT_KINDS as HOST_FAULTS
 from mtc_provider.core.vocabulary import START_FAULT_KINDS
@@ -167,11 +167,13 @@ def training_run(
     namespace = check_namespace(_get(params, "namespace", "default"), "params.namespace")
     run_name = _get(params, "run_name", "")
     bucket = check_bucket_name(_get(params, "bucket", "mtc-checkpoints"))  # locally a folder name: no '..'
+    tpu_type, machine_type = _get(params, "tpu_type", "v6e"), _get(params, "machine_type", "")
     slices = SliceSpec(
-        tpu_type=_get(params, "tpu_type", "v6e"),
-        topology=_get(params, "topology", "2x2"),
+        tpu_type=tpu_type,
+        # Empty: the smallest slice the target takes (one host; on gke multi-host, GKE's Multislice rule).
+        topology=_get(params, "topology", "") or default_topology(tpu_type, machine_type, target_kind),
         num_slices=_int(params, "num_slices", 2),
-        machine_type=_get(params, "machine_type", ""),
+        machine_type=machine_type,
     )
     if target_kind == "gke":
         BucketSpec(name=bucket, location=_get(params, "bucket_location", "us-central1"))
@@ -232,8 +234,10 @@ def training_run(
     )
     container_command(checkpointing, workload)  # cross-section rules (layout vs flags) fail here, at plan time
     sizing = SizingSpec(parameters=float(_get(params, "parameters", 1e9)))
-    size = ramdisk_size(sizing.parameters, slices.hosts_per_slice)
-    warning = check_fits_host(size, slices.machine_type, slices.host_memory_bytes)
+    # The JobSet is named after the run: a name JobSet's webhook would refuse is the run name's fault.
+    checked = check_run(target_kind, slices, workload=workload, sizing=sizing, jobset_name_field="params.run_name")
+    size = checked.ramdisk
+    assert size is not None  # sizing was given
     fault_plan = _fault_plan(_get(params, "fault_plan", []), slices, steps) if target_kind == "local" else []
     # Seconds locally; on GKE a JobSet changes over minutes and every poll is an API call.
     poll_interval = check_poll_interval(_get(params, "poll_interval", 2.0 if target_kind == "local" else 30.0),
@@ -247,7 +251,7 @@ def training_run(
         "workload": {**dataclasses.asdict(workload), "command": list(workload.command)},
         "sizing": dataclasses.asdict(sizing),
         "ramdisk": size.quantity,
-        "warnings": [warning] if warning else [],
+        "warnings": list(checked.warnings),
         "checkpoint_dir": checkpointing.checkpoint_directory,
         "target_step": last_step(checkpointing, workload),  # MaxText's last checkpoint is steps - 1
         "events_dir": f"{run_dir}/events" if target_kind == "local" else None,
@@ -260,18 +264,29 @@ def training_run(
     }
 
 
-def cluster_setup_run(params: Mapping[str, Any], local_home: str) -> dict[str, Any]:
+def cluster_setup_run(params: Mapping[str, Any], local_home: str, *, service_account: str = "default") -> dict[str, Any]:
     """The cluster-setup DAG's plan: the training run's checks plus every name the setup creates or binds,
-    so nothing is created before a bad name is found."""
-    run = training_run(params, local_home, needs_image=False)  # the setup launches no training container
+    so nothing is created before a bad name is found. `service_account` is the DAG author's workload KSA (the
+    one the training DAG's pods run as), never the form's."""
+    from mtc_provider.core.node_pools import node_locations
+    from mtc_provider.core.readiness import setup_fixable
+
+    run = training_run(params, local_home, needs_image=False,  # the setup launches no training container
+                       service_account=service_account)
     names = {
         "checkpoint_configuration_name": check_checkpoint_configuration_name(
             _get(params, "checkpoint_configuration_name", "mtc-checkpoint-config"),
             "params.checkpoint_configuration_name"),
-        "service_account": check_service_account(_get(params, "service_account", "default"), "params.service_account"),
+        "service_account": check_service_account(service_account, "service_account"),
         # Pools are named <prefix>-<slice index>; GKE allows 40 characters.
         "node_pool_prefix": check_dns1123_label("params.node_pool_prefix", _get(params, "node_pool_prefix", "mtc-slice"),
                                                 36),
     }
     BucketSpec(name=_get(params, "bucket", "mtc-checkpoints"), location=_get(params, "bucket_location", "us-central1"))
-    return {**run, **names}
+    zones: list[str] = []
+    tpu_zone = _get(params, "tpu_zone", "")
+    if run["target"]["kind"] == "gke" and (tpu_zone or _get(params, "create_node_pools", False)):
+        # The guide's --node-locations=${TPU_ZONE}: a regional cluster without it is refused here.
+        zones = node_locations(params["location"], [tpu_zone] if tpu_zone else None, "params.tpu_zone")
+    return {**run, **names, "node_locations": zones,
+            "fixed_by_later_tasks": setup_fixable(params) if run["target"]["kind"] == "gke" else []}

@@ -13,11 +13,14 @@ from mtc_provider.core.checkpoint_config import build_checkpoint_configuration
 from mtc_provider.core.errors import SpecError
 from mtc_provider.core.iam import BUCKET_ROLE, bucket_members, workload_identity_pool
 from mtc_provider.core.jobset import build_jobset_for_run
-from mtc_provider.core.sizing import RamdiskSize, check_fits_host, ramdisk_size
+from mtc_provider.core.readiness import JOBSET_INSTALL
+from mtc_provider.core.run_checks import check_run
+from mtc_provider.core.sizing import RamdiskSize
 from mtc_provider.core.spec import RunConfig
 from mtc_provider.core.versions import MTC_MIN_VERSION_EXCLUSIVE
 
 PROJECT_NUMBER_PLACEHOLDER = "<PROJECT_NUMBER>"
+PROJECT_ID_PLACEHOLDER = "<PROJECT_ID>"  # a kubernetes target without a cluster section
 # iam.ksa_principal insists on digits; render with a digit sentinel, then show the placeholder.
 _SENTINEL_NUMBER = "0"
 _SENTINEL_PREFIX = f"principal://iam.googleapis.com/projects/{_SENTINEL_NUMBER}/"
@@ -59,6 +62,10 @@ class Plan:
     def _describe(self, step: Step) -> str:
         return step.local if self.target == "local" and step.local else step.description
 
+    @property
+    def not_applicable_title(self) -> str:
+        return f"not applicable {'locally' if self.target == 'local' else 'on the ' + self.target + ' target'}"
+
     def lines(self) -> dict[str, list[str]]:
         """The plan as plain text lines per section (the CLI prints them; tests read them)."""
         sections: dict[str, list[str]] = {
@@ -68,8 +75,8 @@ class Plan:
             "ramdisk": self.ramdisk.walkthrough(),
             "manifests": [f"{m['kind']} {m['metadata']['name']}" for m in self.manifests],
         }
-        if self.target == "local":
-            sections["not applicable locally"] = list(self.not_applicable_locally)
+        if self.not_applicable_locally:
+            sections[self.not_applicable_title] = list(self.not_applicable_locally)
         if self.warnings:
             sections["warnings"] = list(self.warnings)
         return sections
@@ -80,15 +87,15 @@ def _bucket_of(url: str) -> str:
 
 
 def _members(config: RunConfig, project_number: str | None) -> list[str]:
-    cluster = config.cluster
-    assert cluster is not None  # RunConfig requires it on the gke target
-    number = str(project_number or cluster.project_number or "")
+    cluster = config.cluster  # required on the gke target; optional on kubernetes (then the project is unknown)
+    project_id = cluster.project_id if cluster else PROJECT_ID_PLACEHOLDER
+    number = str(project_number or (cluster.project_number if cluster else "") or "")
     if number and not number.isdigit():
         raise SpecError("cluster.project_number", project_number, "the project's number (digits)")
     workload = config.workload
     if number:
-        return bucket_members(cluster.project_id, number, workload.namespace, workload.service_account)
-    members = bucket_members(cluster.project_id, _SENTINEL_NUMBER, workload.namespace, workload.service_account)
+        return bucket_members(project_id, number, workload.namespace, workload.service_account)
+    members = bucket_members(project_id, _SENTINEL_NUMBER, workload.namespace, workload.service_account)
     return [_PLACEHOLDER_PREFIX + member[len(_SENTINEL_PREFIX):] for member in members]
 
 
@@ -113,11 +120,9 @@ def _checks(config: RunConfig) -> tuple[Step, ...]:
 def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
     """Everything `mtc plan` shows for this run; raises SpecError before anything is created."""
     slices, checkpointing = config.slices, config.checkpointing
-    sizing = config.sizing
-    size = ramdisk_size(sizing.parameters, slices.hosts_per_slice, sizing.bytes_per_parameter, sizing.buffer,
-                        allow_any_buffer=sizing.allow_any_buffer)
-    fit = check_fits_host(size, slices.machine_type, slices.host_memory_bytes)
-    warnings = (fit,) if fit else ()
+    checked = check_run(config.target, slices, workload=config.workload, sizing=config.sizing)
+    size, warnings = checked.ramdisk, checked.warnings
+    assert size is not None  # sizing was given
     jobset = build_jobset_for_run(config)
     checks = _checks(config)
     if config.target == "local":
@@ -144,7 +149,7 @@ def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
             ),
         )
     bucket = config.bucket
-    assert bucket is not None  # RunConfig requires it on the gke target
+    assert bucket is not None  # RunConfig requires it on the gke and kubernetes targets
     if _bucket_of(checkpointing.base_output_directory) != bucket.name:
         raise SpecError(
             "checkpointing.base_output_directory",
@@ -155,8 +160,17 @@ def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
         config.checkpoint_configuration_name, bucket.name, slices, size
     )
     resource = f"gs://{bucket.name}"
+    not_applicable: tuple[str, ...] = ()
+    if config.target == "kubernetes":  # no managed control plane: only what the Kubernetes API shows is checked
+        not_applicable = tuple(f"{step.name}: {step.description} (not visible through a Kubernetes connection: "
+                               "check it with a gke target or gcloud)" for step in checks)
+        checks = (
+            Step("jobset-api", f"JobSet's API served ({JOBSET_INSTALL} installs it)"),
+            Step("checkpoint-configuration-api", "the CheckpointConfiguration API served (GKE's "
+                 "HighScaleCheckpointing addon installs it)"),
+        )
     return Plan(
-        target="gke",
+        target=config.target,
         checks=checks,
         creates=(
             Step("bucket", f"{resource} in {bucket.location} with hierarchical namespace and uniform access"),
@@ -173,4 +187,5 @@ def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
         # The CheckpointConfiguration first: the MTC driver needs it before the JobSet's pods mount the ramdisk.
         manifests=(checkpoint_configuration, jobset),
         warnings=warnings,
+        not_applicable_locally=not_applicable,
     )

@@ -88,6 +88,13 @@ def gcloud_create_node_pool(cluster: str, location: str, project_id: str, pool: 
     )
 
 
+def gcloud_pool_workload_metadata(cluster: str, location: str, project_id: str, pool: str) -> str:
+    return _cmd(
+        "gcloud", "container", "node-pools", "update", pool, f"--cluster={cluster}", f"--location={location}",
+        "--workload-metadata=GKE_METADATA", f"--project={project_id}",
+    )
+
+
 def gcloud_upgrade_master(cluster: str, location: str, project_id: str) -> str:
     return _cmd(
         "gcloud", "container", "clusters", "upgrade", cluster, "--master",
@@ -119,6 +126,7 @@ def tpu_node_pools(cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "tpuTopology": _get(pool, "placementPolicy.tpuTopology", ""),
                 "tpuType": _MACHINE_TO_TPU[machine],
                 "status": pool.get("status", ""),
+                "workloadMetadata": _get(pool, "config.workloadMetadataConfig.mode", "") or "MODE_UNSPECIFIED",
             })
     return pools
 
@@ -173,13 +181,72 @@ def evaluate_cluster(
     checks.append(Check(
         "tpu_node_pools", len(matching) >= wanted, observed_pools,
         f">= {wanted} node pools of {slices.machine_type} with topology {slices.topology} (one per slice)",
-        f"{gcloud_create_node_pool(name, location, project_id, '<POOL_NAME>', slices)}  "
+        f"{gcloud_create_node_pool(name, location, project_id, '<POOL_NAME>', slices, _tpu_zone(location))}  "
         f"x {max(0, wanted - len(matching))} (or MtcCreateTpuNodePoolsOperator)",
     ))
+
+    checks.append(workload_metadata_check(cluster, slices, project_id, location))
 
     if checkpoint_configuration_name:
         checks.append(configuration_check(checkpoint_configuration, checkpoint_configuration_name))
     return checks
+
+
+def _tpu_zone(location: str) -> str:
+    """A zonal cluster's pools go to its zone; a regional one needs the TPU zone said (core.node_pools)."""
+    from mtc_provider.core.node_pools import is_regional
+
+    return "${TPU_ZONE}" if is_regional(location) else location
+
+
+def workload_metadata_check(cluster: Mapping[str, Any], slices: SliceSpec, project_id: str, location: str) -> Check:
+    """Every TPU node pool of the slices' shape runs the GKE metadata server (`workloadMetadataConfig.mode:
+    GKE_METADATA`): without it the training pods and the MTC driver get the node's identity, not their Kubernetes
+    service account's, and the bucket bindings do not apply. Enabling Workload Identity on the cluster leaves
+    existing node pools as they are (GKE, "Use Workload Identity Federation for GKE": update existing node pools)."""
+    name = cluster.get("name", "")
+    shape = {(slices.machine_type, slices.topology)}
+    lacking = [pool for pool in tpu_node_pools(cluster)
+               if (pool["machineType"], pool["tpuTopology"]) in shape and pool["workloadMetadata"] != "GKE_METADATA"]
+    fixes = [gcloud_pool_workload_metadata(name, location, project_id, pool["name"]) for pool in lacking]
+    return Check("tpu_node_pools_workload_identity", not lacking,
+                 [f"{pool['name']} ({pool['workloadMetadata']})" for pool in lacking] or "GKE_METADATA on every pool",
+                 f"workloadMetadataConfig.mode GKE_METADATA on the {slices.machine_type} {slices.topology} node pools",
+                 "; ".join(fixes))
+
+
+# Which readiness checks a later task of the cluster-setup DAG fixes, by the opt-in that runs that task.
+SETUP_FIXES: dict[str, tuple[str, ...]] = {
+    "enable_mtc": ("workload_identity_pool", "high_scale_checkpointing_addon", "gcs_fuse_csi_driver_addon"),
+    "create_node_pools": ("tpu_node_pools",),
+}
+SETUP_FIXED_BY = {"workload_identity_pool": "MtcEnableCheckpointingOperator (update 1: --workload-pool)",
+                  "high_scale_checkpointing_addon": "MtcEnableCheckpointingOperator (update 2: --update-addons)",
+                  "gcs_fuse_csi_driver_addon": "MtcEnableCheckpointingOperator (update 2: --update-addons)",
+                  "tpu_node_pools": "MtcCreateTpuNodePoolsOperator (one node pool per missing slice)"}
+
+
+def setup_fixable(opt_ins: Mapping[str, Any]) -> list[str]:
+    """The checks the setup DAG's later tasks will fix, given its opt-ins (e.g. {"enable_mtc": True})."""
+    return [name for flag, names in SETUP_FIXES.items() if opt_ins.get(flag) for name in names]
+
+
+def preflight(checks: Sequence[Check], fixable: Sequence[str]) -> tuple[list[Check], list[Check]]:
+    """Split failed checks into (blocking, to_change): `fixable` ones a following task changes; the rest block
+    before any of those tasks runs (an old control plane, Autopilot, pools without GKE_METADATA...)."""
+    failed = [check for check in checks if not check.ok]
+    return [c for c in failed if c.name not in fixable], [c for c in failed if c.name in fixable]
+
+
+def changes_summary(to_change: Sequence[Check]) -> str:
+    """What the following tasks will change, one line each."""
+    if not to_change:
+        return "the following tasks change nothing on the cluster (every check passes)"
+    lines = ["the following tasks will change:"]
+    for check in to_change:
+        lines.append(f"  - {check.name}: observed {check.observed!r}, will be {check.expected!r} by "
+                     f"{SETUP_FIXED_BY.get(check.name, 'a following task')}")
+    return "\n".join(lines)
 
 
 def configuration_check(configuration: Mapping[str, Any] | None, name: str) -> Check:

@@ -31,6 +31,7 @@ from mtc_provider.core.names import (
     check_run_name,
     check_service_account,
 )
+from mtc_provider.core.run_checks import check_run
 from mtc_provider.core.tpu import SliceSpec
 
 # Directories a ramdisk must never be mounted over.
@@ -61,7 +62,8 @@ def normalize_local_directory(directory: Any) -> str:
     return "/" + posixpath.normpath(directory).lstrip("/")
 
 
-TARGETS = ("gke", "local")
+TARGETS = ("gke", "kubernetes", "local")
+REMOTE_TARGETS = ("gke", "kubernetes")  # the workload runs an image and checkpoints to a GCS bucket
 MAXTEXT_COMMAND = maxtext_command(DEFAULT_LAYOUT)  # the current release's trainer (docs/maxtext.md)
 
 
@@ -270,10 +272,19 @@ class ClusterSpec:
     location: str
     name: str
     project_number: str = ""  # looked up through Resource Manager when empty
+    # The TPU node pools' zones (the guide's --node-locations=${TPU_ZONE}); empty: a zonal cluster's own zone.
+    node_locations: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         require(bool(self.project_id), "cluster.project_id", self.project_id, "a GCP project id")
         require(bool(self.location), "cluster.location", self.location, "a GCP region or zone")
+        if self.node_locations:
+            from mtc_provider.core.node_pools import node_locations
+
+            require(isinstance(self.node_locations, (list, tuple)), "cluster.node_locations", self.node_locations,
+                    "a list of zones, e.g. [us-central1-b]")
+            object.__setattr__(self, "node_locations",
+                               tuple(node_locations(self.location, self.node_locations, "cluster.node_locations")))
         check_dns1123_label("cluster.name", self.name, 40)
         require(
             not self.project_number or str(self.project_number).isdigit(),
@@ -326,19 +337,23 @@ class RunConfig:
         check_checkpoint_configuration_name(self.checkpoint_configuration_name)
         if self.target == "gke":
             require(self.cluster is not None, "cluster", None, "a cluster section (project_id, location, name)")
+        if self.target in REMOTE_TARGETS:
+            # kubernetes: any cluster with JobSet (by an Airflow connection); a cluster section is optional there
+            # and only names the project of the IAM principals.
             require(self.bucket is not None, "bucket", None, "a bucket section (name, location)")
             require(
                 self.workload.image != LOCAL_IMAGE,
                 "workload.image",
                 self.workload.image,
-                "a container image with MaxText on the gke target, not the local placeholder",
+                f"a container image with MaxText on the {self.target} target, not the local placeholder",
             )
             require(
                 self.checkpointing.base_output_directory.startswith("gs://"),
                 "checkpointing.base_output_directory",
                 self.checkpointing.base_output_directory,
-                "a gs:// URL on the gke target",
+                f"a gs:// URL on the {self.target} target",
             )
+        check_run(self.target, self.slices, workload=self.workload, sizing=self.sizing)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":

@@ -35,6 +35,18 @@ def slices_dict(slices: SliceSpec | dict[str, Any]) -> dict[str, Any]:
     return dataclasses.asdict(spec)
 
 
+def checked_run(target_kind: str, slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None) -> Any:
+    """The run description's checks (core.run_checks, as `mtc plan` makes them) for an operator's slices and
+    sizing: the target's Multislice rule, the guide's buffer rule and the host's memory. Before any call."""
+    from mtc_provider.core.run_checks import check_run
+    from mtc_provider.core.spec import SizingSpec
+
+    spec = SliceSpec(**slices_dict(slices))
+    if sizing is not None and not isinstance(sizing, dict):
+        raise SpecError("sizing", sizing, "a mapping of parameters, bytes_per_parameter, buffer, allow_any_buffer")
+    return spec, check_run(target_kind, spec, sizing=SizingSpec(**(sizing or {})))
+
+
 class MtcGcpBaseOperator(BaseOperator):
     """Shared plumbing: the target, Console links, and waiting for a GKE operation (deferred or polled).
 
@@ -113,33 +125,54 @@ class MtcGcpBaseOperator(BaseOperator):
 class MtcClusterReadinessOperator(MtcGcpBaseOperator):
     """One-shot readiness: pushes the report (key "readiness") and fails at once unless every check passes.
 
+    As the first task of a setup DAG, `fixed_by_later_tasks` names the checks the DAG's following tasks fix
+    (core.readiness.setup_fixable): those may fail, and the log and the report say what will change; any other
+    failure (an old control plane, Autopilot, pools without GKE_METADATA) stops the DAG before any change.
+
     :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type): the node pools to look for.
-    :param sizing: {parameters, bytes_per_parameter, buffer}: checks the nodes' memory can hold the ramdisk.
+    :param sizing: {parameters, bytes_per_parameter, buffer, allow_any_buffer}: the ramdisk must fit the machine
+        type's memory (refused before any call, as `mtc plan` refuses it); None: the guide's defaults.
     :param checkpoint_configuration_name: also check this CheckpointConfiguration exists; None: skip the check.
+    :param fixed_by_later_tasks: names of checks that later tasks fix (templated); None: every check must pass.
     """
 
-    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "slices", "sizing", "checkpoint_configuration_name")
+    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "slices", "sizing", "checkpoint_configuration_name",
+                                      "fixed_by_later_tasks")
 
     def __init__(self, *, slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None = None,
-                 checkpoint_configuration_name: str | None = None, **kwargs: Any) -> None:
+                 checkpoint_configuration_name: str | None = None,
+                 fixed_by_later_tasks: Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.slices = slices
         self.sizing = sizing
         self.checkpoint_configuration_name = checkpoint_configuration_name
+        self.fixed_by_later_tasks = fixed_by_later_tasks
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from mtc_provider.core.readiness import all_ok, summary
+        from mtc_provider.core.readiness import all_ok, changes_summary, preflight, summary
 
         target = self.resolved_target()
-        slices = slices_dict(self.slices)
+        spec, checked = checked_run(target.kind, self.slices, self.sizing)  # bad input fails before any call
+        for warning in checked.warnings:
+            self.log.warning("%s", warning)
+        slices = dataclasses.asdict(spec)
         backend = self.backend(target)
         self.persist_cluster_link(context, backend)
         checks = backend.cluster.readiness(slices, self.sizing, self.checkpoint_configuration_name)
-        report = {"target": target.kind, "ready": all_ok(checks), "checks": [c.to_dict() for c in checks]}
+        blocking, to_change = preflight(checks, list(self.fixed_by_later_tasks or []))
+        report = {"target": target.kind, "ready": all_ok(checks), "checks": [c.to_dict() for c in checks],
+                  "blocking": [c.name for c in blocking], "will_change": [c.name for c in to_change]}
         context["ti"].xcom_push(key="readiness", value=report)
-        if not report["ready"]:
+        if blocking and self.fixed_by_later_tasks is None:
             raise NotReady(f"{target.kind} target is not ready for MTC:\n{summary(checks)}", report["checks"])
-        self.log.info("ready:\n%s", summary(checks))
+        if blocking:
+            raise NotReady(f"{target.kind} target is not ready for MTC and no following task fixes "
+                           f"{', '.join(c.name for c in blocking)}; nothing was changed:\n{summary(checks)}",
+                           report["checks"])
+        if self.fixed_by_later_tasks is not None:
+            self.log.info("%s\n%s", changes_summary(to_change), summary(checks))
+        else:
+            self.log.info("ready:\n%s", summary(checks))
         return report
 
 
@@ -269,7 +302,8 @@ class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):
     :param name: the CheckpointConfiguration's name (cluster-scoped).
     :param bucket_name: the bucket that backs the ramdisk's persistent tier.
     :param slices: SliceSpec or dict: the machine type the configuration selects and the hosts per slice.
-    :param sizing: {parameters, bytes_per_parameter, buffer} for the guide's ramdisk formula.
+    :param sizing: {parameters, bytes_per_parameter, buffer, allow_any_buffer} for the guide's ramdisk formula;
+        a ramdisk larger than the machine type's memory is refused before any call.
     :param gcs_fuse_mount_options: GCS FUSE mount options (a list of strings); None: the guide's.
     :param csi_ephemeral_limit: the CSI driver's ephemeral storage limit (a quantity); None: the CRD's default.
     """
@@ -287,20 +321,19 @@ class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):
         self.gcs_fuse_mount_options = gcs_fuse_mount_options
         self.csi_ephemeral_limit = csi_ephemeral_limit
 
-    def body(self) -> dict[str, Any]:
+    def body(self, target_kind: str) -> dict[str, Any]:
+        """The CheckpointConfiguration, after the run description's checks for `target_kind` (core.run_checks)."""
         from mtc_provider.core.checkpoint_config import build_checkpoint_configuration
-        from mtc_provider.core.sizing import ramdisk_size
-        from mtc_provider.core.spec import SizingSpec
 
-        spec = SliceSpec(**slices_dict(self.slices))
-        sizing = SizingSpec(**(self.sizing or {}))
-        size = ramdisk_size(sizing.parameters, spec.hosts_per_slice, sizing.bytes_per_parameter, sizing.buffer)
-        return build_checkpoint_configuration(self.name, self.bucket_name, spec, size, self.gcs_fuse_mount_options,
-                                              self.csi_ephemeral_limit)
+        spec, checked = checked_run(target_kind, self.slices, self.sizing)
+        for warning in checked.warnings:
+            self.log.warning("%s", warning)
+        return build_checkpoint_configuration(self.name, self.bucket_name, spec, checked.ramdisk,
+                                              self.gcs_fuse_mount_options, self.csi_ephemeral_limit)
 
     def execute(self, context: Any) -> dict[str, Any]:
         target = self.resolved_target()
-        body = self.body()  # bad input fails here, before any call
+        body = self.body(target.kind)  # bad input fails here, before any call
         from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi
 
         backend = self.backend(target)
@@ -316,17 +349,33 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
 
     :param slices: SliceSpec or dict: one node pool per slice of this TPU type, topology and machine type.
     :param node_pool_prefix: node pools are named `<prefix>-<i>`.
-    :param node_locations: zones for the node pools; None: the cluster's.
+    :param node_locations: the TPU zone(s) of the pools (the guide's `--node-locations=${TPU_ZONE}`), zones of the
+        cluster's region; None: the cluster's zone on a zonal cluster. Required on a regional cluster.
+    :param oauth_scopes: the nodes' OAuth scopes; None: gcloud's `gke-default` scopes (storage read-only for image
+        pulls, logging, monitoring, ...), or cloud-platform when `node_service_account` is given.
+    :param node_service_account: the nodes' Google service account; None: the Compute Engine default one.
     """
 
-    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "slices", "node_pool_prefix", "node_locations")
+    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "slices", "node_pool_prefix", "node_locations",
+                                      "oauth_scopes", "node_service_account")
 
     def __init__(self, *, slices: SliceSpec | dict[str, Any], node_pool_prefix: str = "mtc-slice",
-                 node_locations: list[str] | None = None, **kwargs: Any) -> None:
+                 node_locations: list[str] | None = None, oauth_scopes: list[str] | None = None,
+                 node_service_account: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.slices = slices
         self.node_pool_prefix = node_pool_prefix
         self.node_locations = node_locations
+        self.oauth_scopes = oauth_scopes
+        self.node_service_account = node_service_account
+
+    def pool_settings(self, target: Target) -> dict[str, Any]:
+        """Zones, scopes and service account, validated (bad input fails here, before any call)."""
+        from mtc_provider.core.node_pools import check_node_service_account, node_locations, node_scopes
+
+        account = check_node_service_account(self.node_service_account)
+        return {"node_locations": node_locations(target.location, self.node_locations),
+                "oauth_scopes": node_scopes(self.oauth_scopes, account), "service_account": account}
 
     def execute(self, context: Any) -> dict[str, Any] | None:
         target = self.resolved_target()
@@ -338,6 +387,7 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
         why = backend.cluster.provided_by_target("tpu_node_pools", spec.total_hosts)
         if why:
             return not_applicable(target.kind, "tpu_node_pools", why)
+        self.pool_settings(target)
         self.persist_cluster_link(context, backend)
         return self.step(context, {"created": []})
 
@@ -347,19 +397,23 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
         api = self.backend(target).cluster.control_plane()
         pools = {pool["name"]: pool for pool in api.node_pools()}
         names = [f"{self.node_pool_prefix}-{i}" for i in range(spec.num_slices)]
-        for name in names:
+        for name in names:  # every existing pool's shape first: a wrong one is refused before any create
             pool = pools.get(name)
-            if pool is None:
-                if name in state["created"]:
-                    raise OperationFailed(f"node pool {name} is missing after its create operation finished")
-                operation = api.create_tpu_node_pool(name, spec, self.node_locations)
-                self.log.info("creating node pool %s: operation %s", name, operation)
-                return self.wait_for(context, target, operation, {"created": [*state["created"], name]})
-            shape = ((pool.get("config") or {}).get("machineType"), (pool.get("placementPolicy") or {}).get("tpuTopology"))
-            if shape != (spec.machine_type, spec.topology):
+            shape = pool and ((pool.get("config") or {}).get("machineType"),
+                              (pool.get("placementPolicy") or {}).get("tpuTopology"))
+            if pool is not None and shape != (spec.machine_type, spec.topology):
                 raise SpecError("node_pool_prefix", self.node_pool_prefix,
                                 f"a prefix whose pools do not exist yet: {name} exists with {shape}, "
                                 f"not ({spec.machine_type}, {spec.topology})")
+        for name in names:
+            if name not in pools:
+                if name in state["created"]:
+                    raise OperationFailed(f"node pool {name} is missing after its create operation finished")
+                operation = api.create_tpu_node_pool(name, spec, **self.pool_settings(target))
+                self.log.info("creating node pool %s: operation %s", name, operation)
+                return self.wait_for(context, target, operation, {"created": [*state["created"], name]})
         kept = [name for name in names if name not in state["created"]]
+        settings = self.pool_settings(target)
         return {"target": target.kind, "changed": bool(state["created"]), "created": state["created"],
-                "already_present": kept}
+                "already_present": kept, "node_locations": settings["node_locations"],
+                "oauth_scopes": settings["oauth_scopes"]}

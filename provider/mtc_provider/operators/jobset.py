@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import json
 import time
 from datetime import timedelta
@@ -54,6 +53,7 @@ from mtc_provider.core.resubmission import (
     decide_stalled,
     should_delete_on_kill,
 )
+from mtc_provider.core.jobset_names import attempt_name
 from mtc_provider.core.launch import attempt_of, needs_latest_step, plan_launch
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
@@ -85,7 +85,6 @@ ATTEMPTS_XCOM_KEY = "attempts"
 PROGRESS_XCOM_KEY = "progress"  # the latest progress figures of the watch (core.progress_report)
 # goodput outcomes of an attempt record (core.goodput.Attempt)
 FINISHED, DISRUPTED, FAILED_OUTCOME = "finished", "disrupted", "failed"
-ATTEMPT_SUFFIX_MAX = len("-00000-a999")
 WAIT_FOR_CHECKPOINT = "checkpoint"
 WAIT_FOR_COMPLETION = "completion"
 WAIT_FOR = (WAIT_FOR_CHECKPOINT, WAIT_FOR_COMPLETION)
@@ -119,13 +118,6 @@ def _trial_render(slices: SliceSpec, checkpointing: CheckpointingSpec, workload:
     from mtc_provider.core.jobset import build_jobset
 
     build_jobset(slices, checkpointing, workload, customization=CustomizationSpec.from_value(customization))
-
-
-def attempt_name(jobset_name: str, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
-    """`<jobset_name>-<5 hex of the run>-a<try>`, cut to the JobSet name limit (40)."""
-    digest = hashlib.sha256(f"{dag_id}/{run_id}/{task_id}".encode()).hexdigest()[:5]
-    suffix = f"-{digest}-a{try_number}"
-    return f"{jobset_name[: 40 - len(suffix)].rstrip('-')}{suffix}"
 
 
 class MtcJobSetOperator(BaseOperator):
@@ -239,6 +231,7 @@ class MtcJobSetOperator(BaseOperator):
 
     # --- inputs -------------------------------------------------------------------------------------
     def _specs(self) -> tuple[SliceSpec, CheckpointingSpec, WorkloadSpec, int]:
+        from mtc_provider.core.run_checks import check_run  # imported where it runs: DAG files stay light
         from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
 
         try:
@@ -255,6 +248,9 @@ class MtcJobSetOperator(BaseOperator):
             if self.wait_for not in WAIT_FOR:
                 raise SpecError("wait_for", self.wait_for, " or ".join(WAIT_FOR))
             target = self._target()
+            # The run description's cross-section checks (as `mtc plan` makes them): GKE's Multislice rule, and
+            # the names JobSet's webhook derives from the attempt names this operator submits.
+            check_run(target.kind, slices, workload=workload)
             if self.fault_plan and not backend_for(target).injects_faults:
                 raise SpecError("fault_plan", self.fault_plan,
                                 f"empty on the {target.kind} target (faults are injected on the local target)")

@@ -13,7 +13,7 @@ from airflow.sdk.exceptions import AirflowSensorTimeout
 from mtc_provider.core.errors import NotReady
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.gcp import GkeClusterLink
-from mtc_provider.operators.gcp import slices_dict
+from mtc_provider.operators.gcp import checked_run, slices_dict
 from mtc_provider.target import GOOGLE_PARAMETERS, Target, target_from_dict, with_google
 
 if TYPE_CHECKING:  # readiness checks and the trigger are imported where they run: DAG files stay light
@@ -25,7 +25,8 @@ class MtcClusterReadinessSensor(BaseSensorOperator):
 
     :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local.
     :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type): the node pools to look for.
-    :param sizing: {parameters, bytes_per_parameter, buffer}: checks the nodes' memory can hold the ramdisk.
+    :param sizing: {parameters, bytes_per_parameter, buffer, allow_any_buffer}: the ramdisk must fit the machine
+        type's memory (refused before any call, as `mtc plan` refuses it); None: the guide's defaults.
     :param checkpoint_configuration_name: also check this CheckpointConfiguration exists; None: skip the check.
     :param gcp_conn_id: the Google connection for every call (templated; default: the target's).
     :param impersonation_chain: service account(s) to impersonate for every call (templated; default: the target's).
@@ -86,6 +87,7 @@ class MtcClusterReadinessSensor(BaseSensorOperator):
         from mtc_provider.adapters.targets import backend_for
 
         target = self._target()
+        checked_run(target.kind, self.slices, self.sizing)  # the run description's checks, before any call
         console = backend_for(target, self.api_endpoint).console
         if console is not None:
             GkeClusterLink.persist(context, **dataclasses.asdict(console))

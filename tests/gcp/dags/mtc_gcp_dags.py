@@ -26,23 +26,28 @@ HOME = os.environ.get("MTC_TEST_LOCAL_HOME", "/tmp/mtc-test-local")
 START = datetime.datetime(2026, 1, 1)
 
 def gke_dag(container_url):
+    """The sample setup DAG's order (dags/mtc_cluster_setup.py): readiness first, then every change."""
+    from mtc_provider.core.readiness import setup_fixable
+
     target = GkeTarget(PROJECT, LOCATION, CLUSTER)
     common = {"target": target, "api_endpoint": container_url, "poll_interval": 0.05}
     with DAG("mtc_gcp_setup", schedule=None, start_date=START) as dag:
+        first = MtcClusterReadinessOperator(
+            task_id="readiness", slices=SLICES, retries=0,
+            fixed_by_later_tasks=setup_fixable({"enable_mtc": True, "create_node_pools": True}), **common)
         enable = MtcEnableCheckpointingOperator(task_id="enable", deferrable=True, **common)
         bucket = MtcCreateBucketOperator(task_id="bucket", bucket_name="ckpt", bucket_location="us-central1", **common)
         grant = MtcGrantBucketAccessOperator(task_id="grant", bucket_name="ckpt", workload_namespace="training",
                                              workload_service_account="trainer",
                                              resource_manager_endpoint=container_url, **common)
-        pools = MtcCreateTpuNodePoolsOperator(task_id="pools", slices=SLICES, node_locations=["us-central1-b"],
-                                              **common)
         config = MtcApplyCheckpointConfigurationOperator(task_id="config", name="mtc-config", bucket_name="ckpt",
                                                          slices=SLICES, sizing=SIZING, **common)
+        pools = MtcCreateTpuNodePoolsOperator(task_id="pools", slices=SLICES, node_locations=["us-central1-b"],
+                                              **common)
         ready = MtcClusterReadinessSensor(task_id="ready", target=target, slices=SLICES, api_endpoint=container_url,
                                           checkpoint_configuration_name="mtc-config", poke_interval=0.1, timeout=30)
-        enable >> pools >> bucket >> grant >> config >> ready
+        first >> enable >> bucket >> grant >> config >> pools >> ready
     return dag
-
 
 
 gke_setup = gke_dag(URL)

@@ -42,6 +42,8 @@ class FakeServer:
         self.lock = threading.RLock()
         self.faults: list[Fault] = []
         self.requests: list[tuple[str, str, str]] = []  # (method, path, token)
+        # Every request as sent: (method, path, query, JSON body or None); tests/gcp/test_conformance.py reads it.
+        self.exchanges: list[tuple[str, str, dict[str, list[str]], Any]] = []
         self.expired_tokens: set[str] = set()
         self.require_token = False
         self.issued = 0
@@ -115,6 +117,11 @@ class FakeServer:
         token = auth[7:] if auth.startswith("Bearer ") else ""
         with self.lock:
             self.requests.append((method, parts.path, token))
+            try:
+                sent = json.loads(raw) if raw else None
+            except ValueError:  # not JSON (a form-encoded token request): kept as text
+                sent = raw.decode(errors="replace")
+            self.exchanges.append((method, parts.path, parse_qs(parts.query, keep_blank_values=True), sent))
             status, body = self._dispatch(method, parts.path, parse_qs(parts.query), raw, token)
         data = json.dumps(body).encode()
         handler.send_response(status)
