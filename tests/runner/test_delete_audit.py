@@ -46,6 +46,19 @@ def test_every_jobset_delete_is_recorded_with_caller_and_reason(home, kubeconfig
     assert [r["time"] for r in records] == sorted(r["time"] for r in records)
 
 
+def test_the_run_lock_release_is_recorded_with_its_caller(home, kubeconfig, api):
+    from mtc_provider.adapters.run_lock import RunLock
+    from mtc_provider.core import labels as L
+
+    lock = RunLock(api, NS, "audited", L.run_labels("d", "r", "train", "audited"))
+    lock.acquire()
+    lock.release()
+    (record,) = wait_for(lambda: _audit(home))
+    assert record["path"] == f"/api/v1/namespaces/default/configmaps/{L.lock_name('audited')}"
+    assert (record["reason"], record["code"]) == ("lock-released", 200)
+    assert record["caller"].endswith(f"pid {os.getpid()}")
+
+
 def test_a_delete_without_reason_is_recorded_by_its_user_agent(home, kubeconfig, api, workload):
     api.create(NS, make_jobset("aud-k", workload, args=["steps=1000", "sleep=0.1"]))
     kubectl(kubeconfig, "delete", "jobset", "aud-k", "--wait=false")

@@ -23,6 +23,7 @@ from mtc_provider.adapters import retry
 from mtc_provider.adapters.protocols import ApiError, NotFound, WatchEvent
 from mtc_provider.core.vocabulary import (
     DELETE_CALLER_HEADER,
+    DELETE_LOCK_RELEASED,
     DELETE_REASON_HEADER,
     DELETE_UNSPECIFIED,
     JOBSET,
@@ -133,7 +134,8 @@ class KubernetesJobSetApi:
 
     def delete_lock(self, namespace: str, name: str) -> None:
         with contextlib.suppress(NotFound):
-            self._call("delete_namespaced_config_map", core=True, namespace=namespace, name=name)
+            self._call("delete_namespaced_config_map", core=True, namespace=namespace, name=name,
+                       _headers=delete_headers(DELETE_LOCK_RELEASED))
 
     @staticmethod
     def _plain(response: Any) -> dict[str, Any]:

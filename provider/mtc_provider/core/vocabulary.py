@@ -99,6 +99,7 @@ DELETE_ATTEMPT_FAILED = "attempt-failed"  # the operator ends an attempt: unstar
 DELETE_USER_KILL = "user-kill"  # a user marked the task failed or cleared it
 DELETE_TEARDOWN = "teardown"  # the run is over
 DELETE_UNSPECIFIED = "unspecified"
+DELETE_LOCK_RELEASED = "lock-released"  # the run lock (a ConfigMap), freed when the run ended for good
 DELETE_REASONS: tuple[str, ...] = (DELETE_ATTEMPT_ENDED, DELETE_ATTEMPT_FAILED, DELETE_USER_KILL, DELETE_TEARDOWN,
                                    DELETE_UNSPECIFIED)
 
