@@ -128,9 +128,11 @@ def test_stall_history_survives_deletion_and_hangs_at_one_step_hit_the_crash_loo
 
 
 # --- 3. image_pull / unschedulable -------------------------------------------------------------------
-@pytest.mark.parametrize("reason", ["ErrImagePull", "ImagePullBackOff", "InvalidImageName",
-                                    "CreateContainerConfigError"])
-def test_image_pull_and_config_errors_fail_at_once_with_the_pods_message(cluster, tmp_path, reason):
+# What cannot heal fails at once; pull errors the kubelet retries with back-off fail after image_pull_timeout
+# (kubernetes.io/docs/concepts/containers/images/#imagepullbackoff), both with the pod's own message.
+@pytest.mark.parametrize("reason, image_pull_timeout", [
+    ("ErrImagePull", 0.3), ("ImagePullBackOff", 0.3), ("InvalidImageName", 3600), ("CreateContainerConfigError", 3600)])
+def test_image_pull_and_config_errors_fail_with_the_pods_message(cluster, tmp_path, reason, image_pull_timeout):
     def pods_cannot_start(obj):
         cluster.set_pods("default", obj["metadata"]["name"], [pod_waiting(obj["metadata"]["name"], reason, index=i)
                                                               for i in range(2)])
@@ -138,9 +140,11 @@ def test_image_pull_and_config_errors_fail_at_once_with_the_pods_message(cluster
 
     cluster.plan([pods_cannot_start] + [_slow(_active_not_ready(), 0.01)] * 100)
     with pytest.raises(AirflowFailException) as failed:
-        run_try(launch(str(tmp_path), stall_timeout=0.5, poll_interval=0.01), FakeTI())
+        run_try(launch(str(tmp_path), stall_timeout=5, poll_interval=0.01, image_pull_timeout=image_pull_timeout),
+                FakeTI())
     message = pod_waiting("x", reason)["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
     assert reason in str(failed.value) and message.replace("x", "") in str(failed.value).replace("x", "")
+    assert ("image_pull_timeout" in str(failed.value)) == (image_pull_timeout < 1)
     assert cluster.deleted == cluster.created and cluster.locks == {}
 
 

@@ -195,4 +195,5 @@ async def test_async_list_pods_reads_the_waiting_reason(apiserver, fast_retries)
     apiserver.pods = [pod_waiting("train-a1", "ImagePullBackOff", index=0)]
     pods = await async_api(apiserver).list_pods("ml", "train-a1")
     state = evaluate_pods(pods)
-    assert state.total == 1 and "ImagePullBackOff" in state.permanent_error
+    # The kubelet retries pulls with back-off: a healing error, not a permanent one.
+    assert state.total == 1 and "ImagePullBackOff" in state.healing_error and not state.permanent_error

@@ -79,19 +79,19 @@ def home(tmp_path):
     stop(tmp_path / "home")
 
 
-def test_image_pull_fails_the_try_at_once_then_the_terminating_jobset_is_waited_for(tmp_path, home):
-    """Try 1: slice 0 cannot pull its image (no `seconds`: never) -> the try fails at once with the pod's own
-    ErrImagePull message and the JobSet is deleted (foreground); slice 1's pods ignore SIGTERM, so the JobSet stays
-    terminating for their 3 s grace period. Try 2 waits for it to go, then submits; the fault fired once per run."""
+def test_image_pull_fails_after_image_pull_timeout_then_the_terminating_jobset_is_waited_for(tmp_path, home):
+    """Try 1: slice 0 cannot pull its image (no `seconds`: never) -> after image_pull_timeout the try fails with the
+    pod's own ErrImagePull message and the JobSet is deleted (foreground); slice 1's pods ignore SIGTERM, so the JobSet
+    stays terminating for their 3 s grace period. Try 2 waits for it to go, then submits; the fault fired once."""
     plan = [{"kind": "image_pull", "slice": 0}]
     started = time.monotonic()
     with pytest.raises(AirflowFailException) as failed:
-        _operator(tmp_path, plan, pause=5, grace=3).execute({"ti": TI(1)})
+        _operator(tmp_path, plan, pause=5, grace=3, image_pull_timeout=1).execute({"ti": TI(1)})
     first = time.monotonic() - started
     message = str(failed.value)
-    assert "can never start" in message and "ErrImagePull" in message, message
+    assert "image_pull_timeout 1s" in message and "ErrImagePull" in message, message
     assert 'failed to pull and unpack image "us-docker.pkg.dev/p/r/maxtext:missing"' in message
-    assert first < 30, first  # at once: not after a stall or startup timeout
+    assert first < 30, first  # bounded by image_pull_timeout: not after a stall or startup timeout
 
     second = _operator(tmp_path, plan, pause=0.3, grace=3)
     log = TaskLog(second)

@@ -49,8 +49,11 @@ class GkeCluster:
             )
 
             config = CheckpointConfigurationApi(self._client_factory(cluster)).get(checkpoint_configuration_name)
+        from mtc_provider.adapters.access_review import rbac_checks
+
         return evaluate_cluster(cluster, SliceSpec(**slices), self.target.project_id, self.target.location, config,
-                                checkpoint_configuration_name)
+                                checkpoint_configuration_name) + rbac_checks(self._client_factory(cluster),
+                                                                             self.target.namespace)
 
 
 @dataclass

@@ -63,6 +63,21 @@ def _kind(connection: Mapping[str, Any]) -> str:
     return kind
 
 
+def describe_connection(connection: Mapping[str, Any]) -> str:
+    """How a 403 names the connection, beside the identity the API server names (no secrets: ids and names only)."""
+    kind = connection.get("kind")
+    if kind == "kubernetes":
+        return f"kubernetes connection {connection.get('kubernetes_conn_id')}"
+    if kind == "local":
+        return f"local cluster of {connection.get('home')}"
+    if kind == "gke":
+        chain = connection.get("impersonation_chain")
+        return (f"GKE cluster {connection.get('project_id')}/{connection.get('location')}/"
+                f"{connection.get('cluster_name')} via {connection.get('gcp_conn_id')}"
+                + (f" impersonating {chain}" if chain else ""))
+    return f"connection kind {kind}"
+
+
 def jobset_api(connection: Mapping[str, Any]) -> JobSetApi:
     """The sync api (operators, the delete operator, the sensor's first look)."""
     kind = _kind(connection)
@@ -73,19 +88,20 @@ def jobset_api(connection: Mapping[str, Any]) -> JobSetApi:
     if kind == "local":  # the same adapter; only how the client is made differs
         from mtc_provider.adapters.local_cluster import client_factory
 
-        return KubernetesJobSetApi(client_factory(connection["home"]))
+        return KubernetesJobSetApi(client_factory(connection["home"]), where=describe_connection(connection))
     if kind == "kubernetes":
         from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 
         hook = KubernetesHook(conn_id=connection["kubernetes_conn_id"])
-        return KubernetesJobSetApi(hook.get_conn)
+        return KubernetesJobSetApi(hook.get_conn, where=describe_connection(connection))
     from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesHook
 
     hook = GKEKubernetesHook(cluster_url=connection["cluster_url"], ssl_ca_cert=connection["ssl_ca_cert"],
                              gcp_conn_id=connection["gcp_conn_id"],
                              impersonation_chain=connection.get("impersonation_chain"),
                              use_dns_endpoint=bool(connection.get("use_dns_endpoint")))
-    return KubernetesJobSetApi(hook.get_conn)  # get_conn builds a client with a fresh token each call
+    # get_conn builds a client with a fresh token each call
+    return KubernetesJobSetApi(hook.get_conn, where=describe_connection(connection))
 
 
 def async_jobset_api(connection: Mapping[str, Any], poll_interval: float = 30.0) -> AsyncJobSetApi:
@@ -98,16 +114,18 @@ def async_jobset_api(connection: Mapping[str, Any], poll_interval: float = 30.0)
     if kind == "local":
         from mtc_provider.adapters.local_cluster import async_client_factory
 
-        return AsyncKubernetesJobSetApi(async_client_factory(connection["home"]), poll_interval=poll_interval)
+        return AsyncKubernetesJobSetApi(async_client_factory(connection["home"]), poll_interval=poll_interval,
+                                        where=describe_connection(connection))
     if kind == "kubernetes":
         from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
 
         hook = AsyncKubernetesHook(conn_id=connection["kubernetes_conn_id"])
-        return AsyncKubernetesJobSetApi(hook.get_conn, poll_interval=poll_interval)
+        return AsyncKubernetesJobSetApi(hook.get_conn, poll_interval=poll_interval,
+                                        where=describe_connection(connection))
     from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
 
     hook = GKEKubernetesAsyncHook(cluster_url=connection["cluster_url"], ssl_ca_cert=connection["ssl_ca_cert"],
                                   gcp_conn_id=connection["gcp_conn_id"],
                                   impersonation_chain=connection.get("impersonation_chain"),
                                   use_dns_endpoint=bool(connection.get("use_dns_endpoint")))
-    return AsyncKubernetesJobSetApi(hook.get_conn, poll_interval=poll_interval)
+    return AsyncKubernetesJobSetApi(hook.get_conn, poll_interval=poll_interval, where=describe_connection(connection))

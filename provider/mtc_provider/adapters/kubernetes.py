@@ -14,10 +14,12 @@ import contextlib
 import json
 import logging
 import os
+import re
 import socket
 from typing import Any, AsyncContextManager, AsyncIterator, Callable
 
 import tenacity
+from airflow.sdk.exceptions import AirflowFailException
 
 from mtc_provider.adapters import retry
 from mtc_provider.adapters.protocols import ApiError, NotFound, WatchEvent
@@ -55,6 +57,53 @@ def delete_headers(reason: str) -> dict[str, str]:
     return {DELETE_REASON_HEADER: reason, DELETE_CALLER_HEADER: f"{host} pid {os.getpid()}"}
 
 
+# The API server's own sentence names the identity: `<resource> "<name>" is forbidden: User "system:serviceaccount:
+# ns:sa" cannot get resource "configmaps" in API group "" in the namespace "ml"` (k8s.io/apiserver
+# pkg/endpoints/handlers/responsewriters/errors.go, ForbiddenStatusError).
+_USER_RE = re.compile(r'User "(?P<user>[^"]*)" cannot')
+# The verb each client method asks the API server for (kubernetes.io "Authorization": request verbs).
+_VERBS = (("create_", "create"), ("read_", "get"), ("get_", "get"), ("list_", "list"), ("watch_", "watch"),
+          ("replace_", "update"), ("patch_", "patch"), ("delete_", "delete"))
+
+
+class Forbidden(retry.PermissionDenied, AirflowFailException):
+    """403 from the Kubernetes API: the identity may not do this. Never retried, and an AirflowFailException, so
+    the task fails at once for good wherever it surfaces (operator, trigger event, hook in a @task).
+
+    The message names the verb, the resource, the namespace, the identity (the API server's `User "..."`) and what
+    the provider knows of the connection (`where`).
+    """
+
+    def __init__(self, server_message: str, verb: str, resource: str, namespace: str, where: str = "") -> None:
+        self.verb, self.resource, self.namespace, self.where = verb, resource, namespace, where
+        found = _USER_RE.search(server_message or "")
+        self.user = found.group("user") if found else ""
+        self.server_message = server_message
+        who = f'identity "{self.user}"' if self.user else "this identity"
+        via = f" ({where})" if where else ""
+        self.permission = ""
+        ApiError.__init__(self, 403, f"{who}{via} may not {verb} {resource} in namespace {namespace or '-'}. "
+                                     f"The API server said: {server_message}", "Forbidden")
+
+    @property
+    def rbac(self) -> bool:
+        """RBAC refused the request (an admission webhook's 403 names no user: the spec itself was refused)."""
+        return bool(self.user)
+
+
+def forbidden(exc: BaseException, method: str, namespace: str | None, where: str = "") -> BaseException:
+    """A mapped error, made a Forbidden naming verb, resource and namespace when it is a 403."""
+    if isinstance(exc, Forbidden) or not isinstance(exc, retry.PermissionDenied):
+        return exc
+    verb = next((v for prefix, v in _VERBS if method.startswith(prefix)), method)
+    if "custom_object" in method:
+        resource = f"{PLURAL}.{GROUP}"
+    else:  # core/v1: list_namespaced_pod -> pods, read_namespaced_config_map -> configmaps
+        resource = method.rsplit("namespaced_", 1)[-1].replace("_", "") + "s"
+    message = str(exc).split(": ", 1)[-1]
+    return Forbidden(message, verb, resource, namespace or "", where)
+
+
 def _retrying_types() -> tuple[type[BaseException], ...]:
     # A 401 means the token expired between minting and use: the next attempt opens a fresh client.
     return (retry.Retryable, retry.Unauthorized)
@@ -74,8 +123,9 @@ def _async_retrying() -> tenacity.AsyncRetrying:
 class KubernetesJobSetApi:
     """Sync JobSetApi. `client_factory()` returns a kubernetes.client.ApiClient (e.g. GKEKubernetesHook.get_conn)."""
 
-    def __init__(self, client_factory: Callable[[], Any]) -> None:
+    def __init__(self, client_factory: Callable[[], Any], where: str = "") -> None:
         self.client_factory = client_factory
+        self.where = where  # the connection, as a 403 names it ("connection kubernetes_default", ...)
 
     def _call(self, method: str, core: bool = False, **kwargs: Any) -> Any:
         from kubernetes import client as k8s
@@ -88,7 +138,7 @@ class KubernetesJobSetApi:
                 api = k8s.CustomObjectsApi(api_client)
                 return getattr(api, method)(group=GROUP, version=VERSION, plural=PLURAL, **kwargs)
             except Exception as exc:
-                mapped = to_api_error(exc)
+                mapped = forbidden(to_api_error(exc), method, kwargs.get("namespace"), self.where)
                 if mapped is exc:
                     raise
                 raise mapped from exc
@@ -147,8 +197,9 @@ class AsyncKubernetesJobSetApi:
     kubernetes_asyncio ApiClient with a fresh token (e.g. GKEKubernetesAsyncHook.get_conn)."""
 
     def __init__(self, client_factory: Callable[[], AsyncContextManager[Any]], *, poll_interval: float = 30.0,
-                 watch_timeout: int = 300) -> None:
+                 watch_timeout: int = 300, where: str = "") -> None:
         self.client_factory = client_factory
+        self.where = where  # the connection, as a 403 names it
         self.poll_interval = poll_interval
         self.watch_timeout = watch_timeout
         self.polling = False  # set when watching kept failing and polling took over
@@ -162,7 +213,7 @@ class AsyncKubernetesJobSetApi:
                     api = k8s.CustomObjectsApi(api_client)
                     return await getattr(api, method)(group=GROUP, version=VERSION, plural=PLURAL, **kwargs)
             except Exception as exc:
-                mapped = to_api_error(exc)
+                mapped = forbidden(to_api_error(exc), method, kwargs.get("namespace"), self.where)
                 if mapped is exc:
                     raise
                 raise mapped from exc
@@ -190,7 +241,7 @@ class AsyncKubernetesJobSetApi:
                         pods = await api.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={jobset_name}")
                         return [api_client.sanitize_for_serialization(p) for p in pods.items]
                 except Exception as exc:
-                    mapped = to_api_error(exc)
+                    mapped = forbidden(to_api_error(exc), "list_namespaced_pod", namespace, self.where)
                     if mapped is exc:
                         raise
                     raise mapped from exc
@@ -211,7 +262,7 @@ class AsyncKubernetesJobSetApi:
                     async for event in stream:
                         yield WatchEvent(event["type"], event["raw_object"])
         except Exception as exc:
-            mapped = to_api_error(exc)
+            mapped = forbidden(to_api_error(exc), "watch_namespaced_custom_object", namespace, self.where)
             if mapped is exc:
                 raise
             raise mapped from exc

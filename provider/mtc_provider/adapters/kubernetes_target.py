@@ -69,7 +69,10 @@ class KubernetesCluster:
         config = None
         if checkpoint_configuration_name and served[CHECKPOINT_CONFIGURATION.served_key]:
             config = CheckpointConfigurationApi(factory).get(checkpoint_configuration_name)
-        return evaluate_kubernetes(served, config, checkpoint_configuration_name)
+        from mtc_provider.adapters.access_review import rbac_checks
+
+        return evaluate_kubernetes(served, config, checkpoint_configuration_name) + rbac_checks(
+            factory, self.target.namespace)
 
 
 @dataclass

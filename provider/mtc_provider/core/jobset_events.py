@@ -17,13 +17,14 @@ ERROR = "error"
 UNSTARTABLE = "unstartable"  # a pod can never start (bad image, bad config): no retry helps
 STARTUP_TIMEOUT = "startup-timeout"  # pods waited for capacity longer than startup_timeout
 LISTING_FAILED = "listing-failed"  # the checkpoint listing kept failing for listing_timeout
+FORBIDDEN = "forbidden"  # the triggerer's identity may not read what the watch needs (HTTP 403): no retry helps
 
 
 @dataclass(frozen=True)
 class JobSetEvent:
     """What the trigger hands back to the operator or sensor."""
 
-    kind: str  # ended | deleted | stalled | error | unstartable | startup-timeout | listing-failed
+    kind: str  # ended | deleted | stalled | error | unstartable | startup-timeout | listing-failed | forbidden
     namespace: str
     name: str
     state: JobSetState | None = None

@@ -282,6 +282,47 @@ def evaluate_kubernetes(served: Mapping[str, bool], checkpoint_configuration: Ma
     return checks
 
 
+# --- RBAC in the JobSet's namespace ----------------------------------------------------------------------
+# What the launch operator's identity (worker) and the trigger's (triggerer) do in the JobSet's namespace: one
+# table for the readiness check and the Role in docs/deployment.md. (API group, resource, verbs, what for.)
+RBAC_NEEDS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    (JOBSET.group, JOBSET.plural, ("create", "get", "list", "watch", "delete"),
+     "submit, find, reattach, watch and delete attempts"),
+    ("", "pods", ("get", "list"), "start-up supervision (image pulls, capacity) and failed-pod log tails"),
+    ("", "pods/log", ("get",), "the failed pods' log tails"),
+    ("", "configmaps", ("create", "get", "update", "delete"), "the run lock (one ConfigMap per run name)"),
+)
+
+
+def rbac_key(verb: str, group: str, resource: str) -> str:
+    """`get configmaps`, `create jobsets.jobset.x-k8s.io`: one permission, as `kubectl auth can-i` spells it."""
+    return f"{verb} {resource}.{group}" if group else f"{verb} {resource}"
+
+
+def rbac_permissions() -> list[tuple[str, str, str]]:
+    """Every (verb, group, resource) of RBAC_NEEDS, one SelfSubjectAccessReview each."""
+    return [(verb, group, resource) for group, resource, verbs, _ in RBAC_NEEDS for verb in verbs]
+
+
+def evaluate_rbac(allowed: Mapping[str, bool], namespace: str) -> list[Check]:
+    """One check per resource of RBAC_NEEDS from SelfSubjectAccessReview answers (`rbac_key` -> allowed)."""
+    checks = []
+    for group, resource, verbs, why in RBAC_NEEDS:
+        denied = [verb for verb in verbs if not allowed.get(rbac_key(verb, group, resource), False)]
+        qualified = f"{resource}.{group}" if group else resource
+        plural, _, sub = resource.partition("/")
+        role = f"mtc-{resource.replace('/', '-')}"
+        target = f"{plural}.{group}" if group else plural
+        rule = f"--verb={','.join(verbs)} --resource={target}{'/' + sub if sub else ''}"
+        checks.append(Check(
+            f"rbac_{resource.replace('/', '_')}", not denied,
+            f"denied: {', '.join(denied)}" if denied else "allowed",
+            f"{', '.join(verbs)} {qualified} in namespace {namespace} ({why})",
+            f"kubectl create role {role} -n {namespace} {rule} && kubectl create rolebinding {role} -n {namespace} "
+            f"--role={role} --user=<the connection's identity> (or apply the Role of docs/deployment.md)"))
+    return checks
+
+
 def enable_steps(cluster: Mapping[str, Any], project_id: str) -> list[str]:
     """What is left to enable MTC, in the guide's order: "workload_pool" first, then "addons"."""
     steps = []

@@ -17,6 +17,7 @@ from mtc_provider.core.vocabulary import (
     CONDITION_FAILED as FAILED_CONDITION,
     CONDITION_SUSPENDED as SUSPENDED,
     POD_REASON_UNSCHEDULABLE as UNSCHEDULABLE,
+    RESTART_ATTEMPT_LABEL,  # JobSet's label on every pod of one (re)start
     REASON_ALL_JOBS_COMPLETED,
     REASON_FAIL_JOBSET_ACTION as FAIL_JOBSET_ACTION,
     REASON_FAILED_JOBS as FAILED_JOBS,
@@ -150,21 +151,44 @@ def evaluate_jobset(obj: Mapping[str, Any]) -> JobSetState:
 
 
 # --- pods -------------------------------------------------------------------------------------------------
-# Waiting reasons of a container that will never start by itself: the pod stays Pending for ever, its Job and
-# JobSet never fail (kubernetes.io "Pod Lifecycle": container states; "Images": ImagePullBackOff).
-PERMANENT_WAITING_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName",
-                                       "CreateContainerConfigError", "ErrImageNeverPull", "CreateContainerError"})
+# A container's waiting reason (kubernetes.io "Pod Lifecycle": container states) says whether it can start by itself.
+# Kubernetes keeps retrying image pulls with back-off (kubernetes.io "Images": ImagePullBackOff), and the kubelet
+# retries container creation on every pod sync, so these may heal (a registry outage, a replacement node still
+# pulling a large image, a runtime hiccup): waited for, bounded by the trigger's image_pull_timeout.
+HEALING_WAITING_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "CreateContainerError",
+                                     "CreateContainerConfigError"})
+# What cannot heal by itself: a malformed image reference (kubelet pkg/kubelet/images: ErrInvalidImageName)...
+PERMANENT_WAITING_REASONS = frozenset({"InvalidImageName"})
+# ...and a Secret or ConfigMap (or one of its keys) named in the pod spec that does not exist. The kubelet reports
+# CreateContainerConfigError with the error text as the message (kubernetes/kubernetes
+# pkg/kubelet/kuberuntime/kuberuntime_container.go: startContainer returns `s.Message(), ErrCreateContainerConfig`);
+# its secret and configmap managers answer apierrors.NewNotFound(corev1.Resource("secret"|"configmap"), name)
+# (pkg/kubelet/secret/secret_manager.go, pkg/kubelet/configmap/configmap_manager.go), i.e. `secret "x" not found`,
+# and makeEnvironmentVariables (pkg/kubelet/kubelet_pods.go) `couldn't find key K in Secret ns/x`.
+MISSING_REFERENCE_RE = re.compile(
+    r'\b(secret|configmap) "[^"]+" not found|couldn\'t find key \S+ in (Secret|ConfigMap) ', re.IGNORECASE)
+
+
+def never_heals(reason: str, message: str) -> bool:
+    """A waiting reason (and the kubelet's message) that no retry of the kubelet can fix."""
+    if reason in PERMANENT_WAITING_REASONS:
+        return True
+    return reason == "CreateContainerConfigError" and bool(MISSING_REFERENCE_RE.search(message or ""))
 
 
 @dataclass(frozen=True)
 class PodsState:
-    """What the attempt's pods say about starting: how many are scheduled, and why the others are not."""
+    """What the pods of the JobSet's current (re)start say about starting: how many are scheduled and running,
+    and what the others wait for."""
 
     total: int
     scheduled: int
     running: int
-    permanent_error: str = ""  # "<pod>: <reason>: <message>" of a pod that can never start
+    permanent_error: str = ""  # "pod <p> container <c>: <reason>: <message>" of a pod that can never start
     unschedulable_message: str = ""  # the scheduler's message (PodScheduled=False, reason Unschedulable)
+    healing_error: str = ""  # the first pull / create error the kubelet keeps retrying (same shape)
+    waiting: str = ""  # what the first pod that is not running waits for (a reason, terminating, its phase)
+    restart_attempt: int | None = None  # the JobSet restart these pods belong to (their restart-attempt label)
 
     @property
     def all_started(self) -> bool:
@@ -174,17 +198,45 @@ class PodsState:
         return (f"waiting for capacity: {self.scheduled} of {self.total} pods scheduled: "
                 f"{self.unschedulable_message or 'no scheduler message yet'}")
 
+    def waiting_line(self) -> str:
+        """What is really waiting: capacity while pods are unscheduled, else the pods' own state."""
+        if self.total == 0:
+            return "no pods yet (the JobSet's Jobs have not created them)"
+        if self.scheduled < self.total:
+            return self.capacity_line()
+        return (f"{self.scheduled} of {self.total} pods scheduled, {self.running} running; "
+                f"waiting for {self.healing_error or self.waiting or 'the pods to start'}")
+
+
+def _attempt(pod: Mapping[str, Any]) -> int | None:
+    value = ((pod.get("metadata") or {}).get("labels") or {}).get(RESTART_ATTEMPT_LABEL)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
 
 def evaluate_pods(pods: list[Mapping[str, Any]]) -> PodsState:
-    """Read a JobSet's pods (plain dicts, `kubectl get pods -o json` items): permanent errors and scheduling."""
+    """Read a JobSet's pods (plain dicts, `kubectl get pods -o json` items): permanent and healing errors, scheduling.
+
+    Only the pods of the newest restart attempt count: after an in-cluster restart the previous pods may still be
+    terminating. A terminating pod is not running, whatever its phase.
+    """
+    attempts = [a for a in (_attempt(p) for p in pods) if a is not None]
+    newest = max(attempts) if attempts else None
+    current = [p for p in pods if newest is None or _attempt(p) in (None, newest)]
     scheduled = running = 0
-    permanent = unschedulable = ""
-    for pod in pods:
-        name = (pod.get("metadata") or {}).get("name", "")
+    permanent = unschedulable = healing = waiting = ""
+    for pod in current:
+        metadata = pod.get("metadata") or {}
+        name = metadata.get("name", "")
         status = pod.get("status") or {}
         phase = status.get("phase", "Pending")
-        if phase in ("Running", "Succeeded"):
+        terminating = bool(metadata.get("deletionTimestamp"))
+        if phase in ("Running", "Succeeded") and not terminating:
             running += 1
+        elif not waiting:
+            waiting = f"pod {name} terminating" if terminating else f"pod {name} {phase}"
         conditions = {c.get("type"): c for c in status.get("conditions") or []}
         sched = conditions.get("PodScheduled")
         if sched and str(sched.get("status")).lower() == "true" or phase in ("Running", "Succeeded", "Failed"):
@@ -192,8 +244,15 @@ def evaluate_pods(pods: list[Mapping[str, Any]]) -> PodsState:
         elif sched and sched.get("reason") == UNSCHEDULABLE and not unschedulable:
             unschedulable = sched.get("message", "")
         for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
-            waiting = (container.get("state") or {}).get("waiting") or {}
-            if waiting.get("reason") in PERMANENT_WAITING_REASONS and not permanent:
-                permanent = f"pod {name} container {container.get('name', '')}: {waiting['reason']}: " \
-                            f"{waiting.get('message', '')}".rstrip(": ")
-    return PodsState(len(pods), scheduled, running, permanent, unschedulable)
+            state = (container.get("state") or {}).get("waiting") or {}
+            reason, message = state.get("reason", ""), state.get("message", "")
+            if not reason:
+                continue
+            line = f"pod {name} container {container.get('name', '')}: {reason}: {message}".rstrip(": ")
+            if never_heals(reason, message):
+                permanent = permanent or line
+            elif reason in HEALING_WAITING_REASONS:
+                healing = healing or line
+            if waiting == f"pod {name} {phase}":
+                waiting = line
+    return PodsState(len(current), scheduled, running, permanent, unschedulable, healing, waiting, newest)

@@ -40,6 +40,9 @@ def _as(kind: type, value: Any) -> Any:
 class MtcJobSetHook(BaseHook):
     """Submit, find, read and delete the provider's training JobSets, and read a run's newest checkpoint step.
 
+    A 403 from the cluster raises `mtc_provider.adapters.kubernetes.Forbidden` (an AirflowFailException: a @task
+    fails at once instead of spending its retries), naming the verb, the resource, the namespace and the identity.
+
     :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local.
     :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials.
     :param kubeconfig: a kubeconfig file to use instead (what `mtc status --kubeconfig` passes).
@@ -79,8 +82,11 @@ class MtcJobSetHook(BaseHook):
 
             # A client per request, read from the file each time: exec plugins (gke-gcloud-auth-plugin) mint
             # a fresh token, as the GKE hooks do.
+            # A 403 names the kubeconfig and context beside the identity the API server names.
             return KubernetesJobSetApi(lambda: config.new_client_from_config(config_file=self.kubeconfig,
-                                                                             context=self.context))
+                                                                             context=self.context),
+                                       where=f"kubeconfig {self.kubeconfig}" + (f" context {self.context}"
+                                                                                 if self.context else ""))
         return jobset_factory.jobset_api(jobset_factory.connection_for(self.target, self.kubernetes_conn_id))
 
     def get_conn(self) -> JobSetApi:

@@ -33,6 +33,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from mtc_provider.adapters import jobset_factory
 from mtc_provider.adapters.pod_logs import log_failed_pod_tails
+from mtc_provider.adapters.kubernetes import Forbidden
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore, NotFound
 from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, LockHeld, RunLock, lock_api
 from mtc_provider.adapters.targets import backend_for
@@ -63,6 +64,7 @@ from mtc_provider.core.jobset_events import (
     DELETED,
     ENDED,
     ERROR,
+    FORBIDDEN,
     LISTING_FAILED,
     STALLED,
     STARTUP_TIMEOUT,
@@ -92,6 +94,19 @@ WAIT_FOR = (WAIT_FOR_CHECKPOINT, WAIT_FOR_COMPLETION)
 
 class JobSetAttemptFailed(AirflowException):
     """This attempt ended without reaching the target step, for a retryable reason: Airflow retries resubmit."""
+
+
+class JobSetForbidden(AirflowFailException):
+    """A 403 from the cluster: no retry grants a permission, so the try fails for good at once. Nothing is deleted
+    and the run lock is kept (a JobSet may be training): grant the permission, then clear the task to reattach."""
+
+
+LEFT_AS_IS = ("nothing was deleted for it and the run lock is kept; once the permission is granted "
+              "(docs/deployment.md, RBAC), clear this task: it reattaches to a live JobSet")
+
+
+def _forbidden(message: str) -> JobSetForbidden:
+    return JobSetForbidden(f"{message}; {LEFT_AS_IS}")
 
 
 def _spec(kind: type, section: str, value: Any) -> Any:
@@ -137,8 +152,13 @@ class MtcJobSetOperator(BaseOperator):
     :param poll_interval: seconds between polls when the watch cannot be used, and between stall checks.
     :param stall_timeout: seconds without a new finalized checkpoint (while the JobSet runs, measured on
         successful listings only) before the attempt counts as stalled: it is deleted and resubmitted.
-    :param startup_timeout: seconds the pods may wait for capacity (Unschedulable) before the run fails; None:
-        wait for ever, logging "waiting for capacity" every `capacity_log_interval` seconds.
+    :param startup_timeout: seconds each start of the pods (the first, and each in-cluster restart) may take until
+        every pod runs before the run fails; None: wait for ever, logging "waiting for capacity" every
+        `capacity_log_interval` seconds.
+    :param image_pull_timeout: seconds a start of the pods may keep failing to pull its image or create its
+        container (ErrImagePull, ImagePullBackOff, CreateContainerError: Kubernetes retries these with back-off)
+        before the run fails with the pod's message (templated; default 900: a replacement node pulling a large
+        image). What cannot heal (InvalidImageName, a missing Secret or ConfigMap) fails at once. None: no bound.
     :param capacity_log_interval: seconds between "waiting for capacity: k of n pods scheduled" lines.
     :param listing_timeout: seconds the checkpoint listing may keep failing (403, 429, 503, timeouts) before the
         try fails with the bucket and the HTTP status; training is not touched meanwhile.
@@ -165,7 +185,7 @@ class MtcJobSetOperator(BaseOperator):
     template_fields: Sequence[str] = (
         "slices", "checkpointing", "workload", "target", "target_step", "fault_plan", "stall_timeout",
         "gcp_conn_id", "impersonation_chain", "project_id", "startup_timeout", "poll_interval", "customization",
-        "progress_interval",
+        "progress_interval", "image_pull_timeout",
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
@@ -187,6 +207,7 @@ class MtcJobSetOperator(BaseOperator):
         poll_interval: float = 30.0,
         stall_timeout: float | None = None,
         startup_timeout: float | None = None,
+        image_pull_timeout: float | None = 900.0,
         capacity_log_interval: float = 300.0,
         listing_timeout: float = 1800.0,
         progress_interval: float | None = 300.0,
@@ -217,6 +238,7 @@ class MtcJobSetOperator(BaseOperator):
         self.poll_interval = poll_interval
         self.stall_timeout = stall_timeout
         self.startup_timeout = startup_timeout
+        self.image_pull_timeout = image_pull_timeout
         self.capacity_log_interval = capacity_log_interval
         self.listing_timeout = listing_timeout
         self.progress_interval = progress_interval
@@ -254,7 +276,7 @@ class MtcJobSetOperator(BaseOperator):
             if self.fault_plan and not backend_for(target).injects_faults:
                 raise SpecError("fault_plan", self.fault_plan,
                                 f"empty on the {target.kind} target (faults are injected on the local target)")
-            for field in ("stall_timeout", "startup_timeout"):
+            for field in ("stall_timeout", "startup_timeout", "image_pull_timeout"):
                 value = getattr(self, field)
                 if value not in (None, "") and float(value) <= 0:
                     raise SpecError(field, value, "a positive number of seconds, or None")
@@ -318,6 +340,8 @@ class MtcJobSetOperator(BaseOperator):
         lock = RunLock(lock_api(connection, api), namespace, checkpointing.run_name, run_labels)
         try:
             lock_data = lock.acquire()
+        except Forbidden as exc:
+            raise _forbidden(str(exc)) from exc
         except LockHeld as exc:
             raise AirflowFailException(
                 f"run_name {checkpointing.run_name!r} is held by DAG {exc.holder.get(L.DAG_ID)}, run "
@@ -328,6 +352,10 @@ class MtcJobSetOperator(BaseOperator):
         try:
             return self._run_try(context, ti, api, connection, store, lock, lock_data, slices, checkpointing,
                                  workload, target_step, run_labels)
+        except JobSetForbidden:
+            raise  # never release (delete) anything on a 403
+        except Forbidden as exc:
+            raise _forbidden(str(exc)) from exc
         except AirflowFailException:
             lock.release()  # refused or failed for good: the run name is free again
             raise
@@ -387,6 +415,7 @@ class MtcJobSetOperator(BaseOperator):
             poll_interval=self.poll_interval, checkpoint_dir=None if self._completion else checkpoint_dir,
             stall_timeout=stall_timeout, gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain,
             startup_timeout=None if self.startup_timeout in (None, "") else float(self.startup_timeout),
+            image_pull_timeout=None if self.image_pull_timeout in (None, "") else float(self.image_pull_timeout),
             capacity_log_interval=float(self.capacity_log_interval), listing_timeout=float(self.listing_timeout),
             progress_interval=None if self.progress_interval in (None, "") else float(self.progress_interval),
             # Echoed back in the event: the attempt's bookkeeping survives the deferral.
@@ -471,6 +500,8 @@ class MtcJobSetOperator(BaseOperator):
             self.log.info("JobSet %s already exists for this try: reattaching", name)
             return existing
         except ApiError as exc:
+            if isinstance(exc, Forbidden) and exc.rbac:
+                raise  # RBAC, not the spec: execute fails the try without releasing anything
             decision = decide_rejected(exc.status, str(exc))
             if decision.kind == FAIL:
                 raise AirflowFailException(decision.reason) from exc
@@ -487,7 +518,18 @@ class MtcJobSetOperator(BaseOperator):
                        L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        try:
+            return self._complete(context, event)
+        except JobSetForbidden:
+            raise
+        except Forbidden as exc:  # a 403 while closing the attempt: fail for good, delete nothing more
+            raise _forbidden(str(exc)) from exc
+
+    def _complete(self, context: Any, event: dict[str, Any]) -> Any:
         ev = JobSetEvent.from_payload(event)
+        if ev.kind == FORBIDDEN or (ev.kind == ERROR and "HTTP 403" in ev.message):
+            # The triggerer's identity may not watch the JobSet or read its pods: the JobSet is left as it is.
+            raise _forbidden(f"JobSet {ev.namespace}/{ev.name}: {ev.message}")
         extra = ev.extra
         if ev.progress:  # the trigger's latest progress figures, for dashboards and downstream tasks
             context["ti"].xcom_push(key=PROGRESS_XCOM_KEY, value=ev.progress)

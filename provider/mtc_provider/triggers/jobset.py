@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from typing import Any, AsyncIterator
 
@@ -24,6 +25,7 @@ from mtc_provider.core.jobset_events import (  # noqa: F401  (re-exported: the t
     DELETED,
     ENDED,
     ERROR,
+    FORBIDDEN,
     LISTING_FAILED,
     STALLED,
     STARTUP_TIMEOUT,
@@ -47,7 +49,10 @@ class JobSetTrigger(BaseTrigger):
     :param name: the JobSet's name.
     :param gcp_conn_id: the connection the checkpoint listing uses (the operator's own, never a default).
     :param impersonation_chain: service account(s) the listing impersonates.
-    :param startup_timeout: seconds pods may wait for capacity before a startup-timeout event; None: no bound.
+    :param startup_timeout: seconds each start of the pods (the first, and each in-cluster restart) may take until
+        every pod runs, before a startup-timeout event; None: no bound.
+    :param image_pull_timeout: seconds a start of the pods may keep failing to pull its image or create its
+        container (the kubelet retries those with back-off) before an unstartable event; None: no bound.
     :param capacity_log_interval: seconds between "waiting for capacity" lines.
     :param listing_timeout: seconds the checkpoint listing may keep failing before a listing-failed event.
     :param progress_interval: seconds between progress lines ("step N of T, S steps/h, ETA, newest checkpoint,
@@ -73,6 +78,7 @@ class JobSetTrigger(BaseTrigger):
         capacity_log_interval: float = 300.0,
         listing_timeout: float = 1800.0,
         progress_interval: float | None = 300.0,
+        image_pull_timeout: float | None = 900.0,
     ) -> None:
         super().__init__()
         self.connection = dict(connection)
@@ -92,13 +98,14 @@ class JobSetTrigger(BaseTrigger):
         self.capacity_log_interval = capacity_log_interval
         self.listing_timeout = listing_timeout
         self.progress_interval = progress_interval
+        self.image_pull_timeout = image_pull_timeout
         self._tracker = None  # checkpoint progress since this trigger started (ProgressTracker)
         self._listing_failing_since: float | None = None
         self.listing_error = ""  # set when the listing kept failing for listing_timeout
         self._pods_started: bool | None = None  # None: this api cannot list pods (the JobSet phase decides)
         self._pods_checked_at = float("-inf")
         self._capacity_logged_at = float("-inf")
-        self._started_at = time.time()
+        self._start: StartClock | None = None  # the current start of the pods (None: all running, or not seen yet)
         self._progress_tracker = None  # finalized steps seen, for the progress line's rate (ProgressTracker)
         self._progress_at = float("-inf")
         self.last_progress: dict[str, Any] | None = None  # the latest ProgressReport.to_xcom()
@@ -124,6 +131,7 @@ class JobSetTrigger(BaseTrigger):
                 "capacity_log_interval": self.capacity_log_interval,
                 "listing_timeout": self.listing_timeout,
                 "progress_interval": self.progress_interval,
+                "image_pull_timeout": self.image_pull_timeout,
             },
         )
 
@@ -236,12 +244,17 @@ class JobSetTrigger(BaseTrigger):
                                         self.last_progress).to_payload())
 
     async def check_pods(self, api) -> tuple[str, str] | None:
-        """(event kind, message) when the attempt's pods can never start or waited too long for capacity.
+        """(event kind, message) when the attempt's pods can never start, or waited too long.
 
-        Until every pod runs, list them every poll_interval: a permanent waiting reason (ErrImagePull,
-        ImagePullBackOff, InvalidImageName, CreateContainerConfigError) ends the watch with the pod's own
-        message; Unschedulable pods are logged as "waiting for capacity" every capacity_log_interval.
+        Until every pod runs, list them every poll_interval. Each start of the pods (the first one, and each
+        in-cluster restart: a new restart-attempt label, or pods that ran and are being replaced) has its own
+        clock. What cannot heal (InvalidImageName, a missing Secret/ConfigMap) ends the watch with the pod's own
+        message at once; pull and create errors the kubelet retries are logged every capacity_log_interval and end
+        it after image_pull_timeout; Unschedulable pods are logged as "waiting for capacity"; startup_timeout bounds
+        the whole start. A 403 on the pods ends the watch (forbidden); other listing errors fall back to the
+        JobSet phase.
         """
+        from mtc_provider.adapters.kubernetes import Forbidden
         from mtc_provider.core.status import evaluate_pods
 
         now = self.clock()
@@ -250,22 +263,44 @@ class JobSetTrigger(BaseTrigger):
         self._pods_checked_at = now
         try:
             pods = evaluate_pods(await api.list_pods(self.namespace, self.name))
-        except Exception as exc:  # pods are advisory (RBAC may forbid them): fall back to the JobSet phase
+        except Forbidden as exc:  # no retry grants a permission: say so now, delete nothing
+            return FORBIDDEN, f"watching the pods of JobSet {self.namespace}/{self.name}: {exc}"
+        except Exception as exc:  # pods are advisory: fall back to the JobSet phase
             self.log.warning("listing the pods of %s/%s failed (%s): following the JobSet status only",
                              self.namespace, self.name, exc)
             self._pods_started = None
             return None
+        if self._start is None or self._start.attempt != pods.restart_attempt:
+            self._start = StartClock(since=now, attempt=pods.restart_attempt)  # a new start of the pods
+        start = self._start
+        where = f"JobSet {self.namespace}/{self.name}"
         if pods.permanent_error:
-            return UNSTARTABLE, f"a pod of JobSet {self.namespace}/{self.name} can never start: {pods.permanent_error}"
+            return UNSTARTABLE, f"a pod of {where} can never start: {pods.permanent_error}"
         if pods.all_started:
-            self._pods_started = True
+            self._pods_started, self._start = True, None
             return None
-        if pods.scheduled < pods.total and now - self._capacity_logged_at >= self.capacity_log_interval:
-            self.log.warning("JobSet %s/%s %s", self.namespace, self.name, pods.capacity_line())
+        log_now = now - self._capacity_logged_at >= self.capacity_log_interval
+        if pods.healing_error:
+            start.pull_since = now if start.pull_since is None else start.pull_since
+            start.first_pull_error = start.first_pull_error or pods.healing_error
+            waited = now - start.pull_since
+            bound = ("no bound" if self.image_pull_timeout is None
+                     else f"image_pull_timeout {float(self.image_pull_timeout):.0f}s")
+            if self.image_pull_timeout is not None and waited > float(self.image_pull_timeout):
+                first = "" if start.first_pull_error == pods.healing_error else f" (first: {start.first_pull_error})"
+                return UNSTARTABLE, (f"the pods of {where} could not pull their image or create their container for "
+                                     f"{waited:.0f}s ({bound}): {pods.healing_error}{first}")
+            if log_now:
+                self.log.warning("%s: waiting for the image pull / container creation for %.0fs (%s; Kubernetes "
+                                 "retries with back-off): %s", where, waited, bound, pods.healing_error)
+                self._capacity_logged_at = now
+        elif pods.scheduled < pods.total and log_now:
+            self.log.warning("%s %s", where, pods.capacity_line())
             self._capacity_logged_at = now
-        if self.startup_timeout is not None and now - self._started_at > float(self.startup_timeout):
-            return STARTUP_TIMEOUT, (f"JobSet {self.namespace}/{self.name} did not start within startup_timeout "
-                                     f"{float(self.startup_timeout):.0f}s: {pods.capacity_line()}")
+        if self.startup_timeout is not None and now - start.since > float(self.startup_timeout):
+            attempt = pods.restart_attempt or 0
+            return STARTUP_TIMEOUT, (f"{where} did not start within startup_timeout {float(self.startup_timeout):.0f}s"
+                                     f" (pods of restart attempt {attempt}): {pods.waiting_line()}")
         return None
 
     async def _events(self, api) -> AsyncIterator[Any]:
@@ -367,6 +402,16 @@ class JobSetTrigger(BaseTrigger):
         if self.delete_on_kill:
             self.log.info("task killed by a user: deleting JobSet %s/%s", self.namespace, self.name)
             await self._api().delete(self.namespace, self.name, reason=DELETE_USER_KILL)
+
+
+@dataclasses.dataclass
+class StartClock:
+    """One start of the pods: since when it waits, which restart attempt it is, and its pull errors."""
+
+    since: float
+    attempt: int | None
+    pull_since: float | None = None
+    first_pull_error: str = ""
 
 
 def _bucket(checkpoint_dir: str) -> str:

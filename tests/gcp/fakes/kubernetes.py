@@ -3,7 +3,10 @@
 Models: get/create/replace/merge-patch of /apis/checkpointing.gke.io/v1/checkpointconfigurations[/name],
 404 NotFound and 409 AlreadyExists/Conflict (stale metadata.resourceVersion) as Status objects, bearer
 tokens (expired ones get 401), and pruning of spec fields the CRD schema does not declare (as the API
-server does for structural schemas). Does not model: watches, admission, other resources, RBAC rules.
+server does for structural schemas). SelfSubjectAccessReview (authorization.k8s.io/v1) answers `status.allowed`
+for the caller, from `denied` ("<verb> <resource>" entries; everything else is allowed, as for a GKE identity with
+roles/container.developer: https://kubernetes.io/docs/reference/access-authn-authz/authorization/#checking-api-access).
+Does not model: watches, admission, other resources, RBAC enforcement on requests.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ class FakeKubernetesServer(FakeServer):
         self.spec_fields = spec_fields
         self.version = 100
         self.writes = 0
+        self.denied: set[str] = set()  # "<verb> <resource>[/<subresource>]" a SelfSubjectAccessReview denies
 
     def error_body(self, status: int, message: str, reason: str = "") -> dict[str, Any]:
         reasons = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict", 429: "TooManyRequests",
@@ -40,6 +44,13 @@ class FakeKubernetesServer(FakeServer):
         return copy.deepcopy(obj)
 
     def route(self, method: str, path: str, query: dict, body: Any) -> tuple[int, Any]:
+        if path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" and method == "POST":
+            attributes = body["spec"]["resourceAttributes"]
+            resource = attributes.get("resource", "") + (f"/{attributes['subresource']}"
+                                                         if attributes.get("subresource") else "")
+            allowed = f"{attributes.get('verb')} {resource}" not in self.denied
+            return 201, {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                         "metadata": {}, "spec": body["spec"], "status": {"allowed": allowed}}
         if path == BASE and method == "POST":
             name = body["metadata"]["name"]
             if name in self.objects:

@@ -17,7 +17,8 @@ Served (https://kubernetes.io/docs/reference/using-api/api-concepts/ for the ver
   https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination);
 - configmaps: create (409 AlreadyExists), get, list, watch, replace (409 Conflict on a stale resourceVersion),
   patch, delete;
-- checkpointconfigurations.checkpointing.gke.io/v1 (cluster-scoped): create, get, list, watch, replace, patch, delete.
+- checkpointconfigurations.checkpointing.gke.io/v1 (cluster-scoped): create, get, list, watch, replace, patch, delete;
+- selfsubjectaccessreviews.authorization.k8s.io/v1: create (the answer is not stored).
 PATCH (patches.py, updates.py): merge and JSON patch everywhere, strategic merge patch on ConfigMaps (415 for custom
 resources, as for CRDs); the result is validated as a create is (422), a stale metadata.resourceVersion in the
 patch is 409 Conflict, a patch that changes nothing writes nothing, any other bumps resourceVersion (a MODIFIED
@@ -26,7 +27,8 @@ Every DELETE is appended to `delete_audit` (JSON lines: time, path, code, caller
 the provider sends with each delete (core.vocabulary DELETE_CALLER_HEADER / DELETE_REASON_HEADER), as the
 Kubernetes audit log records a request's user agent (https://kubernetes.io/docs/tasks/debug/debug-cluster/audit/).
 Authentication: `Authorization: Bearer <token>` (https://kubernetes.io/docs/reference/access-authn-authz/authentication/
-#static-token-file); anything else is 401 Unauthorized. Errors are `Status` bodies (errors.py).
+#static-token-file); anything else is 401 Unauthorized. The token's user may do everything but what
+`<home>/access-denied.json` takes away: 403 Forbidden (access.py). Errors are `Status` bodies (errors.py).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from urllib.parse import parse_qs, urlparse
 
 from mtc_provider import __version__
 from mtc_provider.local.cluster import errors, patches, resources, schemas, tables, updates
+from mtc_provider.local.cluster.access import Access
 from mtc_provider.local.cluster.errors import StatusError
 from mtc_provider.local.cluster.pods import follow_log, read_log
 from mtc_provider.local.cluster.resources import CONFIGMAPS, JOBSETS, NAMESPACES, PODS, Resource
@@ -106,6 +109,16 @@ def _grace_seconds(options: dict[str, Any], query: dict[str, str]) -> float | No
     return float(seconds)
 
 
+def _verb(method: str, route: "Route", query: dict[str, str]) -> str:
+    """The request's authorization verb (https://kubernetes.io/docs/reference/access-authn-authz/authorization/
+    #determine-the-request-verb)."""
+    if method == "GET":
+        if route.name is not None:
+            return "get"
+        return "watch" if _truthy(query.get("watch")) else "list"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
+
+
 class Route:
     """A request path parsed into resource, namespace, name and subresource."""
 
@@ -152,8 +165,10 @@ def parse_path(path: str) -> dict[str, Any] | Route | None:
 
 class ApiServer:
     def __init__(self, store: Store, controller: Controller, token: bytes, host: str = "127.0.0.1",
-                 port: int = 0, tls: ssl.SSLContext | None = None, delete_audit: Path | None = None) -> None:
+                 port: int = 0, tls: ssl.SSLContext | None = None, access: Access | None = None,
+                 delete_audit: Path | None = None) -> None:
         self.store, self.controller, self.token = store, controller, token
+        self.access = access or Access(None)
         self.delete_audit = delete_audit
         self._audit_lock = threading.Lock()
         try:
@@ -190,6 +205,8 @@ class ApiServer:
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
         resource, namespace = route.resource, route.namespace or ""
+        if resource is resources.SELF_SUBJECT_ACCESS_REVIEWS:
+            return 201, self.access.review(body)
         expected = resource.api_version
         if body.get("apiVersion") not in (None, expected) or body.get("kind") not in (None, resource.kind):
             raise errors.bad_request(f"the API version in the data ({body.get('apiVersion')}) does not match the "
@@ -424,6 +441,9 @@ class ApiServer:
                         raise errors.method_not_allowed()
                     return self._send(200, target)
                 route = target
+                if route.resource is not resources.SELF_SUBJECT_ACCESS_REVIEWS:  # any user may ask about itself
+                    server.access.check(_verb(method, route, query), route.resource.group, route.resource.plural,
+                                        route.sub, route.namespace, route.name)
                 if method == "GET":
                     return self._get(route, query)
                 if route.name is None and method == "POST":

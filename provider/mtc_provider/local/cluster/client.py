@@ -22,7 +22,7 @@ class LocalCluster(KubernetesJobSetApi):
 
     def __init__(self, home: str | os.PathLike[str]) -> None:
         self.home = Home.of(home)
-        super().__init__(client_factory(self.home.root))
+        super().__init__(client_factory(self.home.root), where=f"local cluster of {self.home.root}")
 
     @property
     def kubeconfig(self) -> Path:

@@ -51,7 +51,10 @@ JOBSETS = Resource(vocabulary.JOBSET.group, vocabulary.JOBSET.version, vocabular
 _CPC = vocabulary.CHECKPOINT_CONFIGURATION
 CHECKPOINT_CONFIGURATIONS = Resource(_CPC.group, _CPC.version, _CPC.plural, _CPC.kind, _CPC.namespaced,
                                      READ_VERBS + WRITE_VERBS)
-ALL = (NAMESPACES, PODS, CONFIGMAPS, JOBSETS, CHECKPOINT_CONFIGURATIONS)
+# Create-only, never stored: "may I?" for the token's own user (local/cluster/access.py answers it).
+SELF_SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
+                                       "SelfSubjectAccessReview", False, ("create",))
+ALL = (NAMESPACES, PODS, CONFIGMAPS, JOBSETS, CHECKPOINT_CONFIGURATIONS, SELF_SUBJECT_ACCESS_REVIEWS)
 
 
 def find(group: str, version: str, plural: str) -> Resource | None:

@@ -26,6 +26,7 @@ from typing import Any, Callable
 from mtc_provider.core.errors import SpecError
 from mtc_provider.local.cluster import errors as api_errors
 from mtc_provider.local.cluster import kubeconfig, pki
+from mtc_provider.local.cluster.access import Access
 from mtc_provider.local.cluster.apiserver import ApiServer
 from mtc_provider.local.cluster.lifecycle import STAY_FILE
 from mtc_provider.local.cluster.pods import pod_object
@@ -357,7 +358,7 @@ def main(home_arg: str, stay: bool = False) -> int:
     host = bind_host()
     ca, cert, key = pki.ensure(home.root, (advertised_host(host),))
     api = ApiServer(supervisor.store, supervisor, token, host, kubeconfig.server_port(home.root),
-                    pki.server_context(cert, key), delete_audit=home.delete_audit_file)
+                    pki.server_context(cert, key), Access(home.root), delete_audit=home.delete_audit_file)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
