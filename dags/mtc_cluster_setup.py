@@ -13,7 +13,7 @@ import datetime
 
 from airflow.sdk import DAG, Param, task
 
-from mtc_provider.dag_support import planned
+from mtc_provider.dag_support import CHECKPOINTING, CLUSTER, GKE_ONLY, MODEL, RUN, TARGET, planned
 from mtc_provider.operators.gcp import (
     MtcApplyCheckpointConfigurationOperator,
     MtcClusterReadinessOperator,
@@ -36,31 +36,56 @@ with DAG(
     catchup=False,
     render_template_as_native_obj=True,
     tags=["mtc", "setup"],
-    params={
-        "target": Param("local", enum=["local", "gke", "kubernetes"]),
-        "kubernetes_conn_id": Param("kubernetes_default", type="string",
-                                    description="kubernetes target only: the Airflow Kubernetes connection"),
-        "project_id": Param("", type="string"),
-        "location": Param("", type="string"),
-        "cluster_name": Param("", type="string"),
-        "bucket": Param("mtc-checkpoints", type="string"),
-        "bucket_location": Param("us-central1", type="string", description="A region or multi-region, not a zone"),
-        "namespace": Param("default", type="string"),
-        "tpu_type": Param("v6e", enum=["v4", "v5e", "v5p", "v6e"]),
-        "topology": Param(None, type=["null", "string"],
+    params={  # the trigger form, in sections (dag_support.FORM_SECTIONS)
+        # Target
+        "target": Param("local", enum=["local", "gke", "kubernetes"], title="Target", section=TARGET,
+                        description="What to prepare: local (this machine: the steps are checked and the ones that "
+                                    "do not apply are reported), gke, or kubernetes (any cluster with JobSet)"),
+        "kubernetes_conn_id": Param("kubernetes_default", type="string", title="Kubernetes connection",
+                                    section=TARGET,
+                                    description="Kubernetes target only: the Airflow Kubernetes connection"),
+        "namespace": Param("default", type="string", title="Namespace", section=TARGET,
+                           description="The training namespace (its workload service account gets the bucket role)"),
+        "bucket": Param("mtc-checkpoints", type="string", title="Checkpoint bucket", section=TARGET,
+                        description="The HNS bucket to create (a directory under the local home on the local target)"),
+        "bucket_location": Param("us-central1", type="string", title="Bucket location", section=TARGET,
+                                 description="GKE and kubernetes: a region or multi-region, not a zone"),
+        # GKE cluster
+        "project_id": Param("", type="string", title="Project", section=CLUSTER,
+                            description="GKE: the cluster's project (kubernetes target: the bucket's project)"),
+        "location": Param("", type="string", title="Cluster location", section=CLUSTER,
+                          description=f"{GKE_ONLY}: the cluster's region or zone"),
+        "cluster_name": Param("", type="string", title="Cluster name", section=CLUSTER,
+                              description=f"{GKE_ONLY}: the GKE cluster"),
+        "tpu_zone": Param("", type="string", title="TPU zone", section=CLUSTER,
+                          description=f"{GKE_ONLY}: the TPU node pools' zone (--node-locations); "
+                                      "empty: the cluster's zone, required for a regional cluster"),
+        "enable_mtc": Param(False, type="boolean", title="Enable Multi-Tier Checkpointing", section=CLUSTER,
+                            description=f"{GKE_ONLY}, opt-in: change the cluster's addons"),
+        "create_node_pools": Param(False, type="boolean", title="Create TPU node pools", section=CLUSTER,
+                                   description=f"{GKE_ONLY}, opt-in: one TPU node pool per slice"),
+        "node_pool_prefix": Param("mtc-slice", type="string", title="Node pool prefix", section=CLUSTER,
+                                  description=f"{GKE_ONLY}: TPU node pools are <prefix>-<slice>"),
+        # Model and slices
+        "tpu_type": Param("v6e", enum=["v4", "v5e", "v5p", "v6e"], title="TPU type", section=MODEL,
+                          description="The TPU generation of every slice"),
+        "topology": Param(None, type=["null", "string"], title="Topology per slice", section=MODEL,
                           description="Per slice, e.g. 2x4, 4x8 (v5e/v6e) or 2x2x2 (v4/v5p); empty: the smallest the "
                                       "target takes (v6e: 2x2, one host; on gke 2x4, two hosts, "
                                       "as GKE Multislice needs multi-host slices)"),
-        "machine_type": Param("", type="string", description="TPU machine type (empty: the TPU type's default)"),
-        "tpu_zone": Param("", type="string", description="GKE: the TPU node pools' zone (--node-locations); "
-                          "empty: the cluster's zone, required for a regional cluster"),
-        "num_slices": Param(2, type="integer", minimum=2),
-        "parameters": Param(1e6, type="number", minimum=1),
-        "checkpoint_configuration_name": Param("mtc-checkpoint-config", type="string"),
-        "enable_mtc": Param(False, type="boolean", description="Opt-in: change the cluster's addons"),
-        "create_node_pools": Param(False, type="boolean", description="Opt-in: one TPU node pool per slice"),
-        "run_name": Param("mtc-demo", type="string"),
-        "node_pool_prefix": Param("mtc-slice", type="string", description="TPU node pools are <prefix>-<slice>"),
+        "machine_type": Param("", type="string", title="Machine type", section=MODEL,
+                              description="TPU machine type (empty: the TPU type's default)"),
+        "num_slices": Param(2, type="integer", minimum=2, title="Slices", section=MODEL,
+                            description="Number of TPU slices"),
+        "parameters": Param(1e6, type="number", minimum=1, title="Model parameters", section=MODEL,
+                            description="Model parameters, for ramdisk sizing"),
+        # Checkpointing
+        "checkpoint_configuration_name": Param("mtc-checkpoint-config", type="string",
+                                               title="CheckpointConfiguration name", section=CHECKPOINTING,
+                                               description="The CheckpointConfiguration object to apply"),
+        # Run
+        "run_name": Param("mtc-demo", type="string", title="Run name", section=RUN,
+                          description="The training run the setup is for (its names are checked here)"),
     },
 ) as dag:
 

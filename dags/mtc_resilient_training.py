@@ -16,7 +16,17 @@ import datetime
 
 from airflow.sdk import DAG, Param, task
 
-from mtc_provider.dag_support import planned
+from mtc_provider.dag_support import (
+    CHECKPOINTING,
+    CLUSTER,
+    GKE_ONLY,
+    LOCAL_ONLY,
+    MODEL,
+    REHEARSAL,
+    RUN,
+    TARGET,
+    planned,
+)
 from mtc_provider.operators.gcp import MtcClusterReadinessOperator
 from mtc_provider.operators.goodput import GoodputReportOperator
 from mtc_provider.operators.jobset import MtcDeleteJobSetOperator, MtcJobSetOperator
@@ -34,64 +44,108 @@ STALL_TIMEOUT = "{{ params.stall_timeout or (120 if params.target == 'local' els
 PROGRESS_INTERVAL = "{{ 30 if params.target == 'local' else 300 }}"  # a progress line in the train task's log
 
 
-# The trigger form. A dag_run.conf key that is not one of these is refused by the plan task.
+# The trigger form, in sections (dag_support.FORM_SECTIONS). A dag_run.conf key that is not one of these is refused
+# by the plan task.
 PARAMS = {
-    "target": Param("local", enum=["local", "gke", "kubernetes"],
-                    description="Where the JobSet runs (kubernetes: any cluster with JobSet, by connection)"),
-    "kubernetes_conn_id": Param("kubernetes_default", type="string",
-                                description="kubernetes target only: the Airflow Kubernetes connection"),
-    "project_id": Param("", type="string", description="GKE only (kubernetes: the bucket's project)"),
-    "location": Param("", type="string", description="GKE only: the cluster's region or zone"),
-    "cluster_name": Param("", type="string", description="GKE only"),
-    "namespace": Param("default", type="string"),
-    "bucket": Param("mtc-checkpoints", type="string", description="Checkpoint bucket (a directory locally)"),
-    "tpu_type": Param("v6e", enum=["v4", "v5e", "v5p", "v6e"]),
-    "topology": Param(None, type=["null", "string"],
+    # Target
+    "target": Param("local", enum=["local", "gke", "kubernetes"], title="Target", section=TARGET,
+                    description="Where the JobSet runs: local (this machine), gke, or kubernetes (any cluster "
+                                "with JobSet, by connection)"),
+    "kubernetes_conn_id": Param("kubernetes_default", type="string", title="Kubernetes connection", section=TARGET,
+                                description="Kubernetes target only: the Airflow Kubernetes connection"),
+    "namespace": Param("default", type="string", title="Namespace", section=TARGET,
+                       description="The JobSet's Kubernetes namespace"),
+    "bucket": Param("mtc-checkpoints", type="string", title="Checkpoint bucket", section=TARGET,
+                    description="Checkpoint bucket (a directory under the local home on the local target)"),
+    # GKE cluster
+    "project_id": Param("", type="string", title="Project", section=CLUSTER,
+                        description="GKE: the cluster's project (kubernetes target: the bucket's project)"),
+    "location": Param("", type="string", title="Cluster location", section=CLUSTER,
+                      description=f"{GKE_ONLY}: the cluster's region or zone"),
+    "cluster_name": Param("", type="string", title="Cluster name", section=CLUSTER,
+                          description=f"{GKE_ONLY}: the GKE cluster"),
+    "image": Param("local", type="string", title="Container image", section=CLUSTER,
+                   description="The training image on gke and kubernetes (ignored on the local target)"),
+    "maxtext_layout": Param("current", enum=["current", "pre-rename"], title="MaxText layout", section=CLUSTER,
+                            description="GKE and kubernetes: the image's MaxText (current: 0.2.0 and later; "
+                                        "ignored on the local target)"),
+    "customization": Param({}, type="object", title="Customization", section=CLUSTER,
+                           description="GKE and kubernetes: Kueue queue and priority, spot or reservation, volumes, "
+                                       "env from Secrets/ConfigMaps, /dev/shm size, overrides (docs: xpk page)"),
+    # Model and slices
+    "tpu_type": Param("v6e", enum=["v4", "v5e", "v5p", "v6e"], title="TPU type", section=MODEL,
+                      description="The TPU generation of every slice"),
+    "topology": Param(None, type=["null", "string"], title="Topology per slice", section=MODEL,
                       description="Per slice, e.g. 2x4, 4x8 (v5e/v6e) or 2x2x2 (v4/v5p); empty: the smallest the "
                                   "target takes (v6e: 2x2, one host; on gke 2x4, two hosts, "
                                   "as GKE Multislice needs multi-host slices)"),
-    "num_slices": Param(2, type="integer", minimum=2),
-    "parameters": Param(1e6, type="number", minimum=1, description="Model parameters, for ramdisk sizing"),
-    "run_name": Param("mtc-demo", type="string", description="Stable: a resubmitted run resumes from it"),
-    "steps": Param(70, type="integer", minimum=1),
-    "enable_checkpointing": Param(True, type="boolean"),
-    "enable_emergency_checkpoint": Param(True, type="boolean"),
-    "async_checkpointing": Param(True, type="boolean"),
-    "local_checkpoint_directory": Param("/local", type="string"),
-    "local_checkpoint_period": Param(4, type="integer", minimum=0),
-    "checkpoint_period": Param(20, type="integer", minimum=1),
-    "enable_single_replica_ckpt_restoring": Param(False, type="boolean"),
-    "enable_autocheckpoint": Param(True, type="boolean"),
-    "enable_multi_tier_checkpointing": Param(False, type="boolean",
-                                             description="GKE only: MaxText's multi-tier mode (docs/maxtext.md)"),
-    "multi_tier_checkpointing_backup_interval_minutes": Param(None, type=["null", "integer"], minimum=1),
-    "multi_tier_checkpointing_backup_interval_steps": Param(None, type=["null", "integer"], minimum=1),
-    "use_replicator_service": Param(False, type="boolean"),
-    "image": Param("local", type="string", description="Container image (ignored on the local target)"),
-    "maxtext_layout": Param("current", enum=["current", "pre-rename"],
-                            description="GKE: the image's MaxText (current: 0.2.0 and later)"),
-    "max_restarts": Param(2, type="integer", minimum=0, description="In-cluster restarts per attempt"),
-    "stall_timeout": Param(None, type=["null", "integer"], minimum=1,
-                           description="Seconds without a new checkpoint before an attempt is resubmitted; "
-                                       "empty: 120 locally, 1800 on GKE (compilation and restore take minutes)"),
-    "step_time_ms": Param(150, type="integer", minimum=0, description="Local workload: extra time per step"),
-    "local_workload": Param("full", enum=["full", "light"],
-                            description="Local target: the JAX workload, or the light one (no JAX, load tests only)"),
-    "distributed_timeout_s": Param(60, type="integer", minimum=1,
-                                   description="Local workload: exit (retryable) when a peer is gone this long"),
-    "fault_plan": Param(DEFAULT_FAULT_PLAN, type="array", description="Local target only: injected faults"),
-    "customization": Param({}, type="object", description="GKE: Kueue queue and priority, spot or reservation, "
-                           "volumes, env from Secrets/ConfigMaps, /dev/shm size, overrides (docs: xpk page)"),
-    "machine_type": Param("", type="string", description="TPU machine type (empty: the TPU type's default)"),
-    "model_flags": Param({}, type="object", description="More MaxText flags (GKE), e.g. {\"model_name\": \"llama2-7b\"}; "
-                         "locally model_dim, global_batch_size, learning_rate"),
-    "termination_grace_period_seconds": Param(None, type=["null", "integer"], minimum=1,
-                                              description="Seconds between SIGTERM and SIGKILL (default 60 locally, 300 on GKE)"),
-    "poll_interval": Param(None, type=["null", "number"], minimum=1,
-                           description="Seconds between JobSet status checks; empty: 2 locally, 30 on GKE"),
-    "apply_advice": Param(False, type="boolean",
+    "num_slices": Param(2, type="integer", minimum=2, title="Slices", section=MODEL,
+                        description="Number of TPU slices"),
+    "machine_type": Param("", type="string", title="Machine type", section=MODEL,
+                          description="TPU machine type (empty: the TPU type's default)"),
+    "parameters": Param(1e6, type="number", minimum=1, title="Model parameters", section=MODEL,
+                        description="Model parameters, for ramdisk sizing"),
+    "model_flags": Param({}, type="object", title="Model flags", section=MODEL,
+                         description="More MaxText flags (GKE), e.g. {\"model_name\": \"llama2-7b\"}; "
+                                     "locally model_dim, global_batch_size, learning_rate"),
+    # Checkpointing: the guide's flags
+    "enable_checkpointing": Param(True, type="boolean", title="Checkpointing", section=CHECKPOINTING,
+                                  description="MaxText enable_checkpointing"),
+    "enable_emergency_checkpoint": Param(True, type="boolean", title="Emergency checkpointing", section=CHECKPOINTING,
+                                         description="Orbax's emergency checkpointing: a local (ramdisk) tier "
+                                                     "beside the persistent one"),
+    "async_checkpointing": Param(True, type="boolean", title="Asynchronous checkpointing", section=CHECKPOINTING,
+                                 description="Save while training goes on"),
+    "local_checkpoint_directory": Param("/local", type="string", title="Local checkpoint directory",
+                                        section=CHECKPOINTING, description="The ramdisk's mount path in the pod"),
+    "local_checkpoint_period": Param(4, type="integer", minimum=0, title="Local checkpoint period",
+                                     section=CHECKPOINTING, description="Steps between local (ramdisk) checkpoints"),
+    "checkpoint_period": Param(20, type="integer", minimum=1, title="Persistent checkpoint period",
+                               section=CHECKPOINTING, description="Steps between checkpoints in the bucket"),
+    "enable_single_replica_ckpt_restoring": Param(False, type="boolean", title="Single-replica restore",
+                                                  section=CHECKPOINTING,
+                                                  description="One replica reads, then broadcasts to the others"),
+    "enable_autocheckpoint": Param(True, type="boolean", title="Checkpoint on preemption", section=CHECKPOINTING,
+                                   description="Save at the preemption step after SIGTERM"),
+    "enable_multi_tier_checkpointing": Param(False, type="boolean", title="Multi-tier checkpointing (MaxText)",
+                                             section=CHECKPOINTING,
+                                             description=f"{GKE_ONLY}: MaxText's multi-tier mode (docs/maxtext.md)"),
+    "multi_tier_checkpointing_backup_interval_minutes": Param(
+        None, type=["null", "integer"], minimum=1, title="Multi-tier backup interval (minutes)", section=CHECKPOINTING,
+        description=f"{GKE_ONLY}: with multi-tier checkpointing; exactly one of minutes and steps"),
+    "multi_tier_checkpointing_backup_interval_steps": Param(
+        None, type=["null", "integer"], minimum=1, title="Multi-tier backup interval (steps)", section=CHECKPOINTING,
+        description=f"{GKE_ONLY}: with multi-tier checkpointing; exactly one of minutes and steps"),
+    "use_replicator_service": Param(False, type="boolean", title="Replicator service", section=CHECKPOINTING,
+                                    description=f"{GKE_ONLY}: with multi-tier checkpointing (docs/maxtext.md)"),
+    "apply_advice": Param(False, type="boolean", title="Apply the last advice", section=CHECKPOINTING,
                           description="Use the checkpoint periods advised after the last run of this run_name "
                                       "(Airflow Variable mtc_advice.<run_name>) instead of the two above"),
+    # Run and resubmission
+    "run_name": Param("mtc-demo", type="string", title="Run name", section=RUN,
+                      description="Stable: a resubmitted run resumes from it"),
+    "steps": Param(70, type="integer", minimum=1, title="Steps", section=RUN, description="The target step count"),
+    "max_restarts": Param(2, type="integer", minimum=0, title="In-cluster restarts", section=RUN,
+                          description="In-cluster restarts per attempt (JobSet failurePolicy.maxRestarts)"),
+    "stall_timeout": Param(None, type=["null", "integer"], minimum=1, title="Stall timeout (s)", section=RUN,
+                           description="Seconds without a new checkpoint before an attempt is resubmitted; "
+                                       "empty: 120 locally, 1800 on GKE (compilation and restore take minutes)"),
+    "termination_grace_period_seconds": Param(None, type=["null", "integer"], minimum=1,
+                                              title="Termination grace period (s)", section=RUN,
+                                              description="Seconds between SIGTERM and SIGKILL (default 60 locally, "
+                                                          "300 on GKE)"),
+    "poll_interval": Param(None, type=["null", "number"], minimum=1, title="Poll interval (s)", section=RUN,
+                           description="Seconds between JobSet status checks; empty: 2 locally, 30 on GKE"),
+    # Rehearsal (local target only)
+    "step_time_ms": Param(150, type="integer", minimum=0, title="Extra step time (ms)", section=REHEARSAL,
+                          description=f"{LOCAL_ONLY}: extra time per step of the local workload"),
+    "local_workload": Param("full", enum=["full", "light"], title="Local workload", section=REHEARSAL,
+                            description=f"{LOCAL_ONLY}: the JAX workload, or the light one (no JAX, load tests only)"),
+    "distributed_timeout_s": Param(60, type="integer", minimum=1, title="Peer timeout (s)", section=REHEARSAL,
+                                   description=f"{LOCAL_ONLY}: the workload exits (retryable) when a peer is gone "
+                                               "this long"),
+    "fault_plan": Param(DEFAULT_FAULT_PLAN, type="array", title="Fault plan", section=REHEARSAL,
+                        description=f"{LOCAL_ONLY}: injected faults (docs: local target)"),
 }
 
 

@@ -237,8 +237,11 @@ class Topology:
         return f"http://127.0.0.1:{self.places.api_port}"
 
     def env_for(self, service: Service, index: int) -> dict[str, str]:
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "MTC_", "_AIRFLOW"))}
-        return {**inherited, **service.environment, **local_env(self.places), **machine_env(self.places),
+        # Credentials reach only the services whose compose environment names them (worker and triggerer).
+        inherited = {k: v for k, v in os.environ.items()
+                     if not k.startswith(("AIRFLOW", "MTC_", "_AIRFLOW")) and k != "GOOGLE_APPLICATION_CREDENTIALS"}
+        local = {k: v for k, v in local_env(self.places).items() if k in service.environment}
+        return {**inherited, **service.environment, **local, **machine_env(self.places),
                 **replica_env(service, index, self.places), **self.extra_env}
 
     def log_path(self, name: str) -> Path:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -28,15 +27,20 @@ AIRFLOW_HOME = DEMO / "airflow"
 LOCAL_HOME = DEMO / "local"
 DAG_ID = "mtc_resilient_training"
 
-os.environ.update(
-    {
-        "AIRFLOW_HOME": str(AIRFLOW_HOME),
-        "MTC_LOCAL_HOME": str(LOCAL_HOME),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-    }
-)
+
+
+def use_demo_homes() -> None:
+    """Point Airflow and the local target at the demo's homes (before Airflow is first imported)."""
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(AIRFLOW_HOME),
+            "MTC_LOCAL_HOME": str(LOCAL_HOME),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        }
+    )
+
 
 from rich.console import Console  # noqa: E402
 from rich.live import Live  # noqa: E402
@@ -108,7 +112,6 @@ def summarize(run_name: str, wall_s: float) -> dict:
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
-    from mtc_provider.core.fault_report import fault_outcomes
     from mtc_provider.local.cluster.client import LocalCluster
     from mtc_provider.adapters.workload_events import read_events
 
@@ -122,30 +125,41 @@ def summarize(run_name: str, wall_s: float) -> dict:
                                                  XComModel.key == key, XComModel.dag_id == DAG_ID).first()
             return None if row is None else (json.loads(row.value) if isinstance(row.value, str) else row.value)
 
-        train = xcom("train") or {}
-        report = xcom("goodput") or {}
-        summary = {
+        recorded = {
             "run_state": str(run.state),
             "train_tries": tis["train"].try_number if "train" in tis else 0,
-            "train": train,
-            "goodput": report,
+            "train": xcom("train") or {},
+            "attempts": xcom("train", "attempts"),
+            "goodput": xcom("goodput") or {},
         }
     plan_dir = LOCAL_HOME / "buckets" / "mtc-checkpoints" / run_name
     events = read_events(plan_dir / "events") if (plan_dir / "events").exists() else []
     faults = LocalCluster(str(LOCAL_HOME)).run_faults("default", run_name)
-    summary["faults"] = [o.to_dict() for o in fault_outcomes(faults, events)]
-    summary["wall_s"] = wall_s
-    summary["restarts_total"] = in_cluster_restarts(run_name)
-    summary["final_sha256"] = next((e.get("params_sha256") for e in reversed(events) if e.get("event") == "finish"), None)
-    return summary
+    return build_summary(recorded, events, faults, wall_s)
 
 
-def in_cluster_restarts(run_name: str) -> int:
-    """Restarts of every attempt's JobSet: the runner keeps one log folder per (re)start of each JobSet."""
-    pattern = re.compile(rf"^{re.escape(run_name)}-[0-9a-f]{{5}}-a\d+$")
-    logs = LOCAL_HOME / "logs" / "default"
-    folders = [d for d in logs.iterdir() if pattern.match(d.name)] if logs.exists() else []
-    return sum(max(0, len([r for r in d.iterdir() if r.is_dir()]) - 1) for d in folders)
+def build_summary(recorded: dict, events: list[dict], faults: list[dict], wall_s: float) -> dict:
+    """The summary from what the run recorded: Airflow's rows and XComs (`recorded`), the workload's events and
+    the runner's fault records. In-cluster restarts are the JobSets' own `status.restarts`, as the launch
+    operator recorded them per attempt (its `attempts` XCom; the `train` return value when that is missing)."""
+    from mtc_provider.core.attempt_records import in_cluster_restarts
+    from mtc_provider.core.fault_report import fault_outcomes
+
+    train = recorded.get("train") or {}
+    records = recorded.get("attempts") or ([train] if "restarts" in train else [])
+    restarts = in_cluster_restarts(records)
+    return {
+        "run_state": recorded.get("run_state"),
+        "train_tries": recorded.get("train_tries", 0),
+        "train": train,
+        "goodput": recorded.get("goodput") or {},
+        "attempts": records,
+        "faults": [o.to_dict() for o in fault_outcomes(faults, events)],
+        "wall_s": wall_s,
+        "restarts_total": restarts.total,
+        "restarts": restarts.describe(),
+        "final_sha256": next((e.get("params_sha256") for e in reversed(events) if e.get("event") == "finish"), None),
+    }
 
 
 def print_summary(title: str, summary: dict) -> None:
@@ -153,7 +167,7 @@ def print_summary(title: str, summary: dict) -> None:
     table = Table(title=title, show_header=False)
     table.add_row("DAG run", summary["run_state"])
     table.add_row("attempts (tries of `train`)", str(summary["train_tries"]))
-    table.add_row("in-cluster restarts (all attempts)", str(summary["restarts_total"]))
+    table.add_row("in-cluster restarts (all attempts)", summary["restarts"])
     table.add_row("last finalized step", str(train.get("last_step", train.get("latest_step", "-"))))
     table.add_row("wall time", f"{summary['wall_s']:.0f} s")
     if report:
@@ -177,6 +191,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=None, help="target step count")
     args = parser.parse_args()
 
+    use_demo_homes()
     console.rule("airflow-provider-mtc: resilient training on the local target")
     fresh_home()
     console.print(f"Airflow home {AIRFLOW_HOME} (SQLite); local target {LOCAL_HOME}")

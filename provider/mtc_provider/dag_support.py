@@ -7,6 +7,19 @@ from typing import Any, Callable, Iterable, Mapping
 
 log = logging.getLogger(__name__)
 
+# The sample DAGs' trigger forms, in sections: Airflow groups the fields of a Param's `section` under one heading
+# and labels each field with its `title` (airflow/example_dags/example_params_ui_tutorial.py@3.3.2).
+TARGET = "Target"
+CLUSTER = "Cluster (gke, kubernetes)"
+MODEL = "Model and slices"
+CHECKPOINTING = "Checkpointing"
+RUN = "Run and resubmission"
+REHEARSAL = "Rehearsal (local target only)"
+FORM_SECTIONS = (TARGET, CLUSTER, MODEL, CHECKPOINTING, RUN, REHEARSAL)
+# How a field's description starts when only one target reads it (tests/dags checks the forms say so).
+GKE_ONLY = "GKE only"
+LOCAL_ONLY = "Local target only"
+
 
 def _planned_or_fail(plan: Callable[[], dict[str, Any]], conf: Mapping[str, Any] | None,
                      declared: Iterable[str] | None) -> dict[str, Any]:

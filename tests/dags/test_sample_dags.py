@@ -215,3 +215,57 @@ def test_plan_eval_picks_the_newest_announced_checkpoint(monkeypatch):
                        "load_parameters_path": "gs://bucket/run/checkpoints/40/items"}
     with pytest.raises(AirflowFailException, match="nothing to evaluate"):
         plan_eval(triggering_asset_events={})
+
+
+# The fields only one target reads (core.params.training_run / cluster_setup_run read them only for that target,
+# or refuse them elsewhere, as core.maxtext.check_target_mode does the multi-tier mode on the local target).
+GKE_ONLY_FIELDS = {"location", "cluster_name", "enable_multi_tier_checkpointing",
+                   "multi_tier_checkpointing_backup_interval_minutes", "multi_tier_checkpointing_backup_interval_steps",
+                   "use_replicator_service", "tpu_zone", "enable_mtc", "create_node_pools", "node_pool_prefix"}
+LOCAL_ONLY_FIELDS = {"step_time_ms", "local_workload", "distributed_timeout_s", "fault_plan"}
+
+
+@pytest.mark.parametrize("dag_id", ["mtc_resilient_training", "mtc_cluster_setup"])
+def test_trigger_form_is_in_sections_with_titles(dagbag, dag_id):
+    """Every field has a section and a title (Airflow's trigger form reads both from the Param's schema:
+    airflow/example_dags/example_params_ui_tutorial.py@3.3.2), and a field only one target reads says so."""
+    from mtc_provider.dag_support import FORM_SECTIONS, GKE_ONLY, LOCAL_ONLY, REHEARSAL
+
+    dag = dagbag.dags[dag_id]
+    problems = []
+    for key in dag.params:
+        param = dag.params.get_param(key)
+        schema, description = param.schema, param.description or ""
+        if schema.get("section") not in FORM_SECTIONS:
+            problems.append(f"{key}: section {schema.get('section')!r} is not one of {FORM_SECTIONS}")
+        if not str(schema.get("title") or "").strip():
+            problems.append(f"{key}: no title")
+        if not description.strip():
+            problems.append(f"{key}: no description")
+        if key in GKE_ONLY_FIELDS and not description.startswith(GKE_ONLY):
+            problems.append(f"{key}: a GKE-only field whose description does not start with {GKE_ONLY!r}")
+        if (key in LOCAL_ONLY_FIELDS or schema.get("section") == REHEARSAL) and not description.startswith(LOCAL_ONLY):
+            problems.append(f"{key}: a local-only field whose description does not start with {LOCAL_ONLY!r}")
+        if key in LOCAL_ONLY_FIELDS and schema.get("section") != REHEARSAL:
+            problems.append(f"{key}: a local-only field outside the section {REHEARSAL!r}")
+        if key not in GKE_ONLY_FIELDS and description.startswith(GKE_ONLY):
+            problems.append(f"{key}: says {GKE_ONLY!r} but is not listed as GKE-only here")
+    assert not problems, "\n".join(problems)
+    sections = [dag.params.get_param(key).schema["section"] for key in dag.params]
+    # One block per section, in the form's order (the form shows sections in the order their first field comes).
+    firsts = list(dict.fromkeys(sections))
+    assert sections == [s for s in firsts for _ in range(sections.count(s))], sections
+    assert firsts == [s for s in FORM_SECTIONS if s in firsts], firsts
+
+
+def test_trigger_form_sections_survive_serialization(dagbag):
+    """The UI reads the serialized DAG: section and title must come back from it for every field."""
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    dag = dagbag.dags["mtc_resilient_training"]
+    loaded = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    for key in dag.params:
+        schema = loaded.params.get_param(key).schema
+        assert (schema["section"], schema["title"]) == (dag.params.get_param(key).schema["section"],
+                                                        dag.params.get_param(key).schema["title"]), key
+    assert loaded.params.get_param("fault_plan").schema["section"] == "Rehearsal (local target only)"

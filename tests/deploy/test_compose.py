@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -88,7 +90,7 @@ def test_every_airflow_component_shares_secrets_executor_and_execution_api():
         assert env["AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE"] == "true", name
         assert env["MTC_LOCAL_HOME"] == "/opt/airflow/mtc-local", name
         assert "mtc-local:/opt/airflow/mtc-local" in services[name]["volumes"], name
-        assert services[name]["build"] == ".", name
+        assert services[name]["build"] == {"context": ".", "target": "local"}, name
         assert "./dags:/opt/airflow/dags" in services[name]["volumes"], name
         assert "_PIP_ADDITIONAL_REQUIREMENTS" not in env, name
     assert services["airflow-apiserver"]["ports"] == ["127.0.0.1:8080:8080"]
@@ -134,15 +136,187 @@ def test_credentials_mount_is_read_only_and_overridable():
     assert "/secrets/gcloud:/opt/airflow/gcloud:ro" in services["airflow-triggerer"]["volumes"]
 
 
-def test_dockerfile_installs_with_the_readme_command_on_the_locked_airflow():
-    dockerfile = (REPO / "Dockerfile").read_text()
-    runs = [line.removeprefix("RUN ").strip() for line in dockerfile.splitlines() if line.startswith("RUN ")]
-    install = [cmd for cmd in runs if shlex.split(cmd)[:2] == ["pip", "install"]]
-    assert len(install) == 1, runs
-    assert install[0] in (REPO / "README.md").read_text(), "README must give the Dockerfile's install command"
-    locked = set(re.findall(r'^name = "apache-airflow"\nversion = "([^"]+)"', (REPO / "uv.lock").read_text(), re.M))
-    (image_version,) = re.findall(r"^FROM apache/airflow:(\d+\.\d+\.\d+)", dockerfile, re.M)
-    assert locked == {image_version}, (locked, image_version)
+# Who calls Google APIs: the worker runs the tasks (bucket, IAM, GKE), the triggerer the deferred watches (the GKE
+# async hook, GCS listings). Parsing, scheduling, the UI and the local target's pods (workload code) do not.
+NEEDS_GOOGLE_CREDENTIALS = {"airflow-worker", "airflow-triggerer"}
+ADC = "/opt/airflow/gcloud/application_default_credentials.json"
+
+
+def _mounts(spec: dict) -> list[tuple[str, str, str]]:
+    """(source, target, mode) of each short-syntax volume (https://docs.docker.com/reference/compose-file/services/#short-syntax-5)."""
+    return [tuple((entry.split(":") + ["rw"])[:3]) for entry in spec.get("volumes") or []]
+
+
+def test_compose_adc_only_where_google_apis_are_called_and_read_only():
+    """Issue 23 `compose_adc`: the user's Application Default Credentials were mounted into every container,
+    mtc-local too, where workload code runs. Now only the worker and the triggerer get the folder (read-only) and
+    GOOGLE_APPLICATION_CREDENTIALS; the compose spec still validates."""
+    resolved = _resolved({"GCLOUD_CONFIG_DIR": "/secrets/gcloud"})
+    PyCompose.from_yaml(yaml.safe_dump(resolved))
+    services = resolved["services"]
+    with_adc = {name for name, spec in services.items()
+                if any(source == "/secrets/gcloud" or target.startswith("/opt/airflow/gcloud")
+                       for source, target, _ in _mounts(spec))}
+    with_env = {name for name, spec in services.items()
+                if "GOOGLE_APPLICATION_CREDENTIALS" in (spec.get("environment") or {})}
+    assert with_adc == NEEDS_GOOGLE_CREDENTIALS and with_env == NEEDS_GOOGLE_CREDENTIALS
+    for name in NEEDS_GOOGLE_CREDENTIALS:
+        assert ("/secrets/gcloud", "/opt/airflow/gcloud", "ro") in _mounts(services[name]), name
+        assert services[name]["environment"]["GOOGLE_APPLICATION_CREDENTIALS"] == ADC
+        assert {t for _, t, _ in _mounts(services[name])} >= {"/opt/airflow/dags", "/opt/airflow/mtc-local"}, name
+    assert not any("gcloud" in str(v) for v in services["mtc-local"]["environment"].values())
+
+
+def test_topology_gives_credentials_only_to_the_services_that_declare_them(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/somewhere/adc.json")  # the caller's own: not passed on
+    topology = Topology(tmp_path)
+    for name, service in topology.services.items():
+        env = topology.env_for(service, 1)
+        assert ("GOOGLE_APPLICATION_CREDENTIALS" in env) == (name in NEEDS_GOOGLE_CREDENTIALS), name
+        assert env.get("GOOGLE_APPLICATION_CREDENTIALS") != "/somewhere/adc.json", name
+
+
+# ---- the Dockerfile, read as Docker reads it (no engine runs here) -----------------------------------------
+@dataclass
+class Stage:
+    name: str
+    base: str  # an image reference, or the name of an earlier stage
+    instructions: list[tuple[str, str]]  # (INSTRUCTION, arguments), continuation lines joined
+
+
+def dockerfile_stages(text: str) -> dict[str, Stage]:
+    """The stages of a Dockerfile: comments dropped, `\\` continuations joined, one Stage per `FROM ... AS name`
+    (https://docs.docker.com/reference/dockerfile/#format)."""
+    logical, current = [], ""
+    for line in text.splitlines():
+        if not current and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        current += line.rstrip()
+        if current.endswith("\\"):
+            current = current[:-1] + " "
+            continue
+        logical.append(current.strip())
+        current = ""
+    stages: dict[str, Stage] = {}
+    stage = None
+    for line in logical:
+        keyword, _, args = line.partition(" ")
+        if keyword.upper() == "FROM":
+            words = args.split()
+            assert len(words) == 3 and words[1].upper() == "AS", f"every stage is named: {line}"
+            stage = stages[words[2]] = Stage(words[2], words[0], [])
+        else:
+            stage.instructions.append((keyword.upper(), args.strip()))
+    return stages
+
+
+STAGES = dockerfile_stages((REPO / "Dockerfile").read_text())
+
+
+def lineage(name: str) -> list[Stage]:
+    """The stage and the stages it is built FROM, nearest first."""
+    chain = [STAGES[name]]
+    while chain[-1].base in STAGES:
+        chain.append(STAGES[chain[-1].base])
+    return chain
+
+
+def runs(stage: Stage) -> list[str]:
+    return [args for keyword, args in stage.instructions if keyword == "RUN"]
+
+
+def commands(stage: Stage) -> list[list[str]]:
+    """Each shell command of the stage's RUN lines, split as the shell would (`&&` separates)."""
+    return [shlex.split(part) for run in runs(stage) for part in run.split("&&")]
+
+
+def installed_requirements(name: str) -> list[str]:
+    """The requirement files the target's `pip install -r` lines install, over its whole lineage."""
+    found = []
+    for stage in lineage(name):
+        for argv in commands(stage):
+            if argv[:2] == ["pip", "install"]:
+                found += [argv[i + 1] for i, word in enumerate(argv) if word == "-r"]
+    return found
+
+
+def export_command(output: str) -> list[str]:
+    """The `uv export` command (in any stage) that writes `output`."""
+    (argv,) = [argv for stage in STAGES.values() for argv in commands(stage)
+               if argv[:2] == ["uv", "export"] and argv[argv.index("--output-file") + 1] == output]
+    return argv
+
+
+def locked(name: str) -> set[str]:
+    return set(re.findall(rf'^name = "{re.escape(name)}"\nversion = "([^"]+)"', (REPO / "uv.lock").read_text(), re.M))
+
+
+def test_dockerfile_has_a_gke_target_and_a_local_target_and_compose_builds_local():
+    """Issue 27 `images`: the Dockerfile always installed the `local` extra (JAX), so there was no GKE-only image."""
+    assert {"gke", "local"} <= set(STAGES)
+    assert STAGES["local"].base == "gke", "the local image is the GKE image plus the local extra"
+    build = _resolved()["services"]["airflow-worker"]["build"]
+    assert build["target"] == "local" and build["target"] in STAGES
+
+
+def test_gke_target_never_installs_the_local_extra_or_jax(tmp_path: Path):
+    """The GKE image's pins are exported without the `local` extra, and nothing in its stages names JAX/Orbax or
+    `[local]`. The export is run here exactly as the Dockerfile writes it (offline: --frozen reads only uv.lock)."""
+    for stage in lineage("gke"):
+        text = " ".join(runs(stage)).lower()
+        assert not re.search(r"jax|orbax|\[local\]|--extra local", text), (stage.name, text)
+    (requirements,) = installed_requirements("gke")
+    pins = _export(export_command(requirements), tmp_path / "gke.txt")
+    assert pins["apache-airflow"] == locked("apache-airflow")
+    assert not {"jax", "jaxlib", "orbax-checkpoint"} & set(pins), "the GKE image would carry JAX"
+    assert pins["apache-airflow-providers-google"] == locked("apache-airflow-providers-google")
+
+
+def test_local_target_adds_jax_at_the_locked_versions(tmp_path: Path):
+    requirements = installed_requirements("local")
+    assert "--extra" in export_command(requirements[0]) and len(requirements) == 2
+    pins = _export(export_command(requirements[0]), tmp_path / "local.txt")  # the local stage's own file
+    assert pins["jax"] == locked("jax") and pins["orbax-checkpoint"] == locked("orbax-checkpoint")
+    assert "mkdir -p /opt/airflow/mtc-local" in " ".join(runs(STAGES["local"]))
+
+
+def _export(argv: list[str], out: Path) -> dict[str, set[str]]:
+    """Run the Dockerfile's `uv export` with the pinned uv, writing to `out`; name -> pinned versions (one per
+    marker branch)."""
+    argv = list(argv)
+    argv[argv.index("--output-file") + 1] = str(out)
+    uv = REPO / ".tools" / "bin" / "uv"
+    subprocess.run([str(uv) if uv.exists() else "uv", *argv[1:], "--project", str(REPO)], check=True,
+                   capture_output=True, text=True, timeout=120)
+    pins: dict[str, set[str]] = {}
+    for name, version in re.findall(r"^([A-Za-z0-9_.-]+)==([^ ;\n]+)", out.read_text(), re.M):
+        pins.setdefault(name.lower(), set()).add(version)
+    return pins
+
+
+def test_every_image_install_is_pinned_to_the_lock():
+    """Pinned to the lock: each `pip install` installs exported files only (plus the wheel built from this
+    source); each export is `--frozen` (the lock as committed) without hashes of the project itself."""
+    exports = [argv for stage in STAGES.values() for argv in commands(stage) if argv[:2] == ["uv", "export"]]
+    assert exports and all("--frozen" in argv and "--no-emit-project" in argv for argv in exports), exports
+    for stage in STAGES.values():
+        for argv in commands(stage):
+            if argv[:2] != ["pip", "install"]:
+                continue
+            files = [w for i, w in enumerate(argv[2:], 2) if argv[i - 1] == "-r"]
+            rest = [w for i, w in enumerate(argv[2:], 2) if w != "-r" and argv[i - 1] != "-r"]
+            assert files, (stage.name, argv)
+            assert all(w.startswith("--no-cache-dir") or re.fullmatch(r"/tmp/mtc-dist/airflow_provider_mtc-\*\.whl", w)
+                       for w in rest), (stage.name, argv)
+
+
+def test_images_use_the_locked_airflow_and_the_makefiles_uv():
+    airflow = {stage.base.split(":")[1].split("-")[0] for stage in STAGES.values()
+               if stage.base.startswith("apache/airflow:")}
+    assert airflow == locked("apache-airflow"), airflow
+    (uv_image,) = [stage.base for stage in STAGES.values() if stage.base.startswith("ghcr.io/astral-sh/uv:")]
+    (make_uv,) = re.findall(r"^UV_VERSION := (\S+)", (REPO / "Makefile").read_text(), re.M)
+    assert uv_image.endswith(":" + make_uv)
 
 
 # ---- the process topology is the compose file ---------------------------------------------------------

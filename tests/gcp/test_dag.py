@@ -105,9 +105,7 @@ def test_local_target_dag(dags, tmp_path):
 def test_local_bucket_and_iam_go_through_the_local_gcs_and_node_pools_do_not_apply(tmp_path):
     """The bucket and IAM steps run GcsBucketApi against the local GCS (HNS, UBLA, the v3 policy); node pools
     have no local meaning."""
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
-
+    from mtc_provider.adapters.gcs_hook import local_gcs_hook
     from mtc_provider.local import gcs as local_gcs
 
     target = LocalTarget(home=str(tmp_path))
@@ -119,8 +117,7 @@ def test_local_bucket_and_iam_go_through_the_local_gcs_and_node_pools_do_not_app
     added = grant.execute({})
     assert added["changed"] and any("/ns/training/sa/default" in m for m in added["added"])
     assert grant.execute({})["changed"] is False
-    client = storage.Client(project="p", credentials=AnonymousCredentials(),
-                            client_options={"api_endpoint": local_gcs.endpoint(str(tmp_path))})
+    client = local_gcs_hook(str(tmp_path)).get_conn()  # the home's token (the local GCS refuses anonymous calls)
     policy = client.bucket("ckpt").get_iam_policy(requested_policy_version=3)
     assert sorted(policy[BUCKET_ROLE]) == sorted(added["added"])
     pools = MtcCreateTpuNodePoolsOperator(task_id="p", target=target, slices=SLICES).execute({})

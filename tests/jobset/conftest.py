@@ -48,3 +48,13 @@ def apiserver():
     server = FakeApiServer().start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def outage_cluster(tmp_path):
+    """The local API server in process, with its outage switch, as the "local" connection of a home (js_outage.py)."""
+    from js_outage import OutageCluster
+
+    cluster = OutageCluster(tmp_path / "outage-home")
+    yield cluster
+    cluster.stop()

@@ -164,16 +164,17 @@ async def test_watch_survives_401_mid_watch_with_a_fresh_token(apiserver, fast_r
 async def test_watch_backs_off_on_503_then_falls_back_to_polling(apiserver, fast_retries, monkeypatch):
     monkeypatch.setattr(retry, "ATTEMPTS", 2)
     apiserver.put("ml", jobset_body())
-    apiserver.script += ["503", "429"]
+    apiserver.pending_errors += [503, 429]  # two watch requests in a row fail: watching does not work here
     api = async_api(apiserver, poll_interval=0.01)
-    task = asyncio.ensure_future(_collect(api))
+    task = asyncio.ensure_future(_collect(api, resource_version="1"))
     while not api.polling:
         await asyncio.sleep(0.01)
     apiserver.set_status("ml", "train", status_completed())
     events = await asyncio.wait_for(task, 20)
     assert events[-1].obj["status"]["terminalState"] == "Completed"
-    # two streams ended by scripted errors, two watches answered 503 then 429: ATTEMPTS=2 failures, then polling
-    assert sum(1 for r in apiserver.requests if r["query"].get("watch")) == 4
+    # the watch answered 503 then 429: ATTEMPTS=2 consecutive failures, then polling (GETs) found the change
+    assert sum(1 for r in apiserver.requests if r["query"].get("watch")) == 2
+    assert apiserver.requests[-1]["method"] == "GET" and not apiserver.requests[-1]["query"].get("watch")
 
 
 async def test_async_get_and_delete(apiserver, fast_retries):
@@ -197,3 +198,23 @@ async def test_async_list_pods_reads_the_waiting_reason(apiserver, fast_retries)
     state = evaluate_pods(pods)
     # The kubelet retries pulls with back-off: a healing error, not a permanent one.
     assert state.total == 1 and "ImagePullBackOff" in state.healing_error and not state.permanent_error
+
+
+async def test_watch_timeout_polling_returns_to_watching(apiserver, fast_retries, monkeypatch):
+    """Polling is a fallback: after rewatch_after seconds of it the adapter watches again."""
+    monkeypatch.setattr(retry, "ATTEMPTS", 2)
+    apiserver.put("ml", jobset_body())
+    apiserver.pending_errors += [503, 503]  # two watch requests in a row fail: polling stands in
+    api = async_api(apiserver, poll_interval=0.02, rewatch_after=0.3)
+    task = asyncio.ensure_future(_collect(api, resource_version="1"))
+    while not api.polling:
+        await asyncio.sleep(0.01)
+    while api.polling:  # after 0.3 s of polling it watches again
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)
+    apiserver.set_status("ml", "train", status_completed())
+    events = await asyncio.wait_for(task, 20)
+    assert events[-1].obj["status"]["terminalState"] == "Completed"
+    kinds = ["watch" if r["query"].get("watch") else "get" for r in apiserver.requests]
+    assert kinds[:2] == ["watch", "watch"] and "get" in kinds[2:]
+    assert kinds[-1] == "watch" or "watch" in kinds[kinds.index("get"):]  # watching again after the polls

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from google.api_core import exceptions
 from google.api_core.iam import Policy
-from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
+from google.oauth2.credentials import Credentials
 
 from mtc_provider.adapters.gcs_bucket import GcsBucketApi
-from mtc_provider.adapters.gcs_hook import EndpointGCSHook
+from mtc_provider.adapters.gcs_hook import EndpointGCSHook, local_gcs_hook
 from mtc_provider.core.errors import BucketNotUsable
 from mtc_provider.core.spec import BucketSpec
 from mtc_provider.local import gcs as local_gcs
@@ -37,8 +37,12 @@ def server(tmp_path):
 
 @pytest.fixture
 def client(server) -> storage.Client:
-    return storage.Client(project="proj", credentials=AnonymousCredentials(),
+    return storage.Client(project="proj", credentials=Credentials(token=server.token.decode()),
                           client_options={"api_endpoint": server.endpoint})
+
+
+def authorized(server, path: str) -> urllib.request.Request:
+    return urllib.request.Request(f"{server.endpoint}{path}", headers={"Authorization": f"Bearer {server.token.decode()}"})
 
 
 def write(home: Path, bucket: str, name: str, data: bytes = b"x") -> None:
@@ -71,7 +75,7 @@ def test_hns_without_uniform_access_is_refused_and_a_missing_bucket_is_404_with_
     with pytest.raises(exceptions.BadRequest, match="uniform bucket-level access"):
         bucket.create(location="us-central1")
     with pytest.raises(urllib.error.HTTPError) as raised:
-        urllib.request.urlopen(f"{server.endpoint}/storage/v1/b/missing")
+        urllib.request.urlopen(authorized(server, "/storage/v1/b/missing"))
     body = json.loads(raised.value.read())
     assert raised.value.code == 404
     assert body["error"]["code"] == 404 and body["error"]["errors"][0]["reason"] == "notFound"
@@ -175,7 +179,7 @@ def test_uploads_and_downloads_simple_multipart_resumable_and_through_gcshook(cl
     assert (tmp_path / "buckets" / "ckpt" / "dir" / "big.bin").read_bytes() == big  # the object IS the file
     assert bucket.blob("dir/big.bin").download_as_bytes() == big  # crc32c/md5 checked by the client
     assert bucket.blob("chunked.bin").download_as_bytes(start=10, end=19) == big[10:20]
-    hook = EndpointGCSHook(server.endpoint)
+    hook = EndpointGCSHook(server.endpoint, token=server.token.decode())
     hook.upload("ckpt", "goodput/chart.png", data=b"\x89PNG", mime_type="image/png")
     assert hook.download("ckpt", "goodput/chart.png") == b"\x89PNG"
     assert hook.exists("ckpt", "small.txt") and not hook.exists("ckpt", "nope")
@@ -220,8 +224,7 @@ def test_two_processes_at_once_start_one_server_and_stop_ends_it(tmp_path):
         assert len(endpoints) == 1 and local_gcs.ensure_running(tmp_path) in endpoints
         info = json.loads((tmp_path / "gcs" / "server.json").read_text())
         assert info["endpoint"] in endpoints and info["endpoint"].startswith("http://127.0.0.1:")
-        storage.Client(project="p", credentials=AnonymousCredentials(),
-                       client_options={"api_endpoint": info["endpoint"]}).create_bucket("made")
+        local_gcs_hook(str(tmp_path)).get_conn().create_bucket("made")
         assert (tmp_path / "buckets" / "made").is_dir()
     finally:
         assert local_gcs.stop(tmp_path)

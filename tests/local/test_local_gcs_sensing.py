@@ -113,10 +113,8 @@ def test_sensing_before_the_first_write_finds_nothing_and_makes_the_bucket(home)
     directory = checkpoints(home)
     store = open_store(str(directory))
     assert store.finalized(str(directory)) == [] and store.latest_step(str(directory)) is None
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
+    from mtc_provider.adapters.gcs_hook import local_gcs_hook
 
-    client = storage.Client(project="p", credentials=AnonymousCredentials(),
-                            client_options={"api_endpoint": local_gcs.endpoint(home)})
+    client = local_gcs_hook(str(home)).get_conn()
     made = client.get_bucket("mtc-checkpoints")
     assert made.hierarchical_namespace_enabled and made.iam_configuration.uniform_bucket_level_access_enabled

@@ -1,6 +1,7 @@
-"""The distribution: sdist and wheel build, pass `twine check --strict`, carry complete metadata, and the wheel
-installs into a fresh environment that already has Airflow (the lock's versions), where `airflow providers list`
-shows the provider and `mtc --version` runs."""
+"""The distribution: `make dist` builds the sdist and wheel (the pinned uv) and passes `twine check --strict`; they
+carry complete metadata and one version (`mtc_provider.__version__`, read by hatch), and the wheel installs into a
+fresh environment that already has Airflow (the lock's versions), where `airflow providers list` shows the provider
+and `mtc --version` runs."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from mtc_provider import __version__
+from mtc_provider.get_provider_info import get_provider_info
 from tests.conftest import REPO
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
@@ -29,9 +32,12 @@ def uv() -> str:
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory) -> Path:
+    """What `make dist` builds (its own twine check included), into a temporary DIST instead of ./dist."""
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run([uv(), "build", "--sdist", "--wheel", "--out-dir", str(out), str(REPO)], check=True,
-                   capture_output=True, text=True, timeout=300)
+    made = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "dist", f"DIST={out}"],
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    assert made.stdout.count("PASSED") == 2, made.stdout[-3000:]  # `make dist` ran twine on both files
     return out
 
 
@@ -58,13 +64,37 @@ def test_twine_check_passes(dist: Path) -> None:
 def test_metadata_is_complete(dist: Path) -> None:
     meta = metadata(dist)
     assert meta["Name"] == "airflow-provider-mtc"
-    assert meta["Version"] == PYPROJECT["project"]["version"]
+    assert meta["Version"] == __version__
     assert meta["License-Expression"] == "Apache-2.0"
     assert meta["Requires-Python"] == ">=3.10"
     assert meta["Description-Content-Type"] == "text/markdown"
     assert "Framework :: Apache Airflow :: Provider" in meta.get_all("Classifier")
     assert meta["Summary"] and meta["Keywords"]
     assert set(meta.get_all("Provides-Extra")) >= {"chart", "local", "test"}
+
+
+def _source_version() -> str:
+    """`__version__` as written in the source file hatch reads (not the installed copy)."""
+    tree = ast.parse((REPO / PYPROJECT["tool"]["hatch"]["version"]["path"]).read_text(encoding="utf-8"))
+    (value,) = [node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["__version__"]]
+    return value
+
+
+def test_the_version_has_one_source(dist: Path) -> None:
+    """Issue 27: the version was written twice (pyproject.toml and `__version__`). Now pyproject.toml declares it
+    dynamic, hatch reads `provider/mtc_provider/__init__.py`, and the wheel, the sdist, `__version__` and
+    get_provider_info() say the same."""
+    assert "version" not in PYPROJECT["project"] and "version" in PYPROJECT["project"]["dynamic"]
+    assert PYPROJECT["tool"]["hatch"]["version"]["path"] == "provider/mtc_provider/__init__.py"
+    (sdist,) = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as tf:
+        pkg_info = email.message_from_bytes(tf.extractfile(next(m for m in tf.getmembers()
+                                                                if m.name.count("/") == 1
+                                                                and m.name.endswith("/PKG-INFO"))).read())
+    assert wheel(dist).name == f"airflow_provider_mtc-{_source_version()}-py3-none-any.whl"
+    assert metadata(dist)["Version"] == pkg_info["Version"] == _source_version() == __version__
+    assert get_provider_info()["versions"] == [__version__]
 
 
 def test_matplotlib_only_with_the_extras_that_draw(dist: Path) -> None:
@@ -113,8 +143,12 @@ DISTRIBUTIONS = {
     "google.cloud.container_v1": "google-cloud-container",
     "google.cloud.resourcemanager_v3": "google-cloud-resource-manager",
     "google.api_core": "google-api-core",
+    "google.auth": "google-auth",
+    "google.oauth2": "google-auth",
     "google_crc32c": "google-crc32c",
     "kubernetes_asyncio": "kubernetes-asyncio",
+    "aiohttp": "aiohttp",
+    "async_timeout": "async-timeout",
     "kubernetes": "kubernetes",
     "yaml": "pyyaml",
     "typer": "typer",
@@ -177,7 +211,7 @@ def test_wheel_installs_next_to_airflow_and_airflow_lists_the_provider(dist: Pat
     assert '"airflow-provider-mtc"' in listed.stdout, listed.stdout[-3000:]
     version = subprocess.run([str(venv / "bin" / "mtc"), "--version"], capture_output=True, text=True, env=run_env,
                              timeout=120, cwd=tmp_path)
-    assert version.returncode == 0 and version.stdout.strip() == f"mtc {PYPROJECT['project']['version']}"
+    assert version.returncode == 0 and version.stdout.strip() == f"mtc {__version__}"
     # The package came from the wheel, not from the checkout.
     where = subprocess.run([str(python), "-c", "import mtc_provider; print(mtc_provider.__file__)"],
                            capture_output=True, text=True, env=run_env, timeout=120, cwd=tmp_path)

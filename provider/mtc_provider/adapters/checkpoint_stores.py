@@ -188,7 +188,8 @@ class LocalBucketCheckpointStore(_FinalizedSteps):
     GcsCheckpointStore (the GKE code path: GCSHook, matchGlob, startOffset, pages). Paths in and out stay the
     local paths the caller uses. The endpoint is looked up (and the server started) on each call, in the
     calling thread, so a trigger never blocks its event loop on it and a restarted server is found again; the
-    lookup health-checks the server at most every few seconds (gcs_hook.local_gcs_endpoint)."""
+    lookup health-checks the server at most every few seconds (gcs_hook.local_gcs_endpoint); the home's token is
+    read when the hook is made (a trigger carries only the checkpoint directory)."""
 
     def __init__(self, home: str, bucket: str) -> None:
         self.home, self.bucket = home, bucket
@@ -200,12 +201,12 @@ class LocalBucketCheckpointStore(_FinalizedSteps):
         return self._store().cost
 
     def _store(self) -> GcsCheckpointStore:
-        from mtc_provider.adapters.gcs_hook import EndpointGCSHook, local_gcs_endpoint
+        from mtc_provider.adapters.gcs_hook import local_gcs_endpoint, local_gcs_hook
 
         endpoint = local_gcs_endpoint(self.home)
         if self.gcs is None or self.gcs.hook.api_endpoint != endpoint:
             cost = self.gcs.cost if self.gcs is not None else ListingCost()
-            self.gcs = GcsCheckpointStore(hook=EndpointGCSHook(endpoint))
+            self.gcs = GcsCheckpointStore(hook=local_gcs_hook(self.home))  # with the home's token, read here
             self.gcs.cost = cost
         if not self.root.is_dir():  # before the workload's first write, as its folder would be made by it
             self._create_bucket()

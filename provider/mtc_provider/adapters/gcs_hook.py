@@ -8,7 +8,12 @@ listings are GCSHook's own:
 - `get_connection()`: the endpoint's own Google Cloud connection, anonymous (the connection's documented
   `is_anonymous` extra: https://airflow.apache.org/docs/apache-airflow-providers-google/stable/connections/gcp.html),
   so GoogleBaseHook's own credential code yields google.auth's AnonymousCredentials, as google-cloud-storage
-  uses for an emulator. No Google credentials and no token: a trigger carries only the endpoint.
+  uses for an emulator;
+- `get_credentials_and_project_id()` (GoogleBaseHook), only when a bearer token is given: google.oauth2's
+  `Credentials(token)`, which google-cloud-storage's session sends as `Authorization: Bearer <token>`
+  (google.auth.credentials.Credentials.apply). The local target's GCS takes its home's token
+  (adapters/local_token.py): `local_gcs_hook(home)` reads it where the client is made, so a trigger carries only
+  the home path, never the token.
 """
 
 from __future__ import annotations
@@ -26,12 +31,21 @@ IDLE_ENV, DEFAULT_IDLE_SECONDS = "MTC_GCS_IDLE_SECONDS", 120.0
 
 
 class EndpointGCSHook(GCSHook):
-    """GCSHook against a GCS JSON API endpoint (http://host:port) that needs no credentials."""
+    """GCSHook against a GCS JSON API endpoint (http://host:port): anonymous, or with a fixed bearer token."""
 
-    def __init__(self, api_endpoint: str, project_id: str = LOCAL_PROJECT) -> None:
+    def __init__(self, api_endpoint: str, project_id: str = LOCAL_PROJECT, token: str | None = None) -> None:
         self.api_endpoint = api_endpoint
         self.endpoint_project = project_id
+        self._bearer = token
         super().__init__(gcp_conn_id=f"mtc_gcs_endpoint_{project_id}")
+
+    def get_credentials_and_project_id(self) -> tuple[Any, str | None]:
+        if self._bearer is None:
+            return super().get_credentials_and_project_id()
+        from google.oauth2.credentials import Credentials
+
+        # No refresh token: a 401 fails at once (RefreshError) instead of asking Google for a new token.
+        return Credentials(token=self._bearer), self.endpoint_project
 
     def get_connection(self, conn_id: str) -> Any:  # type: ignore[override]
         from airflow.sdk.definitions.connection import Connection
@@ -59,14 +73,25 @@ FRESH_SECONDS = 10.0
 
 
 def _serves(endpoint: str, home: str) -> bool:
-    """The local GCS at `endpoint` answers for this home (its health answer names the home it serves)."""
-    import urllib.request
+    """The local GCS at `endpoint` holds this home's token (it proves so before it is sent the token)."""
+    from mtc_provider.adapters.local_token import serves_home
 
+    return serves_home(endpoint, home)
+
+
+def local_gcs_hook(home: str) -> EndpointGCSHook:
+    """EndpointGCSHook for a local target home's GCS (started on demand) with the home's token."""
+    from pathlib import Path
+
+    from mtc_provider.adapters.local_token import TokenError, require_token
+    from mtc_provider.adapters.protocols import ApiError
+
+    endpoint = local_gcs_endpoint(home)
     try:
-        with urllib.request.urlopen(f"{endpoint}/_mtc/health", timeout=2) as response:
-            return json.loads(response.read()).get("home") == home
-    except (OSError, ValueError):
-        return False
+        token = require_token(Path(home).expanduser().resolve())
+    except TokenError as err:
+        raise ApiError(401, f"the local GCS token of {home}: {err}", "Unauthorized") from None
+    return EndpointGCSHook(endpoint, token=token)
 
 
 def local_gcs_endpoint(home: str) -> str:

@@ -78,12 +78,23 @@ def describe_connection(connection: Mapping[str, Any]) -> str:
     return f"connection kind {kind}"
 
 
-def jobset_api(connection: Mapping[str, Any]) -> JobSetApi:
-    """The sync api (operators, the delete operator, the sensor's first look)."""
+def jobset_api(connection: Mapping[str, Any], *, request_timeout: float | None = None,
+               outage_timeout: float = 0.0) -> JobSetApi:
+    """The sync api (operators, the delete operator, the sensor's first look).
+
+    :param request_timeout: client-side seconds per request (default adapters.kubernetes.REQUEST_TIMEOUT).
+    :param outage_timeout: seconds an unreachable API is waited out before ApiUnreachable (0: bounded retries only).
+    """
     kind = _kind(connection)
     if kind in _registry:
         return _registry[kind][0](connection)
-    from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
+    import functools
+
+    from mtc_provider.adapters import kubernetes
+
+    KubernetesJobSetApi = functools.partial(  # noqa: N806 - the class, with this call's timeouts
+        kubernetes.KubernetesJobSetApi, request_timeout=request_timeout or kubernetes.REQUEST_TIMEOUT,
+        outage_timeout=outage_timeout)
 
     if kind == "local":  # the same adapter; only how the client is made differs
         from mtc_provider.adapters.local_cluster import client_factory
@@ -104,12 +115,22 @@ def jobset_api(connection: Mapping[str, Any]) -> JobSetApi:
     return KubernetesJobSetApi(hook.get_conn, where=describe_connection(connection))
 
 
-def async_jobset_api(connection: Mapping[str, Any], poll_interval: float = 30.0) -> AsyncJobSetApi:
-    """The async api for triggers, rebuilt from the connection dict inside the triggerer."""
+def async_jobset_api(connection: Mapping[str, Any], poll_interval: float = 30.0, *,
+                     request_timeout: float | None = None) -> AsyncJobSetApi:
+    """The async api for triggers, rebuilt from the connection dict inside the triggerer.
+
+    :param request_timeout: client-side seconds per request (default adapters.kubernetes.REQUEST_TIMEOUT); the
+        GKE async hook's client has none of its own.
+    """
     kind = _kind(connection)
     if kind in _registry:
         return _registry[kind][1](connection)
-    from mtc_provider.adapters.kubernetes import AsyncKubernetesJobSetApi
+    import functools
+
+    from mtc_provider.adapters import kubernetes
+
+    AsyncKubernetesJobSetApi = functools.partial(  # noqa: N806 - the class, with this call's timeout
+        kubernetes.AsyncKubernetesJobSetApi, request_timeout=request_timeout or kubernetes.REQUEST_TIMEOUT)
 
     if kind == "local":
         from mtc_provider.adapters.local_cluster import async_client_factory

@@ -2,26 +2,40 @@
 
 Transport only: each request opens a client from a factory (so every client carries a fresh token:
 GKE tokens expire during long waits) and maps errors through `to_api_error`. Transient answers
-(429, 5xx, connection errors) are retried with one bounded exponential backoff policy (tenacity).
-The watch resumes from the last resourceVersion, relists on 410 Gone, opens a new client on 401,
-and falls back to polling when watching keeps failing.
+(429, 5xx, connection errors) are retried with one bounded exponential backoff policy (tenacity) that
+honours Retry-After. Every request has a client-side timeout (`request_timeout`): the GKE hooks' clients
+have none, and a half-open connection would otherwise hang the caller for ever.
+The watch (https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes)
+asks the server to end it after `watch_timeout` s (`timeoutSeconds`) and gives the client longer than that,
+so a watch ends normally, which is not a failure: it resumes from the last resourceVersion. It relists on
+410 Gone (https://kubernetes.io/docs/reference/using-api/api-concepts/#410-gone-responses), opens a new
+client on 401, and, when watching keeps failing, polls for `rewatch_after` s and then watches again.
+`answers` counts the requests the API answered (a watch counts when its stream opens), so a caller can tell
+an outage from a run of unrelated failures.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
 import re
 import socket
+import time
 from typing import Any, AsyncContextManager, AsyncIterator, Callable
 
 import tenacity
 from airflow.sdk.exceptions import AirflowFailException
 
 from mtc_provider.adapters import retry
+
+try:
+    from asyncio import timeout as _timeout  # Python 3.11+
+except ImportError:  # pragma: no cover - Python 3.10: aiohttp's own dependency there
+    from async_timeout import timeout as _timeout
 from mtc_provider.adapters.protocols import ApiError, NotFound, WatchEvent
 from mtc_provider.core.vocabulary import (
     DELETE_CALLER_HEADER,
@@ -34,6 +48,11 @@ from mtc_provider.core.vocabulary import (
 
 GROUP, VERSION, PLURAL = JOBSET.group, JOBSET.version, JOBSET.plural
 log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT = 60.0  # seconds for any request but a watch (the cncf.kubernetes clients' own default)
+WATCH_TIMEOUT = 300  # the server-side timeoutSeconds of one watch
+WATCH_MARGIN = 30.0  # the client waits this much longer than timeoutSeconds: the server ends a watch, not us
+REWATCH_AFTER = 300.0  # seconds of polling (after watching kept failing) before watching again
 
 
 def to_api_error(exc: BaseException) -> BaseException:
@@ -110,33 +129,57 @@ def _retrying_types() -> tuple[type[BaseException], ...]:
 
 
 def _async_retrying() -> tenacity.AsyncRetrying:
-    """The same policy as adapters.retry (attempts, waits), for coroutines."""
+    """The same policy as adapters.retry (attempts, waits, Retry-After), for coroutines."""
     return tenacity.AsyncRetrying(
         retry=tenacity.retry_if_exception_type(_retrying_types()),
         stop=tenacity.stop_after_attempt(retry.ATTEMPTS),
-        wait=tenacity.wait_random_exponential(multiplier=retry.INITIAL_WAIT, max=retry.MAX_WAIT),
+        wait=retry.wait_honouring_retry_after(retry.INITIAL_WAIT, retry.MAX_WAIT),
         before_sleep=tenacity.before_sleep_log(log, logging.WARNING),
         reraise=True,
     )
 
 
 class KubernetesJobSetApi:
-    """Sync JobSetApi. `client_factory()` returns a kubernetes.client.ApiClient (e.g. GKEKubernetesHook.get_conn)."""
+    """Sync JobSetApi. `client_factory()` returns a kubernetes.client.ApiClient (e.g. GKEKubernetesHook.get_conn).
 
-    def __init__(self, client_factory: Callable[[], Any], where: str = "") -> None:
+    :param request_timeout: client-side seconds per request (GKEKubernetesHook's client has no timeout of its own).
+    :param outage_timeout: seconds an unreachable API (429, 5xx, no answer) is waited out, beyond the short
+        bounded retries, before ApiUnreachable; 0: no outage wait (the hook and the CLI).
+    :param outage_log_interval: seconds between "Kubernetes API unreachable" lines during an outage.
+    :param outage_max_backoff: the longest wait between tries during an outage (a Retry-After may ask longer).
+    """
+
+    def __init__(self, client_factory: Callable[[], Any], *, request_timeout: float = REQUEST_TIMEOUT,
+                 outage_timeout: float = 0.0, outage_log_interval: float = 180.0,
+                 outage_max_backoff: float = 60.0, sleep: Callable[[float], None] = time.sleep,
+                 where: str = "") -> None:
         self.client_factory = client_factory
         self.where = where  # the connection, as a 403 names it ("connection kubernetes_default", ...)
+        self.request_timeout = request_timeout
+        self.outage_timeout = outage_timeout
+        self.outage_log_interval = outage_log_interval
+        self.outage_max_backoff = outage_max_backoff
+        self.sleep = sleep
+        self.answers = 0
 
     def _call(self, method: str, core: bool = False, **kwargs: Any) -> Any:
         from kubernetes import client as k8s
 
         def once() -> Any:
             api_client = self.client_factory()  # a fresh client, so a fresh token, per attempt
+            pool = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+            if pool is not None:  # urllib3's own retries (3 by default) off: this policy alone decides
+                pool.connection_pool_kw["retries"] = False
             try:
                 if core:  # pods and the run lock (a ConfigMap): core/v1
-                    return getattr(k8s.CoreV1Api(api_client), method)(**kwargs)
-                api = k8s.CustomObjectsApi(api_client)
-                return getattr(api, method)(group=GROUP, version=VERSION, plural=PLURAL, **kwargs)
+                    result = getattr(k8s.CoreV1Api(api_client), method)(**kwargs,
+                                                                        _request_timeout=self.request_timeout)
+                else:
+                    api = k8s.CustomObjectsApi(api_client)
+                    result = getattr(api, method)(group=GROUP, version=VERSION, plural=PLURAL, **kwargs,
+                                                  _request_timeout=self.request_timeout)
+                self.answers += 1
+                return result
             except Exception as exc:
                 mapped = forbidden(to_api_error(exc), method, kwargs.get("namespace"), self.where)
                 if mapped is exc:
@@ -145,7 +188,32 @@ class KubernetesJobSetApi:
             finally:
                 api_client.close()
 
-        return retry.policy(_retrying_types())(once)()
+        return self._through_outage(retry.policy(_retrying_types())(once), method)
+
+    def _through_outage(self, call: Callable[[], Any], what: str) -> Any:
+        """`call()`, and while the API stays unreachable keep calling, bounded by outage_timeout."""
+        from mtc_provider.core.outage import OutageClock
+
+        outage = OutageClock(self.outage_timeout, self.outage_max_backoff, self.outage_log_interval)
+        while True:
+            try:
+                result = call()
+            except retry.Retryable as exc:
+                now = time.monotonic()
+                delay = outage.failed(now, retry.describe_failure(exc), retry.retry_after_of(exc))
+                if outage.exhausted(now) or self.outage_timeout <= 0:
+                    if self.outage_timeout <= 0:
+                        raise
+                    raise retry.ApiUnreachable("the Kubernetes API", outage.elapsed(now), outage.last_status,
+                                               self.outage_timeout) from exc
+                if outage.should_log(now):
+                    log.warning("Kubernetes API unreachable for %.0f s (%s) on %s; still trying, for at most %.0f s "
+                                "more", outage.elapsed(now), outage.last_status, what, outage.remaining(now))
+                self.sleep(delay)
+                continue
+            if outage.ongoing:
+                log.info("Kubernetes API answers again after %.0f s", outage.reset())
+            return result
 
     def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._call("create_namespaced_custom_object", namespace=namespace, body=body)
@@ -194,24 +262,45 @@ class KubernetesJobSetApi:
 
 class AsyncKubernetesJobSetApi:
     """Async JobSetApi for triggers. `client_factory()` is an async context manager yielding a
-    kubernetes_asyncio ApiClient with a fresh token (e.g. GKEKubernetesAsyncHook.get_conn)."""
+    kubernetes_asyncio ApiClient with a fresh token (e.g. GKEKubernetesAsyncHook.get_conn).
+
+    :param request_timeout: client-side seconds per request and for opening a client (minting its token);
+        a watch gets `watch_timeout + WATCH_MARGIN`.
+    :param watch_timeout: the server-side timeoutSeconds of one watch; the watch then ends normally.
+    :param rewatch_after: seconds of polling, after watching kept failing, before watching again.
+    """
 
     def __init__(self, client_factory: Callable[[], AsyncContextManager[Any]], *, poll_interval: float = 30.0,
-                 watch_timeout: int = 300, where: str = "") -> None:
+                 watch_timeout: int = WATCH_TIMEOUT, request_timeout: float = REQUEST_TIMEOUT,
+                 rewatch_after: float = REWATCH_AFTER, where: str = "") -> None:
         self.client_factory = client_factory
         self.where = where  # the connection, as a 403 names it
         self.poll_interval = poll_interval
         self.watch_timeout = watch_timeout
-        self.polling = False  # set when watching kept failing and polling took over
+        self.request_timeout = request_timeout
+        self.rewatch_after = rewatch_after
+        self.polling = False  # set while watching kept failing and polling stands in
+        self.answers = 0
+
+    @contextlib.asynccontextmanager
+    async def _client(self) -> AsyncIterator[Any]:
+        """A client, opened within request_timeout (opening may mint a token or read a kubeconfig)."""
+        async with contextlib.AsyncExitStack() as stack:
+            async with _timeout(self.request_timeout):
+                api_client = await stack.enter_async_context(self.client_factory())
+            yield api_client
 
     async def _call(self, method: str, **kwargs: Any) -> Any:
         from kubernetes_asyncio import client as k8s
 
         async def once() -> Any:
             try:
-                async with self.client_factory() as api_client:
+                async with self._client() as api_client:
                     api = k8s.CustomObjectsApi(api_client)
-                    return await getattr(api, method)(group=GROUP, version=VERSION, plural=PLURAL, **kwargs)
+                    result = await getattr(api, method)(group=GROUP, version=VERSION, plural=PLURAL, **kwargs,
+                                                        _request_timeout=self.request_timeout)
+                    self.answers += 1
+                    return result
             except Exception as exc:
                 mapped = forbidden(to_api_error(exc), method, kwargs.get("namespace"), self.where)
                 if mapped is exc:
@@ -236,9 +325,11 @@ class AsyncKubernetesJobSetApi:
         async for attempt in _async_retrying():
             with attempt:
                 try:
-                    async with self.client_factory() as api_client:
+                    async with self._client() as api_client:
                         api = k8s.CoreV1Api(api_client)
-                        pods = await api.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={jobset_name}")
+                        pods = await api.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={jobset_name}",
+                                                             _request_timeout=self.request_timeout)
+                        self.answers += 1
                         return [api_client.sanitize_for_serialization(p) for p in pods.items]
                 except Exception as exc:
                     mapped = forbidden(to_api_error(exc), "list_namespaced_pod", namespace, self.where)
@@ -246,18 +337,40 @@ class AsyncKubernetesJobSetApi:
                         raise
                     raise mapped from exc
 
+    def _counting(self, list_fn: Callable[..., Any]) -> Callable[..., Any]:
+        """The watch's request: counts an opened stream as an answer; a non-2xx answer raises with its headers
+        (kubernetes_asyncio reads a streamed error body as an event and loses Retry-After)."""
+        from kubernetes_asyncio.client import ApiException
+        from kubernetes_asyncio.client.rest import RESTResponse
+
+        @functools.wraps(list_fn)  # keeps the docstring the Watch reads the return type from
+        async def connect(*args: Any, **kwargs: Any) -> Any:
+            response = await list_fn(*args, **kwargs)
+            if not 200 <= response.status <= 299:
+                data = await response.read()
+                response.release()
+                raise ApiException(http_resp=RESTResponse(response, data))
+            self.answers += 1
+            return response
+
+        return connect
+
     async def _watch_once(self, namespace: str, name: str, resource_version: str) -> AsyncIterator[WatchEvent]:
         """One watch request from resource_version until the server ends it; errors mapped."""
+        import aiohttp
         from kubernetes_asyncio import client as k8s
         from kubernetes_asyncio import watch
 
+        # The client must outlast the server's timeoutSeconds, or every quiet watch ends as a client timeout
+        # (the cncf.kubernetes client's default is 60 s whatever timeoutSeconds says).
+        client_timeout = aiohttp.ClientTimeout(total=self.watch_timeout + WATCH_MARGIN, connect=self.request_timeout)
         try:
-            async with self.client_factory() as api_client:
+            async with self._client() as api_client:
                 api = k8s.CustomObjectsApi(api_client)
                 async with watch.Watch().stream(
-                    api.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
+                    self._counting(api.list_namespaced_custom_object), GROUP, VERSION, namespace, PLURAL,
                     field_selector=f"metadata.name={name}", resource_version=resource_version,
-                    timeout_seconds=self.watch_timeout,
+                    timeout_seconds=self.watch_timeout, _request_timeout=client_timeout,
                 ) as stream:
                     async for event in stream:
                         yield WatchEvent(event["type"], event["raw_object"])
@@ -268,13 +381,32 @@ class AsyncKubernetesJobSetApi:
             raise mapped from exc
 
     async def watch(self, namespace: str, name: str, resource_version: str | None = None) -> AsyncIterator[WatchEvent]:
-        """Events for one JobSet until it is deleted (the caller stops reading when it has what it needs)."""
+        """Events for one JobSet until it is deleted (the caller stops reading when it has what it needs).
+
+        When watching keeps failing, polling stands in for `rewatch_after` s; a poll that still fails after the
+        bounded retries raises (the API is unreachable, not just its watch): the caller decides how long to wait
+        an outage out, and calls watch again with the last resourceVersion.
+        """
         if resource_version is None:
             obj = await self.get(namespace, name)
             resource_version = obj["metadata"]["resourceVersion"]
             yield WatchEvent("ADDED", obj)
         failures = 0
-        while not self.polling:
+        while True:
+            if self.polling:
+                deadline = time.monotonic() + self.rewatch_after
+                while time.monotonic() < deadline:
+                    try:
+                        obj = await self.get(namespace, name)
+                    except NotFound:
+                        yield WatchEvent("DELETED", {"metadata": {"name": name, "namespace": namespace}})
+                        return
+                    if obj["metadata"].get("resourceVersion") != resource_version:
+                        resource_version = obj["metadata"]["resourceVersion"]
+                        yield WatchEvent("MODIFIED", obj)
+                    await asyncio.sleep(self.poll_interval)
+                log.info("watch of %s/%s: polled for %.0fs, watching again", namespace, name, self.rewatch_after)
+                self.polling, failures = False, 0
             try:
                 async for event in self._watch_once(namespace, name, resource_version):
                     failures = 0
@@ -282,6 +414,7 @@ class AsyncKubernetesJobSetApi:
                     yield event
                     if event.type == "DELETED":
                         return
+                failures = 0  # the server ended the watch after timeoutSeconds: normal, watch on
             except ApiError as exc:
                 if exc.status == 410:  # our resourceVersion is too old: relist and resume from now
                     log.info("watch of %s/%s: 410 Gone, relisting", namespace, name)
@@ -293,24 +426,11 @@ class AsyncKubernetesJobSetApi:
                     log.info("watch of %s/%s: 401, reconnecting with a fresh token", namespace, name)
                 elif isinstance(exc, retry.Retryable):
                     failures += 1
-                    await asyncio.sleep(min(retry.MAX_WAIT, retry.INITIAL_WAIT * 2 ** failures))
+                    await asyncio.sleep(max(min(retry.MAX_WAIT, retry.INITIAL_WAIT * 2 ** failures),
+                                            min(retry.retry_after_of(exc) or 0.0, retry.MAX_WAIT)))
                 else:
                     raise
                 if failures >= retry.ATTEMPTS:
-                    log.warning("watch of %s/%s keeps failing (%s); polling every %ss instead",
-                                namespace, name, exc, self.poll_interval)
+                    log.warning("watch of %s/%s keeps failing (%s); polling every %ss for %.0fs, then watching "
+                                "again", namespace, name, exc, self.poll_interval, self.rewatch_after)
                     self.polling = True
-        async for event in self._poll(namespace, name, resource_version):
-            yield event
-
-    async def _poll(self, namespace: str, name: str, resource_version: str) -> AsyncIterator[WatchEvent]:
-        while True:
-            try:
-                obj = await self.get(namespace, name)
-            except NotFound:
-                yield WatchEvent("DELETED", {"metadata": {"name": name, "namespace": namespace}})
-                return
-            if obj["metadata"].get("resourceVersion") != resource_version:
-                resource_version = obj["metadata"]["resourceVersion"]
-                yield WatchEvent("MODIFIED", obj)
-            await asyncio.sleep(self.poll_interval)

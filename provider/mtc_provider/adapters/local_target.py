@@ -60,18 +60,10 @@ class LocalBackend(ListsCheckpointsByPath):
         return {"kind": "local", "home": self.target.home}  # the token stays in <home>/kubeconfig
 
     def bucket(self) -> Any:
-        from mtc_provider.adapters.gcs_bucket import (
-            LOCAL_LOCATION,
-            BucketAccess,
-            storage_client,
-        )
-        from mtc_provider.adapters.gcs_hook import (
-            LOCAL_PROJECT,
-            LOCAL_PROJECT_NUMBER,
-            local_gcs_endpoint,
-        )
+        from mtc_provider.adapters.gcs_bucket import LOCAL_LOCATION, BucketAccess
+        from mtc_provider.adapters.gcs_hook import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER, local_gcs_hook
 
-        client = storage_client(api_endpoint=local_gcs_endpoint(self.target.home))
+        client = local_gcs_hook(self.target.home).get_conn()  # the home's token, read here
         return BucketAccess(client, LOCAL_PROJECT, LOCAL_LOCATION, LOCAL_PROJECT_NUMBER)
 
     def google(self) -> tuple[str, Any]:

@@ -54,7 +54,58 @@ class PreconditionFailed(ApiError):
 
 
 class Retryable(ApiError):
-    """429 or 5xx: worth another try after a wait."""
+    """429 or 5xx, or no HTTP answer at all (status 0): worth another try after a wait.
+
+    `retry_after` is the server's Retry-After in seconds (RFC 9110 section 10.2.3), None when it sent none.
+    """
+
+    def __init__(self, status: int, message: str = "", reason: str = "", retry_after: float | None = None) -> None:
+        super().__init__(status, message, reason)
+        self.retry_after = retry_after
+
+
+class ApiUnreachable(ApiError):
+    """An API kept failing (429, 5xx, no answer) for a whole outage budget. Not an attempt failure: the JobSet
+    was not touched, and a later try (or a cleared task) reattaches to it."""
+
+    def __init__(self, api: str, seconds: float, last: str, budget: float) -> None:
+        self.api, self.seconds, self.last, self.budget = api, seconds, last, budget
+        super().__init__(0, "", "ApiUnreachable")
+        self.args = (f"{api} unreachable for {seconds:.0f} s (last: {last}; api_outage_timeout {budget:.0f} s)",)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """`HTTP 503` for an API answer, `no HTTP answer (ClientConnectorError ...)` when none came."""
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and status > 0:
+        return f"HTTP {status}"
+    return f"no HTTP answer ({str(exc).split(': ', 1)[-1][:200]})"
+
+
+def retry_after_of(exc: BaseException) -> float | None:
+    """Seconds from a Retry-After header (delay-seconds or an HTTP-date), None when absent or unreadable."""
+    value = getattr(exc, "retry_after", None)
+    if isinstance(value, (int, float)):
+        return float(value)
+    headers = getattr(exc, "headers", None)
+    raw = None
+    if headers:
+        try:
+            raw = headers.get("Retry-After") or headers.get("retry-after")
+        except AttributeError:
+            raw = None
+    if not raw:
+        return None
+    raw = str(raw).strip()
+    if raw.isdigit():
+        return float(raw)
+    try:
+        from email.utils import parsedate_to_datetime
+        import time
+
+        return max(0.0, parsedate_to_datetime(raw).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError):
+        return None
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -85,7 +136,7 @@ def map_error(exc: BaseException, permission: str = "", already_exists_on_409: b
     if status == 412:
         return PreconditionFailed(message)
     if status in RETRYABLE_STATUSES:
-        return Retryable(status, message, "Retryable")
+        return Retryable(status, message, "Retryable", retry_after_of(exc))
     return ApiError(status, message)
 
 
@@ -119,6 +170,19 @@ def call(fn: Callable[..., T], *args: Any, permission: str = "", retry_on: tuple
     return policy(retry_types)(attempt)()
 
 
+def wait_honouring_retry_after(initial: float, maximum: float) -> Any:
+    """Exponential backoff with jitter, but never shorter than the server's Retry-After (capped at `maximum`)."""
+    backoff = tenacity.wait_random_exponential(multiplier=initial, max=maximum)
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        delay = backoff(state)
+        exc = state.outcome.exception() if state.outcome else None
+        after = retry_after_of(exc) if exc is not None else None
+        return max(delay, min(after, maximum)) if after else delay
+
+    return wait
+
+
 def policy(retry_types: tuple[type[BaseException], ...] = (Retryable,)) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """The tenacity decorator every adapter shares; read ATTEMPTS/INITIAL_WAIT at call time."""
 
@@ -128,7 +192,7 @@ def policy(retry_types: tuple[type[BaseException], ...] = (Retryable,)) -> Calla
             retrying = tenacity.Retrying(
                 retry=tenacity.retry_if_exception_type(retry_types),
                 stop=tenacity.stop_after_attempt(ATTEMPTS),
-                wait=tenacity.wait_random_exponential(multiplier=INITIAL_WAIT, max=MAX_WAIT),
+                wait=wait_honouring_retry_after(INITIAL_WAIT, MAX_WAIT),
                 before_sleep=tenacity.before_sleep_log(log, logging.WARNING),
                 reraise=True,
             )

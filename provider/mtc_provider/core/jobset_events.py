@@ -18,6 +18,7 @@ UNSTARTABLE = "unstartable"  # a pod can never start (bad image, bad config): no
 STARTUP_TIMEOUT = "startup-timeout"  # pods waited for capacity longer than startup_timeout
 LISTING_FAILED = "listing-failed"  # the checkpoint listing kept failing for listing_timeout
 FORBIDDEN = "forbidden"  # the triggerer's identity may not read what the watch needs (HTTP 403): no retry helps
+API_UNREACHABLE = "api-unreachable"  # the Kubernetes API stayed unreachable for api_outage_timeout: not an attempt
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class JobSetEvent:
     """What the trigger hands back to the operator or sensor."""
 
     kind: str  # ended | deleted | stalled | error | unstartable | startup-timeout | listing-failed | forbidden
+    #   | api-unreachable
     namespace: str
     name: str
     state: JobSetState | None = None

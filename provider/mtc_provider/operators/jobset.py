@@ -32,6 +32,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from mtc_provider.adapters import jobset_factory
+from mtc_provider.adapters.retry import ApiUnreachable
 from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 from mtc_provider.adapters.kubernetes import Forbidden
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore, NotFound
@@ -60,7 +61,9 @@ from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.jobset import JOBSET_LINKS, persist_links
 from mtc_provider.target import target_from_dict
+from mtc_provider.core import outage as outages
 from mtc_provider.core.jobset_events import (
+    API_UNREACHABLE,
     DELETED,
     ENDED,
     ERROR,
@@ -90,6 +93,9 @@ FINISHED, DISRUPTED, FAILED_OUTCOME = "finished", "disrupted", "failed"
 WAIT_FOR_CHECKPOINT = "checkpoint"
 WAIT_FOR_COMPLETION = "completion"
 WAIT_FOR = (WAIT_FOR_CHECKPOINT, WAIT_FOR_COMPLETION)
+NOT_AN_ATTEMPT = ("a Kubernetes API outage, not a failure of the training attempt: no Airflow retry is spent on it, "
+                  "and the JobSet was not touched (it keeps training). Once the API answers again, clear this task: "
+                  "the next try reattaches to the JobSet")
 
 
 class JobSetAttemptFailed(AirflowException):
@@ -166,6 +172,10 @@ class MtcJobSetOperator(BaseOperator):
         S steps/h, ETA, newest checkpoint, restarts so far"), whether or not stall detection is on; the latest
         figures are pushed to XCom key `progress` when the watch ends. None or 0: no progress lines.
     :param deletion_timeout: seconds a try waits for a terminating JobSet of this task to go before submitting.
+    :param api_outage_timeout: seconds of continuous Kubernetes API outage (429, 5xx, refused or hanging
+        connections) that the watch and every request wait out, with backoff honouring Retry-After, before the task
+        fails for good naming the API and its last answer. An outage is not an attempt: it spends no Airflow
+        retry, and the JobSet is never deleted for it (clear the task to reattach). Default one hour.
     :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
     :param checkpoint_store_factory: (checkpoint_dir, gcp_conn_id) -> CheckpointStore; default open_store.
     :param wait_for: "checkpoint" (training: done when the newest finalized checkpoint reaches `target_step`)
@@ -185,7 +195,7 @@ class MtcJobSetOperator(BaseOperator):
     template_fields: Sequence[str] = (
         "slices", "checkpointing", "workload", "target", "target_step", "fault_plan", "stall_timeout",
         "gcp_conn_id", "impersonation_chain", "project_id", "startup_timeout", "poll_interval", "customization",
-        "progress_interval", "image_pull_timeout",
+        "progress_interval", "image_pull_timeout", "api_outage_timeout",
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
@@ -212,6 +222,7 @@ class MtcJobSetOperator(BaseOperator):
         listing_timeout: float = 1800.0,
         progress_interval: float | None = 300.0,
         deletion_timeout: float = 900.0,
+        api_outage_timeout: float = outages.DEFAULT_TIMEOUT,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         checkpoint_store_factory: Callable[[str, str], CheckpointStore] | None = None,
         fault_plan: list[Mapping[str, Any]] | Mapping[str, Any] | None = None,
@@ -243,6 +254,7 @@ class MtcJobSetOperator(BaseOperator):
         self.listing_timeout = listing_timeout
         self.progress_interval = progress_interval
         self.deletion_timeout = deletion_timeout
+        self.api_outage_timeout = api_outage_timeout
         self.deferrable = deferrable
         self.checkpoint_store_factory = checkpoint_store_factory
         self.fault_plan = fault_plan
@@ -284,6 +296,7 @@ class MtcJobSetOperator(BaseOperator):
             for field in ("poll_interval", "listing_timeout", "deletion_timeout", "capacity_log_interval"):
                 if float(getattr(self, field)) < 0:
                     raise SpecError(field, getattr(self, field), "a number of seconds >= 0")
+            self.api_outage_timeout = outages.validate("api_outage_timeout", self.api_outage_timeout)
         except (SpecError, ValueError) as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         return slices, checkpointing, workload, target_step
@@ -328,14 +341,28 @@ class MtcJobSetOperator(BaseOperator):
     def _connection(self) -> dict[str, Any]:
         return jobset_factory.connection_for(self._target(), self.kubernetes_conn_id)
 
+    def _jobset_api(self, connection: Mapping[str, Any]):
+        """The sync api, waiting out an unreachable API for api_outage_timeout (then ApiUnreachable)."""
+        return jobset_factory.jobset_api(connection, outage_timeout=float(self.api_outage_timeout))
+
+    def _unreachable(self, exc: ApiUnreachable) -> AirflowFailException:
+        """An outage is not an attempt: fail for good (no retry spent), the JobSet and the run lock untouched."""
+        return AirflowFailException(f"{exc}: {NOT_AN_ATTEMPT}")
+
     # --- execute ------------------------------------------------------------------------------------
     def execute(self, context: Any) -> Any:
+        try:
+            return self._execute(context)
+        except ApiUnreachable as exc:  # the run lock is kept: releasing it would need the API
+            raise self._unreachable(exc) from exc
+
+    def _execute(self, context: Any) -> Any:
         slices, checkpointing, workload, target_step = self._specs()
         ti = context["ti"]
         run_labels = L.run_labels(ti.dag_id, ti.run_id, ti.task_id, checkpointing.run_name)
         namespace = workload.namespace
         connection = self._connection()
-        api = jobset_factory.jobset_api(connection)
+        api = self._jobset_api(connection)
         store = self._store(checkpointing.checkpoint_directory)  # None: completion mode
         lock = RunLock(lock_api(connection, api), namespace, checkpointing.run_name, run_labels)
         try:
@@ -418,6 +445,7 @@ class MtcJobSetOperator(BaseOperator):
             image_pull_timeout=None if self.image_pull_timeout in (None, "") else float(self.image_pull_timeout),
             capacity_log_interval=float(self.capacity_log_interval), listing_timeout=float(self.listing_timeout),
             progress_interval=None if self.progress_interval in (None, "") else float(self.progress_interval),
+            api_outage_timeout=float(self.api_outage_timeout),
             # Echoed back in the event: the attempt's bookkeeping survives the deferral.
             extra={"attempt": attempt_of(obj), "history": history, "target_step": target_step,
                    "checkpoint_dir": checkpoint_dir, "run_name": checkpointing.run_name, "namespace": namespace},
@@ -493,6 +521,8 @@ class MtcJobSetOperator(BaseOperator):
             self.log.info("submitted JobSet %s/%s (attempt %s, newest finalized step %s)",
                           workload.namespace, name, ti.try_number, history[-1])
             return created
+        except ApiUnreachable:
+            raise  # an outage, not a rejection: execute() says so
         except AlreadyExists:
             existing = api.get(workload.namespace, name)
             if not L.belongs_to(existing["metadata"].get("labels"), run_labels):
@@ -513,7 +543,7 @@ class MtcJobSetOperator(BaseOperator):
         ti = context["ti"]
         run_name = extra.get("run_name") or _spec(CheckpointingSpec, "checkpointing", self.checkpointing).run_name
         namespace = extra.get("namespace") or _spec(WorkloadSpec, "workload", self.workload).namespace
-        api = jobset_factory.jobset_api(connection)
+        api = self._jobset_api(connection)
         return RunLock(lock_api(connection, api), namespace, run_name,
                        L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
 
@@ -530,6 +560,15 @@ class MtcJobSetOperator(BaseOperator):
         if ev.kind == FORBIDDEN or (ev.kind == ERROR and "HTTP 403" in ev.message):
             # The triggerer's identity may not watch the JobSet or read its pods: the JobSet is left as it is.
             raise _forbidden(f"JobSet {ev.namespace}/{ev.name}: {ev.message}")
+        if ev.kind == API_UNREACHABLE:  # before any request: the API is not answering
+            self._current = None
+            raise AirflowFailException(f"{ev.message} (JobSet {ev.namespace}/{ev.name}): {NOT_AN_ATTEMPT}")
+        try:
+            return self._execute_complete(context, ev)
+        except ApiUnreachable as exc:
+            raise self._unreachable(exc) from exc
+
+    def _execute_complete(self, context: Any, ev: JobSetEvent) -> Any:
         extra = ev.extra
         if ev.progress:  # the trigger's latest progress figures, for dashboards and downstream tasks
             context["ti"].xcom_push(key=PROGRESS_XCOM_KEY, value=ev.progress)
@@ -550,7 +589,7 @@ class MtcJobSetOperator(BaseOperator):
             self._close(lock, ev.name, FAILED_OUTCOME, ev.restarts_seen, latest, ev.message)
             self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message, lock)
             raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name} was deleted outside this task")
-        api = jobset_factory.jobset_api(connection)
+        api = self._jobset_api(connection)
         if ev.kind in (UNSTARTABLE, STARTUP_TIMEOUT):
             self.log.error("%s: deleting JobSet %s/%s", ev.message, ev.namespace, ev.name)
             api.delete(ev.namespace, ev.name, reason=V.DELETE_ATTEMPT_FAILED)
@@ -585,7 +624,7 @@ class MtcJobSetOperator(BaseOperator):
         self.log.info("%s; newest finalized step %s of %s -> %s: %s", state.describe(), latest, target_step,
                       decision.kind, decision.reason)
         if decision.kind != SUCCEED:  # why the attempt died, one click away: bounded tails of the failed pods
-            log_failed_pod_tails(self.log, jobset_factory.jobset_api(connection), state.namespace, state.name)
+            log_failed_pod_tails(self.log, self._jobset_api(connection), state.namespace, state.name)
         outcome = {SUCCEED: FINISHED, FAIL: FAILED_OUTCOME}.get(decision.kind, DISRUPTED)
         self._close(lock, state.name, outcome, restarts, latest, decision.reason)
         result = self._push(context, state.namespace, state.name, attempt, restarts, latest, decision.reason, lock)

@@ -5,6 +5,9 @@ It carries only serializable, non-secret values (the connection dict from
 its api inside the triggerer, so every client mints a fresh token. It watches from the
 resourceVersion the operator saw, logs each in-cluster restart, and yields one typed JobSetEvent.
 It never creates anything, so a triggerer restart simply watches again: no duplicates.
+An unreachable Kubernetes API (429, 5xx, refused or hanging connections) is not the attempt's failure: the
+trigger keeps watching, with backoff that honours Retry-After, for at most `api_outage_timeout` seconds of
+continuous outage (core.outage), and only then hands back an `api-unreachable` event.
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from mtc_provider.adapters import retry
 from mtc_provider.adapters.jobset_factory import async_jobset_api
+from mtc_provider.core import outage as outages
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.vocabulary import DELETE_USER_KILL
 
 from mtc_provider.core.jobset_events import (  # noqa: F401  (re-exported: the trigger's event vocabulary)
+    API_UNREACHABLE,
     DELETED,
     ENDED,
     ERROR,
@@ -58,6 +64,11 @@ class JobSetTrigger(BaseTrigger):
     :param progress_interval: seconds between progress lines ("step N of T, S steps/h, ETA, newest checkpoint,
         restarts so far"), logged whether or not stall detection is on; needs `checkpoint_dir` and a
         `target_step` in `extra`. The latest report travels in every event (`progress`). None or 0: no lines.
+    :param api_outage_timeout: seconds of continuous Kubernetes API outage (429, 5xx, no answer) the watch waits
+        out before an `api-unreachable` event; an answer in between starts the count again.
+    :param api_outage_log_interval: seconds between "Kubernetes API unreachable for N s" lines.
+    :param api_backoff_max: the longest wait between tries during an outage (a Retry-After may ask longer).
+    :param request_timeout: client-side seconds per Kubernetes request (a watch gets its timeoutSeconds + 30).
     """
 
     def __init__(
@@ -78,6 +89,10 @@ class JobSetTrigger(BaseTrigger):
         capacity_log_interval: float = 300.0,
         listing_timeout: float = 1800.0,
         progress_interval: float | None = 300.0,
+        api_outage_timeout: float = outages.DEFAULT_TIMEOUT,
+        api_outage_log_interval: float = outages.DEFAULT_LOG_INTERVAL,
+        api_backoff_max: float = outages.DEFAULT_MAX_BACKOFF,
+        request_timeout: float = 60.0,
         image_pull_timeout: float | None = 900.0,
     ) -> None:
         super().__init__()
@@ -98,6 +113,10 @@ class JobSetTrigger(BaseTrigger):
         self.capacity_log_interval = capacity_log_interval
         self.listing_timeout = listing_timeout
         self.progress_interval = progress_interval
+        self.api_outage_timeout = float(api_outage_timeout)
+        self.api_outage_log_interval = float(api_outage_log_interval)
+        self.api_backoff_max = float(api_backoff_max)
+        self.request_timeout = float(request_timeout)
         self.image_pull_timeout = image_pull_timeout
         self._tracker = None  # checkpoint progress since this trigger started (ProgressTracker)
         self._listing_failing_since: float | None = None
@@ -131,6 +150,10 @@ class JobSetTrigger(BaseTrigger):
                 "capacity_log_interval": self.capacity_log_interval,
                 "listing_timeout": self.listing_timeout,
                 "progress_interval": self.progress_interval,
+                "api_outage_timeout": self.api_outage_timeout,
+                "api_outage_log_interval": self.api_outage_log_interval,
+                "api_backoff_max": self.api_backoff_max,
+                "request_timeout": self.request_timeout,
                 "image_pull_timeout": self.image_pull_timeout,
             },
         )
@@ -138,7 +161,19 @@ class JobSetTrigger(BaseTrigger):
     clock = staticmethod(time.time)  # wall clock of the stall and startup checks (tests step it by hand)
 
     def _api(self):
-        return async_jobset_api(self.connection, poll_interval=self.poll_interval)
+        return async_jobset_api(self.connection, poll_interval=self.poll_interval,
+                                request_timeout=self.request_timeout)
+
+    def _api_name(self) -> str:
+        """Which Kubernetes API, in words (no secret: the endpoint or the connection id)."""
+        c = self.connection
+        if c.get("cluster_url"):
+            return f"the Kubernetes API of GKE cluster {c['cluster_url']}"
+        if c.get("kubernetes_conn_id"):
+            return f"the Kubernetes API of connection {c['kubernetes_conn_id']}"
+        if c.get("home"):
+            return f"the local cluster's Kubernetes API (home {c['home']})"
+        return f"the Kubernetes API ({c.get('kind')})"
 
     async def check_stall(self, state: JobSetState) -> str | None:
         """A reason when the run stopped making checkpoint progress, else None.
@@ -304,18 +339,47 @@ class JobSetTrigger(BaseTrigger):
         return None
 
     async def _events(self, api) -> AsyncIterator[Any]:
-        """Watch events, re-watching after a watch ends; None every poll_interval of silence."""
+        """Watch events, re-watching after a watch ends; None every poll_interval of silence.
+
+        An outage of the API (Retryable: 429, 5xx, no answer, after the adapter's bounded retries) is waited
+        out here, for at most api_outage_timeout; then an ApiUnreachable is handed to run(). Any other error is
+        handed over at once.
+        """
         queue: asyncio.Queue = asyncio.Queue()
 
         async def pump() -> None:
             version = self.resource_version
+            outage = outages.OutageClock(self.api_outage_timeout, self.api_backoff_max, self.api_outage_log_interval)
+            answers_then = None  # the api's answer count at the last failure
             try:
                 while True:
-                    async for event in api.watch(self.namespace, self.name, version):
-                        version = event.obj.get("metadata", {}).get("resourceVersion", version)
-                        await queue.put(event)
-                        if event.type == "DELETED":
-                            return
+                    try:
+                        async for event in api.watch(self.namespace, self.name, version):
+                            if outage.ongoing:
+                                self.log.info("%s answers again after %.0f s; watching JobSet %s/%s",
+                                              self._api_name(), outage.reset(), self.namespace, self.name)
+                            version = event.obj.get("metadata", {}).get("resourceVersion", version)
+                            await queue.put(event)
+                            if event.type == "DELETED":
+                                return
+                    except retry.Retryable as exc:
+                        answers = getattr(api, "answers", None)
+                        if outage.ongoing and answers is not None and answers != answers_then:
+                            outage.reset()  # it answered in between: that outage is over, this is a new one
+                        answers_then = answers
+                        now = self.clock()
+                        delay = outage.failed(now, retry.describe_failure(exc), retry.retry_after_of(exc))
+                        if outage.exhausted(now):
+                            raise retry.ApiUnreachable(self._api_name(), outage.elapsed(now), outage.last_status,
+                                                       self.api_outage_timeout) from exc
+                        if outage.should_log(now):
+                            self.log.warning(
+                                "Kubernetes API unreachable for %.0f s (%s); still watching JobSet %s/%s, which is "
+                                "not touched (%s; api_outage_timeout %.0f s, %.0f s left)", outage.elapsed(now),
+                                outage.last_status, self.namespace, self.name, self._api_name(),
+                                self.api_outage_timeout, outage.remaining(now))
+                        await asyncio.sleep(delay)
+                        continue
                     await asyncio.sleep(self.poll_interval)  # the watch ended quietly: watch again from version
             except asyncio.CancelledError:
                 raise
@@ -354,6 +418,10 @@ class JobSetTrigger(BaseTrigger):
         async for item in self._events(api):
             if isinstance(item, BaseException) and not isinstance(item, Exception):
                 raise item
+            if isinstance(item, retry.ApiUnreachable):  # not the attempt's failure: the JobSet was not touched
+                self.log.error("%s; JobSet %s/%s was not touched", item, self.namespace, self.name)
+                yield self._event(API_UNREACHABLE, state, restarts, str(item))
+                return
             if isinstance(item, Exception):
                 yield self._event(ERROR, state, restarts, f"{type(item).__name__}: {item}")
                 return

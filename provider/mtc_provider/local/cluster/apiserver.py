@@ -26,6 +26,8 @@ watch event).
 Every DELETE is appended to `delete_audit` (JSON lines: time, path, code, caller, reason, agent), from the headers
 the provider sends with each delete (core.vocabulary DELETE_CALLER_HEADER / DELETE_REASON_HEADER), as the
 Kubernetes audit log records a request's user agent (https://kubernetes.io/docs/tasks/debug/debug-cluster/audit/).
+An outage switch (faults.py: 503 with Retry-After, dropped or hanging connections, cut watches) rehearses a
+control-plane outage; `POST /mtc/faults` sets it from another process.
 Authentication: `Authorization: Bearer <token>` (https://kubernetes.io/docs/reference/access-authn-authz/authentication/
 #static-token-file); anything else is 401 Unauthorized. The token's user may do everything but what
 `<home>/access-denied.json` takes away: 403 Forbidden (access.py). Errors are `Status` bodies (errors.py).
@@ -45,7 +47,7 @@ from typing import Any, Callable, Iterator, Mapping, Protocol
 from urllib.parse import parse_qs, urlparse
 
 from mtc_provider import __version__
-from mtc_provider.local.cluster import errors, patches, resources, schemas, tables, updates
+from mtc_provider.local.cluster import errors, faults, patches, resources, schemas, tables, updates
 from mtc_provider.local.cluster.access import Access
 from mtc_provider.local.cluster.errors import StatusError
 from mtc_provider.local.cluster.pods import follow_log, read_log
@@ -183,6 +185,7 @@ class ApiServer:
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="apiserver", daemon=True)
         self.stopping = threading.Event()
+        self.faults = faults.Faults()  # the outage switch (faults.py)
 
     @property
     def port(self) -> int:
@@ -413,8 +416,53 @@ class ApiServer:
                     except yaml.YAMLError as err:
                         raise errors.bad_request(f"the request body is neither JSON nor YAML: {err}") from None
 
+            def _faulted(self) -> bool:
+                """Answer (or not) as the outage switch says; False when no fault is on."""
+                mode = server.faults.current()
+                if mode == "none":
+                    return False
+                server.faults.count()
+                if mode == "unavailable":
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0))  # the connection stays usable
+                    data = json.dumps(StatusError(503, "ServiceUnavailable", "the server is currently unable to "
+                                                  "handle the request").body()).encode()
+                    self.send_response(503)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.send_header("Retry-After", str(server.faults.retry_after))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return True
+                if mode == "hang":
+                    server.faults.wait_while_hanging(server.stopping)
+                faults.reset(self.connection)
+                self.close_connection = True
+                return True
+
+            def _faults_control(self, method: str) -> None:
+                if not self._authorized():
+                    return self._send(401, errors.unauthorized().body())
+                if method == "POST":
+                    body = self._body()
+                    if not isinstance(body, dict):
+                        raise errors.bad_request("the body must be a JSON object: {mode, seconds, retry_after} or "
+                                                 "{cut_watches: true}")
+                    try:
+                        if body.get("cut_watches") and "mode" not in body:
+                            return self._send(200, {"cut": server.faults.cut_watches(), **server.faults.state()})
+                        server.faults.set(body.get("mode", "none"), body.get("seconds"), body.get("retry_after", 1))
+                    except ValueError as err:
+                        raise errors.bad_request(str(err)) from None
+                elif method != "GET":
+                    raise errors.method_not_allowed()
+                return self._send(200, server.faults.state())
+
             def _route(self, method: str) -> None:
                 try:
+                    if urlparse(self.path).path == faults.CONTROL_PATH:
+                        return self._faults_control(method)
+                    if self._faulted():
+                        return
                     self._dispatch(method)
                 except StatusError as err:
                     self._send(err.code, err.body())
@@ -514,7 +562,11 @@ class ApiServer:
                             first[0] = False
                         yield (json.dumps({"type": event["type"], "object": obj}) + "\n").encode()
 
-                self._stream("application/json", b"", lines())
+                server.faults.watch_opened(self.connection)  # an outage cuts open watches
+                try:
+                    self._stream("application/json", b"", lines())
+                finally:
+                    server.faults.watch_closed(self.connection)
 
             def do_GET(self) -> None:
                 self._route("GET")

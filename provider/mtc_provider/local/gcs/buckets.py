@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import threading
 import uuid
 from datetime import datetime, timezone
@@ -46,15 +47,50 @@ def policy_etag(revision: int) -> str:
     return base64.b64encode(bytes(out)).decode()
 
 
+# What a bucket folder can be named: GCS's bucket name characters
+# (https://cloud.google.com/storage/docs/buckets#naming), so no name is a path ('/', '..') or has a NUL.
+BUCKET_NAME = re.compile(r"[a-z0-9](?:[a-z0-9._-]{0,220}[a-z0-9])?\Z")
+# Characters no object name or prefix may carry here: NUL cannot be in a file name; GCS refuses CR and LF
+# (https://cloud.google.com/storage/docs/objects#naming).
+FORBIDDEN_CHARACTERS = ("\0", "\r", "\n")
+NAMING = "no empty, '.' or '..' path segments, no leading '/', no NUL, CR or LF"
+
+
+def check_bucket_name(bucket: str) -> str:
+    if not isinstance(bucket, str) or not BUCKET_NAME.match(bucket) or ".." in bucket:
+        raise errors.invalid(f"Invalid bucket name: {bucket!r} (lowercase letters, digits, '-', '_' and '.', "
+                             "starting and ending with a letter or digit)")
+    return bucket
+
+
+def _bad_characters(value: str) -> bool:
+    return any(c in value for c in FORBIDDEN_CHARACTERS)
+
+
 def check_object_name(name: str) -> str:
     """A name that is a safe relative path under the folder (GCS allows more; a folder cannot hold them)."""
     parts = name.split("/")
-    if not name or name.startswith("/") or any(p in ("", ".", "..") for p in parts[:-1]) or parts[-1] in (".", ".."):
-        raise errors.invalid(f"Object name {name!r} is not usable on the local target's bucket folder "
-                             "(no empty, '.' or '..' path segments, no leading '/')")
+    if (not name or name.startswith("/") or _bad_characters(name)
+            or any(p in ("", ".", "..") for p in parts[:-1]) or parts[-1] in (".", "..")):
+        raise errors.invalid(f"Object name {name!r} is not usable on the local target's bucket folder ({NAMING})")
     if len(name.encode()) > 1024:
         raise errors.invalid("The maximum object length is 1024 characters, but got a name with more.")
     return name
+
+
+def check_prefix(prefix: str) -> str:
+    """A listing prefix whose folder part (up to its last '/') is a safe relative path under the bucket folder."""
+    folders = prefix[:prefix.rfind("/") + 1]
+    if prefix.startswith("/") or _bad_characters(prefix) or any(p in ("", ".", "..") for p in folders.split("/")[:-1]):
+        raise errors.invalid(f"Invalid prefix {prefix!r}: not usable on the local target's bucket folder ({NAMING})")
+    return prefix
+
+
+def inside(folder: Path, path: Path, what: str) -> Path:
+    """`path`, when it resolves (symbolic links followed) inside `folder`; 400 naming it otherwise."""
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise errors.invalid(f"{what} resolves outside its bucket folder; refused")
+    return path
 
 
 class FolderBuckets:
@@ -68,12 +104,10 @@ class FolderBuckets:
 
     # ---- buckets -------------------------------------------------------------------------------------------
     def folder(self, bucket: str) -> Path:
-        if "/" in bucket or bucket in ("", ".", ".."):
-            raise errors.bucket_not_found(bucket)
-        return self.root / bucket
+        return self.root / check_bucket_name(bucket)
 
     def _meta_path(self, bucket: str) -> Path:
-        return self.meta_dir / f"{bucket}.json"
+        return self.meta_dir / f"{check_bucket_name(bucket)}.json"
 
     def _read_meta(self, bucket: str) -> dict[str, Any] | None:
         try:
@@ -141,7 +175,7 @@ class FolderBuckets:
     def names(self) -> list[str]:
         found = {p.stem for p in self.meta_dir.glob("*.json")} if self.meta_dir.is_dir() else set()
         found |= {p.name for p in self.root.iterdir() if p.is_dir()} if self.root.is_dir() else set()
-        return sorted(found)
+        return sorted(n for n in found if BUCKET_NAME.match(n))  # a folder no bucket could be named is not one
 
     # ---- IAM -----------------------------------------------------------------------------------------------
     def get_policy(self, bucket: str, requested_version: int) -> dict[str, Any]:
@@ -178,16 +212,18 @@ class FolderBuckets:
 
     # ---- objects -------------------------------------------------------------------------------------------
     def object_path(self, bucket: str, name: str) -> Path:
-        return self.folder(bucket) / check_object_name(name)
+        folder = self.folder(bucket)
+        return inside(folder, folder / check_object_name(name), f"Object name {name!r}")
 
     def names_under(self, bucket: str, prefix: str, match_glob: str | None = None) -> list[str]:
         """Every object name starting with the prefix's directory part, sorted (what a listing filters)."""
         folder = self.folder(bucket)
+        check_prefix(prefix)
         if not folder.is_dir():
             self.get(bucket)  # 404 when the bucket does not exist at all
             return []
         base = prefix[:prefix.rfind("/") + 1]
-        start = folder / base if base else folder
+        start = inside(folder, folder / base, f"Prefix {prefix!r}") if base else folder
         depth = glob_depth(match_glob)
         names = list(_walk(start, base, depth))
         names.sort()
@@ -214,8 +250,10 @@ class FolderBuckets:
     def listed_resource(self, bucket: str, name: str) -> dict[str, Any] | None:
         """The resource of a listed name, or None when the file went away between the walk and now."""
         try:
-            stat = (self.folder(bucket) / name).stat()
+            stat = (self.folder(bucket) / name).lstat()
         except (FileNotFoundError, NotADirectoryError):
+            return None
+        if not _is_file(stat):
             return None
         return self.object_resource(bucket, name, stat)
 
@@ -283,7 +321,7 @@ def _walk(directory: Path, relative: str, depth: int | None) -> Iterator[str]:
             if entry.is_dir(follow_symlinks=False):
                 if depth is None or name.count("/") < depth:
                     yield from _walk(Path(entry.path), name + "/", depth)
-            elif entry.is_file():
+            elif entry.is_file(follow_symlinks=False):  # a link is not an object: it could lead out of the folder
                 yield name
         except FileNotFoundError:
             continue

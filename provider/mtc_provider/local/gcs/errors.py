@@ -21,6 +21,16 @@ def invalid(message: str) -> GcsError:
     return GcsError(400, "invalid", message)
 
 
+def unauthenticated() -> GcsError:
+    return GcsError(401, "required", "Anonymous caller does not have access to the local GCS: send "
+                    "'Authorization: Bearer <token>' with the token in <home>/supervisor.token.")
+
+
+def invalid_credentials() -> GcsError:
+    return GcsError(401, "authError", "Invalid Credentials: the bearer token is not this home's "
+                    "(<home>/supervisor.token).")
+
+
 def bucket_not_found(bucket: str) -> GcsError:
     return GcsError(404, "notFound", "The specified bucket does not exist.")
 

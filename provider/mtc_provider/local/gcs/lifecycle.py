@@ -3,6 +3,8 @@
 `ensure_running(home)` returns the endpoint of the home's server, starting a detached one (a new session, so it
 outlives the caller) when none answers; `stop(home)` ends it. Both hold an flock on `<home>/gcs/lock`, so two
 callers at once start one server. The server writes `<home>/gcs/server.json` (pid, port, endpoint) once it listens.
+The home is made private (0700) and given its token (`<home>/supervisor.token`, shared with the local cluster)
+before the server starts; a server "answers" only when it proves it holds that token (`/_mtc/health?nonce=`).
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+
+from mtc_provider.adapters.local_token import serves_home
+from mtc_provider.local.runner import auth
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
@@ -55,7 +59,8 @@ def read_server_file(home: str | Path) -> dict[str, Any] | None:
 
 @contextmanager
 def _locked(home: str | Path) -> Iterator[None]:
-    gcs_dir(home).mkdir(parents=True, exist_ok=True)
+    auth.make_private_dir(Path(home).resolve())
+    gcs_dir(home).mkdir(mode=auth.PRIVATE_DIR, parents=True, exist_ok=True)
     with open(gcs_dir(home) / "lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -65,12 +70,9 @@ def _locked(home: str | Path) -> Iterator[None]:
 
 
 def _answers(endpoint: str, home: str | Path) -> bool:
-    """The server at `endpoint` is up and serves this home (a stale file may name another process's port)."""
-    try:
-        with urllib.request.urlopen(f"{endpoint}/_mtc/health", timeout=2) as response:
-            return json.loads(response.read()).get("home") == str(Path(home).resolve())
-    except (OSError, ValueError):
-        return False
+    """The server at `endpoint` is up and holds this home's token (a stale file may name a port another program,
+    or another user's, now has); the token is never sent to it before (adapters.local_token.serves_home)."""
+    return serves_home(endpoint, Path(home).resolve())
 
 
 def endpoint(home: str | Path) -> str | None:
@@ -88,6 +90,7 @@ def ensure_running(home: str | Path, idle_seconds: float = 0.0) -> str:
     one started on demand by a task does not outlive its use; the next call starts another."""
     home = Path(home)
     with _locked(home):
+        auth.ensure_token(home.resolve())
         found = endpoint(home)
         if found:
             return found

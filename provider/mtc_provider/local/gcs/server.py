@@ -10,6 +10,12 @@ What it serves (https://cloud.google.com/storage/docs/json_api/v1):
   `Content-Range`, 308 with `Range` until the last one);
 - errors with GCS's body (errors.py); listing outages from a control file (faults.py).
 
+Who may use it: a client with the home's bearer token (`Authorization: Bearer <token>`, the same
+`<home>/supervisor.token` the local API server takes: mtc_provider.adapters.local_token); anything else is 401
+with GCS's body. Only `/_mtc/health?nonce=N` answers without it, and only with HMAC(token, nonce), so a client
+checks that a port really is its home's server before it sends the token there. Every bucket and object name and
+every listing prefix stays inside the bucket folder (buckets.py): anything else is 400.
+
 Run as a process: `python -m mtc_provider.local.gcs.server --home DIR [--port 0]`; it binds MTC_GCS_BIND_HOST
 (default 127.0.0.1; 0.0.0.0 in docker-compose, where other containers reach it) and writes
 `<home>/gcs/server.json` (pid, port, endpoint) once it listens. lifecycle.py starts and stops it.
@@ -18,6 +24,7 @@ Run as a process: `python -m mtc_provider.local.gcs.server --home DIR [--port 0]
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import os
 import re
@@ -32,11 +39,13 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from mtc_provider.adapters.local_token import health_proof
 from mtc_provider.local.gcs import errors
-from mtc_provider.local.gcs.buckets import FolderBuckets
+from mtc_provider.local.gcs.buckets import FolderBuckets, check_prefix
 from mtc_provider.local.gcs.errors import GcsError
 from mtc_provider.local.gcs.faults import ListingFaults
 from mtc_provider.local.gcs.listing import BadListing, list_page
+from mtc_provider.local.runner import auth
 
 BIND_HOST_ENV = "MTC_GCS_BIND_HOST"
 ADVERTISE_HOST_ENV = "MTC_GCS_ADVERTISE_HOST"
@@ -86,8 +95,13 @@ class LocalGcs:
     host: str = field(default_factory=bind_host)
     port: int = 0
     served: list[Served] = field(default_factory=list)
+    token: bytes | None = None  # default: the home's token (made when the home has none yet)
 
     def __post_init__(self) -> None:
+        root = Path(self.home).resolve()
+        auth.make_private_dir(root)
+        if self.token is None:
+            self.token = auth.ensure_token(root)
         self.buckets = FolderBuckets(self.home)
         self.faults = ListingFaults(self.home)
         self.sessions: dict[str, UploadSession] = {}
@@ -132,6 +146,23 @@ class LocalGcs:
         with self._lock:
             self.served.append(served)
 
+    # ---- who may call --------------------------------------------------------------------------------------
+    def authorize(self, header: str | None) -> None:
+        """GcsError 401 unless the header carries this home's token (GCS's 401 bodies:
+        https://cloud.google.com/storage/docs/json_api/v1/status-codes#401-unauthorized)."""
+        scheme, _, given = (header or "").partition(" ")
+        if not header:
+            raise errors.unauthenticated()
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token):
+            raise errors.invalid_credentials()
+
+    def health(self, params: dict[str, str]) -> dict[str, Any]:
+        """The unauthenticated answer: proof that this server holds the home's token, nothing else."""
+        nonce = params.get("nonce") or ""
+        if not 16 <= len(nonce) <= 128:
+            raise errors.invalid(f"nonce: {len(nonce)} characters; allowed: 16 to 128")
+        return {"proof": health_proof(self.token, nonce)}
+
     # ---- routes --------------------------------------------------------------------------------------------
     def route(self, method: str, parts: list[str], params: dict[str, str], request: "_Request") -> tuple[int, Any]:
         """(status, JSON body or a (headers, chunks) download) for one request; raises GcsError."""
@@ -169,7 +200,7 @@ class LocalGcs:
         raise GcsError(405, "methodNotAllowed", f"{method} is not served for {'/'.join(parts)}")
 
     def _list(self, bucket: str, params: dict[str, str]) -> dict[str, Any]:
-        prefix = params.get("prefix") or ""
+        prefix = check_prefix(params.get("prefix") or "")  # a bad prefix is 400 before any outage answer
         rule = self.faults.active(prefix)
         if rule is not None:
             if rule.get("status") == "timeout":
@@ -360,7 +391,11 @@ def _handler(gcs: LocalGcs) -> type[BaseHTTPRequestHandler]:
             request = _Request(self)
             entries = 0
             try:
-                status, body = gcs.route(method, parts, params, request)
+                if parts[:2] == ["_mtc", "health"] and not self.headers.get("Authorization"):
+                    status, body = 200, gcs.health(params)
+                else:
+                    gcs.authorize(self.headers.get("Authorization"))
+                    status, body = gcs.route(method, parts, params, request)
                 if isinstance(body, dict):
                     entries = len(body.get("items") or []) + len(body.get("prefixes") or [])
             except GcsError as exc:
@@ -381,6 +416,8 @@ def _handler(gcs: LocalGcs) -> type[BaseHTTPRequestHandler]:
                 return
             data = json.dumps(body).encode() if body is not None else b""
             self.send_response(status)
+            if status == 401:
+                self.send_header("WWW-Authenticate", 'Bearer realm="mtc-local-gcs"')
             if data:
                 self.send_header("Content-Type", "application/json; charset=UTF-8")
             self.send_header("Content-Length", str(len(data)))

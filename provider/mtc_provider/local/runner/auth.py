@@ -1,7 +1,8 @@
 """Who may talk to a home's local cluster: whoever can read <home>/supervisor.token (its owner only, mode 0600).
 
-The token is the API server's bearer token; it reaches clients only through <home>/kubeconfig (0600 too), which
-travels over TLS checked against the home's own CA (local/cluster/pki.py).
+The token is the API server's bearer token and the local GCS's (one token per home; its name and the checked read
+are in mtc_provider.adapters.local_token, which clients use). It reaches kubectl through <home>/kubeconfig (0600
+too), over TLS checked against the home's own CA (local/cluster/pki.py).
 """
 
 from __future__ import annotations
@@ -11,17 +12,11 @@ import secrets
 import stat
 from pathlib import Path
 
-TOKEN_FILE = "supervisor.token"
-PRIVATE_FILE = 0o600
+from mtc_provider.adapters.local_token import PRIVATE_FILE, TOKEN_FILE, TokenError, read_token, token_path
+
 PRIVATE_DIR = 0o700
-
-
-class TokenError(Exception):
-    """The token file is missing, unreadable or readable by others."""
-
-
-def token_path(root: Path) -> Path:
-    return root / TOKEN_FILE
+__all__ = ["PRIVATE_DIR", "PRIVATE_FILE", "TOKEN_FILE", "TokenError", "ensure_token", "make_private_dir",
+           "read_token", "token_path"]
 
 
 def make_private_dir(path: Path) -> None:
@@ -29,24 +24,6 @@ def make_private_dir(path: Path) -> None:
     path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     if stat.S_IMODE(path.stat().st_mode) != PRIVATE_DIR:
         os.chmod(path, PRIVATE_DIR)
-
-
-def read_token(root: Path) -> bytes | None:
-    """The home's token, or None when there is none yet; TokenError when others could read it."""
-    path = token_path(root)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        raise TokenError(f"cannot read {path}: {err}") from err
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
-            raise TokenError(f"{path} must belong to uid {os.getuid()} with mode 0600 "
-                             f"(it has uid {info.st_uid}, mode {oct(stat.S_IMODE(info.st_mode))})")
-        token = handle.read().strip()
-    return token or None
 
 
 def ensure_token(root: Path) -> bytes:

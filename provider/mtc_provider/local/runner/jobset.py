@@ -15,6 +15,7 @@ from mtc_provider.core.labels import RUN_NAME
 from mtc_provider.local.runner.faults import Fault, parse_plan
 from mtc_provider.local.runner.manifest import FAULT_PLAN_ANNOTATION, JobSetPlan, parse, pod_spec
 from mtc_provider.local.runner.pods import Pod, free_port, kill_leftover, write_init_info
+from mtc_provider.local.runner.ramdisk import RamdiskRootError, check_private_root, ensure_private_root
 from mtc_provider.local.runner.state import Home, append_jsonl, read_json, read_jsonl, write_json
 
 RUNNING, TERMINATING, DONE = "running", "terminating", "done"
@@ -97,6 +98,7 @@ class JobSetRun:
         coordinator = f"127.0.0.1:{free_port()}"
         self.pods, self.job_pod_failures, self.failed_jobs = {}, {}, []
         holds = {f.slice: f for f in self.faults if f.holds_at(restart) and f.index not in self.fired}
+        ensure_private_root(self.home.shm_root)  # ours and 0700, or RamdiskRootError before any write
         for rj, job_index, slice_index in self.plan.slices():
             for host in range(rj.completions):
                 ramdisk = self.home.ramdisk_dir(self.namespace, self.name, slice_index, host)
@@ -183,10 +185,15 @@ class JobSetRun:
 
     def remove(self) -> None:
         """The last step of delete: the ramdisks leave tmpfs, the state files go; logs and faults stay."""
-        shutil.rmtree(self.home.shm_root / self.namespace / self.name, ignore_errors=True)
-        for folder in (self.home.shm_root / self.namespace, self.home.shm_root):  # nothing left on tmpfs
-            with contextlib.suppress(OSError):
-                folder.rmdir()  # only when empty: other JobSets' ramdisks stay
+        try:
+            ours = check_private_root(self.home.shm_root)  # never remove through a link or in another's folder
+        except RamdiskRootError:
+            ours = False
+        if ours:
+            shutil.rmtree(self.home.shm_root / self.namespace / self.name, ignore_errors=True)
+            for folder in (self.home.shm_root / self.namespace, self.home.shm_root):  # nothing left on tmpfs
+                with contextlib.suppress(OSError):
+                    folder.rmdir()  # only when empty: other JobSets' ramdisks stay (the next start checks again)
         for path in (self.state_file, self.pods_file):
             path.unlink(missing_ok=True)
 

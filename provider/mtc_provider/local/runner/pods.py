@@ -37,9 +37,11 @@ def free_port() -> int:
 
 def write_init_info(ramdisk: Path, process_id: int, coordinator: str) -> None:
     """Write jax-init-info.txt at the ramdisk root as the GKE MTC driver does: process id, then coordinator."""
-    ramdisk.mkdir(parents=True, exist_ok=True)
+    ramdisk.mkdir(mode=0o700, parents=True, exist_ok=True)  # under the checked private root (ramdisk.py)
     tmp = ramdisk / f".{INIT_INFO}.tmp"
-    tmp.write_text(f"{process_id}\n{coordinator}\n")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)  # never through a link
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"{process_id}\n{coordinator}\n")
     os.replace(tmp, ramdisk / INIT_INFO)
 
 

@@ -7,7 +7,7 @@ One home directory holds everything a new process needs to find a JobSet again:
   <home>/faults/<namespace>/<name>.jsonl      one line per injected fault
   <home>/supervisor.json                      {pid, host, api_port, home} of the live supervisor
   <home>/kubeconfig, <home>/pki/              how clients reach its API server (local/cluster)
-The ramdisks live on tmpfs under /dev/shm/mtc-<hash of home>/<namespace>/<name>/s<slice>-h<host>/.
+The ramdisks live on tmpfs under /dev/shm/mtc-<uid>-<hash of home>/<namespace>/<name>/s<slice>-h<host>/ (ramdisk.py).
 """
 
 from __future__ import annotations
@@ -102,9 +102,10 @@ class Home:
 
     @property
     def shm_root(self) -> Path:
-        # One tmpfs tree per home, so two homes (two test runs) never share a ramdisk.
+        # One tmpfs tree per user and home, so two homes (two test runs) never share a ramdisk. The name can be
+        # guessed: ramdisk.ensure_private_root makes it this user's (0700) or refuses it.
         digest = hashlib.sha256(str(self.root).encode()).hexdigest()[:12]
-        return SHM_ROOT / f"mtc-{digest}"
+        return SHM_ROOT / f"mtc-{os.getuid()}-{digest}"
 
     def ramdisk_dir(self, namespace: str, name: str, slice_index: int, host: int) -> Path:
         return self.shm_root / namespace / name / f"s{slice_index}-h{host}"

@@ -38,6 +38,7 @@ from mtc_provider.local.runner.jobset import FOREGROUND_FINALIZER as FOREGROUND
 from mtc_provider.local.runner.jobset import JobSetRun
 from mtc_provider.local.runner.manifest import FAULT_PLAN_ANNOTATION, LOG_DIR_ANNOTATION
 from mtc_provider.local.runner.pods import Pod
+from mtc_provider.local.runner.ramdisk import RamdiskRootError, check_private_root, ensure_private_root
 from mtc_provider.local.runner.state import Home, read_json, write_json
 
 TICK_SECONDS = 0.1
@@ -241,6 +242,10 @@ class Supervisor:
         except SpecError as err:  # what this cluster's controller cannot run, named by field
             raise api_errors.invalid(JOBSETS, name, [{"reason": "FieldValueInvalid", "field": err.field,
                                                       "message": str(err)}]) from err
+        try:
+            ensure_private_root(self.home.shm_root)
+        except RamdiskRootError as err:  # before any side effect: the JobSet is not stored, nothing starts
+            raise api_errors.StatusError(500, "InternalError", str(err)) from err
         # A new JobSet of an old name starts with no fault history and no ramdisk left from before.
         run.faults_file.unlink(missing_ok=True)
         run.fired = run.fired_in_run()
@@ -340,14 +345,19 @@ def make_private(home: Home) -> None:
     """The home, its state, logs and faults, and its ramdisks: only their owner may read them (0700 / 0600)."""
     os.umask(0o077)  # every file and folder the supervisor and its pods create from now on is private
     auth.make_private_dir(home.root)
-    for folder in (home.state_dir, home.root / "logs", home.root / "faults", home.shm_root):
+    for folder in (home.state_dir, home.root / "logs", home.root / "faults"):
         if folder.is_dir():  # left by an older version: tighten it (new ones are private through the umask)
             os.chmod(folder, auth.PRIVATE_DIR)
+    check_private_root(home.shm_root)  # on shared tmpfs: absent (made at the first JobSet) or this user's 0700 one
 
 
 def main(home_arg: str, stay: bool = False) -> int:
     home = Home.of(home_arg)
-    make_private(home)
+    try:
+        make_private(home)
+    except RamdiskRootError as err:  # one line in supervisor.log, which ClusterUnavailable points to
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 1
     lock = open(home.lock_file, "w")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
