@@ -60,13 +60,15 @@ def seed_from_env(default: int = DEFAULT_SEED) -> int:
 
 def make_schedule(seed: int, first_s: float = 45.0, gap: tuple[float, float] = (30.0, 50.0),
                   stop_kill_s: float = 25.0, pull_seconds: float = 40.0,
-                  restart_step: tuple[int, int] = (25, 45), failure_step: tuple[int, int] = (120, 150)) -> Schedule:
+                  restart_s: tuple[int, int] = (60, 110), failure_s: tuple[int, int] = (330, 420)) -> Schedule:
     """Every orchestrator fault once, in a seeded order, spaced by seeded gaps; the runner's plan from the same seed.
 
     `stop_kill_s` is the time a triggerer stop or kill is expected to take (the trigger moving), for spacing.
-    The runner's plan: a host SIGKILL at a step in `restart_step` (an in-cluster restart, max_restarts 1) whose
-    slice's restarted pods cannot pull their image for `pull_seconds`; a second host SIGKILL at a step in
-    `failure_step`: past max_restarts, the attempt fails for real and Airflow's retry resubmits it.
+    The runner's plan: a host SIGKILL `restart_s` seconds after the first JobSet's creation (an in-cluster restart,
+    max_restarts 1) whose slice's restarted pods cannot pull their image for `pull_seconds`; a second host SIGKILL
+    `failure_s` seconds after it: past max_restarts, the attempt fails for real and Airflow's retry resubmits it.
+    Seconds, not steps, so the runner's faults keep their place among the orchestrator faults however fast the
+    machine trains (the first JobSet is created within a second of train's first deferral, the schedule's origin).
     """
     rng = random.Random(seed)
     kinds = list(KINDS)
@@ -77,11 +79,11 @@ def make_schedule(seed: int, first_s: float = 45.0, gap: tuple[float, float] = (
         faults.append(Fault(kind, round(at, 1), seconds))
         took = seconds or (stop_kill_s if kind in (TRIGGERER_STOP, TRIGGERER_KILL) else 5.0)
         at += took + rng.uniform(*gap)
-    restart_at, failure_at = rng.randint(*restart_step), rng.randint(*failure_step)
+    restart_at, failure_at = rng.randint(*restart_s), rng.randint(*failure_s)
     restart_slice = rng.randrange(2)
     plan = (
-        {"kind": "sigkill_host", "at_step": restart_at, "slice": restart_slice, "host": 0},
+        {"kind": "sigkill_host", "at_seconds": restart_at, "slice": restart_slice, "host": 0},
         {"kind": "image_pull", "slice": restart_slice, "at_restart": 1, "seconds": pull_seconds},
-        {"kind": "sigkill_host", "at_step": failure_at, "slice": 1 - restart_slice, "host": 0},
+        {"kind": "sigkill_host", "at_seconds": failure_at, "slice": 1 - restart_slice, "host": 0},
     )
     return Schedule(seed, tuple(faults), plan)

@@ -159,6 +159,8 @@ def test_soak_training_survives_a_seeded_schedule_of_orchestrator_faults(referen
         for record in H.runner_faults(topo, RUN_NAME):
             timeline.add("runner fault", f"{record['kind']} on {record.get('jobset')} at step {record.get('step')}",
                          record["ts"])
+        for gap in sampler.gaps():
+            timeline.add("supervision gap", f"{gap.seconds}s ({gap.cause}: {', '.join(gap.states)})", gap.start)
         print("\n--- soak timeline (seconds since training started)\n" + timeline.render(), flush=True)
 
     tries = H.tries(topo, run_id)

@@ -28,4 +28,4 @@ def test_the_runner_plan_restarts_with_an_image_pull_then_fails_one_attempt():
     kill, pull, failure = faults
     assert (kill.kind, pull.kind, failure.kind) == ("sigkill_host", "image_pull", "sigkill_host")
     assert pull.slice == kill.slice and pull.holds_at(1) and not pull.holds_at(0)
-    assert failure.at_step > kill.at_step and failure.slice != kill.slice
+    assert failure.at_seconds > kill.at_seconds and failure.slice != kill.slice
