@@ -1,5 +1,6 @@
 """`mtc`: size the ramdisk, plan a run, render its manifests, advise checkpoint periods (no cluster or network
-access); `mtc status` reads a run's attempts from a cluster.
+access); `mtc status` reads a run's attempts from a cluster; `mtc unlock` frees a run name whose lock outlived its
+run.
 
 Bad input (a SpecError, invalid YAML, a missing file) goes to stderr with exit code 2, naming the field,
 the bad value and what is allowed.
@@ -330,6 +331,59 @@ def status(
     step = summary["newest_step"]
     console.print(f"newest finalized step: {step if step is not None else 'none yet'} "
                   f"({escape(summary['checkpoint_dir'] or 'checkpoint directory unknown')})")
+
+
+@app.command()
+def unlock(
+    run_name: str = typer.Argument(..., help="The run name (checkpointing.run_name) whose run lock to delete."),
+    namespace: str = typer.Option("default", "--namespace", "-n", help="The lock's (the JobSets') namespace."),
+    kubeconfig: Path = typer.Option(None, "--kubeconfig", help="A kubeconfig file; default: $KUBECONFIG or "
+                                    "~/.kube/config."),
+    context: str = typer.Option(None, "--context", help="The kubeconfig context (default: its current context)."),
+    project: str = typer.Option(None, "--project", help="GKE instead of a kubeconfig: the cluster's project."),
+    location: str = typer.Option(None, "--location", help="GKE: the cluster's region or zone."),
+    cluster: str = typer.Option(None, "--cluster", help="GKE: the cluster's name."),
+    gcp_conn_id: str = typer.Option("google_cloud_default", "--gcp-conn-id", help="GKE: the Airflow connection."),
+    local_home: Path = typer.Option(None, "--local-home", help="The local target's home instead of a cluster."),
+    force: bool = typer.Option(False, "--force", help="Delete the lock even while a JobSet of the run is live."),
+) -> None:
+    """Delete a run's lock (ConfigMap mtc-run-RUN) that outlived its run, after saying who held it.
+
+    A launch takes a lock over by itself when Airflow shows its owner ended or its DAG run deleted; this is for
+    what remains (a lock from an older version, an owner Airflow cannot answer about). Refused while a JobSet
+    of the run is live (two JobSets would write the same checkpoints), unless --force.
+    """
+    hook = _guarded(lambda: _status_hook(namespace, kubeconfig, context, project, location, cluster, gcp_conn_id,
+                                         local_home))
+    from mtc_provider.adapters.protocols import ApiError
+    from mtc_provider.adapters.run_lock import HOLDER, OWNER, unlock as delete_lock
+    from mtc_provider.core import labels as L
+    from mtc_provider.core.ownership import describe_owner
+    from mtc_provider.core.status import evaluate_jobset
+
+    err = Console(file=sys.stderr, soft_wrap=True, highlight=False)
+    name = L.lock_name(run_name)
+    try:
+        api = hook.api
+        selector = L.selector({L.RUN_NAME: L.label_value(run_name), L.MANAGED_BY: L.MANAGED_BY_VALUE})
+        live = [o["metadata"]["name"] for o in api.list(namespace, selector) if evaluate_jobset(o).live]
+        if live and not force:
+            err.print(f"error: JobSet(s) {escape(', '.join(live))} of run {escape(run_name)!r} are live in namespace "
+                      f"{escape(namespace)!r}: their launch still holds the lock. Delete them first (kubectl delete "
+                      f"jobset -n {escape(namespace)} {escape(live[0])}), or pass --force")
+            raise typer.Exit(1)
+        data = delete_lock(api, namespace, run_name)
+    except (ApiError, OSError) as exc:
+        err.print(f"error: {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    if data is None:
+        err.print(f"error: run {escape(run_name)!r} has no lock {escape(namespace)}/{escape(name)}: nothing to do")
+        raise typer.Exit(1)
+    owner, holder = data[OWNER], data[HOLDER]
+    held_by = describe_owner(owner) if owner else (f"DAG {holder.get(L.DAG_ID)}, run {holder.get(L.RUN_ID)}, "
+                                                   f"task {holder.get(L.TASK_ID)}")
+    _out().print(f"deleted run lock {escape(namespace)}/{escape(name)} (held by {escape(held_by)}); run name "
+                 f"{escape(run_name)!r} is free")
 
 
 def _status_hook(namespace: str, kubeconfig: Path | None, context: str | None, project: str | None,

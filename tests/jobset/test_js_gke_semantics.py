@@ -97,11 +97,21 @@ def test_terminating_jobset_after_a_stall_is_waited_for_then_resubmitted(cluster
     assert first not in cluster.present()
 
 
-def test_terminating_jobset_after_a_trigger_on_kill_is_not_reattached_to(cluster, tmp_path):
+def test_terminating_jobset_after_a_trigger_on_kill_is_not_reattached_to(cluster, tmp_path, monkeypatch):
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
     cluster.plan([status_running()], [status_running(), _reach(tmp_path, 100, status_completed())])
+    ti = FakeTI(try_number=1)
     with pytest.raises(TaskDeferred) as deferred:
-        run_try(launch(str(tmp_path), deferrable=True), FakeTI(try_number=1))
-    asyncio.run(deferred.value.trigger.on_kill())  # a user cleared the deferred task
+        run_try(launch(str(tmp_path), deferrable=True), ti)
+    # A user cleared the deferred task: Airflow answers state None for it (clear_task_instances sets it,
+    # apache/airflow airflow-core/src/airflow/models/taskinstance.py@3.3.2); the triggerer then runs on_kill.
+    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states",
+                        staticmethod(lambda **kw: {ti.run_id: {ti.task_id: None}}))
+    trigger = deferred.value.trigger
+    ti.map_index = -1
+    trigger.task_instance = ti
+    asyncio.run(trigger.on_kill())
     assert cluster.terminating() == cluster.created
     result = run_try(launch(str(tmp_path)), FakeTI(try_number=2))
     assert result["last_step"] == 100 and len(cluster.created) == 2 and cluster.created[0] not in cluster.present()
@@ -307,8 +317,10 @@ def test_worker_sigterm_on_kill_of_a_synchronous_try(cluster, tmp_path, state, d
     seen = {}
 
     class Launch(type(launch(str(tmp_path)))):
-        def _task_state_now(self):  # what the API server answers during the kill
-            return state
+        def _task_lookup(self):  # what the API server answers during the kill (GetTaskStates)
+            from mtc_provider.core.ownership import TaskLookup
+
+            return TaskLookup(found=True, state=state), ""
 
     def kill_mid_wait(obj):
         seen["op"].on_kill()

@@ -4,26 +4,34 @@ On Kubernetes it is a ConfigMap `mtc-run-<run_name>` in the JobSet's namespace (
 else holds it) -- on GKE and on the local target's cluster alike. It also keeps what must
 survive the deletion of an attempt's JobSet: the step history (crash-loop guard) and one record per attempt
 (goodput). It is released when the run ends for good (success, final failure, the teardown).
+
+The lock records its owner (DAG, run, task, map index, try: the raw Airflow ids, `owner`) beside the run labels
+(`holder`). A launch that finds another owner's lock asks Airflow whether that owner is provably gone (its task
+instance ended, or its DAG run no longer exists: `owner_gone`) and only then takes the lock over, with a
+compare-and-set on the lock's resourceVersion; anything else is LockHeld, whose message names `mtc unlock`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any, Callable, Mapping
 
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound, RunLockApi
 from mtc_provider.core import labels as L
 
-HOLDER, HISTORY, ATTEMPTS = "holder", "history", "attempts"
+HOLDER, HISTORY, ATTEMPTS, OWNER = "holder", "history", "attempts", "owner"
+KEYS = (HOLDER, HISTORY, ATTEMPTS, OWNER)
 
 
 class LockHeld(Exception):
-    """Another DAG run or task holds the run name."""
+    """Another DAG run or task holds the run name (and was not provably gone: `why`)."""
 
-    def __init__(self, name: str, holder: Mapping[str, str]) -> None:
+    def __init__(self, name: str, holder: Mapping[str, str], why: str = "") -> None:
         self.holder = dict(holder)
+        self.why = why
         super().__init__(f"lock {name} is held by DAG {holder.get(L.DAG_ID)}, run {holder.get(L.RUN_ID)}, "
-                         f"task {holder.get(L.TASK_ID)}")
+                         f"task {holder.get(L.TASK_ID)}" + (f" ({why})" if why else ""))
 
 
 def lock_api(connection: Mapping[str, Any], jobset_api: Any) -> RunLockApi:
@@ -35,13 +43,16 @@ def lock_api(connection: Mapping[str, Any], jobset_api: Any) -> RunLockApi:
 
 
 class RunLock:
-    """The lock of one run name, held by one task of one DAG run (its run labels)."""
+    """The lock of one run name, held by one task of one DAG run (its run labels; `owner`: its Airflow ids)."""
 
-    def __init__(self, api: RunLockApi, namespace: str, run_name: str, holder: Mapping[str, str]) -> None:
+    def __init__(self, api: RunLockApi, namespace: str, run_name: str, holder: Mapping[str, str],
+                 owner: Mapping[str, Any] | None = None) -> None:
         self.api = api
         self.namespace = namespace
         self.name = L.lock_name(run_name)
         self.holder = dict(holder)
+        self.owner = dict(owner or {})
+        self.taken_over: str = ""  # why acquire() took the lock over from a gone owner ("" when it did not)
 
     def _body(self, data: Mapping[str, Any], resource_version: str | None = None) -> dict[str, Any]:
         metadata: dict[str, Any] = {"name": self.name, "labels": {L.MANAGED_BY: L.MANAGED_BY_VALUE,
@@ -54,7 +65,7 @@ class RunLock:
     @staticmethod
     def _data(obj: Mapping[str, Any]) -> dict[str, Any]:
         raw = obj.get("data") or {}
-        out: dict[str, Any] = {HOLDER: {}, HISTORY: [], ATTEMPTS: []}
+        out: dict[str, Any] = {HOLDER: {}, HISTORY: [], ATTEMPTS: [], OWNER: {}}
         for key in out:
             try:
                 out[key] = json.loads(raw[key]) if key in raw else out[key]
@@ -62,22 +73,51 @@ class RunLock:
                 pass
         return out
 
-    def acquire(self) -> dict[str, Any]:
-        """Hold the lock (create it, or find it already ours from an earlier try); LockHeld when it is not ours."""
+    def _fresh(self) -> dict[str, Any]:
+        return {HOLDER: self.holder, HISTORY: [], ATTEMPTS: [], OWNER: self.owner}
+
+    def acquire(self, owner_gone: Callable[[Mapping[str, Any]], tuple[bool, str]] | None = None) -> dict[str, Any]:
+        """Hold the lock: create it, find it ours (an earlier try: the owner's try is updated), or take it over
+        from an owner that `owner_gone(owner)` proves gone; LockHeld otherwise (with why it was not gone)."""
         try:
-            obj = self.api.create_lock(self.namespace, self._body({HOLDER: self.holder, HISTORY: [], ATTEMPTS: []}))
+            obj = self.api.create_lock(self.namespace, self._body(self._fresh()))
         except AlreadyExists:
             obj = self.api.get_lock(self.namespace, self.name)
         data = self._data(obj)
-        if data[HOLDER] != self.holder:
-            raise LockHeld(f"{self.namespace}/{self.name}", data[HOLDER])
-        return data
+        version = obj.get("metadata", {}).get("resourceVersion")
+        if data[HOLDER] == self.holder:
+            if self.owner and data[OWNER] != self.owner:  # a newer try of the same task: record it
+                data[OWNER] = self.owner
+                with contextlib.suppress(LockHeld):  # advisory: the holder (the run labels) is what counts
+                    self._replace_or_held(data, version, data)
+            return data
+        where = f"{self.namespace}/{self.name}"
+        if not data[OWNER]:
+            raise LockHeld(where, data[HOLDER], "it records no owner to ask Airflow about (written by an older "
+                                                "provider version, or by hand)")
+        gone, why = owner_gone(data[OWNER]) if owner_gone else (False, "no way to ask Airflow here")
+        if not gone:
+            raise LockHeld(where, data[HOLDER], why)
+        fresh = self._fresh()
+        self._replace_or_held(fresh, version, data)
+        self.taken_over = why
+        return fresh
+
+    def _replace_or_held(self, data: dict[str, Any], version: str | None, seen: Mapping[str, Any]) -> None:
+        """Compare-and-set on the version read: a concurrent change (409) means someone else moved first."""
+        try:
+            self.api.replace_lock(self.namespace, self.name, self._body(data, version))
+        except ApiError as exc:
+            if exc.status in (404, 409):
+                raise LockHeld(f"{self.namespace}/{self.name}", seen.get(HOLDER) or {},
+                               "the lock changed while being taken over; try again") from exc
+            raise
 
     def read(self) -> dict[str, Any]:
         try:
             return self._data(self.api.get_lock(self.namespace, self.name))
         except NotFound:
-            return {HOLDER: {}, HISTORY: [], ATTEMPTS: []}
+            return {HOLDER: {}, HISTORY: [], ATTEMPTS: [], OWNER: {}}
 
     def update(self, change: Callable[[dict[str, Any]], None], tries: int = 5) -> dict[str, Any]:
         """Read, change, compare-and-set; re-read on a conflict. No lock (released): nothing to record."""
@@ -107,3 +147,14 @@ class RunLock:
             return
         if data[HOLDER] == self.holder:
             self.api.delete_lock(self.namespace, self.name)
+
+
+def unlock(api: RunLockApi, namespace: str, run_name: str) -> dict[str, Any] | None:
+    """Delete the lock of `run_name`, whoever holds it (`mtc unlock`); its last contents, or None if absent."""
+    name = L.lock_name(run_name)
+    try:
+        data = RunLock._data(api.get_lock(namespace, name))
+    except NotFound:
+        return None
+    api.delete_lock(namespace, name)
+    return data

@@ -42,6 +42,7 @@ from mtc_provider.core import labels as L
 from mtc_provider.core import vocabulary as V
 from mtc_provider.core.customization import CustomizationSpec
 from mtc_provider.core.errors import SpecError
+from mtc_provider.core.ownership import describe_owner, kill_verdict, owner_gone
 from mtc_provider.core.resubmission import (
     DEFAULT_CRASH_LOOP_ATTEMPTS,
     FAIL,
@@ -53,7 +54,6 @@ from mtc_provider.core.resubmission import (
     decide_on_completion,
     decide_rejected,
     decide_stalled,
-    should_delete_on_kill,
 )
 from mtc_provider.core.jobset_names import attempt_name
 from mtc_provider.core.launch import attempt_of, needs_latest_step, plan_launch
@@ -364,17 +364,21 @@ class MtcJobSetOperator(BaseOperator):
         connection = self._connection()
         api = self._jobset_api(connection)
         store = self._store(checkpointing.checkpoint_directory)  # None: completion mode
-        lock = RunLock(lock_api(connection, api), namespace, checkpointing.run_name, run_labels)
+        lock = RunLock(lock_api(connection, api), namespace, checkpointing.run_name, run_labels, _owner(ti))
         try:
-            lock_data = lock.acquire()
+            lock_data = lock.acquire(owner_gone=self._owner_gone)
         except Forbidden as exc:
             raise _forbidden(str(exc)) from exc
         except LockHeld as exc:
             raise AirflowFailException(
                 f"run_name {checkpointing.run_name!r} is held by DAG {exc.holder.get(L.DAG_ID)}, run "
-                f"{exc.holder.get(L.RUN_ID)}, task {exc.holder.get(L.TASK_ID)} (lock {namespace}/{lock.name}): two "
-                "JobSets must not write the same checkpoints; wait for that run, use another run_name, or, if that "
-                f"run is gone, delete the lock (kubectl delete configmap -n {namespace} {lock.name})") from None
+                f"{exc.holder.get(L.RUN_ID)}, task {exc.holder.get(L.TASK_ID)} (lock {namespace}/{lock.name}; "
+                f"{exc.why or 'its owner is not provably gone'}): two JobSets must not write the same checkpoints; "
+                "wait for that run, use another run_name, or, if you know that run is gone, free the run name: "
+                f"mtc unlock {checkpointing.run_name} -n {namespace} (or kubectl delete configmap -n {namespace} "
+                f"{lock.name})") from None
+        if lock.taken_over:
+            self.log.warning("run lock %s/%s taken over: %s", namespace, lock.name, lock.taken_over)
 
         try:
             return self._run_try(context, ti, api, connection, store, lock, lock_data, slices, checkpointing,
@@ -427,8 +431,7 @@ class MtcJobSetOperator(BaseOperator):
 
             lock.update(remember)
         name = obj["metadata"]["name"]
-        self._current = (connection, namespace, name, {"dag_id": ti.dag_id, "run_id": ti.run_id,
-                                                       "task_id": ti.task_id, "run_name": checkpointing.run_name})
+        self._current = (connection, namespace, name, {**_owner(ti), "run_name": checkpointing.run_name})
         persist_links(context, self._target(), namespace, name, checkpoint_dir)
         state = evaluate_jobset(obj)
         stall_timeout = None if self._completion or self.stall_timeout in (None, "") else float(self.stall_timeout)
@@ -545,7 +548,14 @@ class MtcJobSetOperator(BaseOperator):
         namespace = extra.get("namespace") or _spec(WorkloadSpec, "workload", self.workload).namespace
         api = self._jobset_api(connection)
         return RunLock(lock_api(connection, api), namespace, run_name,
-                       L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
+                       L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name), _owner(ti))
+
+    def _owner_gone(self, owner: Mapping[str, Any]) -> tuple[bool, str]:
+        """Whether a run lock's owner is provably gone: Airflow (Task SDK) says its task ended or its run is gone."""
+        from mtc_provider.adapters.task_state import try_lookup
+
+        lookup, error = try_lookup(owner)
+        return owner_gone(lookup, describe_owner(owner), error)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         try:
@@ -588,6 +598,7 @@ class MtcJobSetOperator(BaseOperator):
         if ev.kind == DELETED:
             self._close(lock, ev.name, FAILED_OUTCOME, ev.restarts_seen, latest, ev.message)
             self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message, lock)
+            lock.release()  # the run fails for good: its run name is free again
             raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name} was deleted outside this task")
         api = self._jobset_api(connection)
         if ev.kind in (UNSTARTABLE, STARTUP_TIMEOUT):
@@ -611,7 +622,10 @@ class MtcJobSetOperator(BaseOperator):
             return self._conclude(context, lock, decision.kind, decision.reason, result)
         self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message or ev.kind,
                    lock)
-        raise JobSetAttemptFailed(f"lost track of JobSet {ev.namespace}/{ev.name}: {ev.message}")  # ERROR
+        reason = f"lost track of JobSet {ev.namespace}/{ev.name}: {ev.message}"  # ERROR: a retry reattaches
+        if self._last_try(context["ti"]):  # no retry will come: the run ends here, and frees its run name
+            lock.release()
+        raise JobSetAttemptFailed(reason)
 
     def _finish(self, context, connection, lock: RunLock, state: JobSetState, attempt: int,
                 history: list[int | None], store: CheckpointStore | None, checkpoint_dir: str, target_step: int,
@@ -632,15 +646,16 @@ class MtcJobSetOperator(BaseOperator):
 
     def _conclude(self, context, lock: RunLock, kind: str, reason: str, result: dict[str, Any]) -> Any:
         """Succeed, fail for good, or retry; the run lock goes with the run (success, final failure, last try)."""
-        ti = context["ti"]
-        last_try = ti.try_number > (getattr(ti, "max_tries", None) or self.retries or 0)
-        if kind == SUCCEED or kind == FAIL or last_try:
+        if kind == SUCCEED or kind == FAIL or self._last_try(context["ti"]):
             lock.release()
         if kind == SUCCEED:
             return result
         if kind == FAIL:
             raise AirflowFailException(reason)
         raise JobSetAttemptFailed(reason)
+
+    def _last_try(self, ti) -> bool:
+        return ti.try_number > (getattr(ti, "max_tries", None) or self.retries or 0)
 
     @staticmethod
     def _close(lock: RunLock, name: str, outcome: str, restarts: int, latest: int | None, reason: str) -> None:
@@ -660,40 +675,42 @@ class MtcJobSetOperator(BaseOperator):
         context["ti"].xcom_push(key=ATTEMPTS_XCOM_KEY, value=lock.read()[ATTEMPTS])
         return result
 
-    def _task_state_now(self) -> str | None:
-        """This try's state on the API server now; None when it cannot be read."""
-        if not self._current:
-            return None
-        ids = self._current[3]
-        try:
-            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+    def _task_lookup(self):
+        """(TaskLookup, "") for this try now, or (None, why it could not be read)."""
+        from mtc_provider.adapters.task_state import try_lookup
 
-            states = RuntimeTaskInstance.get_task_states(dag_id=ids["dag_id"], task_ids=[ids["task_id"]],
-                                                         run_ids=[ids["run_id"]])
-            return (states.get(ids["run_id"]) or {}).get(ids["task_id"])
-        except Exception as exc:  # noqa: BLE001 - a kill must never crash on the lookup
-            self.log.warning("could not read this task's state (%s): keeping the JobSet", exc)
-            return None
+        return try_lookup(self._current[3])
 
     def on_kill(self) -> None:
-        """SIGTERM of a synchronous try: stop the JobSet only when a user marked the task failed or cleared it.
+        """SIGTERM of a synchronous try: stop the JobSet only when Airflow confirms a user's action.
 
         A worker's own SIGTERM (a deploy, a scale-down) also lands here while the task is still `running` on the
-        server: then the JobSet keeps training and the next try reattaches to it.
+        server: then the JobSet keeps training and the next try reattaches to it. A deleted DAG run (no task
+        instance row any more) is a user's action too: the JobSet is deleted and the run lock released, since no
+        try of that run will ever come back for them (core.ownership.kill_verdict).
         """
         if not self._current:
             return
         connection, namespace, name, ids = self._current
-        state = self._task_state_now()
-        if not should_delete_on_kill(state):
-            self.log.info("worker stopping (task state %s): JobSet %s/%s keeps training; the next try reattaches",
-                          state, namespace, name)
+        lookup, error = self._task_lookup()
+        verdict = kill_verdict(lookup, describe_owner(ids), error)
+        if not verdict.delete:
+            self.log.warning("worker stopping: JobSet %s/%s kept: %s; the next try reattaches (to stop the run "
+                             "yourself: kubectl delete jobset -n %s %s)", namespace, name, verdict.reason,
+                             namespace, name)
             return
-        self.log.info("task %s by a user: deleting JobSet %s/%s (checkpoints are kept)", state, namespace, name)
+        self.log.warning("deleting JobSet %s/%s (checkpoints are kept): %s", namespace, name, verdict.reason)
         api = jobset_factory.jobset_api(connection)
         api.delete(namespace, name, reason=V.DELETE_USER_KILL)
         RunLock(lock_api(connection, api), namespace, ids["run_name"],
                 L.run_labels(ids["dag_id"], ids["run_id"], ids["task_id"], ids["run_name"])).release()
+
+
+def _owner(ti) -> dict[str, Any]:
+    """The Airflow ids of this try (raw, not label-shortened): what a lock records and a kill asks about."""
+    map_index = getattr(ti, "map_index", -1)
+    return {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id,
+            "map_index": map_index if isinstance(map_index, int) else -1, "try_number": ti.try_number}
 
 
 async def _first_event(trigger: JobSetTrigger) -> dict[str, Any]:

@@ -466,10 +466,54 @@ class JobSetTrigger(BaseTrigger):
                 await self.report_progress(restarts)
 
     async def on_kill(self) -> None:
-        """Only on a user's mark-failed / clear (Airflow 3.3): stop the run. Not called on triggerer restart."""
-        if self.delete_on_kill:
-            self.log.info("task killed by a user: deleting JobSet %s/%s", self.namespace, self.name)
-            await self._api().delete(self.namespace, self.name, reason=DELETE_USER_KILL)
+        """The triggerer cancelled this watch "by user action": delete the JobSet only when Airflow confirms it.
+
+        Airflow 3.3 also cancels a trigger that moved to another triggerer (a lapsed heartbeat) with the user's
+        message (TriggerRunnerSupervisor.update_triggers -> TriggerRunner.cancel_triggers -> run_trigger,
+        apache/airflow PR #73454), so ask the task instance's state now (core.ownership.kill_verdict): still
+        deferred or running keeps the JobSet; marked, cleared or a deleted DAG run deletes it, with the reason.
+        """
+        from mtc_provider.adapters.task_state import atry_lookup
+        from mtc_provider.core.ownership import describe_owner, kill_verdict
+
+        where = f"{self.namespace}/{self.name}"
+        if not self.delete_on_kill:
+            self.log.info("trigger cancelled: JobSet %s kept (delete_on_kill is off)", where)
+            return
+        ti = self.task_instance
+        if ti is None:
+            lookup, error, who = None, "the triggerer gave this trigger no task instance", "this task"
+        else:
+            owner = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id,
+                     "map_index": getattr(ti, "map_index", -1), "try_number": getattr(ti, "try_number", None)}
+            who = describe_owner(owner)
+            lookup, error = await atry_lookup(owner)
+        verdict = kill_verdict(lookup, who, error)
+        if not verdict.delete:
+            self.log.warning("trigger cancelled: JobSet %s kept: %s. To stop the run yourself: kubectl delete "
+                             "jobset -n %s %s", where, verdict.reason, self.namespace, self.name)
+            return
+        self.log.warning("deleting JobSet %s (checkpoints are kept): %s", where, verdict.reason)
+        await self._api().delete(self.namespace, self.name, reason=DELETE_USER_KILL)
+        if verdict.run_over and ti is not None and self.extra.get("run_name"):
+            await asyncio.to_thread(self._release_lock, ti)
+
+    def _release_lock(self, ti) -> None:
+        """The run is over for good (marked, or its DAG run deleted): free its run name (blocking; off the loop)."""
+        from mtc_provider.adapters import jobset_factory
+        from mtc_provider.adapters.run_lock import RunLock, lock_api
+        from mtc_provider.core import labels as L
+
+        run_name, namespace = self.extra["run_name"], self.extra.get("namespace") or self.namespace
+        try:
+            api = jobset_factory.jobset_api(self.connection)
+            lock = RunLock(lock_api(self.connection, api), namespace, run_name,
+                           L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
+            lock.release()
+            self.log.info("released run lock %s/%s", namespace, lock.name)
+        except Exception as exc:  # noqa: BLE001 - the next run takes a stale lock over (or `mtc unlock`)
+            self.log.warning("could not release the run lock of %s (%s); the next run takes it over once Airflow "
+                             "shows this task ended, or run: mtc unlock %s -n %s", run_name, exc, run_name, namespace)
 
 
 @dataclasses.dataclass

@@ -1,0 +1,81 @@
+"""Who may delete a training JobSet, and when a run lock's owner is provably gone: pure decisions over what
+Airflow answered about a task instance (airflow.sdk `get_task_states`: its state, or no row at all).
+
+Only three things delete a training JobSet: the attempt's own end, the teardown after the run ended, and a user's
+action that was confirmed as one. A kill (a trigger's or a worker's `on_kill`) confirms it by asking Airflow for
+the task instance's state now; what cannot be confirmed keeps the JobSet, and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+# States a user's action leaves behind (mark failed / mark success / skip) or that end a task for good.
+TERMINAL_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+CLEARED_STATES = frozenset({"none", "restarting"})  # a user's clear: of a deferred try (None), of a running one
+
+
+@dataclass(frozen=True)
+class TaskLookup:
+    """Airflow's answer about one task instance: `found` False means it has no row (its DAG run was deleted)."""
+
+    found: bool
+    state: str | None = None
+
+    @property
+    def state_name(self) -> str:
+        return str(self.state).lower() if self.state is not None else "none"
+
+
+@dataclass(frozen=True)
+class KillVerdict:
+    delete: bool  # the JobSet may be deleted: a user's action, confirmed
+    run_over: bool  # the task will not run again (marked, or its DAG run deleted): its run lock may go too
+    reason: str
+
+
+def kill_verdict(lookup: TaskLookup | None, who: str, error: str = "") -> KillVerdict:
+    """What a cancelled watch (trigger) or a SIGTERM'd try (worker) may do with its JobSet.
+
+    `who` names the task instance ("DAG d, run r, task t, try n"); `lookup` None: Airflow could not be asked
+    (`error` says why). Deferred, scheduled, queued, running and up_for_retry are a try still alive, or one
+    that a newer try takes over (it reattaches to the JobSet): keep. Cleared (None, restarting), marked
+    (failed, success, skipped) or no row at all (the DAG run was deleted): a user stopped it, delete.
+    """
+    if lookup is None:
+        return KillVerdict(False, False, f"could not confirm that a user stopped {who} ({error or 'no answer'})")
+    if not lookup.found:
+        return KillVerdict(True, True, f"the DAG run of {who} no longer exists (deleted by a user)")
+    state = lookup.state_name
+    if state in TERMINAL_STATES:
+        return KillVerdict(True, True, f"{who} was marked {state} (a user's action)")
+    if state in CLEARED_STATES:
+        return KillVerdict(True, False, f"{who} was cleared by a user (state {state})")
+    if state == "deferred":
+        return KillVerdict(False, False, f"{who} is still deferred: its trigger moved to another triggerer, "
+                                         "which keeps watching")
+    return KillVerdict(False, False, f"{who} is still alive (state {state}): its owner carries on and "
+                                     "reattaches to the JobSet")
+
+
+def owner_gone(lookup: TaskLookup | None, who: str, error: str = "") -> tuple[bool, str]:
+    """(gone, why) for a run lock's owner: gone only when its task instance is terminal or has no row.
+
+    A cleared owner (state None) will run again, up_for_retry too: alive. Unknown is never gone.
+    """
+    if lookup is None:
+        return False, f"could not ask Airflow about {who} ({error or 'no answer'})"
+    if not lookup.found:
+        return True, f"the DAG run of {who} no longer exists"
+    if lookup.state_name in TERMINAL_STATES:
+        return True, f"{who} has ended ({lookup.state_name})"
+    return False, f"{who} is still {lookup.state_name}"
+
+
+def describe_owner(owner: Mapping[str, Any]) -> str:
+    """`DAG d, run r, task t, try n` (map index when mapped) for log lines and errors."""
+    text = (f"DAG {owner.get('dag_id')}, run {owner.get('run_id')}, task {owner.get('task_id')}"
+            f", try {owner.get('try_number')}")
+    map_index = owner.get("map_index")
+    return text + (f", map index {map_index}" if isinstance(map_index, int) and map_index >= 0 else "")

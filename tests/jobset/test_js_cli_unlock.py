@@ -1,0 +1,62 @@
+"""`mtc unlock RUN`: delete a run lock that outlived its run, over a kubeconfig to a real HTTP API server (the
+fake one; a ConfigMap as the Kubernetes API serves it: https://kubernetes.io/docs/reference/kubernetes-api/
+config-and-storage-resources/config-map-v1/), refused while a JobSet of the run is live."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from test_js_cli_status import attempt_body, kubeconfig
+from tests.doubles.memory_jobset import status_failed, status_running
+from mtc_provider.cli import app
+from mtc_provider.core import labels as L
+
+runner = CliRunner()
+
+
+def _api(config: str):
+    from kubernetes import config as kconfig
+
+    from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
+
+    return KubernetesJobSetApi(lambda: kconfig.new_client_from_config(config_file=config))
+
+
+def _hold(api, run_id: str = "manual__1"):
+    from mtc_provider.adapters.run_lock import RunLock
+
+    owner = {"dag_id": "dag", "run_id": run_id, "task_id": "train", "map_index": -1, "try_number": 3}
+    lock = RunLock(api, "default", "llama", L.run_labels("dag", run_id, "train", "llama"), owner)
+    lock.acquire()
+    return lock
+
+
+def test_unlock_deletes_the_lock_and_says_who_held_it(tmp_path, apiserver, fast_retries) -> None:
+    config = kubeconfig(tmp_path, apiserver)
+    lock = _hold(_api(config))
+    apiserver.put("default", attempt_body(tmp_path, "llama-x-a1", 1))
+    apiserver.objects[("default", "llama-x-a1")]["status"] = status_failed()  # ended: no writer left
+    result = runner.invoke(app, ["unlock", "llama", "--kubeconfig", config])
+    assert result.exit_code == 0, result.output
+    assert f"deleted run lock default/{lock.name}" in result.stdout
+    assert "held by DAG dag, run manual__1, task train, try 3" in result.stdout
+    assert apiserver.configmaps == {}
+    again = runner.invoke(app, ["unlock", "llama", "--kubeconfig", config])
+    assert again.exit_code == 1 and "has no lock" in again.stderr
+
+
+def test_unlock_is_refused_while_a_jobset_of_the_run_is_live(tmp_path, apiserver, fast_retries) -> None:
+    config = kubeconfig(tmp_path, apiserver)
+    _hold(_api(config))
+    apiserver.put("default", attempt_body(tmp_path, "llama-x-a2", 2))
+    apiserver.objects[("default", "llama-x-a2")]["status"] = status_running()
+    result = runner.invoke(app, ["unlock", "llama", "--kubeconfig", config])
+    assert result.exit_code == 1 and "llama-x-a2" in result.stderr and "--force" in result.stderr
+    assert len(apiserver.configmaps) == 1
+    forced = runner.invoke(app, ["unlock", "llama", "--kubeconfig", config, "--force"])
+    assert forced.exit_code == 0 and apiserver.configmaps == {}
+
+
+def test_unlock_names_a_bad_option_before_any_request(tmp_path) -> None:
+    result = runner.invoke(app, ["unlock", "llama", "--project", "p"])
+    assert result.exit_code == 2 and "--project/--location/--cluster" in result.stderr
