@@ -8,7 +8,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: demo test test-fast test-lowest venv docs dist clean browser
+.PHONY: demo test test-fast test-lowest soak venv docs dist clean browser
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -38,6 +38,13 @@ test-fast: venv
 # (its own .venv-lowest; 9 to 18 minutes on this machine, so it is not part of `make test`).
 test-lowest: venv
 	bash scripts/test-lowest.sh
+
+# The orchestrator-fault soak (issue #23; tests/deploy/test_soak.py): the resilient DAG through the deployed
+# topology for over 10 minutes of training under a seeded fault schedule (about 15 minutes; not in `make test`).
+# Its figures go to benchmarks/results/soak.json; MTC_SOAK_SEED=<seed> replays a schedule.
+soak: venv
+	MTC_SOAK_RESULTS=$${MTC_SOAK_RESULTS:-benchmarks/results/soak.json} $(VENV)/bin/python -m pytest -ra -s -m soak \
+		-p no:cacheprovider tests/deploy/test_soak.py
 
 docs: venv
 	$(VENV)/bin/mkdocs build --strict

@@ -150,6 +150,7 @@ class MemoryJobSetCluster:
         self.events: dict[tuple[str, str], list[WatchEvent]] = {}
         self.created: list[str] = []
         self.deleted: list[str] = []
+        self.delete_reasons: list[tuple[str, str]] = []  # (name, reason) of each delete asked for
         self.create_errors: list[ApiError] = []  # raised by the next create calls, in order
         self.deletion_reads = 2  # reads a foreground deletion takes (the pods' grace period); 0: at once
         self._terminating: dict[tuple[str, str], int] = {}
@@ -206,13 +207,14 @@ class MemoryJobSetCluster:
             self.after_list()
         return found
 
-    def delete(self, namespace: str, name: str) -> None:
+    def delete(self, namespace: str, name: str, reason: str = "unspecified") -> None:
         """Foreground deletion: mark (deletionTimestamp + finalizer, MODIFIED); gone after `deletion_reads` reads."""
         with self._lock:
             key = (namespace, name)
             if key not in self.objects or key in self._terminating:
                 return
             self.deleted.append(name)
+            self.delete_reasons.append((name, reason))
             self._frames.pop(key, None)  # status no longer changes while terminating
             if self.deletion_reads <= 0:
                 self._remove(key)
@@ -350,8 +352,8 @@ class MemoryJobSetApi:
     def list(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         return self.cluster.list(namespace, label_selector)
 
-    def delete(self, namespace: str, name: str) -> None:
-        self.cluster.delete(namespace, name)
+    def delete(self, namespace: str, name: str, reason: str = "unspecified") -> None:
+        self.cluster.delete(namespace, name, reason)
 
     def list_pods(self, namespace: str, jobset_name: str) -> list[dict[str, Any]]:
         return self.cluster.list_pods(namespace, jobset_name)
@@ -400,5 +402,5 @@ class AsyncMemoryJobSetApi:
                 return  # nothing left to happen: the watch ends like a server-side timeout
             await asyncio.sleep(0)
 
-    async def delete(self, namespace: str, name: str) -> None:
-        self.cluster.delete(namespace, name)
+    async def delete(self, namespace: str, name: str, reason: str = "unspecified") -> None:
+        self.cluster.delete(namespace, name, reason)

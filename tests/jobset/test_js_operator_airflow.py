@@ -50,6 +50,8 @@ def test_fails_twice_then_succeeds_after_two_resubmissions(dags, tmp_path, clust
     assert len(cluster.created) == 3 and all(name.startswith("train-") for name in cluster.created)
     assert [n.rsplit("-", 1)[1] for n in cluster.created] == ["a1", "a2", "a3"]
     assert cluster.deleted == cluster.created[:2]  # ended attempts removed before the next one
+    # ... each delete saying why (the header the cluster's audit records: tests/runner/test_delete_audit.py)
+    assert cluster.delete_reasons == [(name, "attempt-ended") for name in cluster.created[:2]]
     assert cluster.live() == cluster.created[2:]
     labels = cluster.get("default", cluster.created[2])["metadata"]
     assert labels["labels"]["mtc.airflow.apache.org/task-id"] == "train"
@@ -153,4 +155,5 @@ def test_cleanup_deletes_by_name_and_every_attempt_of_a_run_but_nothing_else(dag
     dr = dags.cleanup.test(logical_date=LOGICAL, run_after=LOGICAL)
     assert dr.state == "success"
     assert sorted(cluster.deleted) == ["external", "llama-a1", "llama-a2"]  # checkpoints are not its business
+    assert {reason for _, reason in cluster.delete_reasons} == {"teardown"}
     assert cluster.live() == ["other-a1"]

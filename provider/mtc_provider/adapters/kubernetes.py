@@ -21,7 +21,9 @@ import contextlib
 import functools
 import json
 import logging
+import os
 import re
+import socket
 import time
 from typing import Any, AsyncContextManager, AsyncIterator, Callable
 
@@ -35,7 +37,14 @@ try:
 except ImportError:  # pragma: no cover - Python 3.10: aiohttp's own dependency there
     from async_timeout import timeout as _timeout
 from mtc_provider.adapters.protocols import ApiError, NotFound, WatchEvent
-from mtc_provider.core.vocabulary import JOBSET, JOBSET_NAME_LABEL
+from mtc_provider.core.vocabulary import (
+    DELETE_CALLER_HEADER,
+    DELETE_LOCK_RELEASED,
+    DELETE_REASON_HEADER,
+    DELETE_UNSPECIFIED,
+    JOBSET,
+    JOBSET_NAME_LABEL,
+)
 
 GROUP, VERSION, PLURAL = JOBSET.group, JOBSET.version, JOBSET.plural
 log = logging.getLogger(__name__)
@@ -53,6 +62,18 @@ def to_api_error(exc: BaseException) -> BaseException:
     if isinstance(exc, (OSError, asyncio.TimeoutError)) or type(exc).__module__.split(".")[0] in ("aiohttp", "urllib3"):
         return retry.Retryable(0, f"{type(exc).__name__}: {exc}", "ConnectionError")  # no HTTP answer at all
     return retry.map_error(exc)
+
+
+def delete_headers(reason: str) -> dict[str, str]:
+    """Why a delete is asked for and by which process (Airflow's host name of the component, its pid): sent as
+    request headers, so the cluster's audit can tell an attempt's end or a teardown from anything else."""
+    try:
+        from airflow.utils.net import get_hostname
+
+        host = get_hostname()
+    except Exception:  # noqa: BLE001 - outside a configured Airflow: the machine's name
+        host = socket.getfqdn()
+    return {DELETE_REASON_HEADER: reason, DELETE_CALLER_HEADER: f"{host} pid {os.getpid()}"}
 
 
 # The API server's own sentence names the identity: `<resource> "<name>" is forbidden: User "system:serviceaccount:
@@ -204,11 +225,11 @@ class KubernetesJobSetApi:
         result = self._call("list_namespaced_custom_object", namespace=namespace, label_selector=label_selector)
         return result.get("items", [])
 
-    def delete(self, namespace: str, name: str) -> None:
+    def delete(self, namespace: str, name: str, reason: str = DELETE_UNSPECIFIED) -> None:
         # Foreground: the JobSet goes only after its Jobs and pods; checkpoints in the bucket are untouched.
         with contextlib.suppress(NotFound):
             self._call("delete_namespaced_custom_object", namespace=namespace, name=name,
-                       propagation_policy="Foreground")
+                       propagation_policy="Foreground", _headers=delete_headers(reason))
 
     def list_pods(self, namespace: str, jobset_name: str) -> list[dict[str, Any]]:
         """The JobSet's pods (label jobset.sigs.k8s.io/jobset-name), as plain dicts."""
@@ -231,7 +252,8 @@ class KubernetesJobSetApi:
 
     def delete_lock(self, namespace: str, name: str) -> None:
         with contextlib.suppress(NotFound):
-            self._call("delete_namespaced_config_map", core=True, namespace=namespace, name=name)
+            self._call("delete_namespaced_config_map", core=True, namespace=namespace, name=name,
+                       _headers=delete_headers(DELETE_LOCK_RELEASED))
 
     @staticmethod
     def _plain(response: Any) -> dict[str, Any]:
@@ -292,10 +314,10 @@ class AsyncKubernetesJobSetApi:
     async def get(self, namespace: str, name: str) -> dict[str, Any]:
         return await self._call("get_namespaced_custom_object", namespace=namespace, name=name)
 
-    async def delete(self, namespace: str, name: str) -> None:
+    async def delete(self, namespace: str, name: str, reason: str = DELETE_UNSPECIFIED) -> None:
         with contextlib.suppress(NotFound):
             await self._call("delete_namespaced_custom_object", namespace=namespace, name=name,
-                             propagation_policy="Foreground")
+                             propagation_policy="Foreground", _headers=delete_headers(reason))
 
     async def list_pods(self, namespace: str, jobset_name: str) -> list[dict[str, Any]]:
         from kubernetes_asyncio import client as k8s

@@ -50,8 +50,9 @@ class JobSetApi(Protocol):
     def list(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         """JobSets whose labels match the selector (`k=v,k2=v2`)."""
 
-    def delete(self, namespace: str, name: str) -> None:
-        """Delete the JobSet and its pods (foreground propagation); missing is not an error."""
+    def delete(self, namespace: str, name: str, reason: str = ...) -> None:
+        """Delete the JobSet and its pods (foreground propagation); missing is not an error. `reason`: one of
+        core.vocabulary.DELETE_REASONS, sent with the request for the cluster's audit."""
 
 
 @runtime_checkable
@@ -63,7 +64,7 @@ class AsyncJobSetApi(Protocol):
     def watch(self, namespace: str, name: str, resource_version: str | None = None) -> AsyncIterator[WatchEvent]:
         """Yield events for the one JobSet; the implementation relists on 410 Gone and falls back to polling."""
 
-    async def delete(self, namespace: str, name: str) -> None: ...
+    async def delete(self, namespace: str, name: str, reason: str = ...) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ Shared by the form's validation (core.params) and the runner's parser (local.run
 reject the same plans:
 - start kinds (image_pull, unschedulable) act when the attempt's pods are created: `at_step` absent or 0, no
   `at_seconds`; optional `seconds`: after that long the pods are pulled / scheduled and run (capacity arrives
-  later); without it they stay Pending for ever.
+  later); without it they stay Pending for ever; optional `at_restart` N: they act on the first start of a
+  JobSet's pods at in-cluster restart N or later (a restart's new node that cannot pull the image), not at creation.
 - listing_outage: `seconds` (required) of failing listings with `status` (403, 429 or 503; default 503), under
   an optional object-name `prefix`; no slice or host (it hits the home's local GCS).
 """
@@ -16,7 +17,7 @@ from typing import Any, Mapping
 from mtc_provider.core.errors import require
 from mtc_provider.core.vocabulary import BUCKET_FAULT_KINDS, LISTING_OUTAGE_STATUSES, START_FAULT_KINDS
 
-EXTRA_KEYS = ("seconds", "status", "prefix")
+EXTRA_KEYS = ("seconds", "status", "prefix", "at_restart")
 DEFAULT_OUTAGE_STATUS = 503
 
 
@@ -34,14 +35,22 @@ def check_extras(item: Mapping[str, Any], where: str) -> dict[str, Any]:
                 f"absent ({kind} acts when the attempt's pods are created)")
         for key in ("status", "prefix"):
             require(key not in item, f"{where}.{key}", item.get(key), f"absent (only listing_outage takes {key})")
+        extras: dict[str, Any] = {}
         if "seconds" in item:
             require(_positive_number(item["seconds"]), f"{where}.seconds", item["seconds"],
                     "a number of seconds > 0 after which the pods start (absent: they never start)")
-            return {"seconds": float(item["seconds"])}
-        return {}
+            extras["seconds"] = float(item["seconds"])
+        if "at_restart" in item:
+            restart = item["at_restart"]
+            require(isinstance(restart, int) and not isinstance(restart, bool) and restart >= 0,
+                    f"{where}.at_restart", restart, "an in-cluster restart number >= 0 (0: at creation)")
+            extras["at_restart"] = restart
+        return extras
     if kind in BUCKET_FAULT_KINDS:
         for key in ("slice", "host"):
             require(key not in item, f"{where}.{key}", item.get(key), f"absent ({kind} hits the bucket, not a slice)")
+        require("at_restart" not in item, f"{where}.at_restart", item.get("at_restart"),
+                f"absent (only {', '.join(START_FAULT_KINDS)} take at_restart)")
         require(_positive_number(item.get("seconds")), f"{where}.seconds", item.get("seconds"),
                 "a number of seconds > 0 the listings fail for")
         status = item.get("status", DEFAULT_OUTAGE_STATUS)

@@ -89,6 +89,20 @@ MANAGED_BY_VALUE = "airflow-provider-mtc"
 STEP_HISTORY_ANNOTATION = f"{LABEL_PREFIX}/step-history"
 FAULT_PLAN_ANNOTATION = "mtc.local/fault-plan"
 
+# --- why a JobSet is deleted (design: only an attempt's end, the teardown or a user's confirmed action) --------
+# Sent with every delete (header DELETE_REASON_HEADER, the asking process in DELETE_CALLER_HEADER), so the
+# cluster's audit (the local target's deletes.jsonl; on GKE the audit log's request headers) says who asked and why.
+DELETE_REASON_HEADER = "X-Mtc-Delete-Reason"
+DELETE_CALLER_HEADER = "X-Mtc-Caller"
+DELETE_ATTEMPT_ENDED = "attempt-ended"  # an ended attempt's JobSet, freed before the next attempt is submitted
+DELETE_ATTEMPT_FAILED = "attempt-failed"  # the operator ends an attempt: unstartable, start-up timeout, stalled
+DELETE_USER_KILL = "user-kill"  # a user marked the task failed or cleared it
+DELETE_TEARDOWN = "teardown"  # the run is over
+DELETE_UNSPECIFIED = "unspecified"
+DELETE_LOCK_RELEASED = "lock-released"  # the run lock (a ConfigMap), freed when the run ended for good
+DELETE_REASONS: tuple[str, ...] = (DELETE_ATTEMPT_ENDED, DELETE_ATTEMPT_FAILED, DELETE_USER_KILL, DELETE_TEARDOWN,
+                                   DELETE_UNSPECIFIED)
+
 # --- env of a training container -------------------------------------------------------------------------
 # From the downward API (JobSet's labels and annotations above; Kubernetes sets JOB_COMPLETION_INDEX itself).
 ENV_JOBSET_NAME = "JOBSET_NAME"

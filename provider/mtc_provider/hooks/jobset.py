@@ -29,6 +29,7 @@ from mtc_provider.core.names import label_value
 from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
+from mtc_provider.core.vocabulary import DELETE_UNSPECIFIED
 from mtc_provider.target import target_from_dict
 
 
@@ -163,6 +164,6 @@ class MtcJobSetHook(BaseHook):
             raise NotImplementedError(f"{type(self.api).__name__} has no pod logs")
         return LeaderLogFollower(logs, namespace or self.namespace, name, max_lines)
 
-    def delete(self, name: str, namespace: str | None = None) -> None:
-        """Delete the JobSet and its pods; its checkpoints stay."""
-        self.api.delete(namespace or self.namespace, name)
+    def delete(self, name: str, namespace: str | None = None, reason: str = DELETE_UNSPECIFIED) -> None:
+        """Delete the JobSet and its pods; its checkpoints stay. `reason`: one of core.vocabulary.DELETE_REASONS."""
+        self.api.delete(namespace or self.namespace, name, reason=reason)

@@ -39,6 +39,7 @@ from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointS
 from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, LockHeld, RunLock, lock_api
 from mtc_provider.adapters.targets import backend_for
 from mtc_provider.core import labels as L
+from mtc_provider.core import vocabulary as V
 from mtc_provider.core.customization import CustomizationSpec
 from mtc_provider.core.errors import SpecError
 from mtc_provider.core.ownership import describe_owner, kill_verdict, owner_gone
@@ -458,7 +459,7 @@ class MtcJobSetOperator(BaseOperator):
             for name in plan.to_delete:  # ended attempts: free the slices; checkpoints stay in the bucket
                 self.log.info("deleting ended JobSet %s (%s) before the next attempt", name,
                               evaluate_jobset(by_name[name]).phase)
-                api.delete(namespace, name)
+                api.delete(namespace, name, reason=V.DELETE_ATTEMPT_ENDED)
             obj = self._submit(api, slices, checkpointing, workload, run_labels, ti, history)
             record = {"attempt": ti.try_number, "jobset": obj["metadata"]["name"], "start": time.time(), "end": None,
                       "outcome": None, "restarts": 0, "last_step": previous_step, "reason": ""}
@@ -649,7 +650,7 @@ class MtcJobSetOperator(BaseOperator):
         api = self._jobset_api(connection)
         if ev.kind in (UNSTARTABLE, STARTUP_TIMEOUT):
             self.log.error("%s: deleting JobSet %s/%s", ev.message, ev.namespace, ev.name)
-            api.delete(ev.namespace, ev.name)
+            api.delete(ev.namespace, ev.name, reason=V.DELETE_ATTEMPT_FAILED)
             self._close(lock, ev.name, FAILED_OUTCOME, ev.restarts_seen, latest, ev.message)
             self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message, lock)
             lock.release()
@@ -660,7 +661,7 @@ class MtcJobSetOperator(BaseOperator):
             self.log.warning("attempt stalled (%s): deleting JobSet %s -> %s: %s", ev.message, ev.name,
                              decision.kind, decision.reason)
             if decision.kind != SUCCEED:
-                api.delete(ev.namespace, ev.name)
+                api.delete(ev.namespace, ev.name, reason=V.DELETE_ATTEMPT_FAILED)
             outcome = FINISHED if decision.kind == SUCCEED else DISRUPTED
             self._close(lock, ev.name, outcome, ev.restarts_seen, latest, decision.reason)
             result = self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest,
@@ -763,7 +764,7 @@ class MtcJobSetOperator(BaseOperator):
             return
         self.log.warning("deleting JobSet %s/%s (checkpoints are kept): %s", namespace, name, verdict.reason)
         api = jobset_factory.jobset_api(connection)
-        api.delete(namespace, name)
+        api.delete(namespace, name, reason=V.DELETE_USER_KILL)
         RunLock(lock_api(connection, api), namespace, ids["run_name"],
                 L.run_labels(ids["dag_id"], ids["run_id"], ids["task_id"], ids["run_name"])).release()
 
@@ -856,7 +857,7 @@ class MtcDeleteJobSetOperator(BaseOperator):
             why = f"the teardown after the run ended (task {self.launch_task_id} is done)"
         for name in names:
             self.log.info("deleting JobSet %s/%s (checkpoints are kept): %s", self.namespace, name, why)
-            api.delete(self.namespace, name)
+            api.delete(self.namespace, name, reason=V.DELETE_TEARDOWN)
         if not self.name:  # the run is over: free its run name (the lock of that launch task, if still held)
             connection = self._connection()
             RunLock(lock_api(connection, api), self.namespace, self.run_name, run_labels).release()

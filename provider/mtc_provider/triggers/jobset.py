@@ -24,6 +24,7 @@ from mtc_provider.adapters import metrics, retry
 from mtc_provider.adapters.jobset_factory import async_jobset_api
 from mtc_provider.core import outage as outages
 from mtc_provider.core.status import JobSetState, evaluate_jobset
+from mtc_provider.core.vocabulary import DELETE_USER_KILL
 
 from mtc_provider.core.jobset_events import (  # noqa: F401  (re-exported: the trigger's event vocabulary)
     API_UNREACHABLE,
@@ -497,7 +498,7 @@ class JobSetTrigger(BaseTrigger):
                              "jobset -n %s %s", where, verdict.reason, self.namespace, self.name)
             return
         self.log.warning("deleting JobSet %s (checkpoints are kept): %s", where, verdict.reason)
-        await self._api().delete(self.namespace, self.name)
+        await self._api().delete(self.namespace, self.name, reason=DELETE_USER_KILL)
         if verdict.run_over and ti is not None and self.extra.get("run_name"):
             await asyncio.to_thread(self._release_lock, ti)
 

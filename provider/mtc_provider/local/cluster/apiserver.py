@@ -23,6 +23,9 @@ PATCH (patches.py, updates.py): merge and JSON patch everywhere, strategic merge
 resources, as for CRDs); the result is validated as a create is (422), a stale metadata.resourceVersion in the
 patch is 409 Conflict, a patch that changes nothing writes nothing, any other bumps resourceVersion (a MODIFIED
 watch event).
+Every DELETE is appended to `delete_audit` (JSON lines: time, path, code, caller, reason, agent), from the headers
+the provider sends with each delete (core.vocabulary DELETE_CALLER_HEADER / DELETE_REASON_HEADER), as the
+Kubernetes audit log records a request's user agent (https://kubernetes.io/docs/tasks/debug/debug-cluster/audit/).
 An outage switch (faults.py: 503 with Retry-After, dropped or hanging connections, cut watches) rehearses a
 control-plane outage; `POST /mtc/faults` sets it from another process.
 Authentication: `Authorization: Bearer <token>` (https://kubernetes.io/docs/reference/access-authn-authz/authentication/
@@ -37,8 +40,10 @@ import hmac
 import json
 import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator, Protocol
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Protocol
 from urllib.parse import parse_qs, urlparse
 
 from mtc_provider import __version__
@@ -49,7 +54,9 @@ from mtc_provider.local.cluster.pods import follow_log, read_log
 from mtc_provider.local.cluster.resources import CONFIGMAPS, JOBSETS, NAMESPACES, PODS, Resource
 from mtc_provider.local.cluster.selectors import SelectorError
 from mtc_provider.local.cluster.store import Store
+from mtc_provider.core.vocabulary import DELETE_CALLER_HEADER, DELETE_REASON_HEADER
 from mtc_provider.local.runner.pods import Pod
+from mtc_provider.local.runner.state import append_jsonl
 
 DEFAULT_WATCH_SECONDS = 1800.0  # the API server's --min-request-timeout
 BOOKMARK_SECONDS = 10.0
@@ -160,9 +167,12 @@ def parse_path(path: str) -> dict[str, Any] | Route | None:
 
 class ApiServer:
     def __init__(self, store: Store, controller: Controller, token: bytes, host: str = "127.0.0.1",
-                 port: int = 0, tls: ssl.SSLContext | None = None, access: Access | None = None) -> None:
+                 port: int = 0, tls: ssl.SSLContext | None = None, access: Access | None = None,
+                 delete_audit: Path | None = None) -> None:
         self.store, self.controller, self.token = store, controller, token
         self.access = access or Access(None)
+        self.delete_audit = delete_audit
+        self._audit_lock = threading.Lock()
         try:
             self.httpd = _Server((host, port), self._handler())
         except OSError:
@@ -311,6 +321,16 @@ class ApiServer:
         if resource.group:
             details["group"] = resource.group
         return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+    def audit_delete(self, path: str, headers: Mapping[str, str], code: int) -> None:
+        """One line per DELETE, answered or refused: who asked (caller header, else the user agent) and why."""
+        if self.delete_audit is None:
+            return
+        agent = headers.get("User-Agent") or ""
+        record = {"time": time.time(), "path": path, "code": code, "caller": headers.get(DELETE_CALLER_HEADER) or agent,
+                  "reason": headers.get(DELETE_REASON_HEADER) or "", "agent": agent}
+        with self._audit_lock:
+            append_jsonl(self.delete_audit, record)
 
     def pod_log(self, route: Route, query: dict[str, str]) -> tuple[bytes, Iterator[bytes] | None]:
         namespace = route.namespace or ""
@@ -479,10 +499,21 @@ class ApiServer:
                 if route.name is not None and method == "PUT":
                     return self._send(*server.replace(route, body, query))
                 if route.name is not None and method == "DELETE" and route.sub is None:
-                    return self._send(*server.delete(route, body, query))
+                    return self._delete(url.path, route, body, query)
                 if route.name is not None and method == "PATCH":
                     return self._send(*server.patch(route, body, self.headers.get("Content-Type"), query))
                 raise errors.method_not_allowed()
+
+            def _delete(self, path: str, route: Route, body: Any, query: dict[str, str]) -> None:
+                code = 500
+                try:
+                    code, answer = server.delete(route, body, query)
+                except StatusError as err:
+                    code = err.code
+                    raise
+                finally:
+                    server.audit_delete(path, self.headers, code)
+                self._send(code, answer)
 
             def _as_table(self) -> bool:
                 return "as=Table" in self.headers.get("Accept", "")

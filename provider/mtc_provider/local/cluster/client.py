@@ -11,6 +11,7 @@ from typing import Any
 
 from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
 from mtc_provider.adapters.local_cluster import async_client_factory, client_factory, running_kubeconfig
+from mtc_provider.core.vocabulary import DELETE_UNSPECIFIED
 from mtc_provider.local.runner.state import Home, read_json, read_jsonl
 
 __all__ = ["LocalCluster", "async_client_factory", "client_factory"]
@@ -45,10 +46,10 @@ class LocalCluster(KubernetesJobSetApi):
     def list(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
         return super().list(namespace, label_selector)
 
-    def delete(self, namespace: str, name: str, timeout: float | None = 90.0) -> None:
+    def delete(self, namespace: str, name: str, reason: str = DELETE_UNSPECIFIED, timeout: float | None = 90.0) -> None:
         """Delete (foreground) and, unless `timeout` is None, wait until the JobSet is gone, as `kubectl delete`
         waits: its pods have terminated (SIGTERM, SIGKILL after the grace period) and its ramdisks are removed."""
-        super().delete(namespace, name)
+        super().delete(namespace, name, reason)
         if timeout is not None:
             self.wait_deleted(namespace, name, timeout)
 

@@ -6,7 +6,7 @@ optionally with `slice` and `host`; a missing slice/host is drawn from the seede
 Kinds: sigkill_host (hardware failure), sigterm_slice (preemption), wipe_ramdisk (replaced node: wipe the host's
 ramdisk, then SIGKILL it), kill_slice (SIGKILL every host of a slice), hang (SIGSTOP every host of a slice),
 image_pull / unschedulable (the slice's pods of the attempt stay Pending, for `seconds` or for ever; at_step
-absent or 0), listing_outage (the home's local GCS listings answer `status` for `seconds`); the extra fields are
+absent or 0; with `at_restart` N from the first start at in-cluster restart N on), listing_outage (the home's local GCS listings answer `status` for `seconds`); the extra fields are
 checked by core.fault_fields.
 `at_step` fires when any pod's log shows `completed step: N` with N >= at_step; `at_seconds` counts from
 creation. Each fault fires once per JobSet, across restarts.
@@ -41,11 +41,16 @@ class Fault:
     seconds: float | None = None  # how long a start fault holds the pods / an outage lasts
     status: int | None = None  # listing_outage's HTTP status
     prefix: str | None = None  # listing_outage's object-name prefix
+    at_restart: int | None = None  # a start fault: acts at this in-cluster restart or later (None: at creation)
 
     @property
     def at_start(self) -> bool:
         """Applied when the attempt's pods are created rather than when due."""
         return self.kind in START_FAULT_KINDS
+
+    def holds_at(self, restart: int) -> bool:
+        """A start fault: does it hold the pods started for in-cluster restart `restart`?"""
+        return self.at_start and restart >= (self.at_restart or 0)
 
     def due(self, step: int | None, elapsed: float) -> bool:
         if self.at_step is not None:

@@ -97,7 +97,7 @@ class JobSetRun:
         restart = self.obj["status"]["restarts"]
         coordinator = f"127.0.0.1:{free_port()}"
         self.pods, self.job_pod_failures, self.failed_jobs = {}, {}, []
-        holds = {f.slice: f for f in self.faults if f.at_start and f.index not in self.fired}
+        holds = {f.slice: f for f in self.faults if f.holds_at(restart) and f.index not in self.fired}
         ensure_private_root(self.home.shm_root)  # ours and 0700, or RamdiskRootError before any write
         for rj, job_index, slice_index in self.plan.slices():
             for host in range(rj.completions):

@@ -83,6 +83,11 @@ class Home:
     def state_dir(self) -> Path:
         return self.root / "state"
 
+    @property
+    def delete_audit_file(self) -> Path:
+        """Every DELETE the API server answered: time, path, status code, caller and reason (JSON lines)."""
+        return self.state_dir / "deletes.jsonl"
+
     def jobset_file(self, namespace: str, name: str) -> Path:
         return self.state_dir / namespace / f"{name}.json"
 

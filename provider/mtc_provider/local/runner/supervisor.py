@@ -368,7 +368,7 @@ def main(home_arg: str, stay: bool = False) -> int:
     host = bind_host()
     ca, cert, key = pki.ensure(home.root, (advertised_host(host),))
     api = ApiServer(supervisor.store, supervisor, token, host, kubeconfig.server_port(home.root),
-                    pki.server_context(cert, key), Access(home.root))
+                    pki.server_context(cert, key), Access(home.root), delete_audit=home.delete_audit_file)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
