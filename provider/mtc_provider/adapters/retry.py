@@ -201,3 +201,30 @@ def policy(retry_types: tuple[type[BaseException], ...] = (Retryable,)) -> Calla
         return wrapper
 
     return decorate
+
+
+def through_listing_outage(list_fn: Callable[[], T], what: str, budget: float, logger: Any = log) -> T:
+    """`list_fn()`, retried while it fails (GCS 503 or 429, a reset, a timeout: the storage's trouble, not the
+    attempt's) for up to `budget` seconds of failing, as the trigger's listing does (its listing_timeout), with
+    backoff that honours Retry-After; then the last error. A 401, 403 or 404 is no outage: it surfaces at once."""
+    def transient(exc: BaseException) -> bool:
+        return status_of(exc) not in (401, 403, 404) and isinstance(exc, Exception) and not _airflow_failure(exc)
+
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_exception(transient),
+        stop=tenacity.stop_after_delay(budget),
+        wait=wait_honouring_retry_after(INITIAL_WAIT, MAX_WAIT),
+        before_sleep=lambda state: logger.warning(
+            "listing %s failed (%s); retrying for up to %.0f s (listing_timeout): a listing outage is not a failed "
+            "attempt", what, _short(state.outcome.exception()), budget),
+        reraise=True,
+    )
+    return retrying(list_fn)
+
+
+def _airflow_failure(exc: BaseException) -> bool:
+    return any(c.__name__ in ("AirflowException", "AirflowFailException") for c in type(exc).__mro__)
+
+
+def _short(exc: BaseException | None) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:200]}" if exc is not None else "?"

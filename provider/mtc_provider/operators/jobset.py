@@ -343,8 +343,15 @@ class MtcJobSetOperator(BaseOperator):
         return self.wait_for == WAIT_FOR_COMPLETION
 
     def _latest(self, store: CheckpointStore | None, checkpoint_dir: str) -> int | None:
-        """The newest finalized step; None in completion mode, which never reads a checkpoint store."""
-        return None if store is None else store.latest_step(checkpoint_dir)
+        """The newest finalized step; None in completion mode, which never reads a checkpoint store. A listing that
+        keeps failing is waited out for listing_timeout, as the trigger does: a storage outage at an attempt's end
+        or at the resubmission must not spend an Airflow retry (the soak's listing outage did)."""
+        if store is None:
+            return None
+        from mtc_provider.adapters.retry import through_listing_outage
+
+        return through_listing_outage(lambda: store.latest_step(checkpoint_dir), checkpoint_dir,
+                                      float(self.listing_timeout), self.log)
 
     def _latest_or_none(self, store: CheckpointStore | None, checkpoint_dir: str) -> int | None:
         """The newest step for a report line; a listing outage must not hide the attempt's own outcome."""
