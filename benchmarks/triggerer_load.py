@@ -167,7 +167,7 @@ async def scenario(kind: str, n: int, duration: float, poll: float, scratch: Pat
         cluster.create("default", {"metadata": {"name": f"train-{i}", "labels": {}}, "spec": {}})
 
     real_open = checkpoint_triggers.open_async_store
-    checkpoint_triggers.open_async_store = lambda d, c: CountingStore(real_open(d, c), counter)
+    checkpoint_triggers.open_async_store = lambda d, c, *chain: CountingStore(real_open(d, c, *chain), counter)
 
     async def run_trigger(trigger: Any, delay: float) -> None:
         await asyncio.sleep(delay)
