@@ -147,7 +147,8 @@ async def test_watch_timeout_quiet_watch_outlives_the_client_default(outage_clus
     (60 s, scaled down here to 1 s) is shorter: the watch is given timeoutSeconds + a margin, never polling."""
     from airflow.providers.cncf.kubernetes import kube_client
 
-    monkeypatch.setattr(kube_client, "API_TIMEOUT", 1)  # the cncf default (60 s), scaled as watch_timeout is
+    # The cncf default (60 s), scaled as watch_timeout is; older cncf providers (10.12) have no such default.
+    monkeypatch.setattr(kube_client, "API_TIMEOUT", 1, raising=False)
     rv = outage_cluster.put_jobset(jobset_body(), status_running())
     api = jobset_factory.async_jobset_api(outage_cluster.connection, poll_interval=0.05)
     api.watch_timeout = 2  # the server ends each watch after 2 s (300 s in production)

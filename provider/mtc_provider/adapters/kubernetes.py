@@ -162,22 +162,26 @@ class KubernetesJobSetApi:
         self.sleep = sleep
         self.answers = 0
 
-    def _call(self, method: str, core: bool = False, **kwargs: Any) -> Any:
+    def _call(self, method: str, core: bool = False, headers: dict[str, str] | None = None, **kwargs: Any) -> Any:
         from kubernetes import client as k8s
 
         def once() -> Any:
             api_client = self.client_factory()  # a fresh client, so a fresh token, per attempt
+            for header, value in (headers or {}).items():  # per client: every client version has this (no _headers)
+                api_client.set_default_header(header, value)
+            # (connect, read): kubernetes 32's REST client ignores a float (it takes an int or a tuple)
+            timeout = (self.request_timeout, self.request_timeout)
             pool = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
             if pool is not None:  # urllib3's own retries (3 by default) off: this policy alone decides
                 pool.connection_pool_kw["retries"] = False
             try:
                 if core:  # pods and the run lock (a ConfigMap): core/v1
                     result = getattr(k8s.CoreV1Api(api_client), method)(**kwargs,
-                                                                        _request_timeout=self.request_timeout)
+                                                                        _request_timeout=timeout)
                 else:
                     api = k8s.CustomObjectsApi(api_client)
                     result = getattr(api, method)(group=GROUP, version=VERSION, plural=PLURAL, **kwargs,
-                                                  _request_timeout=self.request_timeout)
+                                                  _request_timeout=timeout)
                 self.answers += 1
                 return result
             except Exception as exc:
@@ -229,7 +233,7 @@ class KubernetesJobSetApi:
         # Foreground: the JobSet goes only after its Jobs and pods; checkpoints in the bucket are untouched.
         with contextlib.suppress(NotFound):
             self._call("delete_namespaced_custom_object", namespace=namespace, name=name,
-                       propagation_policy="Foreground", _headers=delete_headers(reason))
+                       propagation_policy="Foreground", headers=delete_headers(reason))
 
     def list_pods(self, namespace: str, jobset_name: str) -> list[dict[str, Any]]:
         """The JobSet's pods (label jobset.sigs.k8s.io/jobset-name), as plain dicts."""
@@ -253,7 +257,7 @@ class KubernetesJobSetApi:
     def delete_lock(self, namespace: str, name: str) -> None:
         with contextlib.suppress(NotFound):
             self._call("delete_namespaced_config_map", core=True, namespace=namespace, name=name,
-                       _headers=delete_headers(DELETE_LOCK_RELEASED))
+                       headers=delete_headers(DELETE_LOCK_RELEASED))
 
     @staticmethod
     def _plain(response: Any) -> dict[str, Any]:
@@ -290,12 +294,14 @@ class AsyncKubernetesJobSetApi:
                 api_client = await stack.enter_async_context(self.client_factory())
             yield api_client
 
-    async def _call(self, method: str, **kwargs: Any) -> Any:
+    async def _call(self, method: str, headers: dict[str, str] | None = None, **kwargs: Any) -> Any:
         from kubernetes_asyncio import client as k8s
 
         async def once() -> Any:
             try:
                 async with self._client() as api_client:
+                    for header, value in (headers or {}).items():  # per client, as in the sync api
+                        api_client.set_default_header(header, value)
                     api = k8s.CustomObjectsApi(api_client)
                     result = await getattr(api, method)(group=GROUP, version=VERSION, plural=PLURAL, **kwargs,
                                                         _request_timeout=self.request_timeout)
@@ -317,7 +323,7 @@ class AsyncKubernetesJobSetApi:
     async def delete(self, namespace: str, name: str, reason: str = DELETE_UNSPECIFIED) -> None:
         with contextlib.suppress(NotFound):
             await self._call("delete_namespaced_custom_object", namespace=namespace, name=name,
-                             propagation_policy="Foreground", _headers=delete_headers(reason))
+                             propagation_policy="Foreground", headers=delete_headers(reason))
 
     async def list_pods(self, namespace: str, jobset_name: str) -> list[dict[str, Any]]:
         from kubernetes_asyncio import client as k8s
