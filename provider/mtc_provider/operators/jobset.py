@@ -789,6 +789,16 @@ async def _first_event(trigger: JobSetTrigger) -> dict[str, Any]:
     return JobSetEvent(ERROR, trigger.namespace, trigger.name, message="the watch ended without an event").to_payload()
 
 
+def task_connection(task: Any) -> dict[str, Any]:
+    """The JobSet connection of a task's `target` and its GOOGLE_PARAMETERS (which one wins: target.with_google);
+    shared by the delete operator and the JobSet sensor."""
+    try:
+        target = with_google(task.target, **google_parameters(task), kubernetes_conn_id=task.kubernetes_conn_id)
+    except SpecError as exc:
+        raise AirflowFailException(f"invalid spec: {exc}") from exc
+    return jobset_factory.connection_for(target, task.kubernetes_conn_id)
+
+
 class MtcDeleteJobSetOperator(BaseOperator):
     """Delete a run's JobSets (by name, or every attempt of a run by run labels); checkpoints are kept.
 
@@ -833,12 +843,7 @@ class MtcDeleteJobSetOperator(BaseOperator):
         self.use_dns_endpoint = use_dns_endpoint
 
     def _connection(self) -> dict[str, Any]:
-        """The JobSet connection of `target` and the GOOGLE_PARAMETERS (which one wins: target.with_google)."""
-        try:
-            target = with_google(self.target, **google_parameters(self), kubernetes_conn_id=self.kubernetes_conn_id)
-        except SpecError as exc:
-            raise AirflowFailException(f"invalid spec: {exc}") from exc
-        return jobset_factory.connection_for(target, self.kubernetes_conn_id)
+        return task_connection(self)
 
     def execute(self, context: Any) -> list[str]:
         if not self.name and not (self.run_name and self.launch_task_id):

@@ -9,9 +9,8 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException
 
 from mtc_provider.adapters import jobset_factory
-from mtc_provider.core.errors import SpecError
 from mtc_provider.core.status import SUCCEEDED, evaluate_jobset
-from mtc_provider.target import GOOGLE_PARAMETERS, google_parameters, with_google
+from mtc_provider.target import GOOGLE_PARAMETERS
 
 try:
     from airflow.sdk.configuration import conf
@@ -63,12 +62,9 @@ class MtcJobSetSensor(BaseSensorOperator):
         self.use_dns_endpoint = use_dns_endpoint
 
     def _connection(self) -> dict[str, Any]:
-        """The JobSet connection of `target` and the GOOGLE_PARAMETERS (which one wins: target.with_google)."""
-        try:
-            target = with_google(self.target, **google_parameters(self), kubernetes_conn_id=self.kubernetes_conn_id)
-        except SpecError as exc:
-            raise AirflowFailException(f"invalid spec: {exc}") from exc
-        return jobset_factory.connection_for(target, self.kubernetes_conn_id)
+        from mtc_provider.operators.jobset import task_connection
+
+        return task_connection(self)
 
     def execute(self, context: Any) -> Any:
         if not self.deferrable:
