@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = pytest.mark.timeout(600)
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -24,6 +24,6 @@ def test_triggerer_reassign_cases_in_their_own_process(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "t"),
          str(cases.relative_to(REPO))],
-        cwd=REPO, capture_output=True, text=True, timeout=400, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        cwd=REPO, capture_output=True, text=True, timeout=560, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert done.returncode == 0, f"{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
     assert " passed" in done.stdout and "failed" not in done.stdout.splitlines()[-1]
