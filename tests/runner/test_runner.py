@@ -189,10 +189,10 @@ def test_jobset_outlives_its_creator_and_is_seen_from_another_process(home, work
         "    print(json.dumps([o['metadata']['uid'] for o in api.list('default', 'run=r1')]))\n"
     )
     created = subprocess.run([sys.executable, "-c", script, home, "create", json.dumps(body)],
-                             check=True, capture_output=True, text=True, timeout=30)
+                             check=True, capture_output=True, text=True, timeout=90)
     uid = created.stdout.strip().splitlines()[-1]  # after anything Airflow logs when the hook loads
     listed = subprocess.run([sys.executable, "-c", script, home, "list"],
-                            check=True, capture_output=True, text=True, timeout=30)
+                            check=True, capture_output=True, text=True, timeout=90)
     assert json.loads(listed.stdout.strip().splitlines()[-1]) == [uid], listed.stdout
     api = LocalCluster(home)
     assert api.get(NS, "other")["status"].get("terminalState") is None  # its creator has exited: still running

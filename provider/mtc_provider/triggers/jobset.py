@@ -122,6 +122,7 @@ class JobSetTrigger(BaseTrigger):
         self._listing_failing_since: float | None = None
         self.listing_error = ""  # set when the listing kept failing for listing_timeout
         self._pods_started: bool | None = None  # None: this api cannot list pods (the JobSet phase decides)
+        self._pods_list_warned_at = float("-inf")
         self._pods_checked_at = float("-inf")
         self._capacity_logged_at = float("-inf")
         self._start: StartClock | None = None  # the current start of the pods (None: all running, or not seen yet)
@@ -301,10 +302,11 @@ class JobSetTrigger(BaseTrigger):
             pods = evaluate_pods(await api.list_pods(self.namespace, self.name))
         except Forbidden as exc:  # no retry grants a permission: say so now, delete nothing
             return FORBIDDEN, f"watching the pods of JobSet {self.namespace}/{self.name}: {exc}"
-        except Exception as exc:  # pods are advisory: fall back to the JobSet phase
-            self.log.warning("listing the pods of %s/%s failed (%s): following the JobSet status only",
-                             self.namespace, self.name, exc)
-            self._pods_started = None
+        except Exception as exc:  # pods are advisory: the JobSet phase decides until a listing answers again
+            if now - self._pods_list_warned_at >= self.capacity_log_interval:
+                self._pods_list_warned_at = now
+                self.log.warning("listing the pods of %s/%s failed (%s): following the JobSet status until the "
+                                 "listing answers again", self.namespace, self.name, exc)
             return None
         if self._start is None or self._start.attempt != pods.restart_attempt:
             self._start = StartClock(since=now, attempt=pods.restart_attempt)  # a new start of the pods

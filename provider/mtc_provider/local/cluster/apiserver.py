@@ -421,7 +421,7 @@ class ApiServer:
                 mode = server.faults.current()
                 if mode == "none":
                     return False
-                server.faults.count()
+                server.faults.count(self.path)
                 if mode == "unavailable":
                     self.rfile.read(int(self.headers.get("Content-Length") or 0))  # the connection stays usable
                     data = json.dumps(StatusError(503, "ServiceUnavailable", "the server is currently unable to "

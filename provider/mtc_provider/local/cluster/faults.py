@@ -38,6 +38,7 @@ class Faults:
         self._watches: set[socket.socket] = set()
         self.faulted = 0  # requests the switch answered (or dropped) instead of the server
         self.faulted_at: list[float] = []  # their monotonic times (the last 1000): how fast clients come back
+        self.faulted_paths: list[str] = []  # and their paths, so each caller's own pace can be read apart
 
     def set(self, mode: str, seconds: float | None = None, retry_after: int = 1) -> dict[str, Any]:
         """Switch to `mode` for `seconds` (None: until `set("none")`); errors name the bad value."""
@@ -55,11 +56,12 @@ class Faults:
             self.cut_watches()
         return self.state()
 
-    def count(self) -> None:
+    def count(self, path: str = "") -> None:
         """One request answered by the switch."""
         with self._lock:
             self.faulted += 1
             self.faulted_at = [*self.faulted_at[-999:], time.monotonic()]
+            self.faulted_paths = [*self.faulted_paths[-999:], path]
 
     def current(self) -> str:
         with self._lock:
