@@ -95,7 +95,7 @@ def one_resubmission(api: Any, home: str, run: str, kill_at_s: float, poll_inter
 
     from mtc_provider.adapters import jobset_factory
     from mtc_provider.adapters.kubernetes import AsyncKubernetesJobSetApi
-    from mtc_provider.local.cluster.client import LocalCluster, async_client_factory
+    from mtc_local.cluster.client import LocalCluster, async_client_factory
     from mtc_provider.operators.jobset import JobSetAttemptFailed, attempt_name
 
     op = _operator(home, run, kill_at_s)

@@ -66,7 +66,7 @@ def stop_local_gcs_servers(tmp_path_factory):
     """Stop every local GCS a test started on demand in a temporary home (they would otherwise wait out their
     idle timeout after the session)."""
     yield
-    from mtc_provider.local.gcs import stop
+    from mtc_local.gcs import stop
 
     for server in Path(tmp_path_factory.getbasetemp()).glob("**/gcs/server.json"):
         stop(server.parent.parent)

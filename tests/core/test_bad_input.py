@@ -257,7 +257,7 @@ def test_user_values_in_args_cannot_expand_kubernetes_variables() -> None:
     Arguments for a Container"; facts.md): doubled, a user's value reaches the program as written."""
     from mtc_provider.core.jobset import build_jobset_for_run, pod_template
     from mtc_provider.core.spec import RunConfig
-    from mtc_provider.local.runner.manifest import expand_vars
+    from mtc_local.runner.manifest import expand_vars
 
     value = "$(GOOGLE_APPLICATION_CREDENTIALS)-and-$$-and-$HOME"
     config = RunConfig.from_dict(_dash(workload={"extra_flags": {"tokenizer_path": value}}))

@@ -2,7 +2,7 @@
 
 The trigger and the adapters reach the local API server through the "local" connection: the cncf.kubernetes
 hooks (AsyncKubernetesHook / KubernetesHook over the home's kubeconfig) and the real kubernetes_asyncio /
-kubernetes clients, over HTTP on 127.0.0.1. The server's outage switch (mtc_provider/local/cluster/faults.py)
+kubernetes clients, over HTTP on 127.0.0.1. The server's outage switch (mtc_local/cluster/faults.py)
 answers 503 with Retry-After, drops connections, hangs them, and cuts open watches. Clocks are real; the trigger's
 budget, backoff and timeouts are made small through its parameters.
 

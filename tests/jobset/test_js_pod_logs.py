@@ -191,7 +191,7 @@ def test_a_failed_attempt_logs_its_failed_pods(tmp_path) -> None:
     target, the failed pods' tails (read through the pod log API) are in the task log."""
     from airflow.sdk.exceptions import AirflowException
 
-    from mtc_provider.local.cluster.lifecycle import stop
+    from mtc_local.cluster.lifecycle import stop
     from mtc_provider.operators.jobset import MtcJobSetOperator
 
     crash = tmp_path / "crash.py"

@@ -1,6 +1,6 @@
-"""The local target stands apart: no module of the provider outside `mtc_provider.local` imports it.
+"""The local target stands apart: no module of the provider outside `mtc_local` imports it.
 
-Its programs run as processes (`python -m mtc_provider.local...`, a string, not an import) and the provider reaches
+Its programs run as processes (`python -m mtc_local...`, a string, not an import) and the provider reaches
 its cluster through the same adapters as GKE's, so what users rehearse locally is the code that runs on GKE.
 Read from the source (every `import`, also inside functions), not by importing.
 """
@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 PROVIDER = Path(__file__).resolve().parents[2] / "provider" / "mtc_provider"
-LOCAL = "mtc_provider.local"
+LOCAL = "mtc_local"
 # Imports of the local target still to be replaced, as `path: module` (the local JobSet adapter goes away when the
 # provider talks to the local target as a Kubernetes cluster). An entry the code no longer has fails too.
 NOT_YET_REPLACED: set[str] = set()
@@ -36,6 +36,6 @@ def test_nothing_outside_the_local_target_imports_it():
             continue
         for module in _imports(path):
             if module == LOCAL or module.startswith(LOCAL + "."):
-                top = ".".join(module.split(".")[:3])  # mtc_provider.local.<part>
+                top = ".".join(module.split(".")[:3])  # mtc_local.<part>
                 offending.add(f"{relative}: {top}")
     assert offending == NOT_YET_REPLACED

@@ -17,7 +17,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from mtc_provider.adapters import jobset_factory
 from mtc_provider.adapters.kubernetes_target import served_resources
-from mtc_provider.adapters.local_cluster import running_kubeconfig
+from mtc_local.target.cluster import running_kubeconfig
 from mtc_provider.adapters.targets import backend_for
 from mtc_provider.core.errors import NotReady, SpecError
 from mtc_provider.operators.gcp import (

@@ -12,7 +12,7 @@ listings are GCSHook's own:
 - `get_credentials_and_project_id()` (GoogleBaseHook), only when a bearer token is given: google.oauth2's
   `Credentials(token)`, which google-cloud-storage's session sends as `Authorization: Bearer <token>`
   (google.auth.credentials.Credentials.apply). The local target's GCS takes its home's token
-  (adapters/local_token.py): `local_gcs_hook(home)` reads it where the client is made, so a trigger carries only
+  (mtc_local/token.py): `local_gcs_hook(home)` reads it where the client is made, so a trigger carries only
   the home path, never the token.
 """
 
@@ -74,7 +74,7 @@ FRESH_SECONDS = 10.0
 
 def _serves(endpoint: str, home: str) -> bool:
     """The local GCS at `endpoint` holds this home's token (it proves so before it is sent the token)."""
-    from mtc_provider.adapters.local_token import serves_home
+    from mtc_local.token import serves_home
 
     return serves_home(endpoint, home)
 
@@ -83,7 +83,7 @@ def local_gcs_hook(home: str) -> EndpointGCSHook:
     """EndpointGCSHook for a local target home's GCS (started on demand) with the home's token."""
     from pathlib import Path
 
-    from mtc_provider.adapters.local_token import TokenError, require_token
+    from mtc_local.token import TokenError, require_token
     from mtc_provider.adapters.protocols import ApiError
 
     endpoint = local_gcs_endpoint(home)
@@ -96,7 +96,7 @@ def local_gcs_hook(home: str) -> EndpointGCSHook:
 
 def local_gcs_endpoint(home: str) -> str:
     """The endpoint of a local target home's GCS, started in the background when it is not running, as a
-    process (`python -m mtc_provider.local.gcs up`): the provider never imports the local target."""
+    process (`python -m mtc_local.gcs up`): the provider never imports the local target."""
     import os
     import subprocess
     import sys
@@ -112,7 +112,7 @@ def local_gcs_endpoint(home: str) -> str:
     if endpoint and _serves(endpoint, home):
         _local_endpoints[home] = (endpoint, time.monotonic())
         return endpoint
-    done = subprocess.run([sys.executable, "-m", "mtc_provider.local.gcs", "up", "--home", home, "--idle-seconds", idle],
+    done = subprocess.run([sys.executable, "-m", "mtc_local.gcs", "up", "--home", home, "--idle-seconds", idle],
                           capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:

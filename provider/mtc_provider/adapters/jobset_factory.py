@@ -97,7 +97,7 @@ def jobset_api(connection: Mapping[str, Any], *, request_timeout: float | None =
         outage_timeout=outage_timeout)
 
     if kind == "local":  # the same adapter; only how the client is made differs
-        from mtc_provider.adapters.local_cluster import client_factory
+        from mtc_local.target.cluster import client_factory
 
         return KubernetesJobSetApi(client_factory(connection["home"]), where=describe_connection(connection))
     if kind == "kubernetes":
@@ -133,7 +133,7 @@ def async_jobset_api(connection: Mapping[str, Any], poll_interval: float = 30.0,
         kubernetes.AsyncKubernetesJobSetApi, request_timeout=request_timeout or kubernetes.REQUEST_TIMEOUT)
 
     if kind == "local":
-        from mtc_provider.adapters.local_cluster import async_client_factory
+        from mtc_local.target.cluster import async_client_factory
 
         return AsyncKubernetesJobSetApi(async_client_factory(connection["home"]), poll_interval=poll_interval,
                                         where=describe_connection(connection))

@@ -20,7 +20,7 @@ from mtc_provider.target import Target, target_from_dict
 BackendFactory = Callable[[Any, "str | None"], TargetBackend]
 # kind -> "module:class"; each class takes (target, api_endpoint)
 _BUILTIN = {"gke": "mtc_provider.adapters.gke_target:GkeBackend",
-            "local": "mtc_provider.adapters.local_target:LocalBackend",
+            "local": "mtc_local.target.backend:LocalBackend",
             "kubernetes": "mtc_provider.adapters.kubernetes_target:KubernetesBackend"}
 _registry: dict[str, BackendFactory] = {}
 

@@ -3,7 +3,7 @@
 Every operator takes one `target` (GkeTarget, LocalTarget or KubernetesTarget, or its dict form) instead of
 seven connection arguments, is idempotent (a second run changes nothing and says so in its XCom), and waits for GKE
 long-running operations in the triggerer when deferrable. The bucket and IAM steps run the same GCS code on both
-targets (the local target serves its bucket folders over the GCS JSON API: mtc_provider.local.gcs); steps that
+targets (the local target serves its bucket folders over the GCS JSON API: mtc_local.gcs); steps that
 have no local meaning return {"applies": false, "reason": ...} rather than silently succeeding.
 """
 
