@@ -105,7 +105,7 @@ def test_local_target_dag(dags, tmp_path):
 def test_local_bucket_and_iam_go_through_the_local_gcs_and_node_pools_do_not_apply(tmp_path):
     """The bucket and IAM steps run GcsBucketApi against the local GCS (HNS, UBLA, the v3 policy); node pools
     have no local meaning."""
-    from mtc_provider.adapters.gcs_hook import local_gcs_hook
+    from mtc_local.target.gcs import local_gcs_hook
     from mtc_local import gcs as local_gcs
 
     target = LocalTarget(home=str(tmp_path))

@@ -19,7 +19,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from mtc_provider.adapters import jobset_factory
+from mtc_provider import targets
 from mtc_provider.links.jobset import JOBSET_LINKS, JobSetLogsLink, logs_url
 from mtc_provider.operators.jobset import MtcJobSetOperator
 from tests.doubles.memory_jobset import AsyncMemoryJobSetApi, MemoryJobSetApi, MemoryJobSetCluster
@@ -59,7 +59,7 @@ def test_logs_link_is_the_leader_pod_over_the_attempts_time_range():
 @pytest.fixture
 def gke_cluster():
     cluster = MemoryJobSetCluster()  # plays: running, completed
-    with jobset_factory.registered("gke", lambda c: MemoryJobSetApi(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
+    with targets.registered_jobset_api("gke", lambda c: MemoryJobSetApi(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
         yield cluster
 
 

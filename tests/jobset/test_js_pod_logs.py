@@ -162,9 +162,9 @@ def test_reading_logs_never_fails_the_task(core, caplog) -> None:
 
 def test_pod_logs_for_picks_the_reader_of_the_api(tmp_path) -> None:
     assert isinstance(pod_logs_for(KubernetesJobSetApi(lambda: None)), KubernetesPodLogs)
-    from mtc_provider.adapters import jobset_factory
+    from mtc_provider import targets
 
-    local = jobset_factory.jobset_api({"kind": "local", "home": str(tmp_path)})  # the same class as GKE
+    local = targets.jobset_api({"kind": "local", "home": str(tmp_path)})  # the same class as GKE
     assert isinstance(pod_logs_for(local), KubernetesPodLogs)
     assert pod_logs_for(object()) is None
 

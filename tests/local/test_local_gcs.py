@@ -19,7 +19,8 @@ from google.cloud import storage
 from google.oauth2.credentials import Credentials
 
 from mtc_provider.adapters.gcs_bucket import GcsBucketApi
-from mtc_provider.adapters.gcs_hook import EndpointGCSHook, local_gcs_hook
+from mtc_local.target.gcs import local_gcs_hook
+from mtc_provider.adapters.gcs_hook import EndpointGCSHook
 from mtc_provider.core.errors import BucketNotUsable
 from mtc_provider.core.spec import BucketSpec
 from mtc_local import gcs as local_gcs

@@ -26,7 +26,7 @@ from google.auth.exceptions import InvalidOperation, RefreshError
 from google.cloud import storage
 from google.oauth2.credentials import Credentials
 
-from mtc_provider.adapters.gcs_hook import local_gcs_hook
+from mtc_local.target.gcs import local_gcs_hook
 from mtc_local.token import read_token
 from mtc_local import gcs as local_gcs
 from mtc_local.gcs import lifecycle

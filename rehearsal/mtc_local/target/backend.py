@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mtc_provider.adapters.targets import ListsCheckpointsByPath
-from mtc_provider.target import LocalTarget
+from mtc_local.target import LocalTarget
+from mtc_provider.targets.common import ListsCheckpointsByPath
 
 # The control-plane steps the local runner provides itself, and why.
 PROVIDED = {
@@ -61,7 +61,8 @@ class LocalBackend(ListsCheckpointsByPath):
 
     def bucket(self) -> Any:
         from mtc_provider.adapters.gcs_bucket import LOCAL_LOCATION, BucketAccess
-        from mtc_provider.adapters.gcs_hook import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER, local_gcs_hook
+        from mtc_local.target.gcs import local_gcs_hook
+        from mtc_provider.adapters.gcs_hook import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER
 
         client = local_gcs_hook(self.target.home).get_conn()  # the home's token, read here
         return BucketAccess(client, LOCAL_PROJECT, LOCAL_LOCATION, LOCAL_PROJECT_NUMBER)

@@ -4,11 +4,11 @@ google provider's hooks, and GCS with the target's connection and impersonation 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from mtc_provider.adapters.protocols import ConsoleScope
-from mtc_provider.adapters.targets import ListsCheckpointsByPath
-from mtc_provider.target import GkeTarget
+from mtc_provider.targets.common import ListsCheckpointsByPath, async_kubernetes_jobset_api, kubernetes_jobset_api
+from mtc_provider.targets.gke.target import GkeTarget
 
 
 @dataclass
@@ -17,7 +17,7 @@ class GkeCluster:
     api_endpoint: str | None = None
 
     def control_plane(self) -> Any:
-        from mtc_provider.adapters.gke_cluster import cluster_api
+        from mtc_provider.targets.gke.cluster import cluster_api
 
         return cluster_api(self.target, self.api_endpoint)
 
@@ -99,3 +99,32 @@ class GkeBackend(ListsCheckpointsByPath):
 
     def google(self) -> tuple[str, Any]:
         return self.target.gcp_conn_id, self.target.impersonation_chain
+
+
+def describe(connection: Mapping[str, Any]) -> str:
+    chain = connection.get("impersonation_chain")
+    return (f"GKE cluster {connection.get('project_id')}/{connection.get('location')}/"
+            f"{connection.get('cluster_name')} via {connection.get('gcp_conn_id')}"
+            + (f" impersonating {chain}" if chain else ""))
+
+
+def jobset_api(connection: Mapping[str, Any], **timeouts: Any) -> Any:
+    """The cluster's JobSets through the google provider's GKEKubernetesHook (a fresh token per client)."""
+    from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesHook
+
+    hook = GKEKubernetesHook(cluster_url=connection["cluster_url"], ssl_ca_cert=connection["ssl_ca_cert"],
+                             gcp_conn_id=connection["gcp_conn_id"],
+                             impersonation_chain=connection.get("impersonation_chain"),
+                             use_dns_endpoint=bool(connection.get("use_dns_endpoint")))
+    return kubernetes_jobset_api(hook.get_conn, describe(connection), **timeouts)
+
+
+def async_jobset_api(connection: Mapping[str, Any], **options: Any) -> Any:
+    """The trigger's side: GKEKubernetesAsyncHook (its client has no request timeout of its own: ours applies)."""
+    from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
+
+    hook = GKEKubernetesAsyncHook(cluster_url=connection["cluster_url"], ssl_ca_cert=connection["ssl_ca_cert"],
+                                  gcp_conn_id=connection["gcp_conn_id"],
+                                  impersonation_chain=connection.get("impersonation_chain"),
+                                  use_dns_endpoint=bool(connection.get("use_dns_endpoint")))
+    return async_kubernetes_jobset_api(hook.get_conn, describe(connection), **options)

@@ -5,12 +5,12 @@ Google connection. There is no managed control plane: addons and node pools are 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from mtc_provider.adapters.protocols import ApiError
-from mtc_provider.adapters.targets import ListsCheckpointsByPath
+from mtc_provider.targets.common import ListsCheckpointsByPath, async_kubernetes_jobset_api, kubernetes_jobset_api
 from mtc_provider.core.vocabulary import CHECKPOINT_CONFIGURATION, JOBSET
-from mtc_provider.target import KubernetesTarget
+from mtc_provider.targets.kubernetes.target import KubernetesTarget
 
 # The control-plane steps a Kubernetes connection cannot take, and why.
 NOT_REACHABLE = {
@@ -98,3 +98,22 @@ class KubernetesBackend(ListsCheckpointsByPath):
 
     def google(self) -> tuple[str, Any]:
         return self.target.gcp_conn_id, self.target.impersonation_chain
+
+
+def describe(connection: Mapping[str, Any]) -> str:
+    return f"kubernetes connection {connection.get('kubernetes_conn_id')}"
+
+
+def jobset_api(connection: Mapping[str, Any], **timeouts: Any) -> Any:
+    """The cluster's JobSets through the cncf.kubernetes provider's KubernetesHook (the connection says how)."""
+    from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+
+    hook = KubernetesHook(conn_id=connection["kubernetes_conn_id"])
+    return kubernetes_jobset_api(hook.get_conn, describe(connection), **timeouts)
+
+
+def async_jobset_api(connection: Mapping[str, Any], **options: Any) -> Any:
+    from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
+
+    hook = AsyncKubernetesHook(conn_id=connection["kubernetes_conn_id"])
+    return async_kubernetes_jobset_api(hook.get_conn, describe(connection), **options)

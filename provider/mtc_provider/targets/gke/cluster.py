@@ -16,7 +16,7 @@ from mtc_provider.adapters import retry
 from mtc_provider.core.errors import OperationFailed
 from mtc_provider.core.iam import workload_identity_pool
 from mtc_provider.core.tpu import SliceSpec
-from mtc_provider.target import GkeTarget
+from mtc_provider.targets.gke.target import GkeTarget
 
 TIMEOUT = 60.0
 
