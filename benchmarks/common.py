@@ -167,7 +167,7 @@ def local_runner(prefix: str) -> Iterator[tuple[Any, Path]]:
     """A fresh runner home and scratch directory; afterwards every JobSet is deleted, the supervisor stopped
     (by its pid), the tmpfs tree removed and the scratch directory deleted."""
     from mtc_local.cluster.client import LocalCluster
-    from mtc_local.runner.state import Home, read_json
+    from mtc_local.shared.state import Home, read_json
 
     scratch = Path(tempfile.mkdtemp(prefix=f"mtc-bench-{prefix}-"))
     home = Home.of(scratch / "home")

@@ -2,7 +2,7 @@
 
 The local Kubernetes API server (`Authorization: Bearer`, kubeconfig) and the local GCS JSON API accept this one
 token; whoever can read the file (its owner: mode 0600, in a 0700 home) may use them. The servers create it
-(`mtc_local.runner.auth.ensure_token`); clients read it here, with the same checks, so a token others
+(`mtc_local.shared.auth.ensure_token`); clients read it here, with the same checks, so a token others
 could read is never used.
 """
 

@@ -120,7 +120,7 @@ def test_mtc_local_volume_is_the_airflow_users_and_its_supervisor_is_reachable()
     local = services["mtc-local"]
     assert local["hostname"] == "mtc-local" and local["environment"]["MTC_RUNNER_BIND_HOST"] == "0.0.0.0"
     assert local["environment"]["MTC_RUNNER_IDLE_SECONDS"] == "inf"
-    assert "mtc_local.runner.supervisor" in " ".join(local["command"])
+    assert "mtc_local.supervisor" in " ".join(local["command"])
     assert all(services[n]["user"] == "1234:0" for n in AIRFLOW_SERVICES - {"airflow-init"})
 
 

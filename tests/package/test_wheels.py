@@ -15,7 +15,7 @@ from tests.conftest import REPO
 from tests.package.test_package import uv
 
 SERVERS = {"mtc_local/cluster/apiserver.py", "mtc_local/cluster/store.py", "mtc_local/gcs/server.py",
-           "mtc_local/runner/supervisor.py", "mtc_local/workload/training.py",
+           "mtc_local/supervisor.py", "mtc_local/workload/training.py",
            "mtc_local/cluster/crds/jobset-crd-v0.12.0.yaml", "mtc_local/target/__init__.py", "mtc_local/token.py"}
 
 

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from mtc_local.cluster.client import LocalCluster
-from mtc_local.runner.state import Home, read_json
+from mtc_local.shared.state import Home, read_json
 
 # Prints `completed step: N`, keeps its step in the ramdisk (so a restart resumes), fails on request.
 FAKE_WORKLOAD = textwrap.dedent(

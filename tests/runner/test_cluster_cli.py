@@ -11,7 +11,7 @@ import time
 import psutil
 
 from mtc_local.cluster.lifecycle import answers, supervisor_pid
-from mtc_local.runner.state import Home
+from mtc_local.shared.state import Home
 from tests.runner.test_cluster_apiserver import kubectl
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from mtc_provider.adapters.protocols import ApiError
 from mtc_local.runner.ramdisk import RamdiskRootError, check_private_root, ensure_private_root
-from mtc_local.runner.state import Home
+from mtc_local.shared.state import Home
 from tests.runner.conftest import make_jobset, processes_mentioning, terminal
 
 NS = "default"

@@ -16,7 +16,7 @@ from mtc_provider.adapters.kubernetes import AsyncKubernetesJobSetApi
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound
 from mtc_provider.core.status import evaluate_jobset
 from mtc_local.cluster.client import LocalCluster, async_client_factory
-from mtc_local.runner.state import Home
+from mtc_local.shared.state import Home
 from tests.runner.conftest import make_jobset, terminal, wait_for
 
 NS = "default"

@@ -1,7 +1,7 @@
 """The trigger that follows one JobSet until it ends, without holding a worker slot.
 
 It carries only serializable, non-secret values (the connection dict from
-`adapters.targets.connection_for`: endpoint, CA, connection id; never a token) and rebuilds
+`targets.connection_for`: endpoint, CA, connection id; never a token) and rebuilds
 its api inside the triggerer, so every client mints a fresh token. It watches from the
 resourceVersion the operator saw, logs each in-cluster restart, and yields one typed JobSetEvent.
 It never creates anything, so a triggerer restart simply watches again: no duplicates.

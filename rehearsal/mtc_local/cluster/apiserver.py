@@ -56,7 +56,7 @@ from mtc_local.cluster.selectors import SelectorError
 from mtc_local.cluster.store import Store
 from mtc_provider.core.vocabulary import DELETE_CALLER_HEADER, DELETE_REASON_HEADER
 from mtc_local.runner.pods import Pod
-from mtc_local.runner.state import append_jsonl
+from mtc_local.shared.state import append_jsonl
 
 DEFAULT_WATCH_SECONDS = 1800.0  # the API server's --min-request-timeout
 BOOKMARK_SECONDS = 10.0

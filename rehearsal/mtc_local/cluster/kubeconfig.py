@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from mtc_local.runner import auth
+from mtc_local.shared import auth
 
 FILE = "kubeconfig"
 CONTEXT = "mtc-local"

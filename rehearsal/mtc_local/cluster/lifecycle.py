@@ -22,11 +22,11 @@ from pathlib import Path
 import psutil
 
 from mtc_local.cluster import kubeconfig
-from mtc_local.runner import auth
-from mtc_local.runner.state import Home, read_json
+from mtc_local.shared import auth
+from mtc_local.shared.state import Home, read_json
 
 START_TIMEOUT = 30.0
-SUPERVISOR_MODULE = "mtc_local.runner.supervisor"
+SUPERVISOR_MODULE = "mtc_local.supervisor"
 STAY_FILE = "stay"  # present: the supervisor does not exit when idle (`mtc local up` until `mtc local down`)
 
 

@@ -12,7 +12,7 @@ import os
 import ssl
 from pathlib import Path
 
-from mtc_local.runner import auth
+from mtc_local.shared import auth
 
 VALID_DAYS = 3650
 

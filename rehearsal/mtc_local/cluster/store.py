@@ -25,7 +25,7 @@ from typing import Any, Iterator
 from mtc_local.cluster import errors
 from mtc_local.cluster.resources import Resource
 from mtc_local.cluster.selectors import matcher
-from mtc_local.runner.state import read_json, write_json
+from mtc_local.shared.state import read_json, write_json
 
 CLUSTER_SCOPE = "_cluster"  # the file folder of cluster-scoped objects
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from mtc_local.token import serves_home
-from mtc_local.runner import auth
+from mtc_local.shared import auth
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0

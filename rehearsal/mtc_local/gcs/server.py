@@ -45,7 +45,7 @@ from mtc_local.gcs.buckets import FolderBuckets, check_prefix
 from mtc_local.gcs.errors import GcsError
 from mtc_local.gcs.faults import ListingFaults
 from mtc_local.gcs.listing import BadListing, list_page
-from mtc_local.runner import auth
+from mtc_local.shared import auth
 
 BIND_HOST_ENV = "MTC_GCS_BIND_HOST"
 ADVERTISE_HOST_ENV = "MTC_GCS_ADVERTISE_HOST"

@@ -16,7 +16,7 @@ from mtc_local.runner.faults import Fault, parse_plan
 from mtc_local.runner.manifest import FAULT_PLAN_ANNOTATION, JobSetPlan, parse, pod_spec
 from mtc_local.runner.pods import Pod, free_port, kill_leftover, write_init_info
 from mtc_local.runner.ramdisk import RamdiskRootError, check_private_root, ensure_private_root
-from mtc_local.runner.state import Home, append_jsonl, read_json, read_jsonl, write_json
+from mtc_local.shared.state import Home, append_jsonl, read_json, read_jsonl, write_json
 
 RUNNING, TERMINATING, DONE = "running", "terminating", "done"
 FOREGROUND_FINALIZER = "foregroundDeletion"

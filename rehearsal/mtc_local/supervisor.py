@@ -1,6 +1,6 @@
 """The detached supervisor: owns the pods of every JobSet in one home, so they outlive the task that made them.
 
-Started on demand by the client (`python -m mtc_local.runner.supervisor <home> [--stay]`, in a new
+Started on demand by the client (`python -m mtc_local.supervisor <home> [--stay]`, in a new
 session); one per home, enforced by an flock on <home>/supervisor.lock. It hosts the local cluster's Kubernetes API
 server (local/cluster/apiserver.py, reached through <home>/kubeconfig) and is its JobSet controller and kubelet:
 every JobSet and pod it runs is an object there. The API server binds MTC_RUNNER_BIND_HOST (default 127.0.0.1;
@@ -32,14 +32,14 @@ from mtc_local.cluster.lifecycle import STAY_FILE
 from mtc_local.cluster.pods import pod_object
 from mtc_local.cluster.resources import CHECKPOINT_CONFIGURATIONS, CONFIGMAPS, JOBSETS, NAMESPACES, PODS
 from mtc_local.cluster.store import Store
-from mtc_local.runner import auth
+from mtc_local.shared import auth
 from mtc_local.runner.faults import parse_plan
 from mtc_local.runner.jobset import FOREGROUND_FINALIZER as FOREGROUND
 from mtc_local.runner.jobset import JobSetRun
 from mtc_local.runner.manifest import FAULT_PLAN_ANNOTATION, LOG_DIR_ANNOTATION
 from mtc_local.runner.pods import Pod
 from mtc_local.runner.ramdisk import RamdiskRootError, check_private_root, ensure_private_root
-from mtc_local.runner.state import Home, read_json, write_json
+from mtc_local.shared.state import Home, read_json, write_json
 
 TICK_SECONDS = 0.1
 IDLE_SECONDS = float(os.environ.get("MTC_RUNNER_IDLE_SECONDS", "60"))
