@@ -24,7 +24,7 @@ from mtc_provider.adapters.protocols import CheckpointStore, JobSetApi
 from mtc_provider.core import labels as L
 from mtc_provider.core.attempts import Attempt, attempts, run_selector
 from mtc_provider.core.customization import CustomizationSpec
-from mtc_provider.core.jobset import build_jobset
+from mtc_provider.core.jobset import build_jobset, pod_template
 from mtc_provider.core.names import label_value
 from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
 from mtc_provider.core.status import JobSetState, evaluate_jobset
@@ -110,7 +110,7 @@ class MtcJobSetHook(BaseHook):
         """
         body = self.render(slices, checkpointing, workload, labels, customization)
         if attempt is not None:
-            for meta in (body["metadata"], body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]):
+            for meta in (body["metadata"], pod_template(body)["metadata"]):
                 meta["labels"][L.TRY_NUMBER] = label_value(str(attempt))
         namespace = body["metadata"]["namespace"]
         self.log.info("submitting JobSet %s/%s", namespace, body["metadata"]["name"])
