@@ -6,7 +6,7 @@ along its seams:
 - ``flags``: the ``key=value`` flags, their defaults and validation, the exit codes;
 - ``identity``: the process id and coordinator, from ``jax-init-info.txt`` in the ramdisk or the environment;
 - ``schedule``: which steps are saved, per tier (pure);
-- ``model``: the MLP, its seeded data and the Adam step (shared with ``local/evaluate.py``);
+- ``model``: the MLP, its seeded data and the Adam step (shared with ``mtc_local/evaluate.py``);
 - ``checkpointing``: Orbax's emergency or plain checkpoint manager, saves, restores, the final save;
 - ``training``: JAX distributed set-up, the sharded state and the step loop; ``program``: the process's ``main``.
 
