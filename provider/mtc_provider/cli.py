@@ -420,8 +420,8 @@ def _local_home(home: Path | None) -> Path:
     return Path(home or default_local_home()).expanduser()
 
 
-def _local_cluster(*args: str, program: str = "mtc_provider.local.cluster") -> None:
-    """`python -m mtc_provider.local.cluster ...` (or .gcs), as a process: the provider never imports the local
+def _local_cluster(*args: str, program: str = "mtc_local.cluster") -> None:
+    """`python -m mtc_local.cluster ...` (or .gcs), as a process: the provider never imports the local
     target."""
     import subprocess
 
@@ -439,7 +439,7 @@ def local_up(home: Path = HOME_OPTION) -> None:
     where = _local_home(home)
     _local_cluster("up", "--home", str(where), "--stay")  # stays up until `mtc local down`
     _out().print("local GCS endpoint (the GCS JSON API over the home's bucket folders):")
-    _local_cluster("up", "--home", str(where.resolve()), program="mtc_provider.local.gcs")  # until `down`
+    _local_cluster("up", "--home", str(where.resolve()), program="mtc_local.gcs")  # until `down`
     _out().print(f"try: kubectl --kubeconfig {where.resolve() / 'kubeconfig'} get jobsets,pods")
 
 
@@ -447,7 +447,7 @@ def local_up(home: Path = HOME_OPTION) -> None:
 def local_down(home: Path = HOME_OPTION) -> None:
     """Stop the local cluster and the local GCS (by the PIDs they recorded); pods stop with them, files stay."""
     _local_cluster("down", "--home", str(_local_home(home)))
-    _local_cluster("down", "--home", str(_local_home(home).resolve()), program="mtc_provider.local.gcs")
+    _local_cluster("down", "--home", str(_local_home(home).resolve()), program="mtc_local.gcs")
 
 
 def render_manifests(manifests: Any) -> str:

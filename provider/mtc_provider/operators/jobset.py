@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from mtc_provider.adapters import jobset_factory, metrics
+from mtc_provider import targets
+from mtc_provider.adapters import metrics
 from mtc_provider.adapters.retry import ApiUnreachable
 from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 from mtc_provider.adapters.kubernetes import Forbidden
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore, NotFound
 from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, LockHeld, RunLock, lock_api
-from mtc_provider.adapters.targets import backend_for
+from mtc_provider.targets import backend_for
 from mtc_provider.core import labels as L
 from mtc_provider.core import vocabulary as V
 from mtc_provider.core.customization import CustomizationSpec
@@ -372,11 +373,11 @@ class MtcJobSetOperator(BaseOperator):
         return open_store(checkpoint_dir, gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain)
 
     def _connection(self) -> dict[str, Any]:
-        return jobset_factory.connection_for(self._target(), self.kubernetes_conn_id)
+        return targets.connection_for(self._target(), self.kubernetes_conn_id)
 
     def _jobset_api(self, connection: Mapping[str, Any]):
         """The sync api, waiting out an unreachable API for api_outage_timeout (then ApiUnreachable)."""
-        return jobset_factory.jobset_api(connection, outage_timeout=float(self.api_outage_timeout))
+        return targets.jobset_api(connection, outage_timeout=float(self.api_outage_timeout))
 
     def _unreachable(self, exc: ApiUnreachable) -> ApiUnreachableFailure:
         """An outage is not an attempt: fail for good (no retry spent), the JobSet and the run lock untouched."""
@@ -770,7 +771,7 @@ class MtcJobSetOperator(BaseOperator):
                              namespace, name)
             return
         self.log.warning("deleting JobSet %s/%s (checkpoints are kept): %s", namespace, name, verdict.reason)
-        api = jobset_factory.jobset_api(connection)
+        api = targets.jobset_api(connection)
         api.delete(namespace, name, reason=V.DELETE_USER_KILL)
         RunLock(lock_api(connection, api), namespace, ids["run_name"],
                 L.run_labels(ids["dag_id"], ids["run_id"], ids["task_id"], ids["run_name"])).release()
@@ -796,7 +797,7 @@ def task_connection(task: Any) -> dict[str, Any]:
         target = with_google(task.target, **google_parameters(task), kubernetes_conn_id=task.kubernetes_conn_id)
     except SpecError as exc:
         raise AirflowFailException(f"invalid spec: {exc}") from exc
-    return jobset_factory.connection_for(target, task.kubernetes_conn_id)
+    return targets.connection_for(target, task.kubernetes_conn_id)
 
 
 class MtcDeleteJobSetOperator(BaseOperator):
@@ -859,7 +860,7 @@ class MtcDeleteJobSetOperator(BaseOperator):
                     self.launch_task_id, self.run_name, self.namespace, self.namespace, L.RUN_NAME,
                     L.label_value(self.run_name))
                 return []
-        api = jobset_factory.jobset_api(self._connection())
+        api = targets.jobset_api(self._connection())
         if self.name:
             names, why = [self.name], "asked by name"
         else:

@@ -1,7 +1,7 @@
 """The trigger that follows one JobSet until it ends, without holding a worker slot.
 
 It carries only serializable, non-secret values (the connection dict from
-`adapters.jobset_factory.connection_for`: endpoint, CA, connection id; never a token) and rebuilds
+`targets.connection_for`: endpoint, CA, connection id; never a token) and rebuilds
 its api inside the triggerer, so every client mints a fresh token. It watches from the
 resourceVersion the operator saw, logs each in-cluster restart, and yields one typed JobSetEvent.
 It never creates anything, so a triggerer restart simply watches again: no duplicates.
@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mtc_provider.adapters import metrics, retry
-from mtc_provider.adapters.jobset_factory import async_jobset_api
+from mtc_provider.targets import async_jobset_api
 from mtc_provider.core import outage as outages
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.vocabulary import DELETE_USER_KILL
@@ -43,7 +43,7 @@ from mtc_provider.core.jobset_events import (  # noqa: F401  (re-exported: the t
 class JobSetTrigger(BaseTrigger):
     """Watch JobSet `namespace/name` until it succeeds, fails, disappears or stalls.
 
-    :param connection: serializable connection details (see `jobset_factory.connection_for`).
+    :param connection: serializable connection details (see `targets.connection_for`).
     :param resource_version: resume the watch from here (the operator's last read); None: start now.
     :param restarts_seen: in-cluster restarts already reported, so a resumed trigger logs only new ones.
     :param poll_interval: seconds between polls when watching is not possible, and between stall checks.
@@ -506,13 +506,13 @@ class JobSetTrigger(BaseTrigger):
 
     def _release_lock(self, ti) -> None:
         """The run is over for good (marked, or its DAG run deleted): free its run name (blocking; off the loop)."""
-        from mtc_provider.adapters import jobset_factory
+        from mtc_provider import targets
         from mtc_provider.adapters.run_lock import RunLock, lock_api
         from mtc_provider.core import labels as L
 
         run_name, namespace = self.extra["run_name"], self.extra.get("namespace") or self.namespace
         try:
-            api = jobset_factory.jobset_api(self.connection)
+            api = targets.jobset_api(self.connection)
             lock = RunLock(lock_api(self.connection, api), namespace, run_name,
                            L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
             lock.release()
