@@ -823,6 +823,15 @@ class MtcJobSetOperator(BaseOperator):
         except Exception as exc:  # noqa: BLE001 - the record is for people reading the run later
             self.log.warning("could not write the run's attempt record beside %s: %s", checkpoint_dir, exc)
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the run's checkpoint directory, read (a resubmission resumes from it) and written; in
+        completion mode (an evaluation) only read (mtc_provider.lineage)."""
+        from mtc_provider.core.spec import CheckpointingSpec
+        from mtc_provider.lineage import operator_lineage
+
+        directory = _spec(CheckpointingSpec, "checkpointing", self.checkpointing).checkpoint_directory
+        return operator_lineage(inputs=[directory], outputs=[] if self._completion else [directory])
+
     def _task_lookup(self):
         """(TaskLookup, "") for this try now, or (None, why it could not be read)."""
         from mtc_provider.adapters.task_state import try_lookup
