@@ -45,6 +45,12 @@ def test_status_list_logs_delete_after_a_real_run_with_a_kept_failed_attempt(air
     api = LocalCluster(str(home))
     run_name = dag_module.RUN_NAME
 
+    # OpenLineage events through the provider's listener, to a file (openlineage-python's FileTransport).
+    events_file = tmp_path / "openlineage.jsonl"
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT", json.dumps(
+        {"type": "file", "log_file_path": str(events_file), "append": True}))
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__NAMESPACE", "mtc-tests")
+
     started = time.monotonic()
     proc = start_dag(airflow_env, HERE / "dags" / "acceptance_runs.py", "mtc_acceptance_runs", {},
                      tmp_path / "runs.log")
@@ -109,4 +115,15 @@ def test_status_list_logs_delete_after_a_real_run_with_a_kept_failed_attempt(air
     assert user_delete["reason"] == "user-request" and user_delete["caller"].startswith(f"{getpass.getuser()}@")
     after = json.loads(cli.invoke(app, ["status", run_name, *where, "-o", "json"]).stdout)
     assert [a["phase"] for a in after["attempts"]] == ["deleted", "deleted"] and after["state"] == "succeeded"
+
+    # OpenLineage: the bucket, the launch and the progress sensor name the checkpoint directory (or its bucket).
+    events = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
+    completes = {e["job"]["name"].rsplit(".", 1)[-1]: e for e in events if e["eventType"] == "COMPLETE"}
+    checkpoints = ("file", data["checkpoint_dir"])
+    named = {task: ([(d["namespace"], d["name"]) for d in e.get("inputs") or []],
+                    [(d["namespace"], d["name"]) for d in e.get("outputs") or []])
+             for task, e in completes.items()}
+    assert named["bucket"] == ([], [(f"gs://{dag_module.BUCKET}", "/")]), named
+    assert named["train"] == ([checkpoints], [checkpoints]), named
+    assert named["checkpoint_progress"] == ([checkpoints], []), named
     record_figure("run_life", {"wall_s": round(time.monotonic() - started, 1), "attempts": 2})
