@@ -187,7 +187,15 @@ def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict
 
     live: dict[str, Any] = {"attempts": [], "checkpoint_dir": "", "newest_step": None}
     if hook is not None:
-        live = hook.run_status(run_name, options.namespace)
+        try:
+            live = hook.run_status(run_name, options.namespace)
+        except _api_errors() as exc:
+            if not options.bases():
+                raise
+            # The run's record answers without the cluster (a run that ended, a cluster that is down).
+            Console(file=sys.stderr, soft_wrap=True, highlight=False).print(
+                f"warning: the cluster did not answer ({escape(str(exc))}): showing the run's record only")
+            hook = None
     record = find_record(options, run_name, live["checkpoint_dir"])
     in_cluster = {a["name"]: a for a in live["attempts"]}
     attempts: list[dict[str, Any]] = []

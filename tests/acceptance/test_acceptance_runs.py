@@ -104,6 +104,10 @@ def test_status_list_logs_delete_after_a_real_run_with_a_kept_failed_attempt(air
     steps = [int(line.split(":")[1].split(",")[0]) for line in logs.stdout.splitlines()
              if line.startswith("completed step:")]
     assert steps and steps[0] == 1 and steps[-1] < dag_module.STEPS, logs.stdout[-2000:]
+    followed = cli.invoke(app, ["logs", run_name, "--attempt", "1", "--follow", "--poll", "0.2", *where])
+    assert followed.exit_code == 0, followed.output  # the attempt has ended: its lines, then the command returns
+    assert [line for line in followed.stdout.splitlines() if line.startswith("completed step:")] == [
+        line for line in logs.stdout.splitlines() if line.startswith("completed step:")]
     gone = cli.invoke(app, ["logs", run_name, "--attempt", "2", *where])
     assert gone.exit_code == 1 and "no longer in the cluster" in gone.stderr
 

@@ -128,3 +128,40 @@ def test_keep_failed_attempts_must_be_a_count(dags, cluster):
     with pytest.raises(AirflowFailException, match="keep_failed_attempts.*-1.*integer >= 0"):
         op.execute({"ti": None})
     assert cluster.created == [] and cluster.delete_reasons == []
+
+
+def test_the_training_dag_passes_keep_failed_attempts_from_its_form():
+    import importlib.util
+
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("training_dag", REPO / "dags" / "mtc_resilient_training.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.PARAMS["keep_failed_attempts"].value == 0
+    assert module.dag.get_task("train").keep_failed_attempts == "{{ params.keep_failed_attempts }}"
+    assert module.dag.get_task("teardown").keep_failed_attempts == 0  # the teardown deletes kept ones
+
+
+def test_status_from_the_record_when_the_cluster_does_not_answer(tmp_path, monkeypatch, fast_retries):
+    from mtc_provider.adapters.run_records import RunRecords
+    from mtc_provider.core.run_summary import run_record
+
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    where = str(tmp_path / "out" / "r" / "checkpoints")
+    RunRecords(where).write(where, run_record(
+        run_name="r", namespace="default", checkpoint_dir=where, target_step=10, state="failed",
+        attempts=[{"attempt": 1, "jobset": "r-x-a1", "start": 1.0, "end": 2.0, "outcome": "failed", "restarts": 0,
+                   "last_step": None, "reason": "crash loop"}], owner={"dag_id": "d"}, now=3.0))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: "
+                          "{server: 'http://127.0.0.1:9'}}]\nusers: [{name: u, user: {token: t}}]\n"
+                          "contexts: [{name: c, context: {cluster: c, user: u}}]\n")
+    result = runner.invoke(app, ["status", "r", "--kubeconfig", str(kubeconfig), "--base", str(tmp_path / "out"),
+                                 "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert "the cluster did not answer" in result.stderr
+    data = json.loads(result.stdout)
+    assert data["state"] == "failed" and [a["phase"] for a in data["attempts"]] == ["deleted"]
+    waited = runner.invoke(app, ["status", "r", "--base", str(tmp_path / "out"), "--wait"])
+    assert waited.exit_code == 1  # scripts: the run ended, and not in success
