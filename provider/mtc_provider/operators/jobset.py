@@ -91,7 +91,6 @@ ATTEMPTS_XCOM_KEY = "attempts"
 PROGRESS_XCOM_KEY = "progress"  # the latest progress figures of the watch (core.progress_report)
 # goodput outcomes of an attempt record (core.goodput.Attempt)
 FINISHED, DISRUPTED, FAILED_OUTCOME = "finished", "disrupted", "failed"
-
 WAIT_FOR_CHECKPOINT = "checkpoint"
 WAIT_FOR_COMPLETION = "completion"
 WAIT_FOR = (WAIT_FOR_CHECKPOINT, WAIT_FOR_COMPLETION)
@@ -804,8 +803,10 @@ class MtcJobSetOperator(BaseOperator):
     def _write_record(self, ti, namespace: str, checkpoint_dir: str | None, target_step: int | None, state: str,
                       attempts: Sequence[Mapping[str, Any]], reason: str,
                       progress: Mapping[str, Any] | None = None) -> None:
-        """Best effort: a record that cannot be written is logged, and never changes how the attempt ends."""
-        if not checkpoint_dir:
+        """Best effort: a record that cannot be written is logged, and never changes how the attempt ends. A one-shot
+        job (wait_for="completion", e.g. an evaluation reading a training run's checkpoints) writes none: the record
+        beside those checkpoints is the training run's."""
+        if not checkpoint_dir or self._completion:
             return
         try:
             from mtc_provider.adapters.run_records import RunRecords
