@@ -868,7 +868,8 @@ def _owner(ti) -> dict[str, Any]:
     """The Airflow ids of this try (raw, not label-shortened): what a lock records and a kill asks about."""
     map_index = getattr(ti, "map_index", -1)
     return {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id,
-            "map_index": map_index if isinstance(map_index, int) else -1, "try_number": ti.try_number}
+            "map_index": map_index if isinstance(map_index, int) else -1,
+            "try_number": getattr(ti, "try_number", None)}
 
 
 def ti_run_name(task: Any, checkpoint_dir: str) -> str:
@@ -989,14 +990,12 @@ class MtcDeleteJobSetOperator(BaseOperator):
             ti = context["ti"]
             run_labels = L.run_labels(ti.dag_id, ti.run_id, self.launch_task_id, self.run_name)
             found = api.list(self.namespace, L.selector(run_labels))
-            kept = kept_failed(found, keep)
+            kept, who = kept_failed(found, keep), describe_owner(_owner(ti))
             for name in sorted(kept):
                 self.log.warning("teardown keeps failed JobSet %s/%s for debugging (keep_failed_attempts=%s, asked by "
-                                 "%s): delete it with mtc delete %s", self.namespace, name, keep,
-                                 describe_owner(_owner(ti)), self.run_name)
+                                 "%s): delete it with mtc delete %s", self.namespace, name, keep, who, self.run_name)
             names = [o["metadata"]["name"] for o in found if o["metadata"]["name"] not in kept]
-            why = f"the teardown after the run ended (task {self.launch_task_id} is done; asked by " \
-                  f"{describe_owner(_owner(ti))})"
+            why = f"the teardown after the run ended (task {self.launch_task_id} is done; asked by {who})"
         for name in names:
             self.log.info("deleting JobSet %s/%s (checkpoints are kept): %s", self.namespace, name, why)
             api.delete(self.namespace, name, reason=V.DELETE_TEARDOWN)
