@@ -263,6 +263,13 @@ class MtcCreateBucketOperator(MtcGcpBaseOperator):
         result = GcsBucketApi(access.client).ensure_bucket(spec, access.project_id)
         return {"target": target.kind, "changed": result.created, **result.to_dict()}
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the bucket (namespace gs://BUCKET, name "/", as the google provider names a bucket's root),
+        the output of this operator (mtc_provider.lineage)."""
+        from mtc_provider.lineage import operator_lineage
+
+        return operator_lineage(outputs=[f"gs://{self.bucket_name}"])
+
 
 class MtcGrantBucketAccessOperator(MtcGcpBaseOperator):
     """roles/storage.objectUser on the bucket (never the project) to the guide's two principals.
