@@ -23,8 +23,8 @@ from typer.testing import CliRunner
 from mtc_provider.cli import app
 from mtc_provider.core import labels as L
 from mtc_provider.core.status import evaluate_jobset
-from mtc_provider.local.cluster.client import LocalCluster
-from mtc_provider.local.runner.state import read_jsonl
+from mtc_local.cluster.client import LocalCluster
+from mtc_local.shared.state import read_jsonl
 from tests.acceptance.conftest import NAMESPACE, AirflowEnv
 from tests.acceptance.test_acceptance_airflow import finish_dag, start_dag
 

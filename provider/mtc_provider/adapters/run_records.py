@@ -15,13 +15,7 @@ import json
 import os
 from typing import Any
 
-from mtc_provider.adapters.checkpoint_stores import (
-    GcsCheckpointStore,
-    LocalBucketCheckpointStore,
-    local_path,
-    open_store,
-    split_gcs_uri,
-)
+from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, local_path, open_store, split_gcs_uri
 from mtc_provider.core.run_summary import RECORD_FILE, record_path
 
 TIMEOUT = 60.0  # seconds for one request
@@ -35,16 +29,19 @@ class RunRecords:
         self.store = store if store is not None else open_store(where, gcp_conn_id, impersonation_chain)
 
     # --- the GCS side (GCS itself, or a local target's bucket through its local GCS) ---------------------------
+    # A store over a folder that a GCS server serves (the local target's bucket) offers its GCS view:
+    # `gcs_view()`, `to_gcs_uri(path)`, `from_gcs_uri(uri)`; the provider knows no rehearsal class.
     def _gcs(self) -> GcsCheckpointStore | None:
-        if isinstance(self.store, LocalBucketCheckpointStore):
-            return self.store._store()
-        return self.store if isinstance(self.store, GcsCheckpointStore) else None
+        if isinstance(self.store, GcsCheckpointStore):
+            return self.store
+        view = getattr(self.store, "gcs_view", None)
+        return view() if view is not None else None
 
     def _uri(self, path: str) -> str:
-        return self.store._gs(path) if isinstance(self.store, LocalBucketCheckpointStore) else path
+        return self.store.to_gcs_uri(path) if hasattr(self.store, "to_gcs_uri") else path
 
     def _path(self, uri: str) -> str:
-        return self.store._local(uri) if isinstance(self.store, LocalBucketCheckpointStore) else uri
+        return self.store.from_gcs_uri(uri) if hasattr(self.store, "from_gcs_uri") else uri
 
     def write(self, checkpoint_dir: str, record: dict[str, Any]) -> str:
         """Write the run's record (replacing the previous one); returns where it went."""

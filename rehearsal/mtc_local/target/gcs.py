@@ -103,6 +103,16 @@ class LocalBucketCheckpointStore(FinalizedSteps):
 
         GcsBucketApi(self.gcs.hook.get_conn()).ensure_bucket(BucketSpec(self.bucket, LOCAL_LOCATION), LOCAL_PROJECT)
 
+    # The GCS view of this folder, for writers beside the checkpoints (adapters.run_records reads these three).
+    def gcs_view(self) -> GcsCheckpointStore:
+        return self._store()
+
+    def to_gcs_uri(self, path: str) -> str:
+        return self._gs(path)
+
+    def from_gcs_uri(self, uri: str) -> str:
+        return self._local(uri)
+
     def _gs(self, path: str) -> str:
         relative = local_path(path).relative_to(self.root).as_posix()
         return f"gs://{self.bucket}" + ("" if relative == "." else f"/{relative}")

@@ -33,7 +33,7 @@ with DAG("mtc_acceptance_runs", schedule=None, start_date=dt.datetime(2026, 1, 1
         checkpointing={"run_name": RUN_NAME, "base_output_directory": BASE, "steps": STEPS,
                        "enable_emergency_checkpoint": False, "checkpoint_period": 4},
         workload={"jobset_name": RUN_NAME, "image": "local",
-                  "command": ["python", "-m", "mtc_provider.local.light_workload"],
+                  "command": ["python", "-m", "mtc_local.light_workload"],
                   "extra_flags": {"step_time_ms": 100}, "max_restarts": 0,
                   "termination_grace_period_seconds": 5},
         target=TARGET,
