@@ -114,7 +114,10 @@ def load_config(path: Path) -> RunConfig:
         where = getattr(exc, "problem_mark", None)
         position = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
         raise SpecError("config", name, f"valid YAML (parse error{position}: {getattr(exc, 'problem', exc)})") from exc
-    return RunConfig.from_dict(data)
+    from mtc_provider.core.run import parse_run  # the one parse, the DAG's plan task's too
+    from mtc_provider.target import default_local_home
+
+    return parse_run(data, default_local_home())
 
 
 @app.command()

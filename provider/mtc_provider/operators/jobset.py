@@ -129,23 +129,10 @@ def _forbidden(message: str) -> JobSetForbidden:
 
 
 def _spec(kind: type, section: str, value: Any) -> Any:
-    """Accept a spec object or a plain dict (DAG params); errors name the field and what is allowed."""
-    if isinstance(value, kind):
-        return value
-    if not isinstance(value, Mapping):
-        raise SpecError(section, value, f"a {kind.__name__} or a mapping of its fields")
-    known = {f.name for f in dataclasses.fields(kind)}
-    for key in value:
-        if key not in known:
-            raise SpecError(f"{section}.{key}", value[key], f"one of {', '.join(sorted(known))}")
-    missing = [f.name for f in dataclasses.fields(kind) if f.name not in value
-               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-    if missing:
-        raise SpecError(f"{section}.{missing[0]}", None, "a value (required)")
-    values = dict(value)
-    if "command" in values and isinstance(values["command"], list):
-        values["command"] = tuple(values["command"])
-    return kind(**values)
+    """A spec object or a plain dict (DAG params), through the run description's one dict-to-spec function."""
+    from mtc_provider.core.spec import spec_from_dict
+
+    return spec_from_dict(kind, section, value)
 
 
 def _trial_render(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec, customization) -> None:
@@ -236,7 +223,7 @@ class MtcJobSetOperator(BaseOperator):
         use_dns_endpoint: bool | None = None,
         target_step: int | None = None,
         crash_loop_attempts: int = DEFAULT_CRASH_LOOP_ATTEMPTS,
-        poll_interval: float = 30.0,
+        poll_interval: float = V.DEFAULT_POLL_INTERVAL_S,
         stall_timeout: float | None = None,
         startup_timeout: float | None = None,
         image_pull_timeout: float | None = 900.0,
