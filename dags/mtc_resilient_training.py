@@ -63,6 +63,10 @@ PARAMS = {
     "customization": Param({}, type="object", title="Customization", section=CLUSTER,
                            description="GKE and kubernetes: Kueue queue and priority, spot or reservation, volumes, "
                                        "env from Secrets/ConfigMaps, /dev/shm size, overrides (docs: xpk page)"),
+    "checkpoint_configuration_name": Param("mtc-checkpoint-config", type="string", title="CheckpointConfiguration",
+                                           section=CLUSTER,
+                                           description="GKE and kubernetes: the CheckpointConfiguration of the "
+                                                       "slices' nodes (the cluster-setup DAG applies it)"),
     "slices": Param({"tpu_type": "v6e", "topology": "", "num_slices": 2, "machine_type": ""}, type="object",
                     title="Slices", section=MODEL,
                     description="{tpu_type, topology, num_slices, machine_type}; an empty topology is the smallest "

@@ -39,6 +39,7 @@ def test_training_graph(dagbag):
     assert dag.get_task("teardown").is_teardown
     # The run description's sections, one to one with the `mtc` YAML (core.run; examples/*.yaml).
     assert set(dag.params.keys()) == {"target", "kubernetes_conn_id", "bucket", "cluster", "customization", "slices",
+                                      "checkpoint_configuration_name",
                                       "sizing", "checkpointing", "workload", "poll_interval", "stall_timeout",
                                       "fault_plan", "apply_advice"}
     assert set(dag.params["checkpointing"]) >= {
