@@ -100,7 +100,9 @@ def run_conf(description: Any, local_home: str | None) -> dict[str, Any]:
     from mtc_provider.core.run import parse_run
 
     config = parse_run(description, local_home)
-    conf = config.to_dict()
+    # A section the file has not (None: cluster or bucket on the local target) is left out: the form's is the same
+    # (none, or the default bucket), and Airflow refuses None for an object param.
+    conf = {key: value for key, value in config.to_dict().items() if value is not None}
     given = description.get("checkpointing") if isinstance(description, dict) else None
     if config.target == "local" and not (isinstance(given, dict) and given.get("base_output_directory")):
         conf["checkpointing"]["base_output_directory"] = None

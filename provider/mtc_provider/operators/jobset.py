@@ -22,6 +22,7 @@ What to do in a try is decided by pure functions (core.launch.plan_launch, core.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import json
 import time
@@ -135,10 +136,21 @@ def _spec(kind: type, section: str, value: Any) -> Any:
     return spec_from_dict(kind, section, value)
 
 
-def _trial_render(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec, customization) -> None:
+def _attempt_body(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec, customization,
+                  ti: Any | None) -> tuple[str, dict[str, Any]]:
+    """The try's JobSet, rendered once per try (before any side effect, so a refusal costs nothing): its attempt
+    name and labels come from the task instance; without one (a bare validation) the run's own name."""
     from mtc_provider.core.jobset import build_jobset
 
-    build_jobset(slices, checkpointing, workload, customization=CustomizationSpec.from_value(customization))
+    if ti is None:
+        name, labels = workload.jobset_name, None
+    else:
+        name = attempt_name(workload.jobset_name, ti.dag_id, ti.run_id, ti.task_id, ti.try_number)
+        labels = {**L.run_labels(ti.dag_id, ti.run_id, ti.task_id, checkpointing.run_name),
+                  L.TRY_NUMBER: str(ti.try_number)}
+    body = build_jobset(slices, checkpointing, dataclasses.replace(workload, jobset_name=name), labels,
+                        CustomizationSpec.from_value(customization))
+    return name, body
 
 
 class MtcJobSetOperator(BaseOperator):
@@ -276,7 +288,7 @@ class MtcJobSetOperator(BaseOperator):
         self._current: tuple[dict[str, Any], str, str, dict[str, Any]] | None = None
 
     # --- inputs -------------------------------------------------------------------------------------
-    def _specs(self) -> tuple[SliceSpec, CheckpointingSpec, WorkloadSpec, int]:
+    def _specs(self, ti: Any | None = None) -> tuple[SliceSpec, CheckpointingSpec, WorkloadSpec, int]:
         from mtc_provider.core.run_checks import check_run  # imported where it runs: DAG files stay light
         from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
 
@@ -284,7 +296,6 @@ class MtcJobSetOperator(BaseOperator):
             slices = _spec(SliceSpec, "slices", self.slices)
             checkpointing = _spec(CheckpointingSpec, "checkpointing", self.checkpointing)
             workload = _spec(WorkloadSpec, "workload", self.workload)
-            _trial_render(slices, checkpointing, workload, self.customization)  # refusals before any side effect
             target_step = checkpointing.steps if self.target_step in (None, "") else int(self.target_step)
             if target_step <= 0:
                 raise SpecError("target_step", self.target_step, "a positive integer (default: checkpointing.steps)")
@@ -312,6 +323,8 @@ class MtcJobSetOperator(BaseOperator):
                     raise SpecError(field, getattr(self, field), "a number of seconds >= 0")
                 setattr(self, field, float(getattr(self, field)))
             self.api_outage_timeout = outages.validate("api_outage_timeout", self.api_outage_timeout)
+            # The try's JobSet, rendered once: what the manifest builder refuses fails here, before any call.
+            self._rendered = _attempt_body(slices, checkpointing, workload, self.customization, ti)
         except (SpecError, ValueError) as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         return slices, checkpointing, workload, target_step
@@ -391,8 +404,8 @@ class MtcJobSetOperator(BaseOperator):
             raise
 
     def _execute(self, context: Any) -> Any:
-        slices, checkpointing, workload, target_step = self._specs()
         ti = context["ti"]
+        slices, checkpointing, workload, target_step = self._specs(ti)
         run_labels = L.run_labels(ti.dag_id, ti.run_id, ti.task_id, checkpointing.run_name)
         namespace = workload.namespace
         connection = self._connection()
@@ -542,15 +555,13 @@ class MtcJobSetOperator(BaseOperator):
         return mine
 
     def _submit(self, api, slices, checkpointing, workload, run_labels, ti, history) -> dict[str, Any]:
-        from mtc_provider.core.jobset import build_jobset
-
-        name = attempt_name(workload.jobset_name, ti.dag_id, ti.run_id, ti.task_id, ti.try_number)
-        labels = {**run_labels, L.TRY_NUMBER: str(ti.try_number)}
-        try:
-            body = build_jobset(slices, checkpointing, dataclasses.replace(workload, jobset_name=name), labels,
-                                CustomizationSpec.from_value(self.customization))
-        except SpecError as exc:
-            raise AirflowFailException(f"invalid spec: {exc}") from exc
+        rendered = getattr(self, "_rendered", None)
+        if rendered is None or rendered[0] == workload.jobset_name:  # not rendered for this try yet
+            try:
+                rendered = _attempt_body(slices, checkpointing, workload, self.customization, ti)
+            except SpecError as exc:
+                raise AirflowFailException(f"invalid spec: {exc}") from exc
+        name, body = rendered[0], copy.deepcopy(rendered[1])
         body["metadata"].setdefault("annotations", {})[STEP_HISTORY_ANNOTATION] = json.dumps(history)
         if self.fault_plan:
             from mtc_provider.core.vocabulary import FAULT_PLAN_ANNOTATION
