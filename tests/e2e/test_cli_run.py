@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ def test_mtc_run_triggers_the_training_dag_and_waits_for_its_end(airflow_server,
     report = f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
     found = re.search(rf"{re.escape(server.base_url)}/dags/{TRAINING}/runs/(\S+)", done.stdout)
     assert found, report
-    run_id = found.group(1)
+    run_id = urllib.parse.unquote(found.group(1))
     if done.returncode != 0:
         pytest.fail(report + "\n" + server.failure_report(TRAINING, run_id))
     assert f"run {run_id} ended: success" in done.stdout, report
