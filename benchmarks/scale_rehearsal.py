@@ -140,8 +140,11 @@ def legs(fault_ts: float | None, tries: dict[int, dict[str, Any]], created: dict
 
 
 def run_conf(run_name: str, steps: int, step_time_ms: int) -> dict[str, Any]:
-    return {"run_name": run_name, "local_workload": "light", "steps": steps, "step_time_ms": step_time_ms,
-            "checkpoint_period": 5, "local_checkpoint_period": 2, "max_restarts": 0, "stall_timeout": 600,
+    # The run description's sections (core.run), laid over the training DAG's form field by field.
+    return {"checkpointing": {"run_name": run_name, "steps": steps, "checkpoint_period": 5, "local_checkpoint_period": 2},
+            "workload": {"command": ["python", "-m", "mtc_local.light_workload"], "max_restarts": 0,
+                         "extra_flags": {"step_time_ms": step_time_ms}},
+            "stall_timeout": 600,
             "fault_plan": [{"kind": "sigkill_host", "at_step": FAULT_STEP, "slice": 0, "host": 0}]}
 
 

@@ -89,18 +89,19 @@ def progress_table(run_name: str, events_dir: Path, started: float, label: str) 
 
 
 def run_dag(conf: dict, label: str) -> tuple[int, float]:
-    events_dir = LOCAL_HOME / "buckets" / "mtc-checkpoints" / conf["run_name"] / "events"
-    log = DEMO / f"{conf['run_name']}.log"
+    run_name = conf["checkpointing"]["run_name"]
+    events_dir = LOCAL_HOME / "buckets" / "mtc-checkpoints" / run_name / "events"
+    log = DEMO / f"{run_name}.log"
     result: dict[str, int] = {}
     started = time.time()
     thread = threading.Thread(
         target=lambda: result.setdefault("rc", airflow("dags", "test", DAG_ID, "-c", json.dumps(conf), log=log))
     )
     thread.start()
-    with Live(progress_table(conf["run_name"], events_dir, started, label), console=console, refresh_per_second=2) as live:
+    with Live(progress_table(run_name, events_dir, started, label), console=console, refresh_per_second=2) as live:
         while thread.is_alive():
             thread.join(timeout=1.0)
-            live.update(progress_table(conf["run_name"], events_dir, started, label))
+            live.update(progress_table(run_name, events_dir, started, label))
     console.print(f"[dim]Airflow log of this run: {log}[/dim]")
     return result.get("rc", 1), time.time() - started
 
@@ -198,17 +199,20 @@ def main() -> int:
     if airflow("db", "migrate") != 0:
         console.print("[red]airflow db migrate failed[/red]")
         return 1
-    runs = [("emergency checkpointing", {"run_name": "mtc-demo"})]
+    # dag_run.conf in the run description's sections (core.run), laid over the DAG's form field by field.
+    runs = [("emergency checkpointing", {"checkpointing": {"run_name": "mtc-demo"}})]
     if args.baseline:
-        runs.append(("persistent-only baseline", {"run_name": "mtc-demo-baseline", "enable_emergency_checkpoint": False}))
+        runs.append(("persistent-only baseline", {"checkpointing": {"run_name": "mtc-demo-baseline",
+                                                                    "enable_emergency_checkpoint": False}}))
     results = []
     for label, conf in runs:
+        run_name = conf["checkpointing"]["run_name"]
         if args.steps:
-            conf["steps"] = args.steps
+            conf["checkpointing"]["steps"] = args.steps
         rc, wall_s = run_dag(conf, label)
-        summary = summarize(conf["run_name"], wall_s)
-        print_summary(f"{label} ({conf['run_name']})", summary)
-        (DEMO / f"{conf['run_name']}-summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        summary = summarize(run_name, wall_s)
+        print_summary(f"{label} ({run_name})", summary)
+        (DEMO / f"{run_name}-summary.json").write_text(json.dumps(summary, indent=2, default=str))
         results.append((label, rc, summary))
     if len(results) == 2:
         (_, _, ours), (_, _, base) = results

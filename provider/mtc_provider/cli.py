@@ -103,6 +103,14 @@ def _emit(output: Output, data: Any) -> None:
 
 def load_config(path: Path) -> RunConfig:
     """Read and validate a run description (`-` reads standard input); every failure becomes a SpecError."""
+    from mtc_provider.core.run import parse_run  # the one parse, the DAG's plan task's too
+    from mtc_provider.target import default_local_home
+
+    return parse_run(load_data(path), default_local_home())
+
+
+def load_data(path: Path) -> Any:
+    """Read a run description's YAML (`-` reads standard input); a missing file or bad YAML is a SpecError."""
     if str(path) == STDIN:
         text, name = sys.stdin.read(), "<stdin>"
     elif not path.is_file():
@@ -115,7 +123,7 @@ def load_config(path: Path) -> RunConfig:
         where = getattr(exc, "problem_mark", None)
         position = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
         raise SpecError("config", name, f"valid YAML (parse error{position}: {getattr(exc, 'problem', exc)})") from exc
-    return RunConfig.from_dict(data)
+    return data
 
 
 @app.command()
@@ -381,6 +389,10 @@ def local_down(home: Path = HOME_OPTION) -> None:
 def render_manifests(manifests: Any) -> str:
     return yaml.safe_dump_all(list(manifests), sort_keys=False, default_flow_style=False, width=1_000_000)
 
+
+from mtc_provider.cli_run import run as _run  # noqa: E402  (`mtc run`: its own module)
+
+app.command(name="run")(_run)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

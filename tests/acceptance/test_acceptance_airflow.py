@@ -82,8 +82,9 @@ def restarts_of(env: AirflowEnv, jobset: str) -> list[str]:
 def test_task_killed_mid_wait_then_the_same_run_again_reattaches(airflow_env: AirflowEnv, tmp_path: Path,
                                                                   record_figure):
     run_name = "acc-reattach"
-    conf = {"run_name": run_name, "steps": 30, "step_time_ms": 150, "checkpoint_period": 10,
-            "local_checkpoint_period": 2, "max_restarts": 1, "stall_timeout": 600, "fault_plan": []}
+    conf = {"checkpointing": {"run_name": run_name, "steps": 30, "checkpoint_period": 10, "local_checkpoint_period": 2},
+            "workload": {"extra_flags": {"step_time_ms": 150}, "max_restarts": 1}, "stall_timeout": 600,
+            "fault_plan": []}
     dag_file = REPO / "dags" / "mtc_resilient_training.py"
     api = LocalCluster(str(airflow_env.local_home.root))
     events_dir = airflow_env.local_home.root / "buckets" / "mtc-checkpoints" / run_name / "events"

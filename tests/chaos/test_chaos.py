@@ -35,18 +35,26 @@ RESUME = Path(__file__).with_name("chaos_resume.py")
 BUDGET_S = 480  # the whole DAG run (both processes); ~270 s before the kill on a loaded 2-core machine
 
 
+def training_form() -> dict:
+    """The training DAG's form (its params' values): what a trigger's conf is laid over."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    path = Path(__file__).resolve().parents[2] / "dags" / f"{DAG_ID}.py"
+    return DagBag(dag_folder=str(path)).dags[DAG_ID].params.dump()
+
+
 def dag_conf(schedule: Schedule) -> dict:
-    return {
-        "run_name": RUN_NAME,
-        "steps": schedule.steps,
-        "local_checkpoint_period": L,
-        "checkpoint_period": P,
-        "max_restarts": 12,  # hard faults restart in the cluster; only preemptions and the hang cost a retry
+    return {  # the run description's sections (core.run), laid over the training DAG's form field by field
+        "checkpointing": {"run_name": RUN_NAME, "steps": schedule.steps, "local_checkpoint_period": L,
+                          "checkpoint_period": P},
+        "workload": {
+            "max_restarts": 12,  # hard faults restart in the cluster; only preemptions and the hang cost a retry
+            "extra_flags": {"step_time_ms": 50},
+            "termination_grace_period_seconds": 10,  # a hung pod is SIGKILLed 10 s after its SIGTERM
+        },
         # Above the longest quiet stretch of a healthy run (a restart plus P steps), below the workload's own
         # 60 s watchdog, so the hang is caught by the launch trigger's stall detection.
         "stall_timeout": 35,
-        "step_time_ms": 50,
-        "termination_grace_period_seconds": 10,  # a hung pod is SIGKILLed 10 s after its SIGTERM
         "fault_plan": schedule.fault_plan,
     }
 
@@ -54,20 +62,21 @@ def dag_conf(schedule: Schedule) -> dict:
 def reference_sha(conf: dict) -> str:
     """The fault-free run: the same specs (core.params), straight through the runner, no extra step time."""
     from benchmarks.common import local_jobset, local_runner, wait_terminal
-    from mtc_provider.core.params import training_run
+    from mtc_provider.core.params import form_with_conf, training_run
     from mtc_provider.core.spec import CheckpointingSpec
     from mtc_provider.adapters.workload_events import read_events
 
     with local_runner("chaos-ref") as (api, scratch):
-        planned = training_run({**conf, "run_name": "chaos-ref", "fault_plan": [], "step_time_ms": 0},
-                               str(scratch / "home"))
+        reference = {**conf, "checkpointing": {**conf["checkpointing"], "run_name": "chaos-ref"}, "fault_plan": [],
+                     "workload": {**conf["workload"], "extra_flags": {"step_time_ms": 0}}}
+        planned = training_run(form_with_conf(training_form(), reference), str(scratch / "home"))
         spec = CheckpointingSpec(**planned["checkpointing"])
         flags = {k: v for k, v in planned["workload"]["extra_flags"].items()}
         api.create(NAMESPACE, local_jobset("chaos-ref", spec, flags, max_restarts=0))
         obj = wait_terminal(api, "chaos-ref", 180)
         assert obj["status"]["terminalState"] == "Completed", obj["status"]
         finish = [e for e in read_events(Path(planned["events_dir"])) if e["event"] == "finish"]
-        assert finish and finish[-1]["step"] == conf["steps"], finish
+        assert finish and finish[-1]["step"] == conf["checkpointing"]["steps"], finish
         return finish[-1]["params_sha256"]
 
 

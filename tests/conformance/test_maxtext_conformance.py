@@ -23,7 +23,7 @@ from mtc_provider.cli import load_config
 from mtc_provider.core.errors import SpecError
 from mtc_provider.core.jobset import pod_template
 from mtc_provider.core.maxtext import container_command, maxtext_command, render_flags
-from mtc_provider.core.params import training_run
+from mtc_provider.core.params import form_with_conf, training_run
 from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,8 +32,9 @@ import regenerate  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-GKE_FORM = {"target": "gke", "project_id": "my-project", "location": "us-central1", "cluster_name": "tpu-cluster",
-            "image": "us-docker.pkg.dev/my-project/maxtext/maxtext:0.2.5"}
+# Triggers of the training DAG: the run description's sections (core.run), laid over its form field by field.
+GKE_FORM = {"target": "gke", "cluster": {"project_id": "my-project", "location": "us-central1", "name": "tpu-cluster"},
+            "workload": {"image": "us-docker.pkg.dev/my-project/maxtext/maxtext:0.2.5"}}
 MULTI_TIER_FORMS = {
     "multi-tier-minutes": {"enable_emergency_checkpoint": False, "enable_multi_tier_checkpointing": True,
                            "multi_tier_checkpointing_backup_interval_minutes": 15},
@@ -89,7 +90,7 @@ def dag_cases(defaults: dict[str, Any], home: Path) -> list[dict[str, Any]]:
     cases = [{"name": "training-dag-local", "command": list(maxtext_command()), "args": render_flags(spec.maxtext_flags()),
               "expected": spec.maxtext_flags()}]
     for name, extra in {"training-dag-gke": {}, "persistent-only": PERSISTENT_ONLY, **MULTI_TIER_FORMS}.items():
-        run = training_run({**defaults, **GKE_FORM, **extra}, str(home))
+        run = training_run(form_with_conf(defaults, {**GKE_FORM, "checkpointing": extra}), str(home))
         cases.append(case(name, CheckpointingSpec(**run["checkpointing"]), WorkloadSpec(**run["workload"])))
     # The evaluation DAG's GKE job: MaxText's decode entry on a step's items, checkpointing off.
     evaluation = case("evaluation-dag-gke",
@@ -103,12 +104,12 @@ def dag_cases(defaults: dict[str, Any], home: Path) -> list[dict[str, Any]]:
 
 
 def refused_cases(defaults: dict[str, Any], home: Path) -> list[dict[str, Any]]:
-    base = {**defaults, **GKE_FORM, "enable_emergency_checkpoint": False, "enable_multi_tier_checkpointing": True,
-            "local_checkpoint_period": 4}
+    base = form_with_conf(defaults, {**GKE_FORM, "checkpointing": {
+        "enable_emergency_checkpoint": False, "enable_multi_tier_checkpointing": True, "local_checkpoint_period": 4}})
     cases = []
     for name, (flags, field, _) in REFUSED.items():
         with pytest.raises(SpecError) as caught:
-            training_run({**base, **flags}, str(home))
+            training_run(form_with_conf(base, {"checkpointing": flags}), str(home))
         assert caught.value.field == f"checkpointing.{field}", name
         args = render_flags({"run_name": "r", "base_output_directory": "gs://b", "enable_multi_tier_checkpointing": True,
                              "local_checkpoint_directory": "/local", "local_checkpoint_period": 4, **flags})

@@ -69,3 +69,21 @@ def workload(**overrides: Any) -> WorkloadSpec:
 
 def slices(**overrides: Any) -> SliceSpec:
     return SliceSpec(**dict(GKE_CONFIG["slices"], **overrides))
+
+
+SLICES = {"tpu_type": "v6e", "topology": "", "num_slices": 2}
+GKE_CLUSTER = {"project_id": "p", "location": "us-central1", "name": "c"}
+GKE_IMAGE = "us-docker.pkg.dev/p/r/maxtext:1"
+
+
+def form(target: str = "local", run_name: str = "r", steps: int = 70, **sections: Any) -> dict[str, Any]:
+    """A training DAG form (the run description's sections, core.run): the slices and a run, on `target`;
+    sections given are laid over (checkpointing's run_name and steps are kept unless given)."""
+    described: dict[str, Any] = {"target": target, "slices": dict(SLICES),
+                                 "checkpointing": {"run_name": run_name, "steps": steps}, "workload": {}}
+    if target == "gke":
+        described |= {"cluster": dict(GKE_CLUSTER), "bucket": {"name": "mtc-checkpoints"}, "workload": {"image": GKE_IMAGE}}
+    for name, value in sections.items():
+        base = described.get(name)
+        described[name] = {**base, **value} if isinstance(base, dict) and isinstance(value, dict) else value
+    return described

@@ -238,12 +238,13 @@ def test_no_failures_measured_gives_no_advice():
 
 
 def test_apply_advice_sets_both_periods_or_says_there_is_none():
-    params, said = apply_advice({"checkpoint_period": 20, "local_checkpoint_period": 4, "steps": 70},
+    params, said = apply_advice({"checkpointing": {"checkpoint_period": 20, "local_checkpoint_period": 4, "steps": 70}},
                                 {"advice": {"local_period": 8, "persistent_period": 24}})
-    assert (params["local_checkpoint_period"], params["checkpoint_period"], params["steps"]) == (8, 24, 70)
+    section = params["checkpointing"]  # the run description's section (core.run)
+    assert (section["local_checkpoint_period"], section["checkpoint_period"], section["steps"]) == (8, 24, 70)
     assert "(4, 20) -> (8, 24)" in said
-    unchanged, said = apply_advice({"checkpoint_period": 20}, None)
-    assert unchanged == {"checkpoint_period": 20} and "no stored advice" in said
+    unchanged, said = apply_advice({"checkpointing": {"checkpoint_period": 20}}, None)
+    assert unchanged == {"checkpointing": {"checkpoint_period": 20}} and "no stored advice" in said
     with pytest.raises(SpecError):
         apply_advice({}, {"advice": {"local_period": 30, "persistent_period": 24}})
 

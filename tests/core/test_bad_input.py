@@ -269,60 +269,74 @@ def test_user_values_in_args_cannot_expand_kubernetes_variables() -> None:
 
 # The same refusals through the sample DAGs' trigger form: the plan task, the DAG's first task, is called as the
 # task runner calls it (params = the form's defaults with the change; dag_run.conf = the change).
-GKE_FORM = {"target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c",
-            "image": "us-docker.pkg.dev/p/r/maxtext:1"}
+GKE_FORM = {"target": "gke", "cluster": {"project_id": "p", "location": "us-central1", "name": "c"},
+            "workload": {"image": "us-docker.pkg.dev/p/r/maxtext:1"}}
+GKE_WORKLOAD = GKE_FORM["workload"]
 
-# (case id, DAG, change sent by the trigger, field, substrings of "allowed")
+
+def _cp(**fields):
+    return {"checkpointing": fields}
+
+
+# (case id, DAG, change sent by the trigger, field, substrings of "allowed"). The training DAG's form has the run
+# description's sections (core.run): the same fields and errors as `mtc plan FILE` (tests/core/test_one_description.py).
 DAG_CASES: list[tuple[str, str, dict, str, tuple[str, ...]]] = [
     ("conf-command", "training", {"command": "rm -rf /"}, "dag_run.conf.command", ("one of the DAG's params",)),
     ("conf-connection", "training", {"gcp_conn_id": "prod_admin"}, "dag_run.conf.gcp_conn_id", ("params",)),
     ("conf-service-account", "training", {"service_account": "admin"}, "dag_run.conf.service_account", ("params",)),
-    ("ramdisk-dotdot-into-etc", "training", {"local_checkpoint_directory": "/dev/shm/../etc"},
+    ("workload-service-account", "training", {"workload": {"service_account": "admin"}},
+     "workload.service_account", ("the DAG author sets it",)),
+    ("workload-command-on-gke", "training", {**GKE_FORM, "workload": {**GKE_WORKLOAD, "command": ["rm", "-rf", "/"]}},
+     "workload.command", ("the DAG author's",)),
+    ("ramdisk-dotdot-into-etc", "training", _cp(local_checkpoint_directory="/dev/shm/../etc"),
      "checkpointing.local_checkpoint_directory", ("not a system location",)),
-    ("ramdisk-double-slash-etc", "training", {"local_checkpoint_directory": "//etc"},
+    ("ramdisk-double-slash-etc", "training", _cp(local_checkpoint_directory="//etc"),
      "checkpointing.local_checkpoint_directory", ("not a system location",)),
-    ("ramdisk-usr-local", "training", {"local_checkpoint_directory": "/usr/local"},
+    ("ramdisk-usr-local", "training", _cp(local_checkpoint_directory="/usr/local"),
      "checkpointing.local_checkpoint_directory", ("/usr",)),
-    ("ramdisk-etc-mtc", "training", {"local_checkpoint_directory": "/etc/mtc"},
+    ("ramdisk-etc-mtc", "training", _cp(local_checkpoint_directory="/etc/mtc"),
      "checkpointing.local_checkpoint_directory", ("/etc",)),
-    ("ramdisk-var-lib", "training", {"local_checkpoint_directory": "/var/lib/mtc"},
+    ("ramdisk-var-lib", "training", _cp(local_checkpoint_directory="/var/lib/mtc"),
      "checkpointing.local_checkpoint_directory", ("/var/lib",)),
-    ("output-inside-ramdisk", "training", {"local_checkpoint_directory": "<HOME_PARENT>"},
+    ("output-inside-ramdisk", "training", _cp(local_checkpoint_directory="<HOME_PARENT>"),
      "checkpointing.base_output_directory", ("outside local_checkpoint_directory",)),
-    ("model-larger-than-host-memory", "training", {"parameters": 1e30}, "sizing.parameters",
+    ("model-larger-than-host-memory", "training", {"sizing": {"parameters": 1e30}}, "sizing.parameters",
      ("fits the 720 GiB host memory of ct6e-standard-4t",)),
-    ("single-host-8t-on-multi-host-topology", "training", {"machine_type": "ct6e-standard-8t", "topology": "4x4"},
-     "slices.machine_type", ("ct6e-standard-4t",)),
-    ("local-image-placeholder-on-gke", "training", {**GKE_FORM, "image": "local"}, "params.image",
+    ("single-host-8t-on-multi-host-topology", "training",
+     {"slices": {"machine_type": "ct6e-standard-8t", "topology": "4x4"}}, "slices.machine_type", ("ct6e-standard-4t",)),
+    ("local-image-placeholder-on-gke", "training", {**GKE_FORM, "workload": {"image": "local"}}, "workload.image",
      ("not the local placeholder",)),
-    ("model-flag-overrides-checkpointing", "training", {**GKE_FORM, "model_flags": {"checkpoint_period": 5}},
-     "params.model_flags.checkpoint_period", ("use that field",)),
-    ("model-flag-bad-key", "training", {**GKE_FORM, "model_flags": {"model name": "x"}},
-     "params.model_flags.model name", ("MaxText config key",)),
-    ("model-flag-not-a-scalar", "training", {**GKE_FORM, "model_flags": {"ici_mesh": [1, 2]}},
-     "params.model_flags.ici_mesh", ("a string, integer, float or true/false",)),
-    ("model-flag-unknown-locally", "training", {"model_flags": {"model_name": "llama2-7b"}},
-     "params.model_flags.model_name", ("model_dim",)),
+    ("model-flag-overrides-checkpointing", "training",
+     {**GKE_FORM, "workload": {**GKE_WORKLOAD, "extra_flags": {"checkpoint_period": 5}}},
+     "workload.extra_flags.checkpoint_period", ("set it in the checkpointing section",)),
+    ("model-flag-bad-key", "training", {**GKE_FORM, "workload": {**GKE_WORKLOAD, "extra_flags": {"model name": "x"}}},
+     "workload.extra_flags.model name", ("MaxText config key",)),
+    ("model-flag-not-a-scalar", "training",
+     {**GKE_FORM, "workload": {**GKE_WORKLOAD, "extra_flags": {"ici_mesh": [1, 2]}}},
+     "workload.extra_flags.ici_mesh", ("a string, integer, float or true/false",)),
+    ("model-flag-unknown-locally", "training", {"workload": {"extra_flags": {"model_name": "llama2-7b"}}},
+     "workload.extra_flags.model_name", ("model_dim",)),
     ("fault-on-a-missing-slice", "training", {"fault_plan": [{"kind": "sigterm_slice", "at_step": 5, "slice": 2}]},
-     "params.fault_plan[0].slice", ("from 0 to 1",)),
+     "fault_plan[0].slice", ("from 0 to 1",)),
     ("fault-on-a-missing-host", "training", {"fault_plan": [{"kind": "sigkill_host", "at_step": 5, "slice": 0,
                                                                "host": 1}]},
-     "params.fault_plan[0].host", ("from 0 to 0", "1 hosts per slice")),
+     "fault_plan[0].host", ("from 0 to 0", "1 hosts per slice")),
     ("fault-beyond-the-target", "training", {"fault_plan": [{"kind": "sigkill_host", "at_step": 500}]},
-     "params.fault_plan[0].at_step", ("from 0 to 69",)),
-    ("poll-interval-below-one-second", "training", {"poll_interval": 0.2}, "params.poll_interval", (">= 1",)),
-    ("local-bucket-escaping-the-home", "training", {"bucket": "../.."}, "bucket.name", ("lower-case letters",)),
+     "fault_plan[0].at_step", ("below steps (70",)),
+    ("poll-interval-below-one-second", "training", {"poll_interval": 0.2}, "poll_interval", (">= 1",)),
+    ("local-bucket-escaping-the-home", "training", {"bucket": {"name": "../.."}}, "bucket.name",
+     ("lower-case letters",)),
     ("setup-bad-checkpoint-configuration-name", "setup", {"checkpoint_configuration_name": "MTC_Config"},
-     "params.checkpoint_configuration_name", ("lower-case",)),
+     "checkpoint_configuration.name", ("lower-case",)),
     ("setup-conf-service-account", "setup", {"service_account": "admin"}, "dag_run.conf.service_account",
      ("params",)),  # the DAG author's WORKLOAD_KSA, as in the training DAG
-    ("setup-bad-namespace", "setup", {"namespace": "ml_team"}, "params.namespace", ("lower-case",)),
-    ("setup-bad-node-pool-prefix", "setup", {"node_pool_prefix": "Pools_"}, "params.node_pool_prefix",
+    ("setup-bad-namespace", "setup", {"namespace": "ml_team"}, "workload.namespace", ("lower-case",)),
+    ("setup-bad-node-pool-prefix", "setup", {"node_pool_prefix": "Pools_"}, "node_pool_prefix",
      ("lower-case", "36")),
     ("setup-zone-as-bucket-location", "setup", {"bucket_location": "us-central1-a"}, "bucket.location",
      ("region us-central1",)),
     ("setup-conf-connection", "setup", {"gcp_conn_id": "prod_admin"}, "dag_run.conf.gcp_conn_id", ("params",)),
-    ("single-host-multislice-on-gke", "training", {**GKE_FORM, "topology": "2x2"}, "slices.topology",
+    ("single-host-multislice-on-gke", "training", {**GKE_FORM, "slices": {"topology": "2x2"}}, "slices.topology",
      ("Multislice only supports multi-host TPU slice node pools", "the smallest is 2x4 on ct6e-standard-4t")),
     ("setup-single-host-multislice-on-gke", "setup",
      {"target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c", "topology": "2x2"},
@@ -330,7 +344,7 @@ DAG_CASES: list[tuple[str, str, dict, str, tuple[str, ...]]] = [
      ("multi-host",)),
     ("setup-topology-gke-does-not-offer", "setup", {"topology": "2x6"}, "slices.topology",
      ("a topology GKE offers for v6e",)),
-    ("run-name-starting-with-a-digit", "training", {"run_name": "1run"}, "params.run_name",
+    ("run-name-starting-with-a-digit", "training", _cp(run_name="1run"), "checkpointing.run_name",
      ("starting with a lower-case letter",)),
 ]
 DAG_FILES = {"training": "mtc_resilient_training.py", "setup": "mtc_cluster_setup.py"}
@@ -364,7 +378,8 @@ def test_sample_dag_plan_refuses(sample_dags, tmp_path, monkeypatch, dag_key, ch
 
     home = tmp_path / "mtc-home" / "local"
     monkeypatch.setenv("MTC_LOCAL_HOME", str(home))
-    change = {k: (str(home.parent) if v == "<HOME_PARENT>" else v) for k, v in change.items()}
+    change = {k: ({**v, "local_checkpoint_directory": str(home.parent)} if isinstance(v, dict)
+                  and v.get("local_checkpoint_directory") == "<HOME_PARENT>" else v) for k, v in change.items()}
     with pytest.raises(AirflowFailException) as caught:
         run_plan_task(sample_dags[dag_key], change)
     message = str(caught.value)
@@ -377,10 +392,11 @@ def test_sample_dag_plan_refuses(sample_dags, tmp_path, monkeypatch, dag_key, ch
 
 def test_sample_dag_forms_pass_with_their_defaults(sample_dags, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("MTC_LOCAL_HOME", str(tmp_path / "home"))
-    run = run_plan_task(sample_dags["training"], {"model_flags": {"model_dim": 64}})
+    run = run_plan_task(sample_dags["training"], {"workload": {"extra_flags": {"model_dim": 64}}})
     assert run["workload"]["extra_flags"]["model_dim"] == 64 and run["poll_interval"] == 2.0
-    gke = run_plan_task(sample_dags["training"], {**GKE_FORM, "model_flags": {"model_name": "llama2-7b"}})
-    assert gke["workload"]["image"] == GKE_FORM["image"] and gke["target"]["gcp_conn_id"] == "google_cloud_default"
+    gke = run_plan_task(sample_dags["training"],
+                        {**GKE_FORM, "workload": {**GKE_WORKLOAD, "extra_flags": {"model_name": "llama2-7b"}}})
+    assert gke["workload"]["image"] == GKE_WORKLOAD["image"] and gke["target"]["gcp_conn_id"] == "google_cloud_default"
     assert gke["workload"]["extra_flags"] == {"model_name": "llama2-7b"}
     setup = run_plan_task(sample_dags["setup"], {})
     assert (setup["checkpoint_configuration_name"], setup["node_pool_prefix"]) == ("mtc-checkpoint-config", "mtc-slice")

@@ -239,11 +239,13 @@ def test_bad_section_in_a_run_description() -> None:
 def test_training_dag_form_carries_a_validated_customization() -> None:
     from mtc_provider.core.params import training_run
 
-    planned = training_run({"run_name": "r1", "customization": {"queue_name": "q", "capacity": "spot"}}, "/tmp/mtc-home")
+    from tests.core.core_helpers import form
+
+    planned = training_run(form(run_name="r1", customization={"queue_name": "q", "capacity": "spot"}), "/tmp/mtc-home")
     assert planned["customization"]["queue_name"] == "q"
     assert CustomizationSpec.from_value(planned["customization"]) == custom(queue_name="q", capacity="spot")
     as_xcom = json.loads(json.dumps(planned["customization"]))  # what the next task reads back
     assert CustomizationSpec.from_value(as_xcom) == custom(queue_name="q", capacity="spot")
     with pytest.raises(SpecError) as caught:
-        training_run({"run_name": "r1", "customization": {"capacity": "cheap"}}, "/tmp/mtc-home")
+        training_run(form(run_name="r1", customization={"capacity": "cheap"}), "/tmp/mtc-home")
     assert caught.value.field == "customization.capacity"

@@ -127,19 +127,21 @@ def test_multi_tier_is_refused_on_the_local_target() -> None:
 
 
 def test_dag_form_takes_the_multi_tier_mode_and_the_layout() -> None:
-    form = {"target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c", "run_name": "r",
-            "steps": 100, "local_checkpoint_directory": "/local", "local_checkpoint_period": 5,
-            "enable_emergency_checkpoint": False, "enable_multi_tier_checkpointing": True,
-            "multi_tier_checkpointing_backup_interval_steps": "10", "maxtext_layout": "pre-rename",
-            "image": "us-docker.pkg.dev/p/r/maxtext:1"}
+    from tests.core.core_helpers import GKE_IMAGE, form
+
+    checkpointing = {"local_checkpoint_directory": "/local", "local_checkpoint_period": 5,
+                     "enable_emergency_checkpoint": False, "enable_multi_tier_checkpointing": True,
+                     "multi_tier_checkpointing_backup_interval_steps": 10}
+    gke = form("gke", steps=100, checkpointing=checkpointing,
+               workload={"maxtext_layout": "pre-rename", "image": GKE_IMAGE})
     with pytest.raises(SpecError) as caught:  # MaxText 0.1 has no backup-interval-steps key
-        training_run(form, "/unused")
+        training_run(gke, "/unused")
     assert caught.value.field == "checkpointing.multi_tier_checkpointing_backup_interval_steps"
-    run = training_run({**form, "maxtext_layout": "current"}, "/unused")
+    run = training_run({**gke, "workload": {"maxtext_layout": "current", "image": GKE_IMAGE}}, "/unused")
     assert run["checkpointing"]["multi_tier_checkpointing_backup_interval_steps"] == 10
     assert run["workload"]["command"][2] == "maxtext.trainers.pre_train.train"
     with pytest.raises(SpecError) as caught:
-        training_run({**form, "target": "local"}, "/tmp/home")
+        training_run(form("local", steps=100, checkpointing=checkpointing), "/tmp/home")
     assert caught.value.field == "checkpointing.enable_multi_tier_checkpointing"
 
 
@@ -159,9 +161,10 @@ def test_empty_values_are_never_rendered() -> None:
 
 def test_a_maxtext_run_ends_at_step_steps_minus_one() -> None:
     """MaxText 0.2.5 with steps=6 saves 0, 2, 4, 5 (tests/conformance/test_real_maxtext_cpu.py)."""
-    gke = training_run({"target": "gke", "project_id": "p", "location": "l", "cluster_name": "c", "run_name": "r",
-                        "steps": 70, "image": "us-docker.pkg.dev/p/r/maxtext:1"}, "/unused")
-    local = training_run({"target": "local", "run_name": "r", "steps": 70}, "/tmp/home")
+    from tests.core.core_helpers import form
+
+    gke = training_run(form("gke"), "/unused")
+    local = training_run(form("local"), "/tmp/home")
     assert (gke["target_step"], local["target_step"]) == (69, 70)
     assert last_step(checkpointing(steps=6), workload(maxtext_layout="pre-rename")) == 5
     assert last_step(checkpointing(steps=6), workload(command=["python", "train.py"])) == 6

@@ -18,7 +18,7 @@ from mtc_provider.core.jobset_names import attempt_name, check_jobset_names
 from mtc_provider.core.params import training_run
 from mtc_provider.core.plan import PROJECT_ID_PLACEHOLDER, build_plan
 from mtc_provider.core.run_checks import check_run
-from mtc_provider.core.spec import RunConfig
+from mtc_provider.core.spec import RunConfig, SizingSpec
 from mtc_provider.core.tpu import MULTISLICE_RULE, TPU_TYPES, SliceSpec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -84,13 +84,12 @@ def test_local_target_keeps_single_host_slices_for_speed() -> None:
 
 
 def test_training_form_default_topology_is_the_smallest_the_target_takes() -> None:
-    form = {"run_name": "mtc-demo", "steps": 70}
-    assert training_run({**form, "target": "local"}, "/unused")["slices"]["topology"] == "2x2"
-    gke = training_run({**form, "target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c",
-                        "image": "us-docker.pkg.dev/p/r/maxtext:1"}, "/unused")
+    from tests.core.core_helpers import form
+
+    assert training_run(form("local"), "/unused")["slices"]["topology"] == "2x2"
+    gke = training_run(form("gke"), "/unused")
     assert (gke["slices"]["topology"], gke["slices"]["machine_type"]) == ("2x4", "ct6e-standard-4t")
-    v5p = training_run({**form, "target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c",
-                        "image": "us-docker.pkg.dev/p/r/maxtext:1", "tpu_type": "v5p"}, "/unused")
+    v5p = training_run(form("gke", slices={"tpu_type": "v5p"}), "/unused")
     assert v5p["slices"]["topology"] == "2x2x2"
 
 
@@ -145,20 +144,19 @@ def test_a_replicated_job_name_that_leaves_no_room_is_named_in_the_error() -> No
 
 
 def test_run_name_starting_with_a_digit_is_refused_through_the_form() -> None:
+    from tests.core.core_helpers import form
+
     with pytest.raises(SpecError) as caught:
-        training_run({"target": "local", "run_name": "1run", "steps": 10}, "/unused")
-    assert caught.value.field == "params.run_name"
+        training_run(form("local", run_name="1run", steps=10), "/unused")
+    assert caught.value.field == "checkpointing.run_name"
 
 
 # --- item 6: one validation: the same refusal, whoever asks -----------------------------------------------------
 def test_check_run_is_the_plans_and_the_forms_sizing_refusal() -> None:
     slices = SliceSpec("v6e", "4x8", 2)
 
-    class Sizing:
-        parameters, bytes_per_parameter, buffer, allow_any_buffer = 1e30, 12, 0.15, False
-
     with pytest.raises(SpecError) as direct:
-        check_run("gke", slices, sizing=Sizing())
+        check_run("gke", slices, sizing=SizingSpec(parameters=1e30))
     with pytest.raises(SpecError) as planned:
         RunConfig.from_dict(gke_config(sizing={"parameters": "1e30"}))
     assert (direct.value.field, direct.value.allowed) == (planned.value.field, planned.value.allowed)

@@ -40,13 +40,14 @@ def test_advice_is_reported_stored_and_applied_only_when_asked(training_dag, tmp
 
     from tests.core.test_advisor import run_events
 
-    conf = {"run_name": "advice-run", "local_checkpoint_period": 2, "checkpoint_period": 4, "steps": 16,
-            "fault_plan": []}
-    from mtc_provider.core.params import training_run
+    conf = {"checkpointing": {"run_name": "advice-run", "local_checkpoint_period": 2, "checkpoint_period": 4,
+                              "steps": 16}, "fault_plan": []}
+    from mtc_provider.core.params import form_with_conf, training_run
 
     first_day = dt.datetime(2026, 2, 1, tzinfo=dt.timezone.utc)
     # where the plan puts this run_name's events: write the earlier attempts there
-    events_dir = Path(training_run(conf, str(tmp_path / "home"))["events_dir"])
+    form = form_with_conf({key: param.value for key, param in training_dag.params.items()}, conf)
+    events_dir = Path(training_run(form, str(tmp_path / "home"))["events_dir"])
     events_dir.mkdir(parents=True, exist_ok=True)
     events, _ = run_events()
     (events_dir / "process-0.jsonl").write_text("\n".join(json.dumps(e) for e in events))

@@ -130,8 +130,10 @@ def test_demo_summary_counts_two_restarts_of_a_real_run(tmp_path):
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     airflow = str(Path(sys.executable).parent / "airflow")
     run_name = "demo-two-host-kills-same-slice-one-step"
-    conf = {"run_name": run_name, "steps": 16, "local_checkpoint_period": 2, "checkpoint_period": 6,
-            "step_time_ms": 400, "local_workload": "light", "max_restarts": 4, "stall_timeout": 60,
+    conf = {"checkpointing": {"run_name": run_name, "steps": 16, "local_checkpoint_period": 2, "checkpoint_period": 6},
+            "workload": {"extra_flags": {"step_time_ms": 400}, "max_restarts": 4,
+                         "command": ["python", "-m", "mtc_local.light_workload"]},
+            "stall_timeout": 60,
             "fault_plan": [{"kind": "sigkill_host", "at_step": 8, "slice": 0, "host": 0},
                            {"kind": "sigkill_host", "at_step": 9, "slice": 0, "host": 0}]}
     try:

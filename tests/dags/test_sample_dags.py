@@ -37,10 +37,15 @@ def test_training_graph(dagbag):
     train = dag.get_task("train")
     assert train.retries >= 3
     assert dag.get_task("teardown").is_teardown
-    assert set(dag.params.keys()) >= {"target", "enable_checkpointing", "enable_emergency_checkpoint",
-                                      "async_checkpointing", "local_checkpoint_directory", "local_checkpoint_period",
-                                      "checkpoint_period", "enable_single_replica_ckpt_restoring",
-                                      "enable_autocheckpoint", "steps", "fault_plan", "num_slices", "topology"}
+    # The run description's sections, one to one with the `mtc` YAML (core.run; examples/*.yaml).
+    assert set(dag.params.keys()) == {"target", "kubernetes_conn_id", "bucket", "cluster", "customization", "slices",
+                                      "checkpoint_configuration_name",
+                                      "sizing", "checkpointing", "workload", "poll_interval", "stall_timeout",
+                                      "fault_plan", "apply_advice", "keep_failed_attempts"}
+    assert set(dag.params["checkpointing"]) >= {
+        "enable_checkpointing", "enable_emergency_checkpoint", "async_checkpointing", "local_checkpoint_directory",
+        "local_checkpoint_period", "checkpoint_period", "enable_single_replica_ckpt_restoring",
+        "enable_autocheckpoint", "steps", "run_name"}
 
 
 def test_setup_graph_is_the_guides_order(dagbag):
@@ -85,10 +90,13 @@ def test_setup_and_training_agree_on_the_workload_ksa_and_machine_type(dagbag, m
     """The KSA the setup binds to the bucket is the one the training pods run as; both forms take machine_type."""
     setup, training = dagbag.dags["mtc_cluster_setup"], dagbag.dags["mtc_resilient_training"]
     assert "service_account" not in setup.params and "service_account" not in training.params
-    assert "machine_type" in setup.params and "machine_type" in training.params
+    assert "machine_type" in setup.params and "machine_type" in training.params["slices"]
     form = {**SETUP_GKE, "namespace": "ml", "tpu_type": "v6e", "topology": "4x4", "machine_type": "ct6e-standard-4t"}
     planned_setup = _plan(setup, form, monkeypatch, tmp_path)
-    planned_training = _plan(training, {**form, "image": "us-docker.pkg.dev/p/r/maxtext:1"}, monkeypatch, tmp_path)
+    described = {"target": "gke", "cluster": {"project_id": "p", "location": "us-central1", "name": "c"},
+                 "slices": {"tpu_type": "v6e", "topology": "4x4", "machine_type": "ct6e-standard-4t"},
+                 "workload": {"namespace": "ml", "image": "us-docker.pkg.dev/p/r/maxtext:1"}}
+    planned_training = _plan(training, described, monkeypatch, tmp_path)
     assert planned_setup["service_account"] == planned_training["workload"]["service_account"]
     assert planned_setup["namespace"] == planned_training["workload"]["namespace"] == "ml"
     assert planned_setup["slices"] == planned_training["slices"]
@@ -118,7 +126,7 @@ def test_setup_regional_cluster_without_a_tpu_zone_is_refused_in_plan(dagbag, mo
                                                                        allowed):
     from airflow.sdk.exceptions import AirflowFailException
 
-    with pytest.raises(AirflowFailException, match="params.tpu_zone") as caught:
+    with pytest.raises(AirflowFailException, match="tpu_zone") as caught:
         _plan(dagbag.dags["mtc_cluster_setup"], {**SETUP_GKE, **change}, monkeypatch, tmp_path)
     assert allowed in str(caught.value) and " is not allowed; allowed: " in str(caught.value)
 
@@ -219,7 +227,7 @@ def test_plan_eval_picks_the_newest_announced_checkpoint(monkeypatch):
 
 # The fields only one target reads (core.params.training_run / cluster_setup_run read them only for that target,
 # or refuse them elsewhere, as core.maxtext.check_target_mode does the multi-tier mode on the local target).
-GKE_ONLY_FIELDS = {"location", "cluster_name", "enable_multi_tier_checkpointing",
+GKE_ONLY_FIELDS = {"cluster", "location", "cluster_name", "enable_multi_tier_checkpointing",
                    "multi_tier_checkpointing_backup_interval_minutes", "multi_tier_checkpointing_backup_interval_steps",
                    "use_replicator_service", "tpu_zone", "enable_mtc", "create_node_pools", "node_pool_prefix"}
 LOCAL_ONLY_FIELDS = {"step_time_ms", "local_workload", "distributed_timeout_s", "fault_plan"}

@@ -42,8 +42,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.timeout(2700)]
 RUN_NAME = "soak"
 STEPS = int(os.environ.get("MTC_SOAK_STEPS", "280"))
 # 280 steps of 2.2-2.6 s: over 10 minutes of training (13 here); checkpoints every 20 steps (~45 s), local ones every 5.
-CONF = {"steps": STEPS, "step_time_ms": 2200, "checkpoint_period": 20, "local_checkpoint_period": 5,
-        "max_restarts": 1, "stall_timeout": 300, "distributed_timeout_s": 90}
+CONF = {"checkpointing": {"steps": STEPS, "checkpoint_period": 20, "local_checkpoint_period": 5},
+        "workload": {"max_restarts": 1, "extra_flags": {"step_time_ms": 2200, "distributed_timeout_s": 90}},
+        "stall_timeout": 300}
 RUN_TIMEOUT = 1800.0
 MIN_TRAINING_S = 600.0
 
@@ -67,12 +68,14 @@ def reference_sha() -> Iterator[Any]:
     from airflow.dag_processing.dagbag import DagBag
 
     from mtc_provider.core.jobset import build_jobset
-    from mtc_provider.core.params import training_run
+    from mtc_provider.core.params import form_with_conf, training_run
     from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
     from mtc_provider.core.tpu import SliceSpec
 
     dag = DagBag(dag_folder=str(REPO / "dags" / f"{H.DAG_ID}.py")).dags[H.DAG_ID]
-    params = {**dag.params.dump(), **CONF, "step_time_ms": 0, "fault_plan": [], "run_name": "soak-reference"}
+    params = form_with_conf(dag.params.dump(), {
+        **CONF, "checkpointing": {**CONF["checkpointing"], "run_name": "soak-reference"}, "fault_plan": [],
+        "workload": {**CONF["workload"], "extra_flags": {**CONF["workload"]["extra_flags"], "step_time_ms": 0}}})
     with local_runner("soak-reference") as (api, _):
         plan = training_run(params, str(api.home.root))
         workload = WorkloadSpec(**{**plan["workload"], "command": tuple(plan["workload"]["command"])})
@@ -125,7 +128,7 @@ def test_soak_training_survives_a_seeded_schedule_of_orchestrator_faults(referen
         [f for kind in only for f in schedule.faults if f.kind == kind]
     print(schedule.describe(), flush=True)
     plan = [f for f in schedule.fault_plan if (only is None or f["kind"] in only) and f["kind"] not in skip]
-    conf = {**CONF, "run_name": RUN_NAME, "fault_plan": plan}
+    conf = {**CONF, "checkpointing": {**CONF["checkpointing"], "run_name": RUN_NAME}, "fault_plan": plan}
     run_id = topo.api("POST", f"/dags/{H.DAG_ID}/dagRuns", json={"logical_date": None, "conf": conf})["dag_run_id"]
     timeline = H.Timeline()
     sampler = H.Sampler(topo, run_id, RUN_NAME, timeline).start()

@@ -51,8 +51,12 @@ TIMINGS = {
     # the task failed while the worker still runs it ("TI was not in a state where it could be marked as running").
     "AIRFLOW__CELERY__OPERATION_TIMEOUT": "15",
 }
-CONF = {"steps": 40, "step_time_ms": 250, "checkpoint_period": 10, "local_checkpoint_period": 2,
-        "max_restarts": 1, "stall_timeout": 300, "fault_plan": []}
+CONF = {"checkpointing": {"steps": 40, "checkpoint_period": 10, "local_checkpoint_period": 2},
+        "workload": {"max_restarts": 1, "extra_flags": {"step_time_ms": 250}}, "stall_timeout": 300, "fault_plan": []}
+
+
+def conf_for(run_name: str) -> dict:
+    return {**CONF, "checkpointing": {**CONF["checkpointing"], "run_name": run_name}}
 RUN_TIMEOUT = 420.0
 
 
@@ -85,12 +89,12 @@ def reference_sha() -> Iterator[Any]:
     from airflow.dag_processing.dagbag import DagBag
 
     from mtc_provider.core.jobset import build_jobset
-    from mtc_provider.core.params import training_run
+    from mtc_provider.core.params import form_with_conf, training_run
     from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
     from mtc_provider.core.tpu import SliceSpec
 
     dag = DagBag(dag_folder=str(REPO / "dags" / f"{DAG_ID}.py")).dags[DAG_ID]
-    params = {**dag.params.dump(), **CONF, "run_name": "topo-reference"}
+    params = form_with_conf(dag.params.dump(), conf_for("topo-reference"))
     with local_runner("topology-reference") as (api, _):
         plan = training_run(params, str(api.home.root))
         workload = WorkloadSpec(**{**plan["workload"], "command": tuple(plan["workload"]["command"])})
@@ -130,7 +134,7 @@ def _dag_parsed(topo: Topology) -> bool:
 
 def _trigger(topo: Topology, run_name: str) -> str:
     return topo.api("POST", f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None,
-                                                             "conf": {**CONF, "run_name": run_name}})["dag_run_id"]
+                                                             "conf": conf_for(run_name)})["dag_run_id"]
 
 
 def _run_state(topo: Topology, run_id: str) -> str:

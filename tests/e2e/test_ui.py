@@ -25,13 +25,9 @@ RUN_NAME = "e2e"
 STEPS = 40
 # max_restarts=0: the killed host fails the attempt's JobSet at once, so Airflow's retry (try 2) resubmits it
 # and it resumes from the newest checkpoint. The fault fires at step 14, after the step-10 persistent save.
-RUN_CONF = {
-    "run_name": RUN_NAME,
-    "steps": STEPS,
-    "checkpoint_period": 10,
-    "local_checkpoint_period": 4,
-    "max_restarts": 0,
-    "step_time_ms": 100,
+RUN_CONF = {  # the run description's sections (core.run), laid over the DAG's form field by field
+    "checkpointing": {"run_name": RUN_NAME, "steps": STEPS, "checkpoint_period": 10, "local_checkpoint_period": 4},
+    "workload": {"max_restarts": 0, "extra_flags": {"step_time_ms": 100}},
     "stall_timeout": 180,
     "fault_plan": [{"kind": "sigkill_host", "at_step": 14, "slice": 0, "host": 0}],
 }

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from mtc_provider.core import vocabulary as V
-from mtc_provider.core.params import LOCAL_MODEL_FLAGS, training_run
+from mtc_provider.core.flag_table import LOCAL_MODEL_FLAGS
+from mtc_provider.core.params import training_run
 from mtc_provider.core.spec import CheckpointingSpec
 from mtc_local.runner.faults import parse_plan
 from mtc_local.runner.manifest import parse, pod_spec
@@ -22,8 +23,8 @@ from mtc_local.runner.pods import write_init_info
 from mtc_local.workload import FLAG_SPECS, parse_flags, resolve_identity
 from tests.runner.conftest import make_jobset
 
-MINIMAL_LOCAL_FORM = {"target": "local", "run_name": "contract", "steps": 10, "num_slices": 2, "topology": "2x2",
-                      "tpu_type": "v6e"}
+MINIMAL_LOCAL_FORM = {"target": "local", "checkpointing": {"run_name": "contract", "steps": 10},
+                      "slices": {"num_slices": 2, "topology": "2x2", "tpu_type": "v6e"}, "workload": {}}
 
 
 def test_checkpointing_flag_defaults_are_the_providers():
@@ -40,6 +41,38 @@ def test_local_run_defaults_are_the_workloads():
     extra = training_run(MINIMAL_LOCAL_FORM, "/home/u/.mtc/local")["workload"]["extra_flags"]
     assert extra and {name: value for name, value in extra.items()} == {name: FLAG_SPECS[name][1] for name in extra}
     assert set(LOCAL_MODEL_FLAGS) <= set(FLAG_SPECS)
+
+
+def test_the_rendered_flags_mean_the_same_to_the_workload_in_its_own_process(tmp_path):
+    """The one flag table across the process boundary: the args the provider renders into the local JobSet, parsed
+    by the workload's own parser in a fresh interpreter (as the runner starts it), give back the run description's
+    values, flag by flag."""
+    import json
+    import subprocess
+
+    from mtc_provider.core.jobset import build_jobset
+    from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec, spec_from_dict
+    from mtc_provider.core.tpu import SliceSpec
+
+    form = {**MINIMAL_LOCAL_FORM, "checkpointing": {"run_name": "contract", "steps": 10,
+                                                    "enable_emergency_checkpoint": True, "local_checkpoint_period": 3,
+                                                    "local_checkpoint_directory": "/local", "checkpoint_period": 5},
+            "workload": {"extra_flags": {"model_dim": 64, "step_time_ms": 7}}}
+    run = training_run(form, str(tmp_path / "home"))
+    body = build_jobset(spec_from_dict(SliceSpec, "slices", run["slices"]),
+                        spec_from_dict(CheckpointingSpec, "checkpointing", run["checkpointing"]),
+                        spec_from_dict(WorkloadSpec, "workload", run["workload"]))
+    container = body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["python", "-m", "mtc_local.workload"]
+    code = ("import dataclasses, json, sys; from mtc_local.workload import parse_flags; "
+            "print(json.dumps(dataclasses.asdict(parse_flags(sys.argv[1:]))))")
+    parsed = json.loads(subprocess.run([sys.executable, "-c", code, *container["args"]], capture_output=True,
+                                       text=True, check=True, cwd=Path(__file__).resolve().parents[2]).stdout)
+    described = {**run["checkpointing"], **run["workload"]["extra_flags"]}
+    expected = {key: value for key, value in described.items() if key in FLAG_SPECS}
+    assert set(expected) >= {"run_name", "base_output_directory", "steps", "checkpoint_period", "model_dim",
+                             "step_time_ms", "seed", "distributed_timeout_s"} and len(expected) == 15
+    assert {key: parsed[key] for key in expected} == expected
 
 
 def test_runner_env_and_init_info_give_the_workload_its_identity(tmp_path, monkeypatch):
@@ -79,8 +112,9 @@ def test_every_fault_kind_is_planned_with_its_scope(row):
     (fault,) = parse_plan([_example(row)], num_slices=2, hosts_per_slice=2)
     assert (fault.host is not None) == (row.scope == "host")
     assert (fault.slice is not None) == (row.scope != "bucket")
-    form = {**MINIMAL_LOCAL_FORM, "fault_plan": [{**_example(row), **({} if row.scope == "bucket" else {"slice": 1}),
-                                                  **({"host": 0} if row.scope == "host" else {})}]}
+    form = {**MINIMAL_LOCAL_FORM, "slices": {**MINIMAL_LOCAL_FORM["slices"], "topology": "2x4"},
+            "fault_plan": [{**_example(row), **({} if row.scope == "bucket" else {"slice": 1}),
+                            **({"host": 0} if row.scope == "host" else {})}]}
     assert training_run(form, "/home/u/.mtc/local")["fault_plan"][0]["kind"] == row.kind
 
 

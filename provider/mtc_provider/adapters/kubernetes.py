@@ -38,6 +38,7 @@ except ImportError:  # pragma: no cover - Python 3.10: aiohttp's own dependency 
     from async_timeout import timeout as _timeout
 from mtc_provider.adapters.protocols import ApiError, NotFound, WatchEvent
 from mtc_provider.core.vocabulary import (
+    DEFAULT_POLL_INTERVAL_S,
     DELETE_CALLER_HEADER,
     DELETE_LOCK_RELEASED,
     DELETE_REASON_HEADER,
@@ -284,7 +285,7 @@ class AsyncKubernetesJobSetApi:
     :param rewatch_after: seconds of polling, after watching kept failing, before watching again.
     """
 
-    def __init__(self, client_factory: Callable[[], AsyncContextManager[Any]], *, poll_interval: float = 30.0,
+    def __init__(self, client_factory: Callable[[], AsyncContextManager[Any]], *, poll_interval: float = DEFAULT_POLL_INTERVAL_S,
                  watch_timeout: int = WATCH_TIMEOUT, request_timeout: float = REQUEST_TIMEOUT,
                  rewatch_after: float = REWATCH_AFTER, where: str = "") -> None:
         self.client_factory = client_factory

@@ -462,8 +462,9 @@ def apply_advice(params: Mapping[str, Any], payload: Mapping[str, Any] | None) -
         return params, "apply_advice: no stored advice for this run_name yet; periods as given"
     L, P = advice.get("local_period"), advice.get("persistent_period")
     _check_periods(L, P)
-    before = (params.get("local_checkpoint_period"), params.get("checkpoint_period"))
-    params["local_checkpoint_period"], params["checkpoint_period"] = L, P
+    checkpointing = dict(params.get("checkpointing") or {})  # the run description's section (core.run)
+    before = (checkpointing.get("local_checkpoint_period"), checkpointing.get("checkpoint_period"))
+    params["checkpointing"] = {**checkpointing, "local_checkpoint_period": L, "checkpoint_period": P}
     return params, f"apply_advice: local_checkpoint_period, checkpoint_period {before} -> ({L}, {P})"
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mtc_provider.core.jobset_names import check_jobset_names
-from mtc_provider.core.sizing import RamdiskSize, check_fits_host, ramdisk_size
+from mtc_provider.core.sizing import RamdiskSize, check_fits_host
 from mtc_provider.core.tpu import SliceSpec, check_multislice
 
 if TYPE_CHECKING:  # spec imports this module: only the types here
@@ -39,7 +39,6 @@ def check_run(target: str, slices: SliceSpec, *, workload: WorkloadSpec | None =
                            slices.hosts_per_slice, jobset_name_field, attempts)
     if sizing is None:
         return RunChecks()
-    size = ramdisk_size(sizing.parameters, slices.hosts_per_slice, sizing.bytes_per_parameter, sizing.buffer,
-                        allow_any_buffer=sizing.allow_any_buffer)
+    size = sizing.size(slices.hosts_per_slice)
     warning = check_fits_host(size, slices.machine_type, slices.host_memory_bytes)
     return RunChecks(size, (warning,) if warning else ())

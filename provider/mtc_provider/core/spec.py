@@ -14,6 +14,8 @@ from typing import Any, Mapping
 
 from mtc_provider.core.customization import CustomizationSpec
 from mtc_provider.core.errors import SpecError, positive_int, require
+from mtc_provider.core.fault_plan import check_fault_plan
+from mtc_provider.core.flag_table import default as flag_default
 from mtc_provider.core.locations import check_bucket_location, check_bucket_name
 from mtc_provider.core.maxtext import (
     DEFAULT_LAYOUT,
@@ -32,6 +34,7 @@ from mtc_provider.core.names import (
     check_service_account,
 )
 from mtc_provider.core.run_checks import check_run
+from mtc_provider.core.sizing import RamdiskSize, ramdisk_size
 from mtc_provider.core.tpu import SliceSpec
 
 # Directories a ramdisk must never be mounted over.
@@ -48,6 +51,7 @@ IMAGE_RE = re.compile(
     r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*"
     r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$"
 )
+DEFAULT_MAX_RESTARTS = 3
 LOCAL_IMAGE = "local"  # the local target runs no image; a placeholder where a form asks for one
 
 
@@ -63,6 +67,7 @@ def normalize_local_directory(directory: Any) -> str:
 
 
 TARGETS = ("gke", "kubernetes", "local")
+MIN_POLL_INTERVAL_S = 1.0  # below this a watch or listing loop only loads the API server and the bucket
 REMOTE_TARGETS = ("gke", "kubernetes")  # the workload runs an image and checkpoints to a GCS bucket
 MAXTEXT_COMMAND = maxtext_command(DEFAULT_LAYOUT)  # the current release's trainer (docs/maxtext.md)
 
@@ -74,14 +79,16 @@ class CheckpointingSpec:
     run_name: str
     base_output_directory: str
     steps: int
-    enable_checkpointing: bool = True
-    enable_emergency_checkpoint: bool = False
-    async_checkpointing: bool = True
-    local_checkpoint_directory: str = ""
-    local_checkpoint_period: int = 0
-    checkpoint_period: int = 10000
-    enable_single_replica_ckpt_restoring: bool = False
-    enable_autocheckpoint: bool = False
+    # MaxText's eight flags: types and defaults from the one flag table (core.flag_table), which the local
+    # workload parses with too.
+    enable_checkpointing: bool = flag_default("enable_checkpointing")
+    enable_emergency_checkpoint: bool = flag_default("enable_emergency_checkpoint")
+    async_checkpointing: bool = flag_default("async_checkpointing")
+    local_checkpoint_directory: str = flag_default("local_checkpoint_directory")
+    local_checkpoint_period: int = flag_default("local_checkpoint_period")
+    checkpoint_period: int = flag_default("checkpoint_period")
+    enable_single_replica_ckpt_restoring: bool = flag_default("enable_single_replica_ckpt_restoring")
+    enable_autocheckpoint: bool = flag_default("enable_autocheckpoint")
     # MaxText's multi-tier mode (0.2.5 prefers it to the legacy enable_emergency_checkpoint; docs/maxtext.md).
     enable_multi_tier_checkpointing: bool = False
     multi_tier_checkpointing_backup_interval_minutes: int | None = None
@@ -229,7 +236,7 @@ class WorkloadSpec:
     service_account: str = "default"
     container_name: str = "jax-tpu"
     replicated_job_name: str = "slice"
-    max_restarts: int = 3
+    max_restarts: int = DEFAULT_MAX_RESTARTS  # JobSet failurePolicy.maxRestarts: its one default
     # Long enough for an autocheckpoint save after SIGTERM (the guide's reactive path).
     termination_grace_period_seconds: int = 300
     env: Mapping[str, str] = field(default_factory=dict)
@@ -297,7 +304,7 @@ class ClusterSpec:
 @dataclass(frozen=True)
 class BucketSpec:
     name: str
-    location: str
+    location: str = "us-central1"  # a region or multi-region, never a zone
 
     def __post_init__(self) -> None:
         check_bucket_name(self.name)
@@ -316,6 +323,11 @@ class SizingSpec:
         require(isinstance(self.allow_any_buffer, bool), "sizing.allow_any_buffer", self.allow_any_buffer,
                 "true or false")
 
+    def size(self, hosts_per_slice: int) -> RamdiskSize:
+        """The ramdisk per host, the guide's way (every place that sizes one calls this: allow_any_buffer too)."""
+        return ramdisk_size(self.parameters, hosts_per_slice, self.bytes_per_parameter, self.buffer,
+                            allow_any_buffer=self.allow_any_buffer)
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -330,9 +342,29 @@ class RunConfig:
     target: str = "gke"
     checkpoint_configuration_name: str = "mtc-checkpoint-config"
     customization: CustomizationSpec = field(default_factory=CustomizationSpec)  # Kueue, capacity, volumes, ...
+    # How the run is driven (the DAG and the launch operator read them; `mtc render` ignores them).
+    kubernetes_conn_id: str = "kubernetes_default"  # the kubernetes target's Airflow connection
+    poll_interval: float | None = None  # seconds between JobSet status checks; None: the target's (core.run)
+    stall_timeout: float | None = None  # seconds without a new checkpoint; None: the target's (core.run)
+    fault_plan: tuple[Mapping[str, Any], ...] = ()  # the local target's injected faults (docs: local target)
 
     def __post_init__(self) -> None:
         require(self.target in TARGETS, "target", self.target, " or ".join(TARGETS))
+        if self.target == "kubernetes":
+            require(isinstance(self.kubernetes_conn_id, str) and bool(self.kubernetes_conn_id), "kubernetes_conn_id",
+                    self.kubernetes_conn_id, "an Airflow Kubernetes connection id")
+        for name in ("poll_interval", "stall_timeout"):
+            value = getattr(self, name)
+            lowest = MIN_POLL_INTERVAL_S if name == "poll_interval" else 1
+            require(value is None or isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and value >= lowest, name, value, f"a number of seconds >= {lowest:g}, or empty (the target's)")
+        if self.target == "local":
+            object.__setattr__(self, "fault_plan", tuple(check_fault_plan(
+                list(self.fault_plan) if isinstance(self.fault_plan, tuple) else self.fault_plan,
+                self.slices.num_slices, self.slices.hosts_per_slice, self.checkpointing.steps)))
+        else:
+            require(not self.fault_plan, "fault_plan", self.fault_plan,
+                    f"empty on the {self.target} target (faults are injected on the local target)")
         check_target_mode(self.target, self.checkpointing)
         check_checkpoint_configuration_name(self.checkpoint_configuration_name)
         if self.target == "gke":
@@ -357,29 +389,27 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
+        """The one dict-to-spec function of a run description (`mtc plan`, the DAG form, `mtc run`)."""
         if not isinstance(data, Mapping):
             raise SpecError("config", type(data).__name__, "a mapping with sections slices, checkpointing, workload")
-        known = {f.name for f in dataclasses.fields(cls)}
-        _reject_unknown("config", data, known)
+        _reject_unknown("config", data, {f.name for f in dataclasses.fields(cls)})
+        require(data.get("target", "gke") in TARGETS, "target", data.get("target"), " or ".join(TARGETS))
         for section in ("slices", "checkpointing", "workload"):
             require(section in data, section, None, f"a '{section}' section")
-        kwargs: dict[str, Any] = {
-            "slices": _build(SliceSpec, "slices", data["slices"]),
-            "checkpointing": _build(CheckpointingSpec, "checkpointing", data["checkpointing"]),
-            "workload": _build(WorkloadSpec, "workload", data["workload"]),
-        }
-        if data.get("cluster") is not None:
-            kwargs["cluster"] = _build(ClusterSpec, "cluster", data["cluster"])
-        if data.get("bucket") is not None:
-            kwargs["bucket"] = _build(BucketSpec, "bucket", data["bucket"])
-        if data.get("sizing") is not None:
-            kwargs["sizing"] = _build(SizingSpec, "sizing", data["sizing"])
-        if data.get("customization") is not None:
-            kwargs["customization"] = CustomizationSpec.from_value(data["customization"])
-        for key in ("target", "checkpoint_configuration_name"):
-            if key in data:
-                kwargs[key] = data[key]
+        kwargs = {name: (spec_from_dict(SECTIONS[name], name, value) if name in SECTIONS else value)
+                  for name, value in data.items() if value is not None or name not in SECTIONS}
+        if isinstance(kwargs.get("fault_plan"), list):
+            kwargs["fault_plan"] = tuple(kwargs["fault_plan"])
         return cls(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The one spec-to-dict function: every field explicit, JSON-serializable; from_dict(to_dict()) == self."""
+        return spec_to_dict(self)
+
+
+SECTIONS: dict[str, type] = {"slices": SliceSpec, "checkpointing": CheckpointingSpec, "workload": WorkloadSpec,
+                             "cluster": ClusterSpec, "bucket": BucketSpec, "sizing": SizingSpec,
+                             "customization": CustomizationSpec}
 
 
 def _reject_unknown(section: str, data: Mapping[str, Any], known: set[str]) -> None:
@@ -388,17 +418,29 @@ def _reject_unknown(section: str, data: Mapping[str, Any], known: set[str]) -> N
             raise SpecError(f"{section}.{key}", data[key], f"one of the known keys: {', '.join(sorted(known))}")
 
 
-def _build(kind: type, section: str, data: Any) -> Any:
-    if not isinstance(data, Mapping):
-        raise SpecError(section, data, "a mapping")
-    known = {f.name for f in dataclasses.fields(kind)}
-    _reject_unknown(section, data, known)
-    values = dict(data)
-    if kind is WorkloadSpec and "command" in values:
-        values["command"] = tuple(values["command"]) if isinstance(values["command"], list) else values["command"]
-    try:
-        return kind(**values)
-    except TypeError as exc:  # a required key is missing
-        missing = [f.name for f in dataclasses.fields(kind) if f.name not in values and f.default is dataclasses.MISSING
-                   and f.default_factory is dataclasses.MISSING]
-        raise SpecError(f"{section}.{missing[0] if missing else '?'}", None, "a value (required)") from exc
+def spec_from_dict(kind: type, section: str, value: Any) -> Any:
+    """The one dict-to-spec function for a section (a spec passes through): unknown and missing keys are refused
+    naming the field; the spec's own __post_init__ validates the values."""
+    if isinstance(value, kind):
+        return value
+    if hasattr(kind, "from_value"):  # the customization section validates its nested parts itself
+        return kind.from_value(value, section)
+    if not isinstance(value, Mapping):
+        raise SpecError(section, value, f"a mapping of {kind.__name__} fields")
+    _reject_unknown(section, value, {f.name for f in dataclasses.fields(kind)})
+    missing = [f.name for f in dataclasses.fields(kind) if f.name not in value
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise SpecError(f"{section}.{missing[0]}", None, "a value (required)")
+    return kind(**dict(value))
+
+
+def spec_to_dict(spec: Any) -> Any:
+    """The one spec-to-dict function: dataclasses become dicts, tuples lists (JSON, XCom and YAML alike)."""
+    if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
+        return {f.name: spec_to_dict(getattr(spec, f.name)) for f in dataclasses.fields(spec)}
+    if isinstance(spec, Mapping):
+        return {key: spec_to_dict(value) for key, value in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return [spec_to_dict(value) for value in spec]
+    return spec

@@ -167,3 +167,8 @@ def fault_kind(kind: str) -> FaultKind:
         if row.kind == kind:
             return row
     raise KeyError(kind)
+
+# Seconds between JobSet status checks on gke and kubernetes, where a JobSet changes over minutes and every poll is an
+# API call: the one default of the launch operator, the JobSet sensor, the trigger and the watch (the local
+# target's 2 s is core.run.TARGET_DEFAULTS').
+DEFAULT_POLL_INTERVAL_S = 30.0

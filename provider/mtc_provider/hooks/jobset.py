@@ -34,7 +34,9 @@ from mtc_provider.target import target_from_dict
 
 
 def _as(kind: type, value: Any) -> Any:
-    return value if isinstance(value, kind) else kind(**dict(value))
+    from mtc_provider.core.spec import spec_from_dict  # the run description's one dict-to-spec function
+
+    return spec_from_dict(kind, kind.__name__, value)
 
 
 class MtcJobSetHook(BaseHook):

@@ -29,22 +29,27 @@ def not_applicable(kind: str, step: str, why: str) -> dict[str, Any]:
     return {"target": kind, "applies": False, "changed": False, "step": step, "reason": why}
 
 
+def _slices(slices: SliceSpec | dict[str, Any]) -> SliceSpec:
+    from mtc_provider.core.spec import spec_from_dict  # the run description's one dict-to-spec function
+
+    return spec_from_dict(SliceSpec, "slices", slices)
+
+
 def slices_dict(slices: SliceSpec | dict[str, Any]) -> dict[str, Any]:
     """A plain dict (templatable, serializable) validated through SliceSpec."""
-    spec = slices if isinstance(slices, SliceSpec) else SliceSpec(**dict(slices))
-    return dataclasses.asdict(spec)
+    from mtc_provider.core.spec import spec_to_dict
+
+    return spec_to_dict(_slices(slices))
 
 
 def checked_run(target_kind: str, slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None) -> Any:
     """The run description's checks (core.run_checks, as `mtc plan` makes them) for an operator's slices and
     sizing: the target's Multislice rule, the guide's buffer rule and the host's memory. Before any call."""
     from mtc_provider.core.run_checks import check_run
-    from mtc_provider.core.spec import SizingSpec
+    from mtc_provider.core.spec import SizingSpec, spec_from_dict
 
-    spec = SliceSpec(**slices_dict(slices))
-    if sizing is not None and not isinstance(sizing, dict):
-        raise SpecError("sizing", sizing, "a mapping of parameters, bytes_per_parameter, buffer, allow_any_buffer")
-    return spec, check_run(target_kind, spec, sizing=SizingSpec(**(sizing or {})))
+    spec = _slices(slices)
+    return spec, check_run(target_kind, spec, sizing=spec_from_dict(SizingSpec, "sizing", sizing or {}))
 
 
 # Every GCP operator templates its target, the google provider's parameters, the endpoint override and the poll.
@@ -404,7 +409,7 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any] | None:
         target = self.resolved_target()
-        spec = SliceSpec(**slices_dict(self.slices))
+        spec = _slices(self.slices)
         from mtc_provider.core.names import check_dns1123_label
 
         check_dns1123_label("node_pool_prefix", self.node_pool_prefix, 36)
@@ -418,7 +423,7 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
 
     def step(self, context: Any, state: dict[str, Any]) -> dict[str, Any] | None:
         target = self.resolved_target()
-        spec = SliceSpec(**slices_dict(self.slices))
+        spec = _slices(self.slices)
         api = self.backend(target).cluster.control_plane()
         pools = {pool["name"]: pool for pool in api.node_pools()}
         names = [f"{self.node_pool_prefix}-{i}" for i in range(spec.num_slices)]

@@ -22,6 +22,7 @@ What to do in a try is decided by pure functions (core.launch.plan_launch, core.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import json
 import time
@@ -131,29 +132,27 @@ def _forbidden(message: str) -> JobSetForbidden:
 
 
 def _spec(kind: type, section: str, value: Any) -> Any:
-    """Accept a spec object or a plain dict (DAG params); errors name the field and what is allowed."""
-    if isinstance(value, kind):
-        return value
-    if not isinstance(value, Mapping):
-        raise SpecError(section, value, f"a {kind.__name__} or a mapping of its fields")
-    known = {f.name for f in dataclasses.fields(kind)}
-    for key in value:
-        if key not in known:
-            raise SpecError(f"{section}.{key}", value[key], f"one of {', '.join(sorted(known))}")
-    missing = [f.name for f in dataclasses.fields(kind) if f.name not in value
-               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-    if missing:
-        raise SpecError(f"{section}.{missing[0]}", None, "a value (required)")
-    values = dict(value)
-    if "command" in values and isinstance(values["command"], list):
-        values["command"] = tuple(values["command"])
-    return kind(**values)
+    """A spec object or a plain dict (DAG params), through the run description's one dict-to-spec function."""
+    from mtc_provider.core.spec import spec_from_dict
+
+    return spec_from_dict(kind, section, value)
 
 
-def _trial_render(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec, customization) -> None:
+def _attempt_body(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec, customization,
+                  ti: Any | None) -> tuple[str, dict[str, Any]]:
+    """The try's JobSet, rendered once per try (before any side effect, so a refusal costs nothing): its attempt
+    name and labels come from the task instance; without one (a bare validation) the run's own name."""
     from mtc_provider.core.jobset import build_jobset
 
-    build_jobset(slices, checkpointing, workload, customization=CustomizationSpec.from_value(customization))
+    if ti is None:
+        name, labels = workload.jobset_name, None
+    else:
+        name = attempt_name(workload.jobset_name, ti.dag_id, ti.run_id, ti.task_id, ti.try_number)
+        labels = {**L.run_labels(ti.dag_id, ti.run_id, ti.task_id, checkpointing.run_name),
+                  L.TRY_NUMBER: str(ti.try_number)}
+    body = build_jobset(slices, checkpointing, dataclasses.replace(workload, jobset_name=name), labels,
+                        CustomizationSpec.from_value(customization))
+    return name, body
 
 
 class MtcJobSetOperator(BaseOperator):
@@ -245,7 +244,7 @@ class MtcJobSetOperator(BaseOperator):
         use_dns_endpoint: bool | None = None,
         target_step: int | None = None,
         crash_loop_attempts: int = DEFAULT_CRASH_LOOP_ATTEMPTS,
-        poll_interval: float = 30.0,
+        poll_interval: float = V.DEFAULT_POLL_INTERVAL_S,
         stall_timeout: float | None = None,
         startup_timeout: float | None = None,
         image_pull_timeout: float | None = 900.0,
@@ -301,7 +300,7 @@ class MtcJobSetOperator(BaseOperator):
         self._current: tuple[dict[str, Any], str, str, dict[str, Any]] | None = None
 
     # --- inputs -------------------------------------------------------------------------------------
-    def _specs(self) -> tuple[SliceSpec, CheckpointingSpec, WorkloadSpec, int]:
+    def _specs(self, ti: Any | None = None) -> tuple[SliceSpec, CheckpointingSpec, WorkloadSpec, int]:
         from mtc_provider.core.run_checks import check_run  # imported where it runs: DAG files stay light
         from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
 
@@ -309,7 +308,6 @@ class MtcJobSetOperator(BaseOperator):
             slices = _spec(SliceSpec, "slices", self.slices)
             checkpointing = _spec(CheckpointingSpec, "checkpointing", self.checkpointing)
             workload = _spec(WorkloadSpec, "workload", self.workload)
-            _trial_render(slices, checkpointing, workload, self.customization)  # refusals before any side effect
             target_step = checkpointing.steps if self.target_step in (None, "") else int(self.target_step)
             if target_step <= 0:
                 raise SpecError("target_step", self.target_step, "a positive integer (default: checkpointing.steps)")
@@ -338,6 +336,8 @@ class MtcJobSetOperator(BaseOperator):
                 setattr(self, field, float(getattr(self, field)))
             self.api_outage_timeout = outages.validate("api_outage_timeout", self.api_outage_timeout)
             self.keep_failed_attempts = keep_count("keep_failed_attempts", self.keep_failed_attempts)
+            # The try's JobSet, rendered once: what the manifest builder refuses fails here, before any call.
+            self._rendered = _attempt_body(slices, checkpointing, workload, self.customization, ti)
         except (SpecError, ValueError) as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         return slices, checkpointing, workload, target_step
@@ -417,8 +417,8 @@ class MtcJobSetOperator(BaseOperator):
             raise
 
     def _execute(self, context: Any) -> Any:
-        slices, checkpointing, workload, target_step = self._specs()
         ti = context["ti"]
+        slices, checkpointing, workload, target_step = self._specs(ti)
         run_labels = L.run_labels(ti.dag_id, ti.run_id, ti.task_id, checkpointing.run_name)
         namespace = workload.namespace
         connection = self._connection()
@@ -581,15 +581,13 @@ class MtcJobSetOperator(BaseOperator):
         return mine
 
     def _submit(self, api, slices, checkpointing, workload, run_labels, ti, history) -> dict[str, Any]:
-        from mtc_provider.core.jobset import build_jobset
-
-        name = attempt_name(workload.jobset_name, ti.dag_id, ti.run_id, ti.task_id, ti.try_number)
-        labels = {**run_labels, L.TRY_NUMBER: str(ti.try_number)}
-        try:
-            body = build_jobset(slices, checkpointing, dataclasses.replace(workload, jobset_name=name), labels,
-                                CustomizationSpec.from_value(self.customization))
-        except SpecError as exc:
-            raise AirflowFailException(f"invalid spec: {exc}") from exc
+        rendered = getattr(self, "_rendered", None)
+        if rendered is None or rendered[0] == workload.jobset_name:  # not rendered for this try yet
+            try:
+                rendered = _attempt_body(slices, checkpointing, workload, self.customization, ti)
+            except SpecError as exc:
+                raise AirflowFailException(f"invalid spec: {exc}") from exc
+        name, body = rendered[0], copy.deepcopy(rendered[1])
         body["metadata"].setdefault("annotations", {})[STEP_HISTORY_ANNOTATION] = json.dumps(history)
         if self.fault_plan:
             from mtc_provider.core.vocabulary import FAULT_PLAN_ANNOTATION

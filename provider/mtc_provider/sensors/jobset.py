@@ -10,6 +10,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from mtc_provider import targets
 from mtc_provider.core.status import SUCCEEDED, evaluate_jobset
+from mtc_provider.core.vocabulary import DEFAULT_POLL_INTERVAL_S
 from mtc_provider.target import GOOGLE_PARAMETERS
 
 try:
@@ -41,7 +42,7 @@ class MtcJobSetSensor(BaseSensorOperator):
     template_fields: Sequence[str] = ("name", "namespace", "target", *GOOGLE_PARAMETERS, "kubernetes_conn_id")
 
     def __init__(self, *, name: str, namespace: str = "default", target: Any = None,
-                 kubernetes_conn_id: str | None = None, poll_interval: float = 30.0,
+                 kubernetes_conn_id: str | None = None, poll_interval: float = DEFAULT_POLL_INTERVAL_S,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  gcp_conn_id: str | None = None, impersonation_chain: str | Sequence[str] | None = None,
                  project_id: str | None = None, location: str | None = None, cluster_name: str | None = None,

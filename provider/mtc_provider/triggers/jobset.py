@@ -24,7 +24,7 @@ from mtc_provider.adapters import metrics, retry
 from mtc_provider.targets import async_jobset_api
 from mtc_provider.core import outage as outages
 from mtc_provider.core.status import JobSetState, evaluate_jobset
-from mtc_provider.core.vocabulary import DELETE_USER_KILL
+from mtc_provider.core.vocabulary import DEFAULT_POLL_INTERVAL_S, DELETE_USER_KILL
 
 from mtc_provider.core.jobset_events import (  # noqa: F401  (re-exported: the trigger's event vocabulary)
     API_UNREACHABLE,
@@ -78,7 +78,7 @@ class JobSetTrigger(BaseTrigger):
         name: str,
         resource_version: str | None = None,
         restarts_seen: int = 0,
-        poll_interval: float = 30.0,
+        poll_interval: float = DEFAULT_POLL_INTERVAL_S,
         checkpoint_dir: str | None = None,
         stall_timeout: float | None = None,
         delete_on_kill: bool = True,

@@ -7,7 +7,7 @@ Kinds: sigkill_host (hardware failure), sigterm_slice (preemption), wipe_ramdisk
 ramdisk, then SIGKILL it), kill_slice (SIGKILL every host of a slice), hang (SIGSTOP every host of a slice),
 image_pull / unschedulable (the slice's pods of the attempt stay Pending, for `seconds` or for ever; at_step
 absent or 0; with `at_restart` N from the first start at in-cluster restart N on), listing_outage (the home's local GCS listings answer `status` for `seconds`); the extra fields are
-checked by core.fault_fields.
+checked by core.fault_plan (the one validator, shared with the run description).
 `at_step` fires when any pod's log shows `completed step: N` with N >= at_step; `at_seconds` counts from
 creation. Each fault fires once per JobSet, across restarts.
 """
@@ -21,9 +21,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mtc_provider.core.errors import SpecError, require
-from mtc_provider.core.fault_fields import EXTRA_KEYS, check_extras
+from mtc_provider.core.fault_fields import EXTRA_KEYS
+from mtc_provider.core.fault_plan import check_fault_plan
 from mtc_provider.core.vocabulary import BUCKET_FAULT_KINDS, START_FAULT_KINDS
-from mtc_provider.core.vocabulary import FAULT_KIND_NAMES as KINDS, HOST_FAULT_KINDS as HOST_KINDS
+from mtc_provider.core.vocabulary import HOST_FAULT_KINDS as HOST_KINDS
 from mtc_local.runner.manifest import FAULT_PLAN_ANNOTATION
 
 STEP_LINE = re.compile(rb"completed step: (\d+)")
@@ -61,14 +62,9 @@ class Fault:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
-def _index(field: str, value: Any, limit: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
-        raise SpecError(field, value, f"an integer in [0, {limit})")
-    return value
-
-
 def parse_plan(raw: str | list | dict | None, num_slices: int, hosts_per_slice: int) -> list[Fault]:
-    """Validate the plan and resolve every slice/host; raise SpecError naming the bad field."""
+    """Validate the plan (core.fault_plan, the run description's own validator) and resolve every slice/host;
+    raise SpecError naming the bad field."""
     if raw is None or raw == "":
         return []
     if isinstance(raw, str):
@@ -84,32 +80,15 @@ def parse_plan(raw: str | list | dict | None, num_slices: int, hosts_per_slice: 
     require(isinstance(items, list), FIELD, items, "a list of faults or {seed, faults}")
     rng = random.Random(seed)
     faults = []
-    for i, item in enumerate(items):
-        where = f"{FIELD}[{i}]"
-        require(isinstance(item, dict), where, item, "an object")
-        kind = item.get("kind")
-        require(kind in KINDS, f"{where}.kind", kind, ", ".join(KINDS))
-        unknown = set(item) - {"kind", "at_step", "at_seconds", "slice", "host", *EXTRA_KEYS}
-        require(not unknown, where, sorted(unknown),
-                f"keys kind, at_step, at_seconds, slice, host, {', '.join(EXTRA_KEYS)}")
-        extras = check_extras(item, where)
-        at_step, at_seconds = item.get("at_step"), item.get("at_seconds")
-        if kind in START_FAULT_KINDS:
-            at_step = 0
-        require((at_step is None) != (at_seconds is None), where, item, "exactly one of at_step, at_seconds")
-        if at_step is not None:
-            require(isinstance(at_step, int) and not isinstance(at_step, bool) and at_step >= 0,
-                    f"{where}.at_step", at_step, "an integer >= 0")
-        if at_seconds is not None:
-            require(isinstance(at_seconds, (int, float)) and not isinstance(at_seconds, bool) and at_seconds >= 0,
-                    f"{where}.at_seconds", at_seconds, "a number >= 0")
+    for i, item in enumerate(check_fault_plan(items, num_slices, hosts_per_slice, field=FIELD)):
+        kind = item["kind"]
+        at_step = 0 if kind in START_FAULT_KINDS else item.get("at_step")
+        at_seconds = item.get("at_seconds")
+        extras = {key: item[key] for key in EXTRA_KEYS if key in item}
         # Draw in a fixed order (slice, then host) whether or not given, so editing one fault keeps the others.
         drawn_slice, drawn_host = rng.randrange(num_slices), rng.randrange(hosts_per_slice)
-        slice_index = None if kind in BUCKET_FAULT_KINDS else _index(
-            f"{where}.slice", item.get("slice", drawn_slice), num_slices)
-        host = None
-        if kind in HOST_KINDS:
-            host = _index(f"{where}.host", item.get("host", drawn_host), hosts_per_slice)
+        slice_index = None if kind in BUCKET_FAULT_KINDS else item.get("slice", drawn_slice)
+        host = item.get("host", drawn_host) if kind in HOST_KINDS else None
         faults.append(Fault(i, kind, slice_index, host, at_step, float(at_seconds) if at_seconds is not None else None,
                             **extras))
     return faults

@@ -35,14 +35,12 @@ class LocalCluster:
                   checkpoint_configuration_name: str | None) -> list[Any]:
         from mtc_local.target.machine import machine_facts
         from mtc_provider.core.readiness import evaluate_local_machine
-        from mtc_provider.core.sizing import ramdisk_size
         from mtc_provider.core.spec import SizingSpec
         from mtc_provider.core.tpu import SliceSpec
 
         spec = SliceSpec(**slices)
         size = SizingSpec(**(sizing or {}))
-        per_host = ramdisk_size(size.parameters, spec.hosts_per_slice, size.bytes_per_parameter, size.buffer,
-                                allow_any_buffer=size.allow_any_buffer)
+        per_host = size.size(spec.hosts_per_slice)
         return evaluate_local_machine(machine_facts(), spec.total_hosts, per_host.total_bytes)
 
 

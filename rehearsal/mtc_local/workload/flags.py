@@ -11,11 +11,12 @@ import dataclasses
 import os
 from typing import Any
 
+from mtc_provider.core.flag_table import DEFAULT_STEPS, WORKLOAD_FLAGS
+
 EXIT_OK = 0
 EXIT_BAD_CONFIG = 2
 EXIT_RETRYABLE = 42
 
-DEFAULT_STEPS = 100
 
 
 class FlagError(ValueError):
@@ -29,33 +30,9 @@ class RetryableError(RuntimeError):
 _BOOL_TRUE = {"True", "true", "1"}
 _BOOL_FALSE = {"False", "false", "0"}
 
-# name -> (type, default). ``None`` default means required.
-FLAG_SPECS: dict[str, tuple[type, Any]] = {
-    # MaxText checkpointing flags, defaults as in MaxText's emergency checkpointing guide.
-    "enable_checkpointing": (bool, True),
-    "enable_emergency_checkpoint": (bool, False),
-    "async_checkpointing": (bool, True),
-    "local_checkpoint_directory": (str, ""),
-    "local_checkpoint_period": (int, 0),
-    "checkpoint_period": (int, 10000),
-    "enable_single_replica_ckpt_restoring": (bool, False),
-    "enable_autocheckpoint": (bool, False),
-    # Run identity and outputs.
-    "run_name": (str, None),
-    "base_output_directory": (str, None),
-    "steps": (int, DEFAULT_STEPS),
-    "events_file": (str, ""),
-    # Model / data.
-    "seed": (int, 0),
-    "model_dim": (int, 512),
-    "global_batch_size": (int, 64),
-    "learning_rate": (float, 1e-3),
-    "step_time_ms": (int, 0),
-    # Runtime.
-    "jax_num_cpu_devices": (int, 1),
-    "distributed_timeout_s": (int, 60),
-    "local_checkpoint_max_to_keep": (int, 2),
-}
+# name -> (type, default). ``None`` default means required. The one table lives in the core (the provider
+# renders the flags from it): mtc_provider.core.flag_table.
+FLAG_SPECS: dict[str, tuple[type, Any]] = WORKLOAD_FLAGS
 
 
 @dataclasses.dataclass(frozen=True)

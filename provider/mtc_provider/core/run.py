@@ -1,0 +1,170 @@
+"""The one run description (pure): parsed and validated once, whether it comes from the training DAG's form,
+the `mtc` YAML (`mtc plan`/`mtc render`/`mtc run`) or operator arguments.
+
+The description has the YAML's sections (target, cluster, bucket, slices, sizing, checkpointing, workload,
+customization, kubernetes_conn_id, poll_interval, stall_timeout, fault_plan); the DAG's form has the same sections.
+`parse_run` fills what the target decides when a value is left out (`complete`: every target-dependent default is
+written here, once), then `RunConfig.from_dict` validates. `run_plan` turns the validated description into the
+plain dicts the training DAG's tasks take.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping
+
+from mtc_provider.core.errors import SpecError, require
+from mtc_provider.core.flag_table import LOCAL_MODEL_FLAGS, LOCAL_RUN_FLAGS
+from mtc_provider.core.maxtext import FLAG_KEY_RE, container_command, last_step, render_value
+from mtc_provider.core.spec import LOCAL_IMAGE, RunConfig, spec_to_dict
+from mtc_provider.core.tpu import default_topology
+from mtc_provider.core.vocabulary import DEFAULT_POLL_INTERVAL_S
+
+LOCAL_WORKLOAD_COMMAND = ("python", "-m", "mtc_local.workload")
+# The local target's workloads: the JAX/Orbax one, or the light one (no JAX; for load tests only).
+LOCAL_WORKLOADS = {"full": LOCAL_WORKLOAD_COMMAND, "light": ("python", "-m", "mtc_local.light_workload")}
+DEFAULT_BUCKET = "mtc-checkpoints"
+# What the target decides when the description leaves a value out: seconds locally; on GKE a JobSet changes over
+# minutes, every poll is an API call, and compilation and restore take minutes.
+TARGET_DEFAULTS = {
+    "local": {"poll_interval": 2.0, "stall_timeout": 120, "termination_grace_period_seconds": 60},
+    "remote": {"poll_interval": DEFAULT_POLL_INTERVAL_S, "stall_timeout": 1800, "termination_grace_period_seconds": 300},
+}
+# Accepted only so that a placeholder can be checked: the cluster-setup DAG launches no training container.
+SETUP_IMAGE = "setup.invalid/no-training-container"
+
+
+def target_defaults(target: str) -> dict[str, Any]:
+    return TARGET_DEFAULTS["local" if target == "local" else "remote"]
+
+
+def _section(data: dict[str, Any], name: str) -> dict[str, Any]:
+    value = data.get(name)
+    if value is None:
+        value = data[name] = {}
+    if not isinstance(value, Mapping):
+        raise SpecError(name, value, "a mapping (a section of the run description)")
+    data[name] = dict(value)
+    return data[name]
+
+
+def complete(description: Mapping[str, Any], local_home: str | None = None) -> dict[str, Any]:
+    """The description with every value the target decides filled in where it was left out (a copy)."""
+    if not isinstance(description, Mapping):
+        raise SpecError("config", type(description).__name__, "a mapping with sections slices, checkpointing, "
+                        "workload")
+    data = copy.deepcopy(dict(description))
+    target = data.setdefault("target", "gke")
+    if target not in ("local", "gke", "kubernetes"):
+        return data  # RunConfig names the bad target
+    defaults = target_defaults(target)
+    slices, checkpointing, workload = (_section(data, name) for name in ("slices", "checkpointing", "workload"))
+    if not slices.get("topology") and isinstance(slices.get("tpu_type"), str):
+        # The smallest slice the target takes (one host; on gke multi-host, GKE's Multislice rule).
+        slices["topology"] = default_topology(slices["tpu_type"], slices.get("machine_type") or "", target)
+    bucket = data.get("bucket") if isinstance(data.get("bucket"), Mapping) else {}
+    if not checkpointing.get("base_output_directory"):
+        name = bucket.get("name") or DEFAULT_BUCKET
+        if target == "local":
+            require(bool(local_home), "checkpointing.base_output_directory", None,
+                    "an absolute path on the local target (or the local home's buckets/<bucket.name>)")
+            checkpointing["base_output_directory"] = f"{str(local_home).rstrip('/')}/buckets/{name}"
+        else:
+            checkpointing["base_output_directory"] = f"gs://{name}"
+    run_name = checkpointing.get("run_name")
+    if not workload.get("jobset_name") and isinstance(run_name, str):
+        workload["jobset_name"] = run_name[:40].rstrip("-")  # the JobSet is named after the run
+    if workload.get("termination_grace_period_seconds") is None:
+        workload["termination_grace_period_seconds"] = defaults["termination_grace_period_seconds"]
+    if target == "local":
+        workload.setdefault("image", LOCAL_IMAGE)
+        if workload.get("command") is None:
+            workload["command"] = list(LOCAL_WORKLOAD_COMMAND)
+        extra = workload.get("extra_flags")
+        if extra is None or isinstance(extra, Mapping):
+            workload["extra_flags"] = {**{k: default for k, (_, default) in LOCAL_RUN_FLAGS.items()}, **(extra or {})}
+    else:  # the local-only parts are ignored elsewhere, so that one form (or file) serves every target
+        data["fault_plan"] = []
+        extra = workload.get("extra_flags")
+        if isinstance(extra, Mapping):
+            workload["extra_flags"] = {key: value for key, value in extra.items() if key not in LOCAL_RUN_FLAGS}
+    for key in ("poll_interval", "stall_timeout"):
+        if data.get(key) is None:
+            data[key] = defaults[key]
+    return data
+
+
+def check_extra_flags(config: RunConfig) -> None:
+    """`workload.extra_flags`: MaxText keys (any on gke and kubernetes; the local workload's model and rehearsal
+    settings on the local target), each a scalar MaxText can parse."""
+    allowed_local = (*LOCAL_MODEL_FLAGS, *LOCAL_RUN_FLAGS)
+    for key, value in (config.workload.extra_flags or {}).items():
+        field = f"workload.extra_flags.{key}"
+        require(isinstance(key, str) and bool(FLAG_KEY_RE.match(key)), field, key,
+                "a MaxText config key: letters, digits and '_', not starting with a digit")
+        if config.target == "local":
+            require(key in allowed_local, field, value,
+                    f"on the local target one of {', '.join(allowed_local)} (the local workload's settings)")
+        render_value(value, field)
+
+
+def parse_run(description: Mapping[str, Any], local_home: str | None = None) -> RunConfig:
+    """The one parse and validation of a run description: the target's defaults, then every rule (field, value
+    and what is allowed in each error), before any side effect."""
+    data = complete(description, local_home)
+    try:
+        config = RunConfig.from_dict(data)
+    except SpecError as err:
+        named_after_run = isinstance(description.get("workload"), Mapping) and not description["workload"].get(
+            "jobset_name")
+        if err.field == "workload.jobset_name" and named_after_run:  # the JobSet is named after the run
+            raise SpecError("checkpointing.run_name", data["checkpointing"].get("run_name"), err.allowed) from err
+        raise
+    check_extra_flags(config)
+    if config.target == "local":
+        require(tuple(config.workload.command) in LOCAL_WORKLOADS.values(), "workload.command",
+                list(config.workload.command), " or ".join(str(list(c)) for c in LOCAL_WORKLOADS.values())
+                + " on the local target (the JAX workload, or the light one for load tests)")
+    container_command(config.checkpointing, config.workload)  # cross-section rules (layout vs flags)
+    return config
+
+
+def run_target(config: RunConfig, local_home: str, gcp_conn_id: str) -> dict[str, Any]:
+    """The target dict the operators take (mtc_provider.target.target_from_dict)."""
+    namespace = config.workload.namespace
+    if config.target == "gke":
+        assert config.cluster is not None  # RunConfig requires it on gke
+        return {"kind": "gke", "project_id": config.cluster.project_id, "location": config.cluster.location,
+                "cluster_name": config.cluster.name, "namespace": namespace, "gcp_conn_id": gcp_conn_id}
+    if config.target == "kubernetes":
+        return {"kind": "kubernetes", "kubernetes_conn_id": config.kubernetes_conn_id, "namespace": namespace,
+                "gcp_conn_id": gcp_conn_id, "project_id": config.cluster.project_id if config.cluster else None,
+                "location": config.bucket.location if config.bucket else None}
+    return {"kind": "local", "home": local_home, "namespace": namespace}
+
+
+def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_cloud_default") -> dict[str, Any]:
+    """What the training DAG's tasks take (all JSON-serializable), from the validated description."""
+    from mtc_provider.core.run_checks import check_run
+
+    checked = check_run(config.target, config.slices, workload=config.workload, sizing=config.sizing)
+    assert checked.ramdisk is not None  # sizing is always given
+    description = config.to_dict()
+    local = config.target == "local"
+    run_dir = f"{config.checkpointing.base_output_directory.rstrip('/')}/{config.checkpointing.run_name}"
+    return {
+        "description": description,  # the whole validated run description, every field explicit
+        "target": run_target(config, local_home, gcp_conn_id),
+        "namespace": config.workload.namespace,
+        **{name: description[name] for name in ("slices", "checkpointing", "workload", "sizing", "customization")},
+        "ramdisk": checked.ramdisk.quantity,
+        "warnings": list(checked.warnings),
+        "checkpoint_dir": config.checkpointing.checkpoint_directory,
+        "target_step": last_step(config.checkpointing, config.workload),  # MaxText's last checkpoint is steps - 1
+        "events_dir": f"{run_dir}/events" if local else None,
+        "chart_path": f"{run_dir}/goodput.png" if local else None,
+        "fault_plan": description["fault_plan"],
+        "poll_interval": float(config.poll_interval),
+        "stall_timeout": config.stall_timeout,
+    }
+

@@ -1,0 +1,152 @@
+"""One run description (core.run): the same file is the DAG's form, `mtc plan`'s input and `mtc run`'s conf, and the
+same bad value gives the same error (field, value, what is allowed) through `mtc plan FILE`, `mtc run FILE` (which
+then sends nothing) and the training DAG's plan task."""
+
+from __future__ import annotations
+
+import copy
+import http.server
+import importlib.util
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from mtc_provider.cli import app
+
+REPO = Path(__file__).resolve().parents[2]
+LOCAL = yaml.safe_load((REPO / "examples" / "local.yaml").read_text())
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def training_dag():
+    spec = importlib.util.spec_from_file_location("one_description_training", REPO / "dags" / "mtc_resilient_training.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag
+
+
+def plan_task(dag, conf: dict) -> dict:
+    """The plan task as Airflow runs it: the form's params with the trigger's conf (Airflow replaces whole params)."""
+    params = {key: dag.params[key] for key in dag.params} | conf
+    return dag.get_task("plan").python_callable(params=params, dag_run=SimpleNamespace(conf=conf))
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """A real HTTP server standing in for Airflow's API: it only counts what reaches it."""
+
+    seen: list[str] = []
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        Recorder.seen.append(self.path)
+        self.send_response(500)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture()
+def recorder():
+    Recorder.seen = []
+    server = http.server.HTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _bad(path: list[str], value):
+    described = copy.deepcopy(LOCAL)
+    node = described
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
+    return described
+
+
+BAD = [
+    (["checkpointing", "checkpoint_period"], 0, "checkpointing.checkpoint_period", "a positive integer"),
+    (["checkpointing", "local_checkpoint_period"], 50, "checkpointing.local_checkpoint_period",
+     "smaller than checkpoint_period (20)"),
+    (["slices", "num_slices"], 1, "slices.num_slices", ">= 2"),
+    (["sizing", "buffer"], 0.5, "sizing.buffer", "between 0.10 and 0.15"),
+    (["fault_plan"], [{"kind": "sigkill_host", "at_step": 60}], "fault_plan[0].at_step", "below steps (60", 60),
+    (["workload", "extra_flags"], {"model_name": "llama"}, "workload.extra_flags.model_name", "model_dim", "llama"),
+]
+
+
+@pytest.mark.parametrize("path, value, field, allowed, shown", [(*b, b[1])[:5] for b in BAD], ids=[b[2] for b in BAD])
+def test_the_same_bad_value_gives_the_same_error_through_mtc_plan_mtc_run_and_the_dag(
+        tmp_path, monkeypatch, training_dag, recorder, path, value, field, allowed, shown):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    monkeypatch.setenv("MTC_LOCAL_HOME", str(tmp_path / "home"))
+    described = _bad(path, value)
+    file = tmp_path / "run.yaml"
+    file.write_text(yaml.safe_dump(described))
+
+    planned = runner.invoke(app, ["plan", str(file)])
+    ran = runner.invoke(app, ["run", str(file), "--api-url", recorder, "--api-token", "t"])
+    with pytest.raises(AirflowFailException) as dag_error:
+        plan_task(training_dag, described)
+
+    expected = f"{field}: {shown!r} is not allowed; allowed: "
+    assert planned.exit_code == 2 and ran.exit_code == 2, (planned.output, ran.output)
+    from_plan = planned.output.strip().removeprefix("error: ")
+    from_run = ran.output.strip().removeprefix("error: ")
+    from_dag = str(dag_error.value).removeprefix("invalid run description: ")
+    assert from_plan == from_run == from_dag, (from_plan, from_run, from_dag)
+    assert from_plan.startswith(expected) and allowed in from_plan, from_plan
+    assert Recorder.seen == []  # invalid: no request was sent
+
+
+def test_a_valid_file_is_the_dags_run_exactly(tmp_path, monkeypatch, training_dag):
+    """What `mtc run` sends (every field explicit) plans in the DAG to the run `mtc plan` validated."""
+    from mtc_provider.cli_run import run_conf
+    from mtc_provider.core.params import training_run
+
+    monkeypatch.setenv("MTC_LOCAL_HOME", str(tmp_path / "home"))
+    conf = run_conf(LOCAL, str(tmp_path / "home"))
+    planned = plan_task(training_dag, conf)
+    direct = training_run(LOCAL, str(tmp_path / "home"))
+    # The same run; the description differs only by the form's bucket section where the file has none (local).
+    assert {k: v for k, v in planned.items() if k != "description"} == {
+        k: v for k, v in direct.items() if k != "description"}
+    assert {**planned["description"], "bucket": None} == direct["description"]
+    assert planned["checkpointing"]["checkpoint_period"] == 20 and planned["fault_plan"] == []
+    assert planned["workload"]["max_restarts"] == 3  # the file's, not the form's 2
+
+
+def test_a_local_file_without_an_output_directory_takes_the_servers_home(tmp_path):
+    from mtc_provider.cli_run import run_conf
+
+    described = copy.deepcopy(LOCAL)
+    del described["checkpointing"]["base_output_directory"]
+    conf = run_conf(described, str(tmp_path / "client-home"))
+    assert conf["checkpointing"]["base_output_directory"] is None  # the plan task fills in the server's own
+
+
+def test_mtc_run_without_an_api_url_says_where_to_give_it(tmp_path, monkeypatch):
+    for name in ("AIRFLOW_API_URL", "AIRFLOW_URL"):
+        monkeypatch.delenv(name, raising=False)
+    file = tmp_path / "run.yaml"
+    file.write_text(yaml.safe_dump(LOCAL))
+    result = runner.invoke(app, ["run", str(file)])
+    assert result.exit_code == 2 and "--api-url: None is not allowed" in result.output and "AIRFLOW_API_URL" in \
+        result.output
+
+
+def test_mtc_run_names_the_api_answer_when_the_server_refuses(tmp_path, recorder):
+    file = tmp_path / "run.yaml"
+    file.write_text(yaml.safe_dump(LOCAL))
+    result = runner.invoke(app, ["run", str(file), "--api-url", recorder, "--api-token", "t"])
+    assert result.exit_code == 1 and "/api/v2/dags/mtc_resilient_training/dagRuns -> HTTP 500" in result.output
+    assert Recorder.seen == ["/api/v2/dags/mtc_resilient_training/dagRuns"]

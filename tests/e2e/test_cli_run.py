@@ -1,0 +1,81 @@
+"""`mtc run FILE --wait` against a real Airflow (api-server, scheduler, dag-processor, triggerer on 127.0.0.1; the
+e2e harness's fixture) on the local target: the `mtc` process logs in with a username and password (a JWT from
+`/auth/token`), triggers the training DAG with the file's description, prints the run's URL in the UI and waits for
+the run to succeed. The run's conf in Airflow is the validated description, and the run trained to the file's steps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.parse
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+TRAINING = "mtc_resilient_training"
+REPO = Path(__file__).resolve().parents[2]
+# The light workload (no JAX) keeps this test about the CLI and the API: the same DAG, the same run description.
+DESCRIPTION = {
+    "target": "local",
+    "slices": {"tpu_type": "v6e", "topology": "2x2", "num_slices": 2},
+    "sizing": {"parameters": 1e6},
+    "checkpointing": {"run_name": "cli-run", "steps": 12, "enable_emergency_checkpoint": True,
+                      "local_checkpoint_directory": "/local", "local_checkpoint_period": 2, "checkpoint_period": 4},
+    "workload": {"command": ["python", "-m", "mtc_local.light_workload"],
+                 "extra_flags": {"step_time_ms": 50}},
+    "stall_timeout": 120,
+}
+
+
+def _mtc(args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([str(Path(sys.executable).parent / "mtc"), *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+
+
+def test_mtc_run_triggers_the_training_dag_and_waits_for_its_end(airflow_server, tmp_path):
+    server = airflow_server
+    server.wait_for_dag(TRAINING)
+    server.unpause(TRAINING)
+    file = tmp_path / "run.yaml"
+    file.write_text(yaml.safe_dump(DESCRIPTION, sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(AIRFLOW_API_URL=server.base_url, AIRFLOW_USERNAME=server.username, AIRFLOW_PASSWORD=server.password,
+               MTC_LOCAL_HOME=str(server.local_home))
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**DESCRIPTION, "checkpointing": {**DESCRIPTION["checkpointing"],
+                                                                    "checkpoint_period": 0}}))
+    refused = _mtc(["run", str(bad)], env, 60)
+    assert refused.returncode == 2 and "checkpointing.checkpoint_period: 0 is not allowed" in refused.stderr
+    assert server.api("GET", f"/dags/{TRAINING}/dagRuns")["total_entries"] == 0  # nothing was triggered
+
+    done = _mtc(["run", str(file), "--wait", "--poll", "3", "--timeout", "600"], env, 700)
+    report = f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    found = re.search(rf"{re.escape(server.base_url)}/dags/{TRAINING}/runs/(\S+)", done.stdout)
+    assert found, report
+    run_id = urllib.parse.unquote(found.group(1))
+    if done.returncode != 0:
+        pytest.fail(report + "\n" + server.failure_report(TRAINING, run_id))
+    assert f"run {run_id} ended: success" in done.stdout, report
+
+    run = server.api("GET", f"/dags/{TRAINING}/dagRuns/{run_id}")
+    assert run["state"] == "success" and run["conf"]["checkpointing"]["run_name"] == "cli-run"
+    assert run["conf"]["workload"]["command"] == DESCRIPTION["workload"]["command"]
+    assert run["conf"]["checkpointing"]["base_output_directory"] is None  # the server's home decides it
+    plan = server.api("GET", f"/dags/{TRAINING}/dagRuns/{run_id}/taskInstances/plan/xcomEntries/return_value",
+                      params={"deserialize": "true"})["value"]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    assert plan["checkpoint_dir"] == f"{server.local_home}/buckets/mtc-checkpoints/cli-run/checkpoints"
+    assert (plan["checkpointing"]["checkpoint_period"], plan["workload"]["max_restarts"]) == (4, 3)
+    steps = sorted(int(p.name) for p in Path(plan["checkpoint_dir"]).iterdir() if p.name.isdigit())
+    assert steps and steps[-1] == 12, steps  # trained to the file's steps (the light workload ends at N)
+    page = requests.get(found.group(0), timeout=30)  # the printed URL is the UI's page for the run
+    assert page.status_code == 200 and "<html" in page.text.lower()
