@@ -79,8 +79,10 @@ async def test_progress_line_every_interval_without_stall_detection(tmp_path):
     assert await trigger.report_progress(restarts=1) is None
     clock.now += 180  # 300 s after the first line: 100 steps in 300 s = 1200 steps/h, 800 steps left = 40 min
     report = await trigger.report_progress(restarts=1)
+    # The keys of earlier releases keep their meaning (the run view reads them); `source` and `updated_at` are new.
     assert report == {"step": 200, "target_step": 1000, "steps_per_hour": 1200.0, "eta_seconds": 2400.0,
-                      "newest_checkpoint": 200, "restarts": 1, "attempt": 2, "percent": 20.0}
+                      "newest_checkpoint": 200, "restarts": 1, "attempt": 2, "percent": 20.0,
+                      "source": "checkpoints", "updated_at": round(clock.now, 3)}
     lines = [line for line in log.lines if "steps/h" in line or "rate unknown" in line]
     assert len(lines) == 2
     assert ("step 200 of 1000 (20%), 1200 steps/h, ETA 40m00s, newest checkpoint 200, restarts so far 1 (attempt 2)"

@@ -187,8 +187,16 @@ class MtcJobSetOperator(BaseOperator):
     :param listing_timeout: seconds the checkpoint listing may keep failing (403, 429, 503, timeouts) before the
         try fails with the bucket and the HTTP status; training is not touched meanwhile.
     :param progress_interval: seconds between progress lines in the task log while the run trains ("step N of T,
-        S steps/h, ETA, newest checkpoint, restarts so far"), whether or not stall detection is on; the latest
-        figures are pushed to XCom key `progress` when the watch ends. None or 0: no progress lines.
+        S steps/h, ETA, newest checkpoint, restarts so far; where the step comes from"), whether or not stall
+        detection is on. The step is the workload's own (the leader pod's `completed step` lines when `pod_logs` is
+        on, or the local workload's events), else the newest finalized checkpoint. Each report is pushed to XCom
+        key `progress` during the run (from the triggerer) and again when the watch ends. None or 0: no lines.
+    :param pod_logs: stream the leader pod's log into the task's log while the trigger waits (templated; default
+        on). Bounded: at most `pod_logs_max_lines` lines and `pod_logs_max_bytes` bytes every `pod_logs_interval`
+        seconds (the newest; a line counts what was left out).
+    :param pod_logs_interval: seconds between reads of the leader pod's log (templated; default 30).
+    :param pod_logs_max_lines: lines per read at most (templated; default 100).
+    :param pod_logs_max_bytes: bytes per read at most (templated; default 32768).
     :param deletion_timeout: seconds a try waits for a terminating JobSet of this task to go before submitting.
     :param api_outage_timeout: seconds of continuous Kubernetes API outage (429, 5xx, refused or hanging
         connections) that the watch and every request wait out, with backoff honouring Retry-After, before the task
@@ -214,7 +222,8 @@ class MtcJobSetOperator(BaseOperator):
         "slices", "checkpointing", "workload", "target", *GOOGLE_PARAMETERS, "kubernetes_conn_id", "target_step",
         "fault_plan", "stall_timeout", "startup_timeout", "poll_interval", "customization", "progress_interval",
         "image_pull_timeout", "api_outage_timeout", "wait_for", "crash_loop_attempts", "listing_timeout",
-        "deletion_timeout", "capacity_log_interval",
+        "deletion_timeout", "capacity_log_interval", "pod_logs", "pod_logs_interval", "pod_logs_max_lines",
+        "pod_logs_max_bytes",
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
@@ -243,6 +252,10 @@ class MtcJobSetOperator(BaseOperator):
         capacity_log_interval: float = 300.0,
         listing_timeout: float = 1800.0,
         progress_interval: float | None = 300.0,
+        pod_logs: bool | str = True,
+        pod_logs_interval: float = 30.0,
+        pod_logs_max_lines: int = 100,
+        pod_logs_max_bytes: int = 32_768,
         deletion_timeout: float = 900.0,
         api_outage_timeout: float = outages.DEFAULT_TIMEOUT,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -278,6 +291,10 @@ class MtcJobSetOperator(BaseOperator):
         self.capacity_log_interval = capacity_log_interval
         self.listing_timeout = listing_timeout
         self.progress_interval = progress_interval
+        self.pod_logs = pod_logs
+        self.pod_logs_interval = pod_logs_interval
+        self.pod_logs_max_lines = pod_logs_max_lines
+        self.pod_logs_max_bytes = pod_logs_max_bytes
         self.deletion_timeout = deletion_timeout
         self.api_outage_timeout = api_outage_timeout
         self.deferrable = deferrable
@@ -325,9 +342,29 @@ class MtcJobSetOperator(BaseOperator):
                     raise SpecError(field, getattr(self, field), "a number of seconds >= 0")
                 setattr(self, field, float(getattr(self, field)))
             self.api_outage_timeout = outages.validate("api_outage_timeout", self.api_outage_timeout)
+            self._check_pod_logs()
         except (SpecError, ValueError) as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         return slices, checkpointing, workload, target_step
+
+    def _check_pod_logs(self) -> None:
+        """pod_logs and its bounds, as rendered templates may give them (text); errors name the field."""
+        flag = self.pod_logs
+        if isinstance(flag, str) and flag.strip().lower() in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+            flag = flag.strip().lower() in ("true", "1", "yes", "on")
+        if not isinstance(flag, bool):
+            raise SpecError("pod_logs", self.pod_logs, "true or false")
+        self.pod_logs = flag
+        for field, low, kind in (("pod_logs_interval", 1.0, float), ("pod_logs_max_lines", 1, int),
+                                 ("pod_logs_max_bytes", 256, int)):
+            value = getattr(self, field)
+            try:
+                number = kind(value) if not isinstance(value, bool) else None
+            except (TypeError, ValueError):
+                number = None
+            if number is None or number < low or (kind is int and float(value) != number):
+                raise SpecError(field, value, f"{'an integer' if kind is int else 'a number'} >= {low}")
+            setattr(self, field, number)
 
     def _target(self):
         """The target from `target` and the operator's GOOGLE_PARAMETERS (which one wins: target.with_google)."""
@@ -499,6 +536,8 @@ class MtcJobSetOperator(BaseOperator):
             capacity_log_interval=float(self.capacity_log_interval), listing_timeout=float(self.listing_timeout),
             progress_interval=None if self.progress_interval in (None, "") else float(self.progress_interval),
             api_outage_timeout=float(self.api_outage_timeout),
+            pod_logs=bool(self.pod_logs), pod_logs_interval=float(self.pod_logs_interval),
+            pod_logs_max_lines=int(self.pod_logs_max_lines), pod_logs_max_bytes=int(self.pod_logs_max_bytes),
             # Echoed back in the event: the attempt's bookkeeping survives the deferral.
             extra={"attempt": attempt_of(obj), "history": history, "target_step": target_step,
                    "checkpoint_dir": checkpoint_dir, "run_name": checkpointing.run_name, "namespace": namespace},
