@@ -54,6 +54,7 @@ from mtc_provider.core.resubmission import (
     decide_on_completion,
     decide_rejected,
     decide_stalled,
+    resubmission_line,
 )
 from mtc_provider.core.jobset_names import attempt_name
 from mtc_provider.core.launch import attempt_of, needs_latest_step, plan_launch
@@ -100,6 +101,32 @@ NOT_AN_ATTEMPT = ("a Kubernetes API outage, not a failure of the training attemp
 
 class JobSetAttemptFailed(AirflowException):
     """This attempt ended without reaching the target step, for a retryable reason: Airflow retries resubmit."""
+
+
+try:  # Airflow 3.3's pluggable retry policies (airflow.sdk.definitions.retry_policy)
+    from airflow.sdk.definitions.retry_policy import RetryDecision, RetryPolicy
+except ImportError:  # pragma: no cover - an Airflow without retry policies: the default retry logic applies
+    RetryPolicy = None
+
+
+if RetryPolicy is not None:
+    class ResubmissionPolicy(RetryPolicy):
+        """An expected resubmission is a retry with its reason: Airflow logs `Retry policy decision` with it (INFO)
+        and keeps it on the task instance (`retry_reason`). Anything else: Airflow's own retry logic.
+
+        Airflow 3.3's task runner still logs every exception that ends a try as `Task failed with exception` (ERROR,
+        with the traceback: task_runner.run, before the policy is asked); no quieter path ends a try for a retry
+        (a reschedule keeps the try number, which names the attempt's JobSet). So the operator logs the one clear
+        line first, and raises without a chained cause. Evaluated in the worker only; never serialized (the DAG
+        keeps `has_retry_policy`).
+        """
+
+        def evaluate(self, exception, try_number, max_tries, context=None):
+            if isinstance(exception, JobSetAttemptFailed):
+                return RetryDecision.retry(reason=str(exception)[:500])
+            return RetryDecision.default()
+else:  # pragma: no cover
+    ResubmissionPolicy = None
 
 
 JOBSET_KEPT_XCOM_KEY = "jobset_kept"  # set by a try that ended for the orchestrator's own trouble; read by the teardown
@@ -269,6 +296,8 @@ class MtcJobSetOperator(BaseOperator):
         max_retry_delay: timedelta = timedelta(minutes=30),
         **kwargs: Any,
     ) -> None:
+        if ResubmissionPolicy is not None and kwargs.get("retry_policy") is None:
+            kwargs["retry_policy"] = ResubmissionPolicy()  # an expected resubmission's retry carries its reason
         super().__init__(retries=retries, retry_delay=retry_delay, retry_exponential_backoff=retry_exponential_backoff,
                          max_retry_delay=max_retry_delay, **kwargs)
         self.slices = slices
@@ -712,7 +741,7 @@ class MtcJobSetOperator(BaseOperator):
             self._close(lock, ev.name, outcome, ev.restarts_seen, latest, decision.reason)
             result = self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest,
                                 decision.reason, lock)
-            return self._conclude(context, lock, decision.kind, decision.reason, result)
+            return self._conclude(context, lock, decision.kind, decision.reason, result, extra["target_step"])
         self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message or ev.kind,
                    lock)
         reason = f"lost track of JobSet {ev.namespace}/{ev.name}: {ev.message}"  # ERROR: a retry reattaches
@@ -735,9 +764,10 @@ class MtcJobSetOperator(BaseOperator):
         outcome = {SUCCEED: FINISHED, FAIL: FAILED_OUTCOME}.get(decision.kind, DISRUPTED)
         self._close(lock, state.name, outcome, restarts, latest, decision.reason)
         result = self._push(context, state.namespace, state.name, attempt, restarts, latest, decision.reason, lock)
-        return self._conclude(context, lock, decision.kind, decision.reason, result)
+        return self._conclude(context, lock, decision.kind, decision.reason, result, target_step)
 
-    def _conclude(self, context, lock: RunLock, kind: str, reason: str, result: dict[str, Any]) -> Any:
+    def _conclude(self, context, lock: RunLock, kind: str, reason: str, result: dict[str, Any],
+                  target_step: int | None = None) -> Any:
         """Succeed, fail for good, or retry; the run lock goes with the run (success, final failure, last try)."""
         if kind == SUCCEED or kind == FAIL or self._last_try(context["ti"]):
             lock.release()
@@ -745,7 +775,13 @@ class MtcJobSetOperator(BaseOperator):
             return result
         if kind == FAIL:
             raise AirflowFailException(reason)
-        raise JobSetAttemptFailed(reason)
+        ti = context["ti"]
+        if self._last_try(ti):
+            raise JobSetAttemptFailed(f"{reason}; no retry left (try {ti.try_number} was the last)") from None
+        line = resubmission_line(reason, result.get("last_step"), ti.try_number,
+                                 getattr(ti, "max_tries", None) or self.retries, target_step)
+        self.log.warning("%s", line)  # the one line that says what happens (Airflow's own ERROR line follows)
+        raise JobSetAttemptFailed(line) from None
 
     def _last_try(self, ti) -> bool:
         return ti.try_number > (getattr(ti, "max_tries", None) or self.retries or 0)
