@@ -708,6 +708,8 @@ class MtcJobSetOperator(BaseOperator):
         store = self._store(extra["checkpoint_dir"])
         lock = self._lock_for(context, connection, extra)
         self._current = None
+        if ev.state is not None and ev.state.restarts > ev.restarts_seen:  # the JobSet's own count is the truth
+            ev = dataclasses.replace(ev, restarts_seen=ev.state.restarts)
         if ev.kind == ENDED and ev.state is not None:
             return self._finish(context, connection, lock, ev.state, extra["attempt"], extra["history"], store,
                                 extra["checkpoint_dir"], extra["target_step"], ev.restarts_seen)
@@ -723,6 +725,7 @@ class MtcJobSetOperator(BaseOperator):
             lock.release()  # the run fails for good: its run name is free again
             raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name} was deleted outside this task")
         api = self._jobset_api(connection)
+        ev = dataclasses.replace(ev, restarts_seen=self._restarts_now(api, ev))
         if ev.kind in (UNSTARTABLE, STARTUP_TIMEOUT):
             self.log.error("%s: deleting JobSet %s/%s", ev.message, ev.namespace, ev.name)
             api.delete(ev.namespace, ev.name, reason=V.DELETE_ATTEMPT_FAILED)
@@ -748,6 +751,19 @@ class MtcJobSetOperator(BaseOperator):
         if self._last_try(context["ti"]):  # no retry will come: the run ends here, and frees its run name
             lock.release()
         raise JobSetAttemptFailed(reason)
+
+    def _restarts_now(self, api, ev: JobSetEvent) -> int:
+        """The attempt's in-cluster restarts for its record: the JobSet's `status.restarts` read now (before any
+        delete), else what the trigger saw. A stall or start-up verdict can come before the trigger has seen the
+        watch event of the latest restart; the record (and the demo summary's count) must not miss it."""
+        try:
+            return max(ev.restarts_seen, evaluate_jobset(api.get(ev.namespace, ev.name)).restarts)
+        except ApiUnreachable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - gone already, or unreadable: the trigger's count stands
+            self.log.info("JobSet %s/%s not readable for its restart count (%s): recording the trigger's %d",
+                          ev.namespace, ev.name, exc, ev.restarts_seen)
+            return ev.restarts_seen
 
     def _finish(self, context, connection, lock: RunLock, state: JobSetState, attempt: int,
                 history: list[int | None], store: CheckpointStore | None, checkpoint_dir: str, target_step: int,

@@ -354,9 +354,9 @@ class JobSetTrigger(BaseTrigger):
         ti = self.task_instance
         if not self.push_progress or ti is None:
             return
-        owner = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id,
-                 "map_index": getattr(ti, "map_index", -1)}
         try:
+            owner = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id,
+                     "map_index": getattr(ti, "map_index", -1)}
             await apush_xcom(owner, self.extra.get("progress_xcom_key") or "progress", figures)
             if self._xcom_failing:
                 self.log.info("progress XCom written again")
