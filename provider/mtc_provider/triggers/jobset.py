@@ -377,8 +377,8 @@ class JobSetTrigger(BaseTrigger):
         from mtc_provider.core.step_log import FROM_LOG, bounded_lines, latest_step_line
 
         now = self.clock()
-        if not self.pod_logs or now - self._logs_at < self.pod_logs_interval:
-            return []
+        if not self.pod_logs or self._pods_started is False or now - self._logs_at < self.pod_logs_interval:
+            return []  # off, the pods not all started yet (nothing to follow), or not yet time
         self._logs_at = now
         try:
             pod, lines = await asyncio.to_thread(self._poll_leader)
