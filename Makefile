@@ -51,11 +51,13 @@ docs: venv
 
 # The wheel and sdist to install where Airflow runs (Composer, the Helm chart's image, any pip): built by the
 # pinned uv, checked by twine (the `test` extra). The version comes from mtc_provider.__version__ alone.
+# The rehearsal's (mtc-local, what the `local` extra installs) go to $(DIST)/local.
 DIST ?= dist
 dist: venv
 	rm -rf $(DIST)
 	$(UV) build --sdist --wheel --out-dir $(DIST)
-	$(VENV)/bin/python -m twine check --strict $(DIST)/*
+	$(UV) build --package mtc-local --sdist --wheel --out-dir $(DIST)/local
+	$(VENV)/bin/python -m twine check --strict $(DIST)/*.whl $(DIST)/*.tar.gz $(DIST)/local/*
 
 clean:
 	rm -rf $(VENV) $(TOOLS) site .venv-lowest dist

@@ -138,7 +138,7 @@ def local_jobset(
     workload = WorkloadSpec(
         jobset_name=name,
         image="local",
-        command=("python3", "-m", "mtc_provider.local.workload"),
+        command=("python3", "-m", "mtc_local.workload"),
         extra_flags=dict(extra_flags or {}),
         namespace=NAMESPACE,
         max_restarts=max_restarts,
@@ -166,8 +166,8 @@ def wait_terminal(api: Any, name: str, timeout: float) -> dict[str, Any]:
 def local_runner(prefix: str) -> Iterator[tuple[Any, Path]]:
     """A fresh runner home and scratch directory; afterwards every JobSet is deleted, the supervisor stopped
     (by its pid), the tmpfs tree removed and the scratch directory deleted."""
-    from mtc_provider.local.cluster.client import LocalCluster
-    from mtc_provider.local.runner.state import Home, read_json
+    from mtc_local.cluster.client import LocalCluster
+    from mtc_local.shared.state import Home, read_json
 
     scratch = Path(tempfile.mkdtemp(prefix=f"mtc-bench-{prefix}-"))
     home = Home.of(scratch / "home")

@@ -1,5 +1,5 @@
 """A GCS JSON API listing server for the sensing benchmark: `objects.list` as GCS documents it, with paging,
-`startOffset` and `matchGlob` (the local GCS's own listing, mtc_provider.local.gcs.listing), serving names seeded
+`startOffset` and `matchGlob` (the local GCS's own listing, mtc_local.gcs.listing), serving names seeded
 in memory (100,000 step directories as files would make each listing a walk of 400,000 files); it counts the
 requests it answers.
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlparse
 
-from mtc_provider.local.gcs.listing import list_page
+from mtc_local.gcs.listing import list_page
 
 CREATED = "2026-11-30T00:00:00.000Z"
 

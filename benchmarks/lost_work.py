@@ -183,7 +183,7 @@ def run_arm(api: Any, scratch: Path, arm: str, faults: list[dict[str, Any]], arg
 
 def checkpoint_size(checkpoint_dir: Path) -> dict[str, int] | None:
     """Objects and bytes of the newest persistent step: the state both hosts hold (one host per slice)."""
-    from mtc_provider.local.bucket_cost import step_objects
+    from mtc_local.bucket_cost import step_objects
 
     steps = sorted((int(p.name), p) for p in checkpoint_dir.glob("*") if p.name.isdigit())
     if not steps:
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--bucket-mb-per-s", type=float, default=200.0, help="persistent tier: per-host MB/s")
     parser.add_argument("--no-bucket-cost", action="store_true", help="the plain local directory as the bucket")
     args = parser.parse_args(argv)
-    from mtc_provider.local import bucket_cost
+    from mtc_local import bucket_cost
 
     for variable in (bucket_cost.LATENCY_ENV, bucket_cost.BANDWIDTH_ENV):
         os.environ.pop(variable, None)

@@ -83,7 +83,7 @@ with DAG(dag_id="resub_polling", schedule=None, start_date=datetime.datetime(202
 
         from benchmarks.common import local_jobset
         from mtc_provider.core.spec import CheckpointingSpec
-        from mtc_provider.local.cluster.client import LocalCluster
+        from mtc_local.cluster.client import LocalCluster
 
         api = LocalCluster("LOCAL_HOME")
         mine = sorted((o for o in api.list("default") if o["metadata"]["name"].startswith(run + "-p")),
@@ -117,7 +117,7 @@ class Observer(threading.Thread):
 
     def __init__(self, server: AirflowServer, local_home: Path) -> None:
         super().__init__(daemon=True)
-        from mtc_provider.local.cluster.client import LocalCluster
+        from mtc_local.cluster.client import LocalCluster
 
         self.server, self.api = server, LocalCluster(str(local_home))
         self.runs: dict[str, dict[str, Any]] = {}  # run -> {"dag_id", "jobsets": {name: {...}}, "ti": [...]}
@@ -257,7 +257,7 @@ def main() -> None:
 
 def _lane(server: AirflowServer, observer: Observer, dag_id: str, n: int, out: list[dict[str, Any]]) -> None:
     """Run `dag_id` n times, one after another: trigger, wait for the next JobSet, delete the run's JobSets."""
-    from mtc_provider.local.cluster.client import LocalCluster
+    from mtc_local.cluster.client import LocalCluster
 
     api = LocalCluster(str(observer.api.home.root))
     timeout = 420 if dag_id == "resub_default_delay" else 240

@@ -93,9 +93,9 @@ def one_resubmission(api: Any, home: str, run: str, kill_at_s: float, poll_inter
     """Try 1 until it raises the retryable error, then try 2 until its JobSet exists; the timestamps."""
     from airflow.sdk.exceptions import AirflowException
 
-    from mtc_provider.adapters import jobset_factory
+    from mtc_provider import targets
     from mtc_provider.adapters.kubernetes import AsyncKubernetesJobSetApi
-    from mtc_provider.local.cluster.client import LocalCluster, async_client_factory
+    from mtc_local.cluster.client import LocalCluster, async_client_factory
     from mtc_provider.operators.jobset import JobSetAttemptFailed, attempt_name
 
     op = _operator(home, run, kill_at_s)
@@ -103,7 +103,7 @@ def one_resubmission(api: Any, home: str, run: str, kill_at_s: float, poll_inter
     second = attempt_name(run, "bench_resubmission", run, "train", 2)
     clock = _Clock(api.home, first, second)
     clock.start()
-    arm = jobset_factory.registered(
+    arm = targets.registered_jobset_api(
         "local", lambda c: LocalCluster(c["home"]),
         lambda c: AsyncKubernetesJobSetApi(async_client_factory(c["home"]), poll_interval=poll_interval)
     ) if poll_interval is not None else _nothing()

@@ -335,7 +335,7 @@ def unsuccessful_tasks(arm: Arm, run_id: str) -> list[list[Any]]:
 
 
 def measure(arm: Arm, runs: int, steps: int, step_time_ms: int, timeout: float, idle_s: float) -> dict[str, Any]:
-    from mtc_provider.local.cluster.client import LocalCluster
+    from mtc_local.cluster.client import LocalCluster
 
     started = time.time()
     arm.start(runs)

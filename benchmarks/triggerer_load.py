@@ -134,7 +134,7 @@ def jobset_script(index: int, frames: int, completes: bool) -> list[dict[str, An
 
 # ---- one scenario -------------------------------------------------------------------------------------------
 async def scenario(kind: str, n: int, duration: float, poll: float, scratch: Path) -> dict[str, Any]:
-    from mtc_provider.adapters import jobset_factory
+    from mtc_provider import targets
     from tests.doubles.memory_jobset import MemoryJobSetApi, MemoryJobSetCluster
     from mtc_provider.triggers import checkpoint as checkpoint_triggers
     from mtc_provider.triggers.checkpoint import CheckpointProgressTrigger
@@ -180,7 +180,7 @@ async def scenario(kind: str, n: int, duration: float, poll: float, scratch: Pat
             await asyncio.sleep(poll)
 
     tasks = []
-    with jobset_factory.registered("local", lambda c: MemoryJobSetApi(cluster), lambda c: api_class(cluster)):
+    with targets.registered_jobset_api("local", lambda c: MemoryJobSetApi(cluster), lambda c: api_class(cluster)):
         try:
             probe_task = asyncio.create_task(probe(samples, stop))
             cpu0, wall0 = time.process_time(), time.perf_counter()

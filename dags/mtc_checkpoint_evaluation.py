@@ -93,7 +93,7 @@ with DAG(
         def evaluate(triggering_asset_events=None) -> list[dict]:
             """Evaluate every checkpoint announced since the last run (events can arrive together)."""
             from mtc_provider.assets import checkpoint_from_event
-            from mtc_provider.local.evaluate import evaluate_checkpoint
+            from mtc_local.evaluate import evaluate_checkpoint
 
             results = []
             for events in (triggering_asset_events or {}).values():

@@ -136,6 +136,10 @@ PARAMS = {
                                                           "300 on GKE)"),
     "poll_interval": Param(None, type=["null", "number"], minimum=1, title="Poll interval (s)", section=RUN,
                            description="Seconds between JobSet status checks; empty: 2 locally, 30 on GKE"),
+    "keep_failed_attempts": Param(0, type="integer", minimum=0, title="Keep failed attempts", section=RUN,
+                                  description="How many of the newest failed attempts' JobSets stay in the cluster "
+                                              "while the run goes on, to debug them (mtc logs RUN --attempt N); "
+                                              "the teardown deletes them"),
     # Rehearsal (local target only)
     "step_time_ms": Param(150, type="integer", minimum=0, title="Extra step time (ms)", section=REHEARSAL,
                           description=f"{LOCAL_ONLY}: extra time per step of the local workload"),
@@ -206,6 +210,7 @@ with DAG(
         stall_timeout=STALL_TIMEOUT,
         poll_interval=planned("poll_interval"),
         progress_interval=PROGRESS_INTERVAL,
+        keep_failed_attempts="{{ params.keep_failed_attempts }}",
         deferrable=True,
         retries=6,
         retry_delay=datetime.timedelta(seconds=3),

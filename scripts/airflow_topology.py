@@ -360,7 +360,7 @@ class Topology:
             except subprocess.TimeoutExpired:
                 pass
         # The home's local GCS, started on demand by tasks (not a compose service here): stopped by its PID file.
-        subprocess.run([sys.executable, "-m", "mtc_provider.local.gcs", "down", "--home", str(self.places.local_home)],
+        subprocess.run([sys.executable, "-m", "mtc_local.gcs", "down", "--home", str(self.places.local_home)],
                        capture_output=True, timeout=60)
         survivors = self.leftovers()
         while survivors and time.monotonic() < deadline:

@@ -64,7 +64,7 @@ def airflow(*args: str, log: Path | None = None) -> int:
 def fresh_home() -> None:
     """A new Airflow home and local target each time: a rehearsal starts from nothing."""
     if LOCAL_HOME.exists():
-        from mtc_provider.local.cluster.lifecycle import stop
+        from mtc_local.cluster.lifecycle import stop
 
         stop(LOCAL_HOME)  # `mtc local down`: its pods are killed, nothing of the last rehearsal keeps running
     shutil.rmtree(DEMO, ignore_errors=True)
@@ -73,7 +73,7 @@ def fresh_home() -> None:
 
 
 def progress_table(run_name: str, events_dir: Path, started: float, label: str) -> Table:
-    from mtc_provider.local.cluster.client import LocalCluster
+    from mtc_local.cluster.client import LocalCluster
     from mtc_provider.adapters.workload_events import read_events
 
     events = read_events(events_dir) if events_dir.exists() else []
@@ -112,7 +112,7 @@ def summarize(run_name: str, wall_s: float) -> dict:
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
-    from mtc_provider.local.cluster.client import LocalCluster
+    from mtc_local.cluster.client import LocalCluster
     from mtc_provider.adapters.workload_events import read_events
 
     with create_session() as session:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lowest-direct-versions job: resolve every direct dependency of pyproject.toml (runtime, `local` and `test`
-# extras) at the LOWEST version its lower bound allows, install that into its own virtual environment, and run
+# extras) and of rehearsal/pyproject.toml (mtc-local) at the LOWEST version its lower bound allows, install that into its own virtual environment, and run
 # the fast tests there. It proves the lower bounds in pyproject.toml are honest.
 #
 #   make test-lowest                 (or: bash scripts/test-lowest.sh [extra pytest args])
@@ -17,10 +17,13 @@ unset VIRTUAL_ENV UV_PROJECT_ENVIRONMENT
 
 start=$(date +%s)
 "$UV" venv --quiet --allow-existing --python "$PYTHON" "$VENV"
-"$UV" pip compile --quiet pyproject.toml --extra local --extra test --resolution lowest-direct \
+# The provider with its `local` and `test` extras, and the rehearsal (mtc-local, the workspace member the `local`
+# extra names, which no index has): both editable, so both projects' dependencies are the direct ones.
+printf -- '-e .[local,test]\n-e ./rehearsal\n' > "$VENV/requirements.in"
+"$UV" pip compile --quiet "$VENV/requirements.in" --resolution lowest-direct \
     --python "$VENV/bin/python" --output-file "$VENV/requirements.txt"
 "$UV" pip sync --quiet --python "$VENV/bin/python" "$VENV/requirements.txt"
-"$UV" pip install --quiet --python "$VENV/bin/python" --no-deps -e .
+"$UV" pip install --quiet --python "$VENV/bin/python" --no-deps -e . -e ./rehearsal
 echo "lowest direct versions ($(($(date +%s) - start)) s to resolve and install):"
 grep -E '^(apache-airflow|apache-airflow-core|apache-airflow-task-sdk|apache-airflow-providers-google|apache-airflow-providers-cncf-kubernetes|google-cloud-storage|google-cloud-container|google-cloud-resource-manager|google-api-core|kubernetes|kubernetes-asyncio|pyyaml|typer|rich|tenacity|psutil|matplotlib)==' \
     "$VENV/requirements.txt" | sed 's/^/  /'

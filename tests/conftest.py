@@ -10,8 +10,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 THIRD_PARTY = REPO / "tests" / "data" / "third_party"  # upstream CRDs, see its README.md for source and licence
-# The CRDs the local API server validates against ship in the wheel; the tests read those very files.
-PACKAGE_CRDS = REPO / "provider" / "mtc_provider" / "local" / "cluster" / "crds"
+# The CRDs the local API server validates against ship in the mtc-local wheel; the tests read those very files.
+PACKAGE_CRDS = REPO / "rehearsal" / "mtc_local" / "cluster" / "crds"
 THIRD_PARTY_DIRS = (THIRD_PARTY, PACKAGE_CRDS)
 # The guide (prose, not copied into the project): present only on machines that keep it beside the repository.
 GUIDE_REFERENCE = REPO.parent / "shared" / "reference"
@@ -66,7 +66,7 @@ def stop_local_gcs_servers(tmp_path_factory):
     """Stop every local GCS a test started on demand in a temporary home (they would otherwise wait out their
     idle timeout after the session)."""
     yield
-    from mtc_provider.local.gcs import stop
+    from mtc_local.gcs import stop
 
     for server in Path(tmp_path_factory.getbasetemp()).glob("**/gcs/server.json"):
         stop(server.parent.parent)

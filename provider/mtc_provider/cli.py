@@ -1,6 +1,6 @@
 """`mtc`: size the ramdisk, plan a run, render its manifests, advise checkpoint periods (no cluster or network
-access); `mtc status` reads a run's attempts from a cluster; `mtc unlock` frees a run name whose lock outlived its
-run.
+access); `mtc list`, `status`, `logs` and `delete` follow a run's life (cli_runs.py); `mtc unlock` frees a run name
+whose lock outlived its run.
 
 Bad input (a SpecError, invalid YAML, a missing file) goes to stderr with exit code 2, naming the field,
 the bad value and what is allowed.
@@ -9,7 +9,6 @@ the bad value and what is allowed.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from decimal import Decimal
 from enum import Enum
@@ -22,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from mtc_provider import __version__
+from mtc_provider.cli_runs import ClusterOptions, cluster_options, guarded_hook, register as register_run_commands
 from mtc_provider.core.errors import SpecError
 from mtc_provider.core.plan import build_plan
 from mtc_provider.core.sizing import DEFAULT_BUFFER, DEFAULT_BYTES_PER_PARAMETER, check_fits_host, ramdisk_size
@@ -65,6 +65,7 @@ class Output(str, Enum):
 
 OUTPUT_OPTION = typer.Option(Output.text, "--output", "-o", help="text (for people), json or yaml (for scripts).")
 STDIN = "-"
+register_run_commands(app, OUTPUT_OPTION)  # mtc list, status, logs, delete (cli_runs.py)
 
 
 def _version(value: bool) -> None:
@@ -290,62 +291,11 @@ def advise(
 
 
 @app.command()
-def status(
-    run_name: str = typer.Argument(..., help="The run name (checkpointing.run_name)."),
-    namespace: str = typer.Option("default", "--namespace", "-n", help="The JobSets' namespace."),
-    kubeconfig: Path = typer.Option(None, "--kubeconfig", help="A kubeconfig file (e.g. from gcloud container "
-                                    "clusters get-credentials); default: $KUBECONFIG or ~/.kube/config."),
-    context: str = typer.Option(None, "--context", help="The kubeconfig context (default: its current context)."),
-    project: str = typer.Option(None, "--project", help="GKE instead of a kubeconfig: the cluster's project."),
-    location: str = typer.Option(None, "--location", help="GKE: the cluster's region or zone."),
-    cluster: str = typer.Option(None, "--cluster", help="GKE: the cluster's name."),
-    gcp_conn_id: str = typer.Option("google_cloud_default", "--gcp-conn-id", help="GKE: the Airflow connection."),
-    local_home: Path = typer.Option(None, "--local-home", help="The local target's home instead of a cluster."),
-    output: Output = OUTPUT_OPTION,
-) -> None:
-    """A run's attempts (one JobSet each), their state, and the newest finalized checkpoint step."""
-    hook = _guarded(lambda: _status_hook(namespace, kubeconfig, context, project, location, cluster, gcp_conn_id,
-                                         local_home))
-    from mtc_provider.adapters.protocols import ApiError
-
-    try:
-        summary = hook.run_status(run_name, namespace)
-    except (ApiError, OSError) as exc:
-        Console(file=sys.stderr, soft_wrap=True, highlight=False).print(f"error: {escape(str(exc))}")
-        raise typer.Exit(1) from None
-    if not summary["attempts"]:
-        Console(file=sys.stderr, soft_wrap=True, highlight=False).print(
-            f"error: no JobSet of run {escape(run_name)!r} in namespace {escape(namespace)!r}")
-        raise typer.Exit(1)
-    if output is not Output.text:
-        return _emit(output, summary)
-    from rich.table import Table
-
-    table = Table("attempt", "JobSet", "state", "restarts", "reason", box=None, pad_edge=False)
-    for attempt in summary["attempts"]:
-        table.add_row(str(attempt["attempt"]), escape(attempt["name"]), attempt["phase"], str(attempt["restarts"]),
-                      escape(attempt["reason"] or "-"))
-    console = _out()
-    console.print(f"[bold]Run {escape(run_name)}[/bold] in namespace {escape(namespace)}")
-    console.print(table)
-    step = summary["newest_step"]
-    console.print(f"newest finalized step: {step if step is not None else 'none yet'} "
-                  f"({escape(summary['checkpoint_dir'] or 'checkpoint directory unknown')})")
-
-
-@app.command()
+@cluster_options(records=False)
 def unlock(
     run_name: str = typer.Argument(..., help="The run name (checkpointing.run_name) whose run lock to delete."),
-    namespace: str = typer.Option("default", "--namespace", "-n", help="The lock's (the JobSets') namespace."),
-    kubeconfig: Path = typer.Option(None, "--kubeconfig", help="A kubeconfig file; default: $KUBECONFIG or "
-                                    "~/.kube/config."),
-    context: str = typer.Option(None, "--context", help="The kubeconfig context (default: its current context)."),
-    project: str = typer.Option(None, "--project", help="GKE instead of a kubeconfig: the cluster's project."),
-    location: str = typer.Option(None, "--location", help="GKE: the cluster's region or zone."),
-    cluster: str = typer.Option(None, "--cluster", help="GKE: the cluster's name."),
-    gcp_conn_id: str = typer.Option("google_cloud_default", "--gcp-conn-id", help="GKE: the Airflow connection."),
-    local_home: Path = typer.Option(None, "--local-home", help="The local target's home instead of a cluster."),
     force: bool = typer.Option(False, "--force", help="Delete the lock even while a JobSet of the run is live."),
+    options: ClusterOptions = None,
 ) -> None:
     """Delete a run's lock (ConfigMap mtc-run-RUN) that outlived its run, after saying who held it.
 
@@ -353,8 +303,8 @@ def unlock(
     what remains (a lock from an older version, an owner Airflow cannot answer about). Refused while a JobSet
     of the run is live (two JobSets would write the same checkpoints), unless --force.
     """
-    hook = _guarded(lambda: _status_hook(namespace, kubeconfig, context, project, location, cluster, gcp_conn_id,
-                                         local_home))
+    hook = guarded_hook(options)
+    namespace = options.namespace
     from mtc_provider.adapters.protocols import ApiError
     from mtc_provider.adapters.run_lock import HOLDER, OWNER, unlock as delete_lock
     from mtc_provider.core import labels as L
@@ -386,28 +336,6 @@ def unlock(
                  f"{escape(run_name)!r} is free")
 
 
-def _status_hook(namespace: str, kubeconfig: Path | None, context: str | None, project: str | None,
-                 location: str | None, cluster: str | None, gcp_conn_id: str, local_home: Path | None) -> Any:
-    from mtc_provider.hooks.jobset import MtcJobSetHook
-
-    gke = [value for value in (project, location, cluster) if value]
-    if gke and len(gke) < 3:
-        raise SpecError("--project/--location/--cluster", gke, "all three, to read the run from a GKE cluster")
-    if sum(bool(x) for x in (gke, kubeconfig, local_home)) > 1:
-        raise SpecError("--kubeconfig", str(kubeconfig), "one of --kubeconfig, --project/--location/--cluster or "
-                        "--local-home")
-    if gke:
-        return MtcJobSetHook(target={"kind": "gke", "project_id": project, "location": location,
-                                     "cluster_name": cluster, "gcp_conn_id": gcp_conn_id, "namespace": namespace})
-    if local_home:
-        return MtcJobSetHook(target={"kind": "local", "home": str(local_home), "namespace": namespace})
-    path = kubeconfig or Path(os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or Path.home() / ".kube" / "config")
-    if not path.is_file():
-        raise SpecError("--kubeconfig", str(path), "an existing kubeconfig file, or --project/--location/--cluster, "
-                        "or --local-home")
-    return MtcJobSetHook(kubeconfig=str(path), context=context, target={"kind": "local", "namespace": namespace})
-
-
 local_app = typer.Typer(help="The local target's cluster and GCS: start them in the background and stop them, as `kind` would.",
                         no_args_is_help=True)
 app.add_typer(local_app, name="local")
@@ -420,8 +348,8 @@ def _local_home(home: Path | None) -> Path:
     return Path(home or default_local_home()).expanduser()
 
 
-def _local_cluster(*args: str, program: str = "mtc_provider.local.cluster") -> None:
-    """`python -m mtc_provider.local.cluster ...` (or .gcs), as a process: the provider never imports the local
+def _local_cluster(*args: str, program: str = "mtc_local.cluster") -> None:
+    """`python -m mtc_local.cluster ...` (or .gcs), as a process: the provider never imports the local
     target."""
     import subprocess
 
@@ -439,7 +367,7 @@ def local_up(home: Path = HOME_OPTION) -> None:
     where = _local_home(home)
     _local_cluster("up", "--home", str(where), "--stay")  # stays up until `mtc local down`
     _out().print("local GCS endpoint (the GCS JSON API over the home's bucket folders):")
-    _local_cluster("up", "--home", str(where.resolve()), program="mtc_provider.local.gcs")  # until `down`
+    _local_cluster("up", "--home", str(where.resolve()), program="mtc_local.gcs")  # until `down`
     _out().print(f"try: kubectl --kubeconfig {where.resolve() / 'kubeconfig'} get jobsets,pods")
 
 
@@ -447,7 +375,7 @@ def local_up(home: Path = HOME_OPTION) -> None:
 def local_down(home: Path = HOME_OPTION) -> None:
     """Stop the local cluster and the local GCS (by the PIDs they recorded); pods stop with them, files stay."""
     _local_cluster("down", "--home", str(_local_home(home)))
-    _local_cluster("down", "--home", str(_local_home(home).resolve()), program="mtc_provider.local.gcs")
+    _local_cluster("down", "--home", str(_local_home(home).resolve()), program="mtc_local.gcs")
 
 
 def render_manifests(manifests: Any) -> str:

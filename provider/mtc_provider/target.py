@@ -1,111 +1,49 @@
-"""Where a run goes: a GKE cluster (with the GCP connection to reach it) or the local target.
+"""Where a run goes: a target object (or its dict form), one per kind (targets/<kind>/).
 
-One parameter object replaces the seven connection arguments every operator would otherwise repeat.
-Both classes declare `template_fields`, so Airflow renders their fields when an operator templates
-the object (Airflow renders nested objects that have `template_fields`).
+One parameter object replaces the seven connection arguments every operator would otherwise repeat. Every target
+class declares `template_fields`, so Airflow renders their fields when an operator templates the object (Airflow
+renders nested objects that have `template_fields`). The classes are the registry's (targets/registry.py): GkeTarget
+and KubernetesTarget are this distribution's; LocalTarget is the rehearsal's (mtc-local, the `local` extra) and is
+reached here by name when it is installed.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, Protocol, Sequence
 
 from mtc_provider.core.errors import SpecError
+from mtc_provider.targets.gke.target import GkeTarget
+from mtc_provider.targets.kubernetes.target import KubernetesTarget
+
+DEFAULT_KIND = "local"  # the embedded default: no target, or a dict without a cluster, runs on the local target
 
 
-@dataclass
-class GkeTarget:
-    """A GKE cluster. `project_id` may be empty: the project of the `gcp_conn_id` connection is used
-    (`resolve_project`). `use_dns_endpoint` reaches the control plane through its DNS-based endpoint."""
+class Target(Protocol):
+    """What every target is: data with a kind, a namespace, its fields as a dict."""
 
-    project_id: str | None
-    location: str
-    cluster_name: str
-    gcp_conn_id: str = "google_cloud_default"
-    impersonation_chain: str | Sequence[str] | None = None
-    use_internal_ip: bool = False
-    # Where the workload's JobSets live; the google provider resolves endpoint and CA once from the cluster.
-    namespace: str = "default"
-    use_dns_endpoint: bool = False
+    kind: str
+    namespace: str
 
-    template_fields: Sequence[str] = field(
-        default=("project_id", "location", "cluster_name", "namespace", "gcp_conn_id", "impersonation_chain"),
-        repr=False, compare=False,
-    )
-    kind: str = field(default="gke", init=False)
-    project_scoped: ClassVar[bool] = True
-
-    def __post_init__(self) -> None:
-        for name in ("location", "cluster_name"):
-            if not getattr(self, name):
-                raise SpecError(f"target.{name}", getattr(self, name), "a non-empty string")
-        if self.use_internal_ip and self.use_dns_endpoint:
-            raise SpecError("target.use_dns_endpoint", self.use_dns_endpoint,
-                            "False when use_internal_ip is True (one control-plane endpoint)")
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("template_fields")
-        return data
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 def default_local_home() -> str:
     return os.environ.get("MTC_LOCAL_HOME") or str(Path.home() / ".mtc" / "local")
 
 
-@dataclass
-class LocalTarget:
-    """The embedded default: JobSets run as local processes; the bucket is a local directory."""
+def __getattr__(name: str) -> Any:
+    """`from mtc_provider.target import LocalTarget`: the local kind's class, from mtc-local when installed (else the
+    error names the extra that installs it)."""
+    if name == "LocalTarget":
+        from mtc_provider.targets.registry import kind_of
 
-    home: str = field(default_factory=default_local_home)
-    namespace: str = "default"
-
-    template_fields: Sequence[str] = field(default=("home",), repr=False, compare=False)
-    kind: str = field(default="local", init=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("template_fields")
-        return data
+        return kind_of("local").target_class
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@dataclass
-class KubernetesTarget:
-    """Any Kubernetes cluster with JobSet installed, reached through an Airflow Kubernetes connection (the
-    cncf.kubernetes provider's: a kubeconfig, in-cluster, or a context). Its buckets and checkpoints are on GCS,
-    through the Google connection. Node pools and GKE addons are managed elsewhere (a gke target, or gcloud)."""
-
-    kubernetes_conn_id: str = "kubernetes_default"
-    namespace: str = "default"
-    gcp_conn_id: str = "google_cloud_default"
-    impersonation_chain: str | Sequence[str] | None = None
-    project_id: str | None = None  # for creating buckets; empty: the Google connection's project
-    location: str = ""  # a new bucket's default location; empty: the bucket operator's bucket_location is required
-
-    template_fields: Sequence[str] = field(
-        default=("kubernetes_conn_id", "namespace", "gcp_conn_id", "impersonation_chain", "project_id", "location"),
-        repr=False, compare=False,
-    )
-    kind: str = field(default="kubernetes", init=False)
-    project_scoped: ClassVar[bool] = False
-
-    def __post_init__(self) -> None:
-        if not self.kubernetes_conn_id:
-            raise SpecError("target.kubernetes_conn_id", self.kubernetes_conn_id, "an Airflow Kubernetes connection id")
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("template_fields")
-        return data
-
-
-Target = GkeTarget | LocalTarget | KubernetesTarget
-TARGET_CLASSES = {"gke": GkeTarget, "local": LocalTarget, "kubernetes": KubernetesTarget}
-
-
-def resolve_project(target: GkeTarget | KubernetesTarget) -> GkeTarget | KubernetesTarget:
+def resolve_project(target: Any) -> Any:
     """The target with its project: its own, else the connection's (as every Google operator does)."""
     if target.project_id:
         return target
@@ -219,19 +157,19 @@ def _resolved(target: Target) -> Target:
 
 
 def target_from_dict(data: dict[str, Any] | Target | None) -> Target:
-    """Accept a target object, a dict (from DAG params or a trigger's kwargs), or None (local)."""
+    """Accept a target object, a dict (from DAG params or a trigger's kwargs), or None (the local target)."""
+    from mtc_provider.targets.registry import kind_of
+
     if data is None:
-        return LocalTarget()
+        return kind_of(DEFAULT_KIND).target_class()
     if not isinstance(data, dict) and hasattr(data, "kind"):  # already a target
         return data
     values = dict(data)
-    kind = values.pop("kind", "gke" if "cluster_name" in values else "local")
-    if kind not in TARGET_CLASSES:
-        raise SpecError("target.kind", kind, " or ".join(TARGET_CLASSES))
-    cls = TARGET_CLASSES[kind]
-    unknown = sorted(set(values) - {f for f in cls.__dataclass_fields__ if f not in ("kind", "template_fields")})
+    kind = values.pop("kind", "gke" if "cluster_name" in values else DEFAULT_KIND)
+    cls = kind_of(kind).target_class
+    fields = [f for f in cls.__dataclass_fields__ if f not in ("kind", "template_fields")]
+    unknown = sorted(set(values) - set(fields))
     if unknown:
         raise SpecError(f"target.{unknown[0]}", values[unknown[0]],
-                        f"one of the {kind} target's fields: " + ", ".join(
-                            f for f in cls.__dataclass_fields__ if f not in ("kind", "template_fields")))
+                        f"one of the {kind} target's fields: " + ", ".join(fields))
     return cls(**values)

@@ -25,8 +25,8 @@ import pytest
 from benchmarks.common import local_jobset, wait_terminal
 from mtc_provider.core.fault_report import FaultOutcome, fault_outcomes
 from mtc_provider.core.spec import CheckpointingSpec
-from mtc_provider.local.cluster.client import LocalCluster
-from mtc_provider.local.runner.state import Home, read_json
+from mtc_local.cluster.client import LocalCluster
+from mtc_local.shared.state import Home, read_json
 from mtc_provider.adapters.workload_events import events_dir, read_events
 
 REPO = Path(__file__).resolve().parents[2]
@@ -138,7 +138,7 @@ def stop_runner(home: Home) -> None:
     info = read_json(home.supervisor_file)
     if info:
         stop_pid(int(info["pid"]))
-    from mtc_provider.local import gcs
+    from mtc_local import gcs
 
     gcs.stop(home.root)  # the home's local GCS, started on demand by checkpoint sensing
 

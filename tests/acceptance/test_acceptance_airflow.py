@@ -24,8 +24,8 @@ import pytest
 
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
 from mtc_provider.core.status import evaluate_jobset
-from mtc_provider.local.cluster.client import LocalCluster
-from mtc_provider.local.runner.state import read_json
+from mtc_local.cluster.client import LocalCluster
+from mtc_local.shared.state import read_json
 from mtc_provider.adapters.workload_events import read_events
 from tests.acceptance.conftest import NAMESPACE, REPO, AirflowEnv
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
-from mtc_provider.core.listing import finalized_from_entries
+from mtc_provider.core.listing import finalized_from_objects
 from tests.acceptance.conftest import STEPS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -37,5 +37,6 @@ def test_core_listing_agrees_with_orbax_read_only_listing(run_fixture, request):
                if os.path.isdir(os.path.join(directory, name))}
     assert ours, f"no finalized steps in {directory}: {sorted(entries)}"
     assert ours == managed == found, (ours, managed, found, sorted(entries))
-    assert finalized_from_entries(entries) == ours  # the pure reading of the same entries
+    names = [f"{step}/{name}" for step, children in entries.items() for name in children]
+    assert finalized_from_objects(names) == ours  # the pure reading of the same entries, as GCS lists them
     assert LocalCheckpointStore().latest_step(directory) == max(managed) == STEPS

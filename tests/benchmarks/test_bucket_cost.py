@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from mtc_provider.local.bucket_cost import BucketCost, UploadCost, from_env, pay_restore, step_objects
+from mtc_local.bucket_cost import BucketCost, UploadCost, from_env, pay_restore, step_objects
 
 
 def test_off_unless_configured_and_each_setting_defaults_the_other():

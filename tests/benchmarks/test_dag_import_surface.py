@@ -24,7 +24,7 @@ DAGS = ("mtc_resilient_training.py", "mtc_cluster_setup.py", "mtc_checkpoint_eva
 FORBIDDEN_PREFIXES = ("mtc_provider.triggers.", "airflow.triggers.")
 FORBIDDEN = {"mtc_provider.core.spec", "mtc_provider.core.params", "mtc_provider.core.jobset",
              "mtc_provider.core.sizing", "mtc_provider.core.locations", "mtc_provider.core.readiness",
-             "mtc_provider.core.goodput", "mtc_provider.adapters.gke_cluster", "mtc_provider.adapters.gcs_bucket"}
+             "mtc_provider.core.goodput", "mtc_provider.targets.gke.cluster", "mtc_provider.adapters.gcs_bucket"}
 # AssetWatcher(trigger=...) needs the trigger instance (and so its module and Airflow's trigger base) to exist.
 # (a name ending in "." allows the package: airflow.triggers.base pulls a few sibling modules)
 ALLOWED = {"mtc_provider.triggers.checkpoint", "airflow.triggers."}

@@ -10,7 +10,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
 from benchmarks.listing_server import ListingServer
-from mtc_provider.local.gcs.listing import glob_regex
+from mtc_local.gcs.listing import glob_regex
 
 
 @pytest.mark.parametrize("glob, name, matches", [

@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 def chaos_homes():
     """(env for the airflow CLI, Airflow home, local-target home). Afterwards: every JobSet deleted, the runner's
     supervisor stopped by its pid, its tmpfs tree removed, the scratch directory deleted."""
-    from mtc_provider.local.cluster.client import LocalCluster
-    from mtc_provider.local.runner.state import Home, read_json
+    from mtc_local.cluster.client import LocalCluster
+    from mtc_local.shared.state import Home, read_json
 
     scratch = Path(tempfile.mkdtemp(prefix="mtc-chaos-"))
     airflow_home, local_home = scratch / "airflow", scratch / "local"

@@ -107,8 +107,8 @@ def _strays(local_home: Path) -> list[str]:
 
 def test_one_training_run_survives_a_seeded_fault_schedule(chaos_homes):
     from mtc_provider.core.fault_report import fault_outcomes
-    from mtc_provider.local.cluster.client import LocalCluster
-    from mtc_provider.local.runner.state import Home
+    from mtc_local.cluster.client import LocalCluster
+    from mtc_local.shared.state import Home
     from mtc_provider.adapters.workload_events import read_events
 
     env, airflow_home, local_home = chaos_homes

@@ -22,7 +22,7 @@ import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
 from chaos_schedule import AIRFLOW_KILL, DEFAULT_SEED, HARD_KINDS, Fault, Schedule, make_schedule
-from mtc_provider.adapters import jobset_factory
+from mtc_provider import targets
 from mtc_provider.operators.jobset import ATTEMPTS_XCOM_KEY, JobSetAttemptFailed
 from tests.doubles.memory_jobset import (
     AsyncMemoryJobSetApi,
@@ -42,8 +42,8 @@ SCHEDULES = [make_schedule(seed) for seed in (DEFAULT_SEED, 1, 2, 3, 4, 5)] + [D
 @pytest.fixture
 def cluster():
     cluster = MemoryJobSetCluster()
-    with jobset_factory.registered("local", lambda c: MemoryJobSetApi(cluster),
-                                   lambda c: AsyncMemoryJobSetApi(cluster)):
+    with targets.registered_jobset_api("local", lambda c: MemoryJobSetApi(cluster),
+                                       lambda c: AsyncMemoryJobSetApi(cluster)):
         yield cluster
 
 

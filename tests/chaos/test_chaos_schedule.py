@@ -6,7 +6,7 @@ import pytest
 from chaos_schedule import AIRFLOW_KILL, ENDING_KINDS, MIX, make_schedule, seed_from_env
 
 from mtc_provider.core.errors import SpecError
-from mtc_provider.local.runner.faults import parse_plan
+from mtc_local.runner.faults import parse_plan
 
 
 @pytest.mark.parametrize("seed", [0, 1, 7, 20261108, 99991])

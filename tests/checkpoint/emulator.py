@@ -76,7 +76,7 @@ class CountingEmulator:
                 else:
                     # The local GCS's outage answers: GCS's error bodies for 403, 429 and 503
                     # (cloud.google.com/storage/docs/json_api/v1/status-codes).
-                    from mtc_provider.local.gcs.errors import outage
+                    from mtc_local.gcs.errors import outage
 
                     error = outage(int(counter.outage_status))
                     response = server.Response(router._request_handler)

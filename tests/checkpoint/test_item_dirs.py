@@ -11,7 +11,7 @@ import pytest
 from tests.checkpoint.conftest import GCS_CONN_ID, run_orbax
 
 from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, LocalCheckpointStore
-from mtc_provider.core.listing import ITEM_DIRS, finalized_from_entries, item_of, persistent_item
+from mtc_provider.core.listing import finalized_from_objects, item_of
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -26,20 +26,12 @@ def test_item_of(children, item):
     assert item_of(children) == item
 
 
-@pytest.mark.parametrize("flags, item", [
-    ({"enable_emergency_checkpoint": False}, "items"),
-    ({"enable_emergency_checkpoint": True}, "default"),
-    ({"enable_multi_tier_checkpointing": True}, None),
-])
-def test_persistent_item_by_mode(flags, item):
-    assert persistent_item(flags) == item and (item is None or item in ITEM_DIRS)
-
-
 def test_a_real_maxtext_step_is_finalized_by_its_commit_marker():
     entries = {"10": ["_CHECKPOINT_METADATA", "commit_success.txt", "items"],
                "20": ["_CHECKPOINT_METADATA", "items"],  # GCS, save in flight: metadata but no marker yet
                "30.orbax-checkpoint-tmp-1764488400": ["_CHECKPOINT_METADATA", "commit_success.txt", "items"]}
-    assert finalized_from_entries(entries) == [10]
+    names = [f"ckpt/{step}/{name}" for step, children in entries.items() for name in children]  # a GCS listing
+    assert finalized_from_objects(names, "ckpt/") == [10]
 
 
 def test_local_store_finds_the_item_orbax_wrote(tmp_path):

@@ -15,7 +15,8 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from tests.checkpoint.conftest import GCS_CONN_ID
-from mtc_provider.adapters import checkpoint_stores, jobset_factory
+from mtc_provider import targets
+from mtc_provider.adapters import checkpoint_stores
 from tests.doubles.memory_jobset import (
     AsyncMemoryJobSetApi,
     MemoryJobSetApi,
@@ -39,7 +40,7 @@ def _commit(step: int, run: str) -> None:
 @pytest.fixture
 def cluster():
     cluster = MemoryJobSetCluster()
-    with jobset_factory.registered("local", lambda c: MemoryJobSetApi(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
+    with targets.registered_jobset_api("local", lambda c: MemoryJobSetApi(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
         yield cluster
 
 

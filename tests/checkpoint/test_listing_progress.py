@@ -9,7 +9,6 @@ import pytest
 from mtc_provider.core.listing import (
     backup_steps,
     commit_glob,
-    finalized_from_entries,
     finalized_from_objects,
     longer_steps_glob,
     newer_than,
@@ -29,10 +28,11 @@ def test_step_of_dir(name, step):
     assert step_of_dir(name) == step
 
 
-def test_finalized_from_entries_needs_commit_file():
+def test_finalized_from_objects_needs_the_commit_file_in_the_step_folder():
     entries = {"1": ["commit_success.txt", "default"], "2": ["default"], "3.orbax-checkpoint-tmp": ["commit_success.txt"],
                "4": [], "10": ["_CHECKPOINT_METADATA", "commit_success.txt"], "notes": ["commit_success.txt"]}
-    assert finalized_from_entries(entries) == [1, 10]
+    names = [f"{step}/{name}" for step, children in entries.items() for name in children]
+    assert finalized_from_objects(names) == [1, 10]
 
 
 def test_finalized_from_objects():

@@ -14,7 +14,7 @@ from mtc_provider.core.names import check_jobset_name, check_run_name
 from mtc_provider.core.sizing import ramdisk_size
 from mtc_provider.core.spec import BucketSpec, ClusterSpec, RunConfig
 from mtc_provider.core.tpu import SliceSpec
-from mtc_provider.core.versions import GkeVersion, require_later_than
+from mtc_provider.core.versions import GkeVersion
 
 # (case id, action, field named in the error, substrings the "allowed" text must contain)
 CASES: list[tuple[str, Callable[[], Any], str, tuple[str, ...]]] = [
@@ -42,8 +42,6 @@ CASES: list[tuple[str, Callable[[], Any], str, tuple[str, ...]]] = [
     ("buffer-too-large", lambda: ramdisk_size(70e9, 32, buffer=0.5), "sizing.buffer", ("0.10 and 0.15",)),
     ("zero-bytes-per-param", lambda: ramdisk_size(70e9, 32, bytes_per_parameter=0), "sizing.bytes_per_parameter", ("positive",)),
     # --- versions
-    ("exactly-the-minimum-version", lambda: require_later_than("1.32.3-gke.1170000"), "cluster_version", ("later than 1.32.3-gke.1170000",)),
-    ("older-version", lambda: require_later_than("1.31.9-gke.9999999"), "cluster_version", ("later than 1.32.3-gke.1170000",)),
     ("unparsable-version", lambda: GkeVersion.parse("latest"), "cluster_version", ("MAJOR.MINOR.PATCH",)),
     # --- names
     ("upper-case-run-name", lambda: check_run_name("Run-1"), "checkpointing.run_name", ("lower-case",)),
@@ -257,7 +255,7 @@ def test_user_values_in_args_cannot_expand_kubernetes_variables() -> None:
     Arguments for a Container"; facts.md): doubled, a user's value reaches the program as written."""
     from mtc_provider.core.jobset import build_jobset_for_run, pod_template
     from mtc_provider.core.spec import RunConfig
-    from mtc_provider.local.runner.manifest import expand_vars
+    from mtc_local.runner.manifest import expand_vars
 
     value = "$(GOOGLE_APPLICATION_CREDENTIALS)-and-$$-and-$HOME"
     config = RunConfig.from_dict(_dash(workload={"extra_flags": {"tokenizer_path": value}}))

@@ -13,7 +13,6 @@ from mtc_provider.core.jobset import (
     RETRYABLE_EXIT_CODES,
     build_jobset,
     build_jobset_for_run,
-    is_retryable_exit_code,
     pod_template,
 )
 from mtc_provider.core.tpu import SliceSpec
@@ -31,8 +30,11 @@ def test_exit_code_convention_is_xpks() -> None:
 
 
 @pytest.mark.parametrize("code, retryable", [(42, True), (137, True), (143, True), (255, True), (1, False), (2, False), (126, False), (43, False)])
-def test_is_retryable_exit_code(code, retryable) -> None:
-    assert is_retryable_exit_code(code) is retryable
+def test_the_rendered_pod_failure_policy_retries_exactly_the_retryable_codes(code, retryable) -> None:
+    """The used path: the JobSet's podFailurePolicy fails the Job (no retry) on every code NotIn its values."""
+    rule = job_spec(build_jobset(slices(), checkpointing(), workload()))["podFailurePolicy"]["rules"][0]
+    assert rule["onExitCodes"]["operator"] == "NotIn" and rule["action"] == "FailJob"
+    assert (code in rule["onExitCodes"]["values"]) is retryable
 
 
 def test_failure_policies() -> None:

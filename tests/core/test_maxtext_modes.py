@@ -51,8 +51,8 @@ def test_command_of_the_other_layout_is_a_contradiction(command, layout, fix) ->
 
 def test_commands_that_are_not_maxtext_modules_pass_either_layout() -> None:
     assert workload(command=["python", "train.py"]).command == ("python", "train.py")
-    assert workload(command=["python", "-m", "mtc_provider.local.workload"], maxtext_layout="pre-rename").command[2] == (
-        "mtc_provider.local.workload")
+    assert workload(command=["python", "-m", "mtc_local.workload"], maxtext_layout="pre-rename").command[2] == (
+        "mtc_local.workload")
 
 
 def test_multi_tier_renders_its_flags_and_mounts_the_ramdisk() -> None:

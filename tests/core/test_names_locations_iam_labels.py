@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from mtc_provider.core.iam import BUCKET_ROLE, bucket_members, workload_identity_pool
-from mtc_provider.core.labels import DAG_ID, MANAGED_BY, RUN_ID, run_labels, selector, selector_matches
+from mtc_local.cluster.selectors import label_matcher  # the one matcher: the local API server's
+from mtc_provider.core.labels import DAG_ID, MANAGED_BY, RUN_ID, run_labels, selector
 from mtc_provider.core.locations import check_bucket_location, check_bucket_name
 from mtc_provider.core.names import LABEL_VALUE_RE, check_dns1123_label, check_jobset_name, label_value
 
@@ -67,10 +68,10 @@ def test_run_labels_and_selector() -> None:
     ("a=1,b=2", True), ("a=1, b=3", False),
 ])
 def test_selector_matches_equality_based_requirements(selector_text: str, matches: bool) -> None:
-    assert selector_matches({"a": "1", "b": "2"}, selector_text) is matches
+    assert label_matcher(selector_text)({"a": "1", "b": "2"}) is matches
 
 
 def test_selector_matches_what_selector_builds() -> None:
     labels = run_labels("dag", "run", "task", "name")
-    assert selector_matches(labels, selector(labels))
-    assert not selector_matches({**labels, RUN_ID: "other"}, selector(labels))
+    assert label_matcher(selector(labels))(labels)
+    assert not label_matcher(selector(labels))({**labels, RUN_ID: "other"})

@@ -20,7 +20,7 @@ def test_local_form_becomes_the_specs_of_every_task():
     assert run["target"] == {"kind": "local", "home": "/home/u/.mtc/local", "namespace": "default"}
     assert run["checkpoint_dir"] == "/home/u/.mtc/local/buckets/mtc-checkpoints/mtc-demo/checkpoints"
     assert run["checkpointing"]["local_checkpoint_period"] == 4 and run["checkpointing"]["steps"] == 70
-    assert run["workload"]["command"] == ["python", "-m", "mtc_provider.local.workload"]
+    assert run["workload"]["command"] == ["python", "-m", "mtc_local.workload"]
     assert run["workload"]["extra_flags"] == {"step_time_ms": 150, "seed": 0, "distributed_timeout_s": 60}
     assert run["fault_plan"] == FORM["fault_plan"]
     assert run["events_dir"].endswith("/mtc-demo/events") and run["ramdisk"] == "1Gi"
@@ -28,7 +28,7 @@ def test_local_form_becomes_the_specs_of_every_task():
 
 def test_the_light_workload_is_a_local_choice():
     run = training_run({**FORM, "local_workload": "light"}, "/home/u/.mtc/local")
-    assert run["workload"]["command"] == ["python", "-m", "mtc_provider.local.light_workload"]
+    assert run["workload"]["command"] == ["python", "-m", "mtc_local.light_workload"]
     assert run["workload"]["extra_flags"] == {"step_time_ms": 150, "seed": 0, "distributed_timeout_s": 60}
 
 
@@ -85,7 +85,7 @@ def test_bad_form_values_name_the_field_and_the_allowed_values(change, field, al
 
 def test_local_model_flags_are_flags_the_local_workload_takes():
     from mtc_provider.core.params import LOCAL_MODEL_FLAGS
-    from mtc_provider.local.workload import FLAG_SPECS
+    from mtc_local.workload import FLAG_SPECS
 
     assert set(LOCAL_MODEL_FLAGS) <= set(FLAG_SPECS)
 

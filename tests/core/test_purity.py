@@ -58,3 +58,79 @@ def test_the_blocker_does_block() -> None:
     """The check can fail: blocking a module the core does use makes the import fail."""
     result = run(("decimal",))
     assert result.returncode != 0 and "blocked in the pure core: decimal" in result.stderr
+
+
+# ---- the production package without the rehearsal (mtc-local) -------------------------------------------------
+WITHOUT_LOCAL = textwrap.dedent(
+    """
+    import importlib, importlib.metadata, json, pkgutil, sys
+
+    # As if mtc-local were not installed: its modules cannot be imported and its entry points are not listed
+    # (importlib.metadata's entry_points, which the registry reads, filtered by distribution).
+    class Block:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "mtc_local":
+                raise ImportError(f"blocked: mtc-local is not installed: {name}")
+            return None
+
+    sys.meta_path.insert(0, Block())
+    listed = importlib.metadata.entry_points
+
+    def entry_points(**selection):
+        found = listed(**selection)
+        if selection.get("group") != "mtc_provider.targets":
+            return found
+        return type(found)(p for p in found if p.dist is None or p.dist.name != "mtc-local")
+
+    importlib.metadata.entry_points = entry_points
+    import mtc_provider
+
+    imported, failed = [], {}
+    for info in pkgutil.walk_packages(mtc_provider.__path__, "mtc_provider."):
+        try:
+            importlib.import_module(info.name)
+            imported.append(info.name)
+        except Exception as err:  # noqa: BLE001 - reported, the test names it
+            failed[info.name] = f"{type(err).__name__}: {err}"
+    from mtc_provider.core.errors import SpecError
+    from mtc_provider import targets
+    from mtc_provider.target import target_from_dict
+
+    kinds = targets.kinds()
+    try:
+        target_from_dict({"kind": "local"})
+        local = "accepted"
+    except SpecError as err:
+        local = str(err)
+    try:
+        target_from_dict(None)
+        default = "accepted"
+    except SpecError as err:
+        default = str(err)
+    gke = targets.backend_for({"kind": "gke", "project_id": "p", "location": "l", "cluster_name": "c"}).console
+    print(json.dumps({"imported": imported, "failed": failed, "kinds": list(kinds), "local": local,
+                      "default": default, "gke": gke.cluster_name,
+                      "leaked": sorted(m for m in sys.modules if m.split(".")[0] == "mtc_local")}))
+    """
+)
+
+
+def test_every_production_module_imports_without_mtc_local_and_the_local_target_names_its_extra() -> None:
+    """The product wheel stands alone: every module of mtc_provider imports with mtc_local blocked (as on a GKE-only
+    worker, `pip install airflow-provider-mtc`); gke and kubernetes still work; choosing the local target (or the
+    default, which is local) is an error that names the extra to install."""
+    import json
+
+    result = subprocess.run([sys.executable, "-c", WITHOUT_LOCAL], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])  # (a module may print when imported: __main__s)
+    assert report["failed"] == {}
+    assert {"mtc_provider.operators.jobset", "mtc_provider.triggers.jobset", "mtc_provider.targets.gke.backend",
+            "mtc_provider.targets.kubernetes.backend", "mtc_provider.cli"} <= set(report["imported"])
+    assert len(report["imported"]) > 80
+    assert report["leaked"] == []
+    assert report["kinds"] == ["gke", "kubernetes"] and report["gke"] == "c"
+    for message in (report["local"], report["default"]):
+        assert "target.kind: 'local' is not allowed" in message, message
+        assert "pip install 'airflow-provider-mtc[local]'" in message, message
+        assert "gke or kubernetes" in message, message

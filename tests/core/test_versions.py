@@ -2,7 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from mtc_provider.core.versions import MTC_MIN_VERSION_EXCLUSIVE, GkeVersion, is_later_than, require_later_than
+from mtc_provider.core.readiness import evaluate_cluster
+from mtc_provider.core.tpu import SliceSpec
+from mtc_provider.core.versions import MTC_MIN_VERSION_EXCLUSIVE, GkeVersion, is_later_than
+
+SLICES = SliceSpec("v6e", "2x2", 2)
 
 
 @pytest.mark.parametrize(
@@ -20,8 +24,10 @@ from mtc_provider.core.versions import MTC_MIN_VERSION_EXCLUSIVE, GkeVersion, is
 )
 def test_is_later_than(version, later) -> None:
     assert is_later_than(version) is later
-    if later:
-        require_later_than(version)
+    # the used path: the readiness check of a cluster whose control plane runs this version
+    check = next(c for c in evaluate_cluster({"currentMasterVersion": version}, SLICES, "p", "us-east5", None, None)
+                 if c.name == "control_plane_version")
+    assert check.ok is later and check.observed == version
 
 
 def test_parse_and_str_round_trip() -> None:

@@ -119,7 +119,7 @@ def test_demo_summary_counts_two_restarts_of_a_real_run(tmp_path):
     import subprocess
     import sys
 
-    from mtc_provider.local.runner.state import Home, read_json
+    from mtc_local.shared.state import Home, read_json
 
     airflow_home, local_home = tmp_path / "airflow", tmp_path / "local"
     airflow_home.mkdir()

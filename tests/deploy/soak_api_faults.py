@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from mtc_provider.local.cluster import kubeconfig
+from mtc_local.cluster import kubeconfig
 
 CONTROL_PATH = "/mtc/faults"
 

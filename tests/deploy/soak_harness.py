@@ -25,7 +25,7 @@ import psutil
 
 from mtc_provider.core import labels as L
 from mtc_provider.core.vocabulary import DELETE_ATTEMPT_ENDED, DELETE_TEARDOWN
-from mtc_provider.local.runner.state import Home, read_json, read_jsonl
+from mtc_local.shared.state import Home, read_json, read_jsonl
 from scripts.airflow_topology import Topology, wait_until
 from tests.deploy import soak_schedule as S
 
@@ -294,7 +294,7 @@ class Injectors:
         return {"killed": WORKER, "pids": len(pids)}
 
     def listing_outage(self, fault: S.Fault, holder: str) -> dict[str, Any]:
-        from mtc_provider.local.gcs import fail_listings
+        from mtc_local.gcs import fail_listings
 
         fail_listings(self.home, 503, fault.seconds)
         time.sleep(fault.seconds)

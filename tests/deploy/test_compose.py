@@ -120,7 +120,7 @@ def test_mtc_local_volume_is_the_airflow_users_and_its_supervisor_is_reachable()
     local = services["mtc-local"]
     assert local["hostname"] == "mtc-local" and local["environment"]["MTC_RUNNER_BIND_HOST"] == "0.0.0.0"
     assert local["environment"]["MTC_RUNNER_IDLE_SECONDS"] == "inf"
-    assert "mtc_provider.local.runner.supervisor" in " ".join(local["command"])
+    assert "mtc_local.supervisor" in " ".join(local["command"])
     assert all(services[n]["user"] == "1234:0" for n in AIRFLOW_SERVICES - {"airflow-init"})
 
 
@@ -264,7 +264,7 @@ def test_gke_target_never_installs_the_local_extra_or_jax(tmp_path: Path):
     `[local]`. The export is run here exactly as the Dockerfile writes it (offline: --frozen reads only uv.lock)."""
     for stage in lineage("gke"):
         text = " ".join(runs(stage)).lower()
-        assert not re.search(r"jax|orbax|\[local\]|--extra local", text), (stage.name, text)
+        assert not re.search(r"jax|orbax|\[local\]|--extra local|mtc.local", text), (stage.name, text)
     (requirements,) = installed_requirements("gke")
     pins = _export(export_command(requirements), tmp_path / "gke.txt")
     assert pins["apache-airflow"] == locked("apache-airflow")
@@ -278,6 +278,8 @@ def test_local_target_adds_jax_at_the_locked_versions(tmp_path: Path):
     pins = _export(export_command(requirements[0]), tmp_path / "local.txt")  # the local stage's own file
     assert pins["jax"] == locked("jax") and pins["orbax-checkpoint"] == locked("orbax-checkpoint")
     assert "mkdir -p /opt/airflow/mtc-local" in " ".join(runs(STAGES["local"]))
+    # The rehearsal's servers come in its own wheel (mtc-local), installed by the local stage only.
+    assert "/tmp/mtc-local-dist/mtc_local-*.whl" in " ".join(runs(STAGES["local"]))
 
 
 def _export(argv: list[str], out: Path) -> dict[str, set[str]]:
@@ -306,7 +308,8 @@ def test_every_image_install_is_pinned_to_the_lock():
             files = [w for i, w in enumerate(argv[2:], 2) if argv[i - 1] == "-r"]
             rest = [w for i, w in enumerate(argv[2:], 2) if w != "-r" and argv[i - 1] != "-r"]
             assert files, (stage.name, argv)
-            assert all(w.startswith("--no-cache-dir") or re.fullmatch(r"/tmp/mtc-dist/airflow_provider_mtc-\*\.whl", w)
+            assert all(w.startswith("--no-cache-dir") or re.fullmatch(r"/tmp/mtc-dist/airflow_provider_mtc-\*\.whl"
+                                                                 r"|/tmp/mtc-local-dist/mtc_local-\*\.whl", w)
                        for w in rest), (stage.name, argv)
 
 

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
-from mtc_provider.local.light_workload import finalized_steps, write_persistent
+from mtc_local.light_workload import finalized_steps, write_persistent
 from mtc_provider.adapters.workload_events import read_events
 
 
 def _run(tmp: Path, *flags: str, env: dict[str, str] | None = None, wait: bool = True):
-    argv = [sys.executable, "-m", "mtc_provider.local.light_workload", "run_name=r",
+    argv = [sys.executable, "-m", "mtc_local.light_workload", "run_name=r",
             f"base_output_directory={tmp}", *flags]
     full_env = {**os.environ, "MTC_PROCESS_ID": "0", **(env or {})}
     if not wait:
@@ -104,6 +104,6 @@ def test_bad_flags_exit_2_naming_the_flag(tmp_path: Path, flag: str, message: st
 
 
 def test_importing_it_does_not_import_jax():
-    code = "import sys, mtc_provider.local.light_workload; print('jax' in sys.modules)"
+    code = "import sys, mtc_local.light_workload; print('jax' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"

@@ -3,7 +3,7 @@ order and spacing; every orchestrator fault once; the runner's plan valid for th
 
 from __future__ import annotations
 
-from mtc_provider.local.runner.faults import parse_plan
+from mtc_local.runner.faults import parse_plan
 from tests.deploy import soak_schedule as S
 
 

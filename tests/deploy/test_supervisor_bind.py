@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from mtc_provider.local.cluster.client import LocalCluster
-from mtc_provider.local.runner.state import Home, read_json
-from mtc_provider.local.runner.supervisor import advertised_host, bind_host
+from mtc_local.cluster.client import LocalCluster
+from mtc_local.shared.state import Home, read_json
+from mtc_local.supervisor import advertised_host, bind_host
 from tests.runner.conftest import FAKE_WORKLOAD, make_jobset
 
 
@@ -40,7 +40,7 @@ def supervised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     def start(env: dict[str, str]) -> dict:
         home = tmp_path / "home"
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("MTC_RUNNER")}
-        proc = subprocess.Popen([sys.executable, "-m", "mtc_provider.local.runner.supervisor", str(home)],
+        proc = subprocess.Popen([sys.executable, "-m", "mtc_local.supervisor", str(home)],
                                 env={**full_env, "MTC_RUNNER_IDLE_SECONDS": "30", **env}, start_new_session=True)
         started.append(proc)
         deadline = time.monotonic() + 30

@@ -28,7 +28,7 @@ from typing import Any, Iterator
 import pytest
 
 from benchmarks.common import local_runner, wait_terminal
-from mtc_provider.local.cluster.client import LocalCluster
+from mtc_local.cluster.client import LocalCluster
 from mtc_provider.adapters.workload_events import read_events
 from scripts.airflow_topology import REPO, Topology, wait_until
 

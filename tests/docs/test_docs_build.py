@@ -25,6 +25,7 @@ from tests.data.guide_facts import GCLOUD_CALLS, GCLUSTER_FLAGS, MAXTEXT_FLAGS
 
 DOCS = REPO / "docs"
 PACKAGE = REPO / "provider" / "mtc_provider"
+REHEARSAL = REPO / "rehearsal" / "mtc_local"  # the mtc-local distribution: its messages are explained too
 OUR_PAGES = ("quickstart.md", "gcloud-mapping.md", "troubleshooting.md", "resubmission.md", "local-target.md")
 
 # Exception types that the provider raises on purpose whose messages must be explained.
@@ -38,7 +39,8 @@ def page(name: str) -> str:
 
 
 def package_modules() -> list[tuple[Path, ast.Module]]:
-    return [(path, ast.parse(path.read_text(encoding="utf-8"))) for path in sorted(PACKAGE.rglob("*.py"))]
+    return [(path, ast.parse(path.read_text(encoding="utf-8"))) for root in (PACKAGE, REHEARSAL)
+            for path in sorted(root.rglob("*.py"))]
 
 
 # --- the build ------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Mapping, Sequence
 
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound, WatchEvent
 from mtc_provider.core import vocabulary as V
-from mtc_provider.core.labels import selector_matches
+from mtc_local.cluster.selectors import label_matcher  # the one selector matcher (the local API server's)
 
 Frame = Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]]
 
@@ -201,7 +201,7 @@ class MemoryJobSetCluster:
             found = [
                 copy.deepcopy(obj)
                 for (ns, _), obj in self.objects.items()
-                if ns == namespace and selector_matches(obj["metadata"].get("labels") or {}, label_selector)
+                if ns == namespace and label_matcher(label_selector)(obj["metadata"].get("labels") or {})
             ]
         if self.after_list is not None:
             self.after_list()

@@ -92,7 +92,7 @@ def test_readiness_operator_fails_at_once_with_the_report(dags, container, gcp_c
 
 
 def test_local_target_dag(dags, tmp_path):
-    from mtc_provider.local.cluster.lifecycle import stop
+    from mtc_local.cluster.lifecycle import stop
 
     try:
         run = dags().local_setup.test(logical_date=day(4))
@@ -105,8 +105,8 @@ def test_local_target_dag(dags, tmp_path):
 def test_local_bucket_and_iam_go_through_the_local_gcs_and_node_pools_do_not_apply(tmp_path):
     """The bucket and IAM steps run GcsBucketApi against the local GCS (HNS, UBLA, the v3 policy); node pools
     have no local meaning."""
-    from mtc_provider.adapters.gcs_hook import local_gcs_hook
-    from mtc_provider.local import gcs as local_gcs
+    from mtc_local.target.gcs import local_gcs_hook
+    from mtc_local import gcs as local_gcs
 
     target = LocalTarget(home=str(tmp_path))
     bucket = MtcCreateBucketOperator(task_id="b", target=target, bucket_name="ckpt")
@@ -127,8 +127,8 @@ def test_local_bucket_and_iam_go_through_the_local_gcs_and_node_pools_do_not_app
 
 def test_checkpoint_configuration_is_applied_to_the_local_cluster(tmp_path):
     """The same apply as on GKE (CheckpointConfigurationApi), validated against the CRD by the local API server."""
-    from mtc_provider.local.cluster.client import LocalCluster
-    from mtc_provider.local.cluster.lifecycle import stop
+    from mtc_local.cluster.client import LocalCluster
+    from mtc_local.cluster.lifecycle import stop
 
     op = MtcApplyCheckpointConfigurationOperator(task_id="c", target=LocalTarget(home=str(tmp_path)),
                                                  name="mtc-config", bucket_name="ckpt", slices=SLICES)

@@ -211,15 +211,15 @@ def test_dns_endpoint_reaches_the_launch_operators_kubernetes_clients(gcp_connec
     the Kubernetes client verifies against the system store (no cluster CA file), as GKEClusterConnection does."""
     import asyncio
 
-    from mtc_provider.adapters import jobset_factory
+    from mtc_provider import targets
 
     url = "https://gke-0123456789abcdef.us-central1.gke.goog"
     connection = {"kind": "gke", "cluster_url": url, "ssl_ca_cert": tls[1],
                   "gcp_conn_id": "google_cloud_default", "use_dns_endpoint": use_dns_endpoint}
-    sync = jobset_factory.jobset_api(connection).client_factory().configuration
+    sync = targets.jobset_api(connection).client_factory().configuration
 
     async def async_configuration():
-        async with jobset_factory.async_jobset_api(connection).client_factory() as client:
+        async with targets.async_jobset_api(connection).client_factory() as client:
             return client.configuration
 
     for configuration in (sync, asyncio.run(async_configuration())):

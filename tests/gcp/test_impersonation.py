@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
-from mtc_provider.adapters import jobset_factory
+from mtc_provider import targets
 from tests.doubles.memory_jobset import AsyncMemoryJobSetApi, MemoryJobSetApi, MemoryJobSetCluster
 from mtc_provider.core.errors import SpecError
 from mtc_provider.operators.jobset import MtcJobSetOperator
@@ -29,7 +29,7 @@ def gke_cluster(monkeypatch):
     cluster = MemoryJobSetCluster()
     monkeypatch.setenv("AIRFLOW_CONN_MTC_TRAIN_GCP", json.dumps(
         {"conn_type": "google_cloud_platform", "extra": {"project": "proj-from-connection"}}))
-    with jobset_factory.registered("gke", lambda c: MemoryJobSetApi(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
+    with targets.registered_jobset_api("gke", lambda c: MemoryJobSetApi(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
         yield cluster
 
 

@@ -11,7 +11,7 @@ from kubernetes import client as k8s
 from mtc_provider.adapters import retry
 from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi
 from mtc_provider.adapters.gcs_bucket import GcsBucketApi, project_number
-from mtc_provider.adapters.gke_cluster import GkeClusterApi, operation_done
+from mtc_provider.targets.gke.cluster import GkeClusterApi, operation_done
 from mtc_provider.adapters.protocols import NotFound
 from mtc_provider.core.errors import BucketNotUsable, OperationFailed, SpecError
 from mtc_provider.core.iam import BUCKET_ROLE, bucket_members

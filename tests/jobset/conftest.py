@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mtc_provider.adapters import jobset_factory, retry
+from mtc_provider import targets
+from mtc_provider.adapters import retry
 from tests.doubles.memory_jobset import AsyncMemoryJobSetApi, MemoryJobSetApi, MemoryJobSetCluster
 
 DAGS = Path(__file__).parent / "dags"
@@ -18,7 +19,7 @@ DAGS = Path(__file__).parent / "dags"
 def cluster():
     """The in-memory JobSet cluster, registered as the "local" target's api for the test."""
     cluster = MemoryJobSetCluster()
-    with jobset_factory.registered("local", lambda c: MemoryJobSetApi(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
+    with targets.registered_jobset_api("local", lambda c: MemoryJobSetApi(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
         yield cluster
 
 

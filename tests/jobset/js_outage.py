@@ -10,9 +10,9 @@ from typing import Any
 
 import yaml
 
-from mtc_provider.local.cluster.apiserver import ApiServer
-from mtc_provider.local.cluster.resources import JOBSETS, NAMESPACES
-from mtc_provider.local.cluster.store import Store
+from mtc_local.cluster.apiserver import ApiServer
+from mtc_local.cluster.resources import JOBSETS, NAMESPACES
+from mtc_local.cluster.store import Store
 
 TOKEN = "outage-test-token"
 

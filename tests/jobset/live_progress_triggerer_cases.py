@@ -55,8 +55,8 @@ def test_progress_xcom_moves_and_pod_logs_stream_during_the_run(monkeypatch, tmp
     from airflow.utils.session import create_session
     from airflow.utils.state import TaskInstanceState
 
-    from mtc_provider.adapters.local_cluster import running_kubeconfig
-    from mtc_provider.local.cluster.client import LocalCluster
+    from mtc_local.cluster.client import LocalCluster
+    from mtc_local.target.cluster import running_kubeconfig
     from mtc_provider.triggers.jobset import JobSetTrigger
 
     load_bundle_dags(monkeypatch, tmp_path, "mtc_owner_dags.py")

@@ -35,7 +35,7 @@ NS, NAME, RUN_NAME = "default", "train-owner-a1", "owner-run"
 @pytest.fixture
 def local_home(tmp_path, monkeypatch):
     """A local cluster home, started on demand by the adapter and stopped (by its recorded pid) afterwards."""
-    from mtc_provider.local.cluster.lifecycle import stop
+    from mtc_local.cluster.lifecycle import stop
 
     monkeypatch.setenv("MTC_RUNNER_IDLE_SECONDS", "60")
     home = tmp_path / "home"
@@ -129,10 +129,10 @@ def test_triggerer_reassign_keeps_jobset_and_a_confirmed_mark_failed_deletes_it(
     from airflow.utils.session import create_session
     from airflow.utils.state import TaskInstanceState
 
-    from mtc_provider.adapters.local_cluster import running_kubeconfig
+    from mtc_local.target.cluster import running_kubeconfig
     from mtc_provider.adapters.run_lock import RunLock
     from mtc_provider.core import labels as L
-    from mtc_provider.local.cluster.client import LocalCluster
+    from mtc_local.cluster.client import LocalCluster
     from mtc_provider.triggers.jobset import JobSetTrigger
 
     load_bundle_dags(monkeypatch, tmp_path, "mtc_owner_dags.py")

@@ -63,7 +63,7 @@ def test_status_text_table(tmp_path, apiserver, fast_retries, monkeypatch) -> No
     result = runner.invoke(app, ["status", "llama"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0] == "Run llama in namespace default"
+    assert lines[0] == "Run llama in namespace default: running"  # no record: the state its JobSets show
     assert any(line.split()[:4] == ["2", "llama-x-a2", "running", "1"] for line in lines)
     assert lines[-1].startswith("newest finalized step: 60 (")
 

@@ -60,10 +60,11 @@ def _run(dag):
 
 
 @pytest.mark.parametrize("deferrable", [True, False])
-def test_completed_jobset_succeeds_without_any_checkpoint(eval_dags, cluster, deferrable):
+def test_completed_jobset_succeeds_without_any_checkpoint(eval_dags, cluster, deferrable, tmp_path):
     cluster.plan([status_running(), status_running(), status_completed()])
     dr, ti = _run(eval_dags.eval_deferrable if deferrable else eval_dags.eval_sync)
     assert dr.state == "success" and ti.try_number == 1
+    assert not list(tmp_path.rglob("mtc-attempts.json"))  # an evaluation never writes a training run's record
     assert len(cluster.created) == 1 and cluster.deleted == []
     xcom = ti.xcom_pull(task_ids="evaluate", key="jobset")
     assert xcom["last_step"] is None and "completed" in xcom["reason"]

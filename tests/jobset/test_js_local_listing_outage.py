@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from mtc_provider.local.cluster.lifecycle import stop
-from mtc_provider.local.gcs import stop as stop_gcs
+from mtc_local.cluster.lifecycle import stop
+from mtc_local.gcs import stop as stop_gcs
 from mtc_provider.operators.jobset import MtcJobSetOperator
 
 pytestmark = pytest.mark.timeout(180)

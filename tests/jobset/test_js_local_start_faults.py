@@ -18,7 +18,7 @@ import time
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from mtc_provider.local.cluster.lifecycle import stop
+from mtc_local.cluster.lifecycle import stop
 from mtc_provider.operators.jobset import MtcJobSetOperator
 
 pytestmark = pytest.mark.timeout(180)

@@ -4,7 +4,7 @@ Logs Explorer URL form: https://console.cloud.google.com/logs/query;query=<filte
 the filter and the ISO 8601 interval percent-encoded (Google's Logs Explorer URL parameters; the same form as
 pkg.go.dev/github.com/vvakame/gcplogurl@v0.3.0's example output). JobSet names a replicated job's Jobs
 `<jobset>-<replicatedJob>-<jobIndex>` and their pods carry jobset.sigs.k8s.io/job-index and
-batch.kubernetes.io/job-completion-index (the JobSet CRD v0.12.0 in provider/mtc_provider/local/cluster/crds, and
+batch.kubernetes.io/job-completion-index (the JobSet CRD v0.12.0 in rehearsal/mtc_local/cluster/crds, and
 https://kubernetes.io/docs/reference/labels-annotations-taints/#batch-kubernetes-io-job-completion-index); Cloud
 Logging shows pod labels under labels."k8s-pod/<key with '.' as '_'>".
 """
@@ -19,7 +19,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from mtc_provider.adapters import jobset_factory
+from mtc_provider import targets
 from mtc_provider.links.jobset import JOBSET_LINKS, JobSetLogsLink, logs_url
 from mtc_provider.operators.jobset import MtcJobSetOperator
 from tests.doubles.memory_jobset import AsyncMemoryJobSetApi, MemoryJobSetApi, MemoryJobSetCluster
@@ -59,7 +59,7 @@ def test_logs_link_is_the_leader_pod_over_the_attempts_time_range():
 @pytest.fixture
 def gke_cluster():
     cluster = MemoryJobSetCluster()  # plays: running, completed
-    with jobset_factory.registered("gke", lambda c: MemoryJobSetApi(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
+    with targets.registered_jobset_api("gke", lambda c: MemoryJobSetApi(cluster), lambda c: AsyncMemoryJobSetApi(cluster)):
         yield cluster
 
 

@@ -25,7 +25,7 @@ import pytest
 from js_helpers import FakeTI, jobset_body, launch, reach, run_try
 from mtc_provider.adapters import metrics, retry
 from mtc_provider.core.jobset_events import STALLED, JobSetEvent
-from mtc_provider.local.cluster.resources import PODS
+from mtc_local.cluster.resources import PODS
 from mtc_provider.operators.jobset import JobSetAttemptFailed
 from mtc_provider.triggers.jobset import JobSetTrigger
 from tests.doubles.memory_jobset import status_completed, status_failed, status_restarting, status_running

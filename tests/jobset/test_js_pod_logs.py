@@ -162,9 +162,9 @@ def test_reading_logs_never_fails_the_task(core, caplog) -> None:
 
 def test_pod_logs_for_picks_the_reader_of_the_api(tmp_path) -> None:
     assert isinstance(pod_logs_for(KubernetesJobSetApi(lambda: None)), KubernetesPodLogs)
-    from mtc_provider.adapters import jobset_factory
+    from mtc_provider import targets
 
-    local = jobset_factory.jobset_api({"kind": "local", "home": str(tmp_path)})  # the same class as GKE
+    local = targets.jobset_api({"kind": "local", "home": str(tmp_path)})  # the same class as GKE
     assert isinstance(pod_logs_for(local), KubernetesPodLogs)
     assert pod_logs_for(object()) is None
 
@@ -191,7 +191,7 @@ def test_a_failed_attempt_logs_its_failed_pods(tmp_path) -> None:
     target, the failed pods' tails (read through the pod log API) are in the task log."""
     from airflow.sdk.exceptions import AirflowException
 
-    from mtc_provider.local.cluster.lifecycle import stop
+    from mtc_local.cluster.lifecycle import stop
     from mtc_provider.operators.jobset import MtcJobSetOperator
 
     crash = tmp_path / "crash.py"

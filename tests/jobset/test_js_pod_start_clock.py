@@ -81,3 +81,30 @@ def test_startup_after_restart_new_attempt_pods_reset_a_start_that_never_finishe
     assert check(t, api, 150, now) is None  # 60 s into attempt 1's start
     kind, message = check(t, api, 191, now)
     assert kind == STARTUP_TIMEOUT and "waiting for capacity: 1 of 2 pods scheduled" in message
+
+
+class FlakyPods(Pods):
+    """A listing that fails while the control plane is away (a 503 from the API server), then answers again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+
+    async def list_pods(self, namespace: str, name: str) -> list[dict]:
+        if self.failing:
+            raise ConnectionError("503 Service Unavailable")
+        return self.items
+
+
+def test_a_failed_pod_listing_during_an_outage_does_not_stop_following_the_pods():
+    """The pods were once dropped for the rest of the watch after one failed listing, so an image that never pulls
+    after the outage went unnoticed: the next listing that answers is read as before."""
+    now, api = [0.0], FlakyPods()
+    t = trigger(now, image_pull_timeout=60)
+    api.failing = True
+    assert check(t, api, 0, now) is None and t._pods_started is False
+    api.failing = False
+    api.items = [pod("a0", waiting=PULL, attempt=0), pod("b0", "Running", attempt=0)]
+    assert check(t, api, 10, now) is None
+    kind, message = check(t, api, 71, now)
+    assert kind == UNSTARTABLE and PULL[1] in message

@@ -1,4 +1,4 @@
-"""The local GCS (mtc_provider.local.gcs) driven by the real google-cloud-storage client and GCSHook, over files
+"""The local GCS (mtc_local.gcs) driven by the real google-cloud-storage client and GCSHook, over files
 written straight into the bucket folder as the workload writes them. Each behaviour is the GCS JSON API's:
 https://cloud.google.com/storage/docs/json_api/v1 (pages cited per test)."""
 
@@ -19,12 +19,13 @@ from google.cloud import storage
 from google.oauth2.credentials import Credentials
 
 from mtc_provider.adapters.gcs_bucket import GcsBucketApi
-from mtc_provider.adapters.gcs_hook import EndpointGCSHook, local_gcs_hook
+from mtc_local.target.gcs import local_gcs_hook
+from mtc_provider.adapters.gcs_hook import EndpointGCSHook
 from mtc_provider.core.errors import BucketNotUsable
 from mtc_provider.core.spec import BucketSpec
-from mtc_provider.local import gcs as local_gcs
-from mtc_provider.local.gcs.lifecycle import _alive
-from mtc_provider.local.gcs.server import LocalGcs
+from mtc_local import gcs as local_gcs
+from mtc_local.gcs.lifecycle import _alive
+from mtc_local.gcs.server import LocalGcs
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -216,7 +217,7 @@ def test_listing_outage_from_the_control_file_fails_only_listings(client, tmp_pa
 
 # ---- lifecycle ------------------------------------------------------------------------------------------------------
 def test_two_processes_at_once_start_one_server_and_stop_ends_it(tmp_path):
-    code = "import sys; from mtc_provider.local.gcs import ensure_running; print(ensure_running(sys.argv[1]))"
+    code = "import sys; from mtc_local.gcs import ensure_running; print(ensure_running(sys.argv[1]))"
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
              for _ in range(2)]
     endpoints = {p.communicate(timeout=60)[0].strip() for p in procs}

@@ -26,11 +26,11 @@ from google.auth.exceptions import InvalidOperation, RefreshError
 from google.cloud import storage
 from google.oauth2.credentials import Credentials
 
-from mtc_provider.adapters.gcs_hook import local_gcs_hook
-from mtc_provider.adapters.local_token import read_token
-from mtc_provider.local import gcs as local_gcs
-from mtc_provider.local.gcs import lifecycle
-from mtc_provider.local.gcs.server import LocalGcs
+from mtc_local.target.gcs import local_gcs_hook
+from mtc_local.token import read_token
+from mtc_local import gcs as local_gcs
+from mtc_local.gcs import lifecycle
+from mtc_local.gcs.server import LocalGcs
 
 pytestmark = pytest.mark.timeout(120)
 COMMIT = "run/checkpoints/5/commit_success.txt"

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from google.api_core import exceptions
 
-from mtc_provider.adapters.checkpoint_stores import LocalBucketCheckpointStore, LocalCheckpointStore, open_store
+from mtc_local.target.gcs import LocalBucketCheckpointStore
+from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore, open_store
 from mtc_provider.core.errors import CheckpointStalled
-from mtc_provider.local import gcs as local_gcs
+from mtc_local import gcs as local_gcs
 from mtc_provider.sensors.checkpoint import CheckpointProgressSensor
 from mtc_provider.triggers.checkpoint import CheckpointProgressEvent, CheckpointProgressTrigger
 
@@ -113,7 +114,7 @@ def test_sensing_before_the_first_write_finds_nothing_and_makes_the_bucket(home)
     directory = checkpoints(home)
     store = open_store(str(directory))
     assert store.finalized(str(directory)) == [] and store.latest_step(str(directory)) is None
-    from mtc_provider.adapters.gcs_hook import local_gcs_hook
+    from mtc_local.target.gcs import local_gcs_hook
 
     client = local_gcs_hook(str(home)).get_conn()
     made = client.get_bucket("mtc-checkpoints")

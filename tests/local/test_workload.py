@@ -26,7 +26,7 @@ PROVIDER = REPO / "provider"
 if str(PROVIDER) not in sys.path:
     sys.path.insert(0, str(PROVIDER))
 
-from mtc_provider.local import workload as wl  # noqa: E402  (pure until run: no JAX import)
+from mtc_local import workload as wl  # noqa: E402  (pure until run: no JAX import)
 from mtc_provider.adapters.workload_events import append_event, read_events  # noqa: E402
 
 PYTHON = sys.executable
@@ -111,7 +111,7 @@ class Job:
                 JAX_PLATFORMS="cpu",
             )
             args = [
-                PYTHON, "-m", "mtc_provider.local.workload", "base.yml",
+                PYTHON, "-m", "mtc_local.workload", "base.yml",
                 f"run_name={self.run_name}",
                 f"base_output_directory={self.base}",
                 f"local_checkpoint_directory={ramdisk}",
@@ -271,7 +271,7 @@ def test_bad_flags_are_named(args, needle):
 def test_bad_flag_process_exits_2_and_names_the_key(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(PROVIDER))
     r = subprocess.run(
-        [PYTHON, "-m", "mtc_provider.local.workload", "base.yml", "run_name=r",
+        [PYTHON, "-m", "mtc_local.workload", "base.yml", "run_name=r",
          f"base_output_directory={tmp_path}", "enable_emergency_checkpoint=maybe"],
         env=env, capture_output=True, text=True, timeout=60,
     )
@@ -279,7 +279,7 @@ def test_bad_flag_process_exits_2_and_names_the_key(tmp_path):
     assert "enable_emergency_checkpoint" in r.stderr
     assert "True, False, true, false, 1, 0" in r.stderr
     r = subprocess.run(
-        [PYTHON, "-m", "mtc_provider.local.workload", "run_name=r", f"base_output_directory={tmp_path}",
+        [PYTHON, "-m", "mtc_local.workload", "run_name=r", f"base_output_directory={tmp_path}",
          "checkpoint_every=5"],
         env=env, capture_output=True, text=True, timeout=60,
     )

@@ -16,10 +16,10 @@ import pytest
 from mtc_provider.core import vocabulary as V
 from mtc_provider.core.params import LOCAL_MODEL_FLAGS, training_run
 from mtc_provider.core.spec import CheckpointingSpec
-from mtc_provider.local.runner.faults import parse_plan
-from mtc_provider.local.runner.manifest import parse, pod_spec
-from mtc_provider.local.runner.pods import write_init_info
-from mtc_provider.local.workload import FLAG_SPECS, parse_flags, resolve_identity
+from mtc_local.runner.faults import parse_plan
+from mtc_local.runner.manifest import parse, pod_spec
+from mtc_local.runner.pods import write_init_info
+from mtc_local.workload import FLAG_SPECS, parse_flags, resolve_identity
 from tests.runner.conftest import make_jobset
 
 MINIMAL_LOCAL_FORM = {"target": "local", "run_name": "contract", "steps": 10, "num_slices": 2, "topology": "2x2",
@@ -112,7 +112,7 @@ def test_workload_package_imports_no_jax():
     """The runner, the light workload and these tests import the package for its flags: no JAX until it runs."""
     import subprocess
 
-    code = "import sys, mtc_provider.local.workload; print('jax' in sys.modules, 'numpy' in sys.modules)"
+    code = "import sys, mtc_local.workload; print('jax' in sys.modules, 'numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2]).stdout.split()
     assert out == ["False", "False"]

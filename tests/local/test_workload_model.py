@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mtc_provider.local.workload import model
+from mtc_local.workload import model
 
 
 def test_numpy_loss_equals_the_jax_loss_the_training_step_minimises():

@@ -37,7 +37,9 @@ def dist(tmp_path_factory) -> Path:
     made = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "dist", f"DIST={out}"],
                           capture_output=True, text=True, timeout=300)
     assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
-    assert made.stdout.count("PASSED") == 2, made.stdout[-3000:]  # `make dist` ran twine on both files
+    assert made.stdout.count("PASSED") == 4, made.stdout[-3000:]  # twine on both files of both distributions
+    assert sorted(p.name for p in (out / "local").iterdir() if not p.name.startswith(".")) == [
+        f"mtc_local-{__version__}-py3-none-any.whl", f"mtc_local-{__version__}.tar.gz"]  # the rehearsal's own folder
     return out
 
 

@@ -15,8 +15,8 @@ from typing import Any, Callable
 import psutil
 import pytest
 
-from mtc_provider.local.cluster.client import LocalCluster
-from mtc_provider.local.runner.state import Home, read_json
+from mtc_local.cluster.client import LocalCluster
+from mtc_local.shared.state import Home, read_json
 
 # Prints `completed step: N`, keeps its step in the ramdisk (so a restart resumes), fails on request.
 FAKE_WORKLOAD = textwrap.dedent(
@@ -196,7 +196,7 @@ def api(home: str) -> LocalCluster:
 @pytest.fixture
 def kubeconfig(home: str) -> Path:
     """The home's local cluster, started: its kubeconfig (for kubectl and the kubernetes client)."""
-    from mtc_provider.local.cluster.lifecycle import ensure_running
+    from mtc_local.cluster.lifecycle import ensure_running
 
     return ensure_running(home)
 

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from mtc_provider.local.cluster.client import LocalCluster
-from mtc_provider.local.cluster.lifecycle import answers
-from mtc_provider.local.runner import auth
-from mtc_provider.local.runner.environment import workload_environment
-from mtc_provider.local.runner.state import read_json, write_json
+from mtc_local.cluster.client import LocalCluster
+from mtc_local.cluster.lifecycle import answers
+from mtc_local.shared import auth
+from mtc_local.runner.environment import workload_environment
+from mtc_local.shared.state import read_json, write_json
 from tests.runner.conftest import make_jobset, processes_mentioning, terminal, wait_for
 
 NS = "default"

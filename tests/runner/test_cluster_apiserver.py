@@ -24,7 +24,7 @@ from kubernetes import client as k8s
 from kubernetes import config, watch
 from kubernetes.client.rest import ApiException
 
-from mtc_provider.local.cluster.lifecycle import ensure_running, stop
+from mtc_local.cluster.lifecycle import ensure_running, stop
 from tests.runner.conftest import make_jobset, wait_for
 
 NS = "default"
@@ -236,7 +236,7 @@ def test_rendered_jobset_applied_with_kubectl_runs(kubeconfig, tmp_path):
                              "enable_emergency_checkpoint": True, "local_checkpoint_directory": "/local",
                              "local_checkpoint_period": 1, "checkpoint_period": 2},
            "workload": {"jobset_name": "applied", "image": "local", "max_restarts": 1,
-                        "command": ["python", "-m", "mtc_provider.local.light_workload"]}}
+                        "command": ["python", "-m", "mtc_local.light_workload"]}}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(run))
     rendered = subprocess.run([sys.executable, "-m", "mtc_provider.cli", "render", str(tmp_path / "run.yaml")], capture_output=True, text=True,
                               check=True).stdout

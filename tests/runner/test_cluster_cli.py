@@ -10,8 +10,8 @@ import time
 
 import psutil
 
-from mtc_provider.local.cluster.lifecycle import answers, supervisor_pid
-from mtc_provider.local.runner.state import Home
+from mtc_local.cluster.lifecycle import answers, supervisor_pid
+from mtc_local.shared.state import Home
 from tests.runner.test_cluster_apiserver import kubectl
 
 
@@ -26,7 +26,7 @@ def _gcs_home(endpoint: str, home: str) -> str | None:
     import json
     import urllib.request
 
-    from mtc_provider.adapters.local_token import require_token, serves_home
+    from mtc_local.token import require_token, serves_home
 
     try:
         if not serves_home(endpoint, home):

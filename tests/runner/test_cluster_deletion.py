@@ -24,7 +24,7 @@ import psutil
 import pytest
 from kubernetes.client.rest import ApiException
 
-from mtc_provider.local.cluster.pods import FIRST_PULL_SECONDS
+from mtc_local.cluster.pods import FIRST_PULL_SECONDS
 from tests.runner.conftest import make_jobset, processes_mentioning, wait_for
 from tests.runner.test_cluster_apiserver import (
     GROUP, KUBECTL, NS, PLURAL, VERSION, _gone, _objects, _pods, _status, kubectl,

@@ -7,7 +7,7 @@ As a Kubernetes API server answers it (https://kubernetes.io/docs/reference/usin
 - a patch is validated like a create (422), a stale metadata.resourceVersion in it is 409 Conflict, and a change
   gets a new resourceVersion and a MODIFIED watch event;
 - JobSet refuses most spec changes: its CRD's transition rules (422) and its webhook (403), see
-  mtc_provider/local/cluster/updates.py.
+  mtc_local/cluster/updates.py.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _rendered(tmp_path) -> str:
            "checkpointing": {"run_name": "applied", "base_output_directory": str(tmp_path / "bucket"),
                              "steps": 1000, "checkpoint_period": 500},
            "workload": {"jobset_name": "applied", "image": "local", "max_restarts": 1,
-                        "command": ["python", "-m", "mtc_provider.local.light_workload"],
+                        "command": ["python", "-m", "mtc_local.light_workload"],
                         "extra_flags": {"step_time_ms": 50}}}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(run))
     return subprocess.run([sys.executable, "-m", "mtc_provider.cli", "render", str(tmp_path / "run.yaml")],

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from mtc_provider.local.cluster import patches, updates
-from mtc_provider.local.cluster.errors import StatusError
-from mtc_provider.local.cluster.resources import JOBSETS
+from mtc_local.cluster import patches, updates
+from mtc_local.cluster.errors import StatusError
+from mtc_local.cluster.resources import JOBSETS
 
 
 @pytest.mark.parametrize("target, patch, result", [

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from mtc_provider.local.cluster.errors import StatusError
-from mtc_provider.local.cluster.resources import CONFIGMAPS, JOBSETS
-from mtc_provider.local.cluster.selectors import SelectorError, label_matcher
-from mtc_provider.local.cluster.store import Store
+from mtc_local.cluster.errors import StatusError
+from mtc_local.cluster.resources import CONFIGMAPS, JOBSETS
+from mtc_local.cluster.selectors import SelectorError, label_matcher
+from mtc_local.cluster.store import Store
 
 
 def _cm(name: str, labels: dict | None = None, **data: str) -> dict:

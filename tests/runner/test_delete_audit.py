@@ -13,9 +13,9 @@ import asyncio
 import os
 
 from mtc_provider.adapters.kubernetes import AsyncKubernetesJobSetApi
-from mtc_provider.adapters.local_cluster import async_client_factory
+from mtc_local.target.cluster import async_client_factory
 from mtc_provider.core.vocabulary import DELETE_TEARDOWN, DELETE_USER_KILL
-from mtc_provider.local.runner.state import Home, read_jsonl
+from mtc_local.shared.state import Home, read_jsonl
 from tests.runner.conftest import make_jobset, wait_for
 from tests.runner.test_cluster_apiserver import kubectl
 

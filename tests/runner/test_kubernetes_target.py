@@ -15,10 +15,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from mtc_provider.adapters import jobset_factory
-from mtc_provider.adapters.kubernetes_target import served_resources
-from mtc_provider.adapters.local_cluster import running_kubeconfig
-from mtc_provider.adapters.targets import backend_for
+from mtc_provider import targets
+from mtc_provider.targets.kubernetes.backend import served_resources
+from mtc_local.target.cluster import running_kubeconfig
+from mtc_provider.targets import backend_for
 from mtc_provider.core.errors import NotReady, SpecError
 from mtc_provider.operators.gcp import (
     MtcApplyCheckpointConfigurationOperator,
@@ -75,9 +75,9 @@ def test_readiness_names_the_missing_configuration_then_passes_once_it_is_applie
 
 
 def test_jobsets_go_through_the_connection(connection: KubernetesTarget):
-    details = jobset_factory.connection_for(connection)
+    details = targets.connection_for(connection)
     assert details == {"kind": "kubernetes", "kubernetes_conn_id": CONN}  # no token, no server address
-    assert jobset_factory.jobset_api(details).list("default", "app=nothing-here") == []
+    assert targets.jobset_api(details).list("default", "app=nothing-here") == []
 
 
 def test_managed_steps_say_why_they_do_not_apply(connection: KubernetesTarget):
@@ -145,7 +145,7 @@ def test_a_cluster_without_jobset_is_reported_with_the_install_command():
 
 def test_target_dicts_name_the_bad_field_and_the_allowed_values():
     assert isinstance(target_from_dict({"kind": "kubernetes", "kubernetes_conn_id": "c"}), KubernetesTarget)
-    with pytest.raises(SpecError, match="target.kind.*gke or local or kubernetes"):
+    with pytest.raises(SpecError, match="target.kind.*gke or kubernetes or local"):
         target_from_dict({"kind": "eks"})
     with pytest.raises(SpecError, match="target.cluster_name.*kubernetes_conn_id"):
         target_from_dict({"kind": "kubernetes", "cluster_name": "x"})

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from mtc_provider.core.errors import SpecError
-from mtc_provider.local.runner import policy
-from mtc_provider.local.runner.faults import last_step, parse_plan
-from mtc_provider.local.runner.manifest import expand_vars, parse, pod_spec, rewrite_mount
+from mtc_local.runner import policy
+from mtc_local.runner.faults import last_step, parse_plan
+from mtc_local.runner.manifest import expand_vars, parse, pod_spec, rewrite_mount
 from tests.runner.conftest import make_jobset
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from mtc_provider.adapters.protocols import ApiError
-from mtc_provider.local.runner.ramdisk import RamdiskRootError, check_private_root, ensure_private_root
-from mtc_provider.local.runner.state import Home
+from mtc_local.runner.ramdisk import RamdiskRootError, check_private_root, ensure_private_root
+from mtc_local.shared.state import Home
 from tests.runner.conftest import make_jobset, processes_mentioning, terminal
 
 NS = "default"
@@ -89,7 +89,7 @@ def test_ramdisk_owner_a_planted_root_stops_the_supervisor_before_anything_runs(
     root.mkdir(mode=0o777)
     os.chown(root, NOBODY, NOBODY)
     try:
-        from mtc_provider.local.cluster.lifecycle import ClusterUnavailable, ensure_running
+        from mtc_local.cluster.lifecycle import ClusterUnavailable, ensure_running
 
         with pytest.raises(ClusterUnavailable, match="supervisor.log"):
             ensure_running(home, timeout=5)

@@ -18,11 +18,11 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from mtc_provider.adapters.access_review import rbac_checks
-from mtc_provider.adapters.local_cluster import client_factory
+from mtc_local.target.cluster import client_factory
 from mtc_provider.core import labels as L
 from mtc_provider.hooks.jobset import MtcJobSetHook
-from mtc_provider.local.cluster import access
-from mtc_provider.local.cluster.client import LocalCluster
+from mtc_local.cluster import access
+from mtc_local.cluster.client import LocalCluster
 from mtc_provider.operators.jobset import MtcJobSetOperator
 
 pytestmark = pytest.mark.timeout(120)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mtc_provider.local.cluster.client import LocalCluster
+from mtc_local.cluster.client import LocalCluster
 from tests.runner.conftest import make_jobset, terminal
 
 pytestmark = pytest.mark.slow
@@ -16,7 +16,7 @@ def test_two_slice_jobset_of_the_real_workload_completes(api: LocalCluster, tmp_
     bucket = tmp_path / "bucket"
     body = make_jobset("real", tmp_path / "unused.py", slices=2, hosts=1, grace=10, fault_plan=faults)
     container = body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
-    container["command"] = ["python3", "-m", "mtc_provider.local.workload"]
+    container["command"] = ["python3", "-m", "mtc_local.workload"]
     container["args"] = [
         "run_name=real", f"base_output_directory={bucket}", "steps=6", "model_dim=32", "global_batch_size=8",
         "enable_emergency_checkpoint=True", "local_checkpoint_directory=/local", "local_checkpoint_period=2",

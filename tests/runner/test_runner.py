@@ -15,8 +15,8 @@ import pytest
 from mtc_provider.adapters.kubernetes import AsyncKubernetesJobSetApi
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound
 from mtc_provider.core.status import evaluate_jobset
-from mtc_provider.local.cluster.client import LocalCluster, async_client_factory
-from mtc_provider.local.runner.state import Home
+from mtc_local.cluster.client import LocalCluster, async_client_factory
+from mtc_local.shared.state import Home
 from tests.runner.conftest import make_jobset, terminal, wait_for
 
 NS = "default"
@@ -181,7 +181,7 @@ def test_jobset_outlives_its_creator_and_is_seen_from_another_process(home, work
     body = make_jobset("other", workload, args=["steps=1000", "sleep=0.1"], labels={"run": "r1"})
     script = (
         "import json, sys\n"
-        "from mtc_provider.local.cluster.client import LocalCluster\n"
+        "from mtc_local.cluster.client import LocalCluster\n"
         "api = LocalCluster(sys.argv[1])\n"
         "if sys.argv[2] == 'create':\n"
         "    print(api.create('default', json.loads(sys.argv[3]))['metadata']['uid'])\n"
@@ -189,10 +189,10 @@ def test_jobset_outlives_its_creator_and_is_seen_from_another_process(home, work
         "    print(json.dumps([o['metadata']['uid'] for o in api.list('default', 'run=r1')]))\n"
     )
     created = subprocess.run([sys.executable, "-c", script, home, "create", json.dumps(body)],
-                             check=True, capture_output=True, text=True, timeout=30)
+                             check=True, capture_output=True, text=True, timeout=90)
     uid = created.stdout.strip().splitlines()[-1]  # after anything Airflow logs when the hook loads
     listed = subprocess.run([sys.executable, "-c", script, home, "list"],
-                            check=True, capture_output=True, text=True, timeout=30)
+                            check=True, capture_output=True, text=True, timeout=90)
     assert json.loads(listed.stdout.strip().splitlines()[-1]) == [uid], listed.stdout
     api = LocalCluster(home)
     assert api.get(NS, "other")["status"].get("terminalState") is None  # its creator has exited: still running

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from mtc_provider.core.errors import SpecError
-from mtc_provider.local.runner.faults import parse_plan
+from mtc_local.runner.faults import parse_plan
 from tests.runner.conftest import make_jobset, terminal, wait_for
 from tests.runner.test_cluster_apiserver import _pods
 

@@ -53,7 +53,7 @@ def local_path(checkpoint_dir: str) -> Path:
     return Path(path)
 
 
-class _FinalizedSteps:
+class FinalizedSteps:
     """The CheckpointStore reads every store derives from its own `finalized(checkpoint_dir, after)`."""
 
     def finalized(self, checkpoint_dir: str, after: int | None = None) -> list[CheckpointInfo]:
@@ -67,7 +67,7 @@ class _FinalizedSteps:
         return found[-1].step if found else None
 
 
-class LocalCheckpointStore(_FinalizedSteps):
+class LocalCheckpointStore(FinalizedSteps):
     """A local checkpoint directory (the local target's bucket). Cost: one scandir plus a stat per new step."""
 
     def finalized(self, checkpoint_dir: str, after: int | None = None) -> list[CheckpointInfo]:
@@ -107,7 +107,7 @@ class ListingCost:
         self.requests = self.entries = 0
 
 
-class GcsCheckpointStore(_FinalizedSteps):
+class GcsCheckpointStore(FinalizedSteps):
     """A gs:// checkpoint directory through GCSHook.
 
     One glob-filtered listing selects one object per finalized step (its commit marker), paged by 1,000, so
@@ -183,85 +183,17 @@ def _timestamp(value: datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
 
 
-class LocalBucketCheckpointStore(_FinalizedSteps):
-    """A checkpoint directory inside a local target's bucket folder, listed through the home's local GCS by
-    GcsCheckpointStore (the GKE code path: GCSHook, matchGlob, startOffset, pages). Paths in and out stay the
-    local paths the caller uses. The endpoint is looked up (and the server started) on each call, in the
-    calling thread, so a trigger never blocks its event loop on it and a restarted server is found again; the
-    lookup health-checks the server at most every few seconds (gcs_hook.local_gcs_endpoint); the home's token is
-    read when the hook is made (a trigger carries only the checkpoint directory)."""
-
-    def __init__(self, home: str, bucket: str) -> None:
-        self.home, self.bucket = home, bucket
-        self.root = Path(home) / "buckets" / bucket
-        self.gcs: GcsCheckpointStore | None = None
-
-    @property
-    def cost(self) -> ListingCost:
-        return self._store().cost
-
-    def _store(self) -> GcsCheckpointStore:
-        from mtc_provider.adapters.gcs_hook import local_gcs_endpoint, local_gcs_hook
-
-        endpoint = local_gcs_endpoint(self.home)
-        if self.gcs is None or self.gcs.hook.api_endpoint != endpoint:
-            cost = self.gcs.cost if self.gcs is not None else ListingCost()
-            self.gcs = GcsCheckpointStore(hook=local_gcs_hook(self.home))  # with the home's token, read here
-            self.gcs.cost = cost
-        if not self.root.is_dir():  # before the workload's first write, as its folder would be made by it
-            self._create_bucket()
-        return self.gcs
-
-    def _create_bucket(self) -> None:
-        """The local bucket, made through the API (HNS, uniform access) when sensing starts before training."""
-        from mtc_provider.adapters.gcs_bucket import LOCAL_LOCATION, GcsBucketApi
-        from mtc_provider.adapters.gcs_hook import LOCAL_PROJECT
-        from mtc_provider.core.spec import BucketSpec
-
-        GcsBucketApi(self.gcs.hook.get_conn()).ensure_bucket(BucketSpec(self.bucket, LOCAL_LOCATION), LOCAL_PROJECT)
-
-    def _gs(self, path: str) -> str:
-        relative = local_path(path).relative_to(self.root).as_posix()
-        return f"gs://{self.bucket}" + ("" if relative == "." else f"/{relative}")
-
-    def _local(self, uri: str) -> str:
-        _, path = split_gcs_uri(uri)
-        return str(self.root / path) if path else str(self.root)
-
-    def finalized(self, checkpoint_dir: str, after: int | None = None) -> list[CheckpointInfo]:
-        found = self._store().finalized(self._gs(checkpoint_dir), after)
-        return [CheckpointInfo(info.step, self._local(info.path), info.commit_time) for info in found]
-
-    def item_path(self, step_path: str) -> str | None:
-        found = self._store().item_path(self._gs(step_path))
-        return self._local(found) if found else None
-
-    def backup_steps(self, backup_dir: str, workers: int | None = None) -> list[int]:
-        return self._store().backup_steps(self._gs(backup_dir), workers)
-
-
-def local_bucket_of(path: Path) -> tuple[str, str] | None:
-    """(home, bucket) when `path` lies in a local target's bucket folder `<home>/buckets/<bucket>/...`: a home
-    with a local GCS directory (`<home>/gcs`) first, else the outermost `buckets` folder; None otherwise."""
-    parts = path.parts
-    found = [i for i in range(1, len(parts) - 1) if parts[i] == "buckets"]
-    served = [i for i in found if (Path(*parts[:i]) / "gcs").is_dir()]
-    for i in served or found:
-        return str(Path(*parts[:i])), parts[i + 1]
-    return None
-
-
 def open_store(checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default",
                impersonation_chain: str | list[str] | None = None) -> CheckpointStore:
-    """The store for a checkpoint directory: gs:// goes to GCS; a directory in a local target's bucket folder to
-    that home's local GCS; any other absolute path or file:// is read locally."""
+    """The store for a checkpoint directory: gs:// goes to GCS; a folder an installed target serves (a local
+    target's bucket folder: its home's local GCS, mtc_local.target.gcs) to that target's store; any other absolute
+    path or file:// is read locally."""
     if checkpoint_dir.startswith("gs://"):
         split_gcs_uri(checkpoint_dir)
         return GcsCheckpointStore(gcp_conn_id, impersonation_chain=impersonation_chain)
-    located = local_bucket_of(local_path(checkpoint_dir))
-    if located is not None:
-        return LocalBucketCheckpointStore(*located)
-    return LocalCheckpointStore()
+    from mtc_provider.targets.registry import store_for_path
+
+    return store_for_path(local_path(checkpoint_dir)) or LocalCheckpointStore()
 
 
 class AsyncCheckpointStore:
@@ -276,5 +208,5 @@ class AsyncCheckpointStore:
         return await asyncio.to_thread(self.store.finalized, self.checkpoint_dir, after)
 
 
-__all__ = ["AsyncCheckpointStore", "CheckpointStore", "GcsCheckpointStore", "ListingCost", "LocalBucketCheckpointStore",
+__all__ = ["AsyncCheckpointStore", "CheckpointStore", "GcsCheckpointStore", "ListingCost",
            "LocalCheckpointStore", "open_store", "split_gcs_uri"]

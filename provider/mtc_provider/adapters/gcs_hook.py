@@ -11,15 +11,14 @@ listings are GCSHook's own:
   uses for an emulator;
 - `get_credentials_and_project_id()` (GoogleBaseHook), only when a bearer token is given: google.oauth2's
   `Credentials(token)`, which google-cloud-storage's session sends as `Authorization: Bearer <token>`
-  (google.auth.credentials.Credentials.apply). The local target's GCS takes its home's token
-  (adapters/local_token.py): `local_gcs_hook(home)` reads it where the client is made, so a trigger carries only
-  the home path, never the token.
+  (google.auth.credentials.Credentials.apply). The local target's GCS takes its home's token: mtc-local's
+  `mtc_local.target.gcs.local_gcs_hook(home)` reads it where the client is made, so a trigger carries only the
+  home path, never the token.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from airflow.providers.google.cloud.hooks.gcs import GCSHook
@@ -63,60 +62,3 @@ def gcs_hook(gcp_conn_id: str = "google_cloud_default", impersonation_chain: Any
     if api_endpoint:
         return EndpointGCSHook(api_endpoint)
     return GCSHook(gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain)
-
-
-# home -> (endpoint, when it last answered its health check). A server exits only after its idle time without a
-# request, so one that answered less than a quarter of that ago (and at most FRESH_SECONDS ago) is still up unless
-# killed: listings every poll interval then cost no health request each; a killed one is found within seconds.
-_local_endpoints: dict[str, tuple[str, float]] = {}
-FRESH_SECONDS = 10.0
-
-
-def _serves(endpoint: str, home: str) -> bool:
-    """The local GCS at `endpoint` holds this home's token (it proves so before it is sent the token)."""
-    from mtc_provider.adapters.local_token import serves_home
-
-    return serves_home(endpoint, home)
-
-
-def local_gcs_hook(home: str) -> EndpointGCSHook:
-    """EndpointGCSHook for a local target home's GCS (started on demand) with the home's token."""
-    from pathlib import Path
-
-    from mtc_provider.adapters.local_token import TokenError, require_token
-    from mtc_provider.adapters.protocols import ApiError
-
-    endpoint = local_gcs_endpoint(home)
-    try:
-        token = require_token(Path(home).expanduser().resolve())
-    except TokenError as err:
-        raise ApiError(401, f"the local GCS token of {home}: {err}", "Unauthorized") from None
-    return EndpointGCSHook(endpoint, token=token)
-
-
-def local_gcs_endpoint(home: str) -> str:
-    """The endpoint of a local target home's GCS, started in the background when it is not running, as a
-    process (`python -m mtc_provider.local.gcs up`): the provider never imports the local target."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from mtc_provider.adapters.protocols import ApiError
-
-    home = str(Path(home).expanduser().resolve())
-    idle = os.environ.get(IDLE_ENV) or str(DEFAULT_IDLE_SECONDS)
-    endpoint, checked = _local_endpoints.get(home, ("", 0.0))
-    if endpoint and time.monotonic() - checked < min(FRESH_SECONDS, float(idle) / 4):
-        return endpoint
-    if endpoint and _serves(endpoint, home):
-        _local_endpoints[home] = (endpoint, time.monotonic())
-        return endpoint
-    done = subprocess.run([sys.executable, "-m", "mtc_provider.local.gcs", "up", "--home", home, "--idle-seconds", idle],
-                          capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        raise ApiError(503, f"the local GCS for {home} did not start: {(done.stderr or done.stdout).strip()[-500:]}",
-                       "ServiceUnavailable")
-    _local_endpoints[home] = (lines[-1].strip(), time.monotonic())
-    return _local_endpoints[home][0]

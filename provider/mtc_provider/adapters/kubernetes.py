@@ -65,7 +65,7 @@ def to_api_error(exc: BaseException) -> BaseException:
 
 
 def delete_headers(reason: str) -> dict[str, str]:
-    """Why a delete is asked for and by which process (Airflow's host name of the component, its pid): sent as
+    """Why a delete is asked for and by whom (the OS user, Airflow's host name of the component, its pid): sent as
     request headers, so the cluster's audit can tell an attempt's end or a teardown from anything else."""
     try:
         from airflow.utils.net import get_hostname
@@ -73,7 +73,17 @@ def delete_headers(reason: str) -> dict[str, str]:
         host = get_hostname()
     except Exception:  # noqa: BLE001 - outside a configured Airflow: the machine's name
         host = socket.getfqdn()
-    return {DELETE_REASON_HEADER: reason, DELETE_CALLER_HEADER: f"{host} pid {os.getpid()}"}
+    return {DELETE_REASON_HEADER: reason, DELETE_CALLER_HEADER: f"{_user()}@{host} pid {os.getpid()}"}
+
+
+def _user() -> str:
+    """The OS user of this process (a person running `mtc delete`, or the Airflow component's account)."""
+    try:
+        import getpass
+
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name in this environment (a container with a bare uid)
+        return f"uid {os.getuid()}"
 
 
 # The API server's own sentence names the identity: `<resource> "<name>" is forbidden: User "system:serviceaccount:

@@ -92,7 +92,7 @@ class KubernetesPodLogs:
 
 
 def pod_logs_for(api: Any, container: str | None = None) -> PodLogs | None:
-    """The log reader that goes with a JobSetApi from `jobset_factory`; None when the api has no pods (a double)."""
+    """The log reader that goes with a JobSetApi from `targets.jobset_api`; None when the api has no pods (a double)."""
     from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
 
     if isinstance(api, KubernetesJobSetApi):  # GKE, any Kubernetes cluster, the local cluster

@@ -129,20 +129,20 @@ class ClusterControl(Protocol):
         or None when it runs through `control_plane()`."""
 
     def control_plane(self) -> Any:
-        """The managed control plane (adapters.gke_cluster.GkeClusterApi): describe, updates, node pools,
+        """The managed control plane (targets.gke.cluster.GkeClusterApi): describe, updates, node pools,
         operations. Only called when `provided_by_target` returned None."""
 
 
 @runtime_checkable
 class TargetBackend(Protocol):
-    """How the Airflow glue reaches one target: picked by kind in adapters/targets.py, never by class."""
+    """How the Airflow glue reaches one target: picked by kind in targets/registry.py, never by class."""
 
     cluster: ClusterControl
     injects_faults: bool  # fault plans run where the runner is the kubelet
     console: ConsoleScope | None
 
     def jobset_connection(self) -> dict[str, Any]:
-        """Serializable, secret-free connection details (adapters/jobset_factory.py builds an api from them)."""
+        """Serializable, secret-free connection details (targets/registry.py builds an api from them)."""
 
     def bucket(self) -> Any:
         """How this target reaches its buckets (adapters.gcs_bucket.BucketAccess)."""

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
 
 from mtc_provider.core import labels as L
+from mtc_provider.core.jobset import pod_template
 from mtc_provider.core.names import label_value
 from mtc_provider.core.status import evaluate_jobset
 
@@ -39,7 +40,7 @@ def run_selector(run_name: str) -> str:
 
 def _args(jobset: Mapping[str, Any]) -> list[str]:
     try:
-        template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        template = pod_template(jobset)["spec"]
         return [str(a) for c in template.get("containers") or [] for a in (c.get("args") or [])]
     except (KeyError, IndexError, TypeError):
         return []

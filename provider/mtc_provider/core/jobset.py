@@ -54,10 +54,6 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
-def is_retryable_exit_code(code: int) -> bool:
-    return code in RETRYABLE_EXIT_CODES
-
-
 def pod_failure_policy(container_name: str) -> dict[str, Any]:
     """Fail the Job (not the pod's retry) when the container exits with a code that means a bug."""
     return {

@@ -54,21 +54,3 @@ def lock_name(run_name: str) -> str:
 def selector(labels: dict[str, str]) -> str:
     """A Kubernetes label selector string for equality on every label."""
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
-
-
-def selector_matches(labels: Mapping[str, str], selector: str) -> bool:
-    """Whether `labels` match an equality-based label selector, as the API server reads one: `k=v`, `k==v`,
-    `k!=v` (also true when the key is absent) and a bare `k` (the key exists), all terms ANDed
-    (kubernetes.io/docs/concepts/overview/working-with-objects/labels/#equality-based-requirement)."""
-    for term in filter(None, (t.strip() for t in selector.split(","))):
-        if "!=" in term:
-            key, value = term.split("!=", 1)
-            if labels.get(key.strip()) == value.strip():
-                return False
-        elif "=" in term:
-            key, value = term.replace("==", "=", 1).split("=", 1)
-            if labels.get(key.strip()) != value.strip():
-                return False
-        elif term not in labels:
-            return False
-    return True

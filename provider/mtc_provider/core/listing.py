@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable
 
 COMMIT_FILE = "commit_success.txt"
 CHECKPOINT_METADATA_FILE = "_CHECKPOINT_METADATA"
@@ -46,21 +46,6 @@ def step_of_dir(name: str) -> int | None:
         return None
     match = STEP_DIR_RE.match(name)
     return int(match["step"]) if match else None
-
-
-def finalized_from_entries(entries: Mapping[str, Iterable[str]]) -> list[int]:
-    """Finalized steps from a directory's entries: {child dir name: names inside it}. Ascending."""
-    steps = {step for name, children in entries.items()
-             if (step := step_of_dir(name)) is not None and COMMIT_FILE in set(children)}
-    return sorted(steps)
-
-
-def persistent_item(flags: Mapping[str, object]) -> str | None:
-    """The item folder of a run's persistent steps, from its MaxText checkpointing flags; None when MaxText
-    itself writes no persistent steps (multi-tier: the MTC replicator backs the local tier up instead)."""
-    if flags.get("enable_multi_tier_checkpointing"):
-        return None
-    return "default" if flags.get("enable_emergency_checkpoint") else "items"
 
 
 def item_of(children: Iterable[str]) -> str | None:

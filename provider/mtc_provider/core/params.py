@@ -45,10 +45,10 @@ CHECKPOINT_FLAGS = tuple(
     f.name for f in dataclasses.fields(CheckpointingSpec) if f.name not in ("run_name", "base_output_directory", "steps")
 )
 TARGET_KINDS = ("local", "gke", "kubernetes")
-LOCAL_WORKLOAD_COMMAND = ("python", "-m", "mtc_provider.local.workload")
+LOCAL_WORKLOAD_COMMAND = ("python", "-m", "mtc_local.workload")
 # The local target's workloads: the JAX/Orbax one, or the light one (no JAX; for load tests only).
-LOCAL_WORKLOADS = {"full": LOCAL_WORKLOAD_COMMAND, "light": ("python", "-m", "mtc_provider.local.light_workload")}
-# Model settings the local workload takes (mtc_provider.local.workload.FLAG_SPECS); on GKE any MaxText key.
+LOCAL_WORKLOADS = {"full": LOCAL_WORKLOAD_COMMAND, "light": ("python", "-m", "mtc_local.light_workload")}
+# Model settings the local workload takes (mtc_local.workload.FLAG_SPECS); on GKE any MaxText key.
 LOCAL_MODEL_FLAGS = ("model_dim", "global_batch_size", "learning_rate")
 MIN_POLL_INTERVAL_S = 1.0  # below this a watch or listing loop only loads the API server and the bucket
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from mtc_provider.core.iam import workload_identity_pool
 from mtc_provider.core.tpu import TPU_TYPES, SliceSpec
-from mtc_provider.core.versions import MTC_MIN_VERSION_EXCLUSIVE, GkeVersion
+from mtc_provider.core.versions import MTC_MIN_VERSION_EXCLUSIVE, is_later_than
 from mtc_provider.core.vocabulary import CHECKPOINT_CONFIGURATION, JOBSET
 
 ADDON_HSC = "highScaleCheckpointingConfig"
@@ -165,7 +165,7 @@ def evaluate_cluster(
 
     version = cluster.get("currentMasterVersion", "") or ""
     try:
-        later = GkeVersion.parse(version) > GkeVersion.parse(MTC_MIN_VERSION_EXCLUSIVE)
+        later = is_later_than(version)
     except ValueError:
         later = False
     checks.append(Check("control_plane_version", later, version or None, f"later than {MTC_MIN_VERSION_EXCLUSIVE}",

@@ -35,7 +35,3 @@ def is_later_than(version: str, minimum: str = MTC_MIN_VERSION_EXCLUSIVE) -> boo
     """Strictly later: the minimum itself is not enough."""
     return GkeVersion.parse(version) > GkeVersion.parse(minimum, field="minimum_version")
 
-
-def require_later_than(version: str, minimum: str = MTC_MIN_VERSION_EXCLUSIVE, field: str = "cluster_version") -> None:
-    if not is_later_than(version, minimum):
-        raise SpecError(field, version, f"a GKE version later than {minimum}")

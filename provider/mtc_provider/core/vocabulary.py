@@ -98,10 +98,11 @@ DELETE_ATTEMPT_ENDED = "attempt-ended"  # an ended attempt's JobSet, freed befor
 DELETE_ATTEMPT_FAILED = "attempt-failed"  # the operator ends an attempt: unstartable, start-up timeout, stalled
 DELETE_USER_KILL = "user-kill"  # a user marked the task failed or cleared it
 DELETE_TEARDOWN = "teardown"  # the run is over
+DELETE_USER_REQUEST = "user-request"  # a person asked for it: `mtc delete RUN` (the OS user is in the caller header)
 DELETE_UNSPECIFIED = "unspecified"
 DELETE_LOCK_RELEASED = "lock-released"  # the run lock (a ConfigMap), freed when the run ended for good
 DELETE_REASONS: tuple[str, ...] = (DELETE_ATTEMPT_ENDED, DELETE_ATTEMPT_FAILED, DELETE_USER_KILL, DELETE_TEARDOWN,
-                                   DELETE_UNSPECIFIED)
+                                   DELETE_USER_REQUEST, DELETE_UNSPECIFIED)
 
 # --- env of a training container -------------------------------------------------------------------------
 # From the downward API (JobSet's labels and annotations above; Kubernetes sets JOB_COMPLETION_INDEX itself).

@@ -1,6 +1,6 @@
 """`MtcJobSetHook`: the provider's JobSet operations for `@task` code and scripts.
 
-Built on the same adapters as the operators (`adapters.jobset_factory` for the Kubernetes side, the checkpoint
+Built on the same adapters as the operators (`targets` for the Kubernetes side, the checkpoint
 stores for the newest finalized step) and the same pure core (`core.jobset` renders, `core.attempts` reads a
 run's attempts back), so a JobSet submitted here is exactly what `MtcJobSetOperator` would submit.
 
@@ -19,12 +19,12 @@ from typing import Any, Callable, Mapping
 
 from airflow.sdk import BaseHook
 
-from mtc_provider.adapters import jobset_factory
+from mtc_provider import targets
 from mtc_provider.adapters.protocols import CheckpointStore, JobSetApi
 from mtc_provider.core import labels as L
 from mtc_provider.core.attempts import Attempt, attempts, run_selector
 from mtc_provider.core.customization import CustomizationSpec
-from mtc_provider.core.jobset import build_jobset
+from mtc_provider.core.jobset import build_jobset, pod_template
 from mtc_provider.core.names import label_value
 from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
 from mtc_provider.core.status import JobSetState, evaluate_jobset
@@ -87,7 +87,7 @@ class MtcJobSetHook(BaseHook):
                                                                              context=self.context),
                                        where=f"kubeconfig {self.kubeconfig}" + (f" context {self.context}"
                                                                                  if self.context else ""))
-        return jobset_factory.jobset_api(jobset_factory.connection_for(self.target, self.kubernetes_conn_id))
+        return targets.jobset_api(targets.connection_for(self.target, self.kubernetes_conn_id))
 
     def get_conn(self) -> JobSetApi:
         return self.api
@@ -110,7 +110,7 @@ class MtcJobSetHook(BaseHook):
         """
         body = self.render(slices, checkpointing, workload, labels, customization)
         if attempt is not None:
-            for meta in (body["metadata"], body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]):
+            for meta in (body["metadata"], pod_template(body)["metadata"]):
                 meta["labels"][L.TRY_NUMBER] = label_value(str(attempt))
         namespace = body["metadata"]["namespace"]
         self.log.info("submitting JobSet %s/%s", namespace, body["metadata"]["name"])
@@ -127,7 +127,7 @@ class MtcJobSetHook(BaseHook):
 
     def newest_step(self, checkpoint_dir: str) -> int | None:
         """The newest finalized checkpoint step in `<base>/<run_name>/checkpoints`, or None."""
-        from mtc_provider.adapters.targets import backend_for
+        from mtc_provider.targets import backend_for
 
         backend = backend_for(self.target)
         if self.checkpoint_store_factory is not None:

@@ -118,7 +118,7 @@ def link_urls(target: Target, namespace: str, name: str, checkpoint_dir: str, st
               end: float | None = None, replicated_job: str | None = None) -> dict[str, str]:
     """The URLs to store, keyed by XCom key; console links only exist on targets with a Console scope. The logs
     link covers the attempt's leader pod from `start` to `end` (epoch seconds; end None: still running)."""
-    from mtc_provider.adapters.targets import backend_for
+    from mtc_provider.targets import backend_for
 
     # An empty value means "no link" to Airflow's UI; storing it avoids XCom-not-found noise on the local target.
     urls = {JobSetWorkloadLink.key: "", JobSetLogsLink.key: ""}

@@ -3,7 +3,7 @@
 Every operator takes one `target` (GkeTarget, LocalTarget or KubernetesTarget, or its dict form) instead of
 seven connection arguments, is idempotent (a second run changes nothing and says so in its XCom), and waits for GKE
 long-running operations in the triggerer when deferrable. The bucket and IAM steps run the same GCS code on both
-targets (the local target serves its bucket folders over the GCS JSON API: mtc_provider.local.gcs); steps that
+targets (the local target serves its bucket folders over the GCS JSON API: mtc_local.gcs); steps that
 have no local meaning return {"applies": false, "reason": ...} rather than silently succeeding.
 """
 
@@ -94,7 +94,7 @@ class MtcGcpBaseOperator(BaseOperator):
         return with_google(self.target, **google_parameters(self))
 
     def backend(self, target: Target) -> TargetBackend:
-        from mtc_provider.adapters.targets import backend_for
+        from mtc_provider.targets import backend_for
 
         return backend_for(target, self.api_endpoint)
 
@@ -114,7 +114,7 @@ class MtcGcpBaseOperator(BaseOperator):
             self.defer(trigger=GkeOperationTrigger(operation, target.to_dict(), self.api_endpoint,
                                                    float(self.poll_interval)),
                        method_name="execute_complete", kwargs={"state": state})
-        from mtc_provider.adapters.gke_cluster import operation_done
+        from mtc_provider.targets.gke.cluster import operation_done
 
         api = self.backend(target).cluster.control_plane()
         while not operation_done(api.operation(operation)):
@@ -262,6 +262,13 @@ class MtcCreateBucketOperator(MtcGcpBaseOperator):
             GcsBucketLink.persist(context, bucket=spec.name, project_id=access.project_id)
         result = GcsBucketApi(access.client).ensure_bucket(spec, access.project_id)
         return {"target": target.kind, "changed": result.created, **result.to_dict()}
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the bucket (namespace gs://BUCKET, name "/", as the google provider names a bucket's root),
+        the output of this operator (mtc_provider.lineage)."""
+        from mtc_provider.lineage import operator_lineage
+
+        return operator_lineage(outputs=[f"gs://{self.bucket_name}"])
 
 
 class MtcGrantBucketAccessOperator(MtcGcpBaseOperator):

@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from mtc_provider.adapters import jobset_factory, metrics
+from mtc_provider import targets
+from mtc_provider.adapters import metrics
 from mtc_provider.adapters.retry import ApiUnreachable
 from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 from mtc_provider.adapters.kubernetes import Forbidden
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore, NotFound
 from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, LockHeld, RunLock, lock_api
-from mtc_provider.adapters.targets import backend_for
+from mtc_provider.targets import backend_for
 from mtc_provider.core import labels as L
 from mtc_provider.core import vocabulary as V
 from mtc_provider.core.customization import CustomizationSpec
@@ -58,6 +59,7 @@ from mtc_provider.core.resubmission import (
 )
 from mtc_provider.core.jobset_names import attempt_name
 from mtc_provider.core.launch import attempt_of, needs_latest_step, plan_launch
+from mtc_provider.core.run_summary import FAILED as FAILED_RUN, RETRYING, RUNNING, SUCCEEDED as SUCCEEDED_RUN
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.jobset import JOBSET_LINKS, created_at, persist_links, persist_logs_link
@@ -239,6 +241,13 @@ class MtcJobSetOperator(BaseOperator):
     :param customization: CustomizationSpec or dict: Kueue queue and priority, spot or reserved capacity, extra
         volumes, env from Secrets/ConfigMaps (references only), /dev/shm size, validated overrides
         (see core.customization).
+    :param keep_failed_attempts: how many of the newest failed attempts' JobSets stay in the cluster, for
+        debugging, when the next attempt is submitted (templated; default 0: an ended attempt is deleted before the
+        next one). Each attempt has its own name (`<jobset_name>-<run hash>-a<try>`), so a kept one never blocks the
+        next; older failed ones beyond the bound are deleted. A kept JobSet has no running pods (they ended with
+        it) and keeps its pods' logs; the teardown deletes it unless its own keep_failed_attempts says otherwise,
+        and `mtc delete RUN --attempt N` deletes it by hand. Every delete and every kept JobSet is logged with who
+        asked.
     :param retries: resubmissions allowed (each Airflow retry submits the next attempt).
     :param retry_delay: wait before the first resubmission.
     :param retry_exponential_backoff: multiply the wait by this factor after each attempt.
@@ -249,8 +258,8 @@ class MtcJobSetOperator(BaseOperator):
         "slices", "checkpointing", "workload", "target", *GOOGLE_PARAMETERS, "kubernetes_conn_id", "target_step",
         "fault_plan", "stall_timeout", "startup_timeout", "poll_interval", "customization", "progress_interval",
         "image_pull_timeout", "api_outage_timeout", "wait_for", "crash_loop_attempts", "listing_timeout",
-        "deletion_timeout", "capacity_log_interval", "pod_logs", "pod_logs_interval", "pod_logs_max_lines",
-        "pod_logs_max_bytes",
+        "deletion_timeout", "capacity_log_interval", "keep_failed_attempts", "pod_logs", "pod_logs_interval",
+        "pod_logs_max_lines", "pod_logs_max_bytes",
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
@@ -290,6 +299,7 @@ class MtcJobSetOperator(BaseOperator):
         fault_plan: list[Mapping[str, Any]] | Mapping[str, Any] | None = None,
         wait_for: str = WAIT_FOR_CHECKPOINT,
         customization: CustomizationSpec | Mapping[str, Any] | None = None,
+        keep_failed_attempts: int = 0,
         retries: int = 6,
         retry_delay: timedelta = timedelta(seconds=30),
         retry_exponential_backoff: float = 2.0,
@@ -331,6 +341,8 @@ class MtcJobSetOperator(BaseOperator):
         self.fault_plan = fault_plan
         self.wait_for = wait_for
         self.customization = customization
+        self.keep_failed_attempts = keep_failed_attempts
+        self._attempts_seen: list[dict[str, Any]] = []  # the run lock's attempt records, last read (_push)
         # (connection, namespace, name, ti ids) for on_kill
         self._current: tuple[dict[str, Any], str, str, dict[str, Any]] | None = None
 
@@ -371,6 +383,7 @@ class MtcJobSetOperator(BaseOperator):
                     raise SpecError(field, getattr(self, field), "a number of seconds >= 0")
                 setattr(self, field, float(getattr(self, field)))
             self.api_outage_timeout = outages.validate("api_outage_timeout", self.api_outage_timeout)
+            self.keep_failed_attempts = keep_count("keep_failed_attempts", self.keep_failed_attempts)
             self._check_pod_logs()
         except (SpecError, ValueError) as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
@@ -438,11 +451,11 @@ class MtcJobSetOperator(BaseOperator):
         return open_store(checkpoint_dir, gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain)
 
     def _connection(self) -> dict[str, Any]:
-        return jobset_factory.connection_for(self._target(), self.kubernetes_conn_id)
+        return targets.connection_for(self._target(), self.kubernetes_conn_id)
 
     def _jobset_api(self, connection: Mapping[str, Any]):
         """The sync api, waiting out an unreachable API for api_outage_timeout (then ApiUnreachable)."""
-        return jobset_factory.jobset_api(connection, outage_timeout=float(self.api_outage_timeout))
+        return targets.jobset_api(connection, outage_timeout=float(self.api_outage_timeout))
 
     def _unreachable(self, exc: ApiUnreachable) -> ApiUnreachableFailure:
         """An outage is not an attempt: fail for good (no retry spent), the JobSet and the run lock untouched."""
@@ -526,12 +539,23 @@ class MtcJobSetOperator(BaseOperator):
             obj = by_name[plan.name]
             state = evaluate_jobset(obj)
             self.log.info("JobSet %s already ended (%s) with training done: taking its result", state.name, state.phase)
-            return self._finish(context, connection, lock, state, plan.attempt, history, store,
-                                checkpoint_dir, target_step, state.restarts)
+            return self._recorded(context, namespace, checkpoint_dir, target_step, None, lambda: self._finish(
+                context, connection, lock, state, plan.attempt, history, store, checkpoint_dir, target_step,
+                state.restarts))
         else:
+            kept = kept_failed([by_name[name] for name in plan.to_delete], self.keep_failed_attempts)
+            asked = f"{describe_owner(_owner(ti))}, before attempt {ti.try_number}"
             for name in plan.to_delete:  # ended attempts: free the slices; checkpoints stay in the bucket
-                self.log.info("deleting ended JobSet %s (%s) before the next attempt", name,
-                              evaluate_jobset(by_name[name]).phase)
+                phase = evaluate_jobset(by_name[name]).phase
+                if name in kept:
+                    self.log.warning("keeping failed JobSet %s/%s for debugging (keep_failed_attempts=%s, asked by "
+                                     "%s): its pods' logs stay readable (mtc logs %s --attempt %s); the teardown "
+                                     "deletes it, or: mtc delete %s --attempt %s", namespace, name,
+                                     self.keep_failed_attempts, asked, checkpointing.run_name,
+                                     attempt_of(by_name[name]), checkpointing.run_name, attempt_of(by_name[name]))
+                    continue
+                self.log.info("deleting ended JobSet %s/%s (%s) before the next attempt (checkpoints are kept): "
+                              "asked by %s", namespace, name, phase, asked)
                 api.delete(namespace, name, reason=V.DELETE_ATTEMPT_ENDED)
             obj = self._submit(api, slices, checkpointing, workload, run_labels, ti, history)
             record = {"attempt": ti.try_number, "jobset": obj["metadata"]["name"], "start": time.time(), "end": None,
@@ -542,7 +566,9 @@ class MtcJobSetOperator(BaseOperator):
                 if not any(r.get("jobset") == record["jobset"] for r in data[ATTEMPTS]):  # not on a reattach
                     data[ATTEMPTS].append(record)
 
-            lock.update(remember)
+            recorded = lock.update(remember)
+            self._write_record(ti, namespace, checkpoint_dir, target_step, RUNNING,
+                               recorded.get(ATTEMPTS) or [record], "attempt submitted")
             metrics.attempt_submitted(metrics.tags(ti.dag_id, ti.task_id, checkpointing.run_name,
                                                    connection.get("kind")), lock_data[ATTEMPTS], record["start"])
         name = obj["metadata"]["name"]
@@ -695,10 +721,16 @@ class MtcJobSetOperator(BaseOperator):
         if ev.kind == API_UNREACHABLE:  # before any request: the API is not answering
             self._current = None
             raise ApiUnreachableFailure(f"{ev.message} (JobSet {ev.namespace}/{ev.name}): {NOT_AN_ATTEMPT}")
-        try:
-            return self._execute_complete(context, ev)
-        except ApiUnreachable as exc:
-            raise self._unreachable(exc) from exc
+        extra = ev.extra
+
+        def complete() -> Any:
+            try:
+                return self._execute_complete(context, ev)
+            except ApiUnreachable as exc:
+                raise self._unreachable(exc) from exc
+
+        return self._recorded(context, ev.namespace, extra.get("checkpoint_dir"), extra.get("target_step"),
+                              ev.progress, complete)
 
     def _execute_complete(self, context: Any, ev: JobSetEvent) -> Any:
         extra = ev.extra
@@ -818,6 +850,7 @@ class MtcJobSetOperator(BaseOperator):
         context["ti"].xcom_push(key=XCOM_KEY, value=result)
         # Every attempt so far (a try's XComs are cleared when the next try starts, the lock keeps them).
         attempts = lock.read()[ATTEMPTS]
+        self._attempts_seen = attempts  # for the run's record, written once the try's outcome is known
         context["ti"].xcom_push(key=ATTEMPTS_XCOM_KEY, value=attempts)
         self._relink_logs(context, namespace, name, attempts)
         return result
@@ -835,6 +868,62 @@ class MtcJobSetOperator(BaseOperator):
                               _spec(WorkloadSpec, "workload", self.workload).replicated_job_name)
         except Exception as exc:  # noqa: BLE001 - a link must never change how the attempt ends
             self.log.warning("could not update the pod logs link of %s/%s: %s", namespace, name, exc)
+
+    # --- the run's record beside its checkpoints (adapters.run_records; read by mtc status / mtc list) -------
+    def _recorded(self, context, namespace: str, checkpoint_dir: str | None, target_step: int | None,
+                  progress: Mapping[str, Any] | None, call: Callable[[], Any]) -> Any:
+        """Run the end of an attempt, then record the run's state: succeeded, retrying, or failed. An
+        orchestrator fault records nothing new (the JobSet may still be training)."""
+        ti = context["ti"]
+        try:
+            result = call()
+        except (OrchestratorFault, Forbidden):
+            raise
+        except JobSetAttemptFailed as exc:
+            state = FAILED_RUN if self._last_try(ti) else RETRYING
+            self._write_record(ti, namespace, checkpoint_dir, target_step, state, self._attempts_seen, str(exc),
+                               progress)
+            raise
+        except AirflowFailException as exc:
+            self._write_record(ti, namespace, checkpoint_dir, target_step, FAILED_RUN, self._attempts_seen, str(exc),
+                               progress)
+            raise
+        self._write_record(ti, namespace, checkpoint_dir, target_step, SUCCEEDED_RUN, self._attempts_seen,
+                           "training reached its target", progress)
+        return result
+
+    def _write_record(self, ti, namespace: str, checkpoint_dir: str | None, target_step: int | None, state: str,
+                      attempts: Sequence[Mapping[str, Any]], reason: str,
+                      progress: Mapping[str, Any] | None = None) -> None:
+        """Best effort: a record that cannot be written is logged, and never changes how the attempt ends. A one-shot
+        job (wait_for="completion", e.g. an evaluation reading a training run's checkpoints) writes none: the record
+        beside those checkpoints is the training run's."""
+        if not checkpoint_dir or self._completion:
+            return
+        try:
+            from mtc_provider.adapters.run_records import RunRecords
+            from mtc_provider.core.run_summary import run_record
+
+            gcp_conn_id, impersonation_chain = self._google()
+            records = RunRecords(checkpoint_dir, gcp_conn_id, impersonation_chain)
+            run_name = ti_run_name(self, checkpoint_dir)
+            data = run_record(run_name=run_name, namespace=namespace, checkpoint_dir=checkpoint_dir,
+                              target_step=target_step, state=state, attempts=attempts, owner=_owner(ti),
+                              now=time.time(), reason=reason, progress=progress,
+                              previous=records.read(checkpoint_dir))
+            where = records.write(checkpoint_dir, data)
+            self.log.info("run %s: %s, %d attempt(s) recorded in %s", run_name, state, len(attempts), where)
+        except Exception as exc:  # noqa: BLE001 - the record is for people reading the run later
+            self.log.warning("could not write the run's attempt record beside %s: %s", checkpoint_dir, exc)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the run's checkpoint directory, read (a resubmission resumes from it) and written; in
+        completion mode (an evaluation) only read (mtc_provider.lineage)."""
+        from mtc_provider.core.spec import CheckpointingSpec
+        from mtc_provider.lineage import operator_lineage
+
+        directory = _spec(CheckpointingSpec, "checkpointing", self.checkpointing).checkpoint_directory
+        return operator_lineage(inputs=[directory], outputs=[] if self._completion else [directory])
 
     def _task_lookup(self):
         """(TaskLookup, "") for this try now, or (None, why it could not be read)."""
@@ -861,7 +950,7 @@ class MtcJobSetOperator(BaseOperator):
                              namespace, name)
             return
         self.log.warning("deleting JobSet %s/%s (checkpoints are kept): %s", namespace, name, verdict.reason)
-        api = jobset_factory.jobset_api(connection)
+        api = targets.jobset_api(connection)
         api.delete(namespace, name, reason=V.DELETE_USER_KILL)
         RunLock(lock_api(connection, api), namespace, ids["run_name"],
                 L.run_labels(ids["dag_id"], ids["run_id"], ids["task_id"], ids["run_name"])).release()
@@ -871,7 +960,35 @@ def _owner(ti) -> dict[str, Any]:
     """The Airflow ids of this try (raw, not label-shortened): what a lock records and a kill asks about."""
     map_index = getattr(ti, "map_index", -1)
     return {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id,
-            "map_index": map_index if isinstance(map_index, int) else -1, "try_number": ti.try_number}
+            "map_index": map_index if isinstance(map_index, int) else -1,
+            "try_number": getattr(ti, "try_number", None)}
+
+
+def ti_run_name(task: Any, checkpoint_dir: str) -> str:
+    """The run name of the task's checkpointing (rendered), else the directory's (`<base>/<run_name>/checkpoints`)."""
+    checkpointing = task.checkpointing
+    name = getattr(checkpointing, "run_name", None) or (checkpointing.get("run_name")
+                                                         if isinstance(checkpointing, Mapping) else None)
+    return str(name or checkpoint_dir.rstrip("/").rsplit("/", 2)[-2])
+
+
+def keep_count(field: str, value: Any) -> int:
+    """A count of JobSets to keep: an integer >= 0 (a rendered template is text; True means 1)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if not isinstance(value, int) or value < 0:
+        raise SpecError(field, value, "an integer >= 0 (how many of the newest failed attempts' JobSets to keep)")
+    return value
+
+
+def kept_failed(jobsets: Sequence[Mapping[str, Any]], keep: int) -> set[str]:
+    """The names of the newest `keep` failed JobSets among these ended attempts (by try number)."""
+    from mtc_provider.core.status import FAILED
+
+    failed = sorted((o for o in jobsets if evaluate_jobset(o).phase == FAILED), key=attempt_of)
+    return {o["metadata"]["name"] for o in failed[len(failed) - keep:]} if keep > 0 else set()
 
 
 async def _first_event(trigger: JobSetTrigger) -> dict[str, Any]:
@@ -887,7 +1004,7 @@ def task_connection(task: Any) -> dict[str, Any]:
         target = with_google(task.target, **google_parameters(task), kubernetes_conn_id=task.kubernetes_conn_id)
     except SpecError as exc:
         raise AirflowFailException(f"invalid spec: {exc}") from exc
-    return jobset_factory.connection_for(target, task.kubernetes_conn_id)
+    return targets.connection_for(target, task.kubernetes_conn_id)
 
 
 class MtcDeleteJobSetOperator(BaseOperator):
@@ -908,18 +1025,22 @@ class MtcDeleteJobSetOperator(BaseOperator):
         wins: as on MtcJobSetOperator (target.with_google).
     :param cluster_name: with location, the GKE cluster's name, instead of target (templated).
     :param use_dns_endpoint: reach the control plane through its DNS-based endpoint (templated).
+    :param keep_failed_attempts: with run_name: keep the newest N failed attempts' JobSets (templated; default 0:
+        the teardown deletes every attempt). For a run launched with keep_failed_attempts, to debug it after the
+        run; `mtc delete RUN` deletes them later. Each kept JobSet is logged.
     """
 
     template_fields: Sequence[str] = ("name", "namespace", "target", *GOOGLE_PARAMETERS, "kubernetes_conn_id",
-                                      "run_name", "launch_task_id")
+                                      "run_name", "launch_task_id", "keep_failed_attempts")
 
     def __init__(self, *, namespace: str = "default", name: str | None = None, target: Any = None,
                  kubernetes_conn_id: str | None = None, run_name: str | None = None,
                  launch_task_id: str | None = None, gcp_conn_id: str | None = None,
                  impersonation_chain: str | Sequence[str] | None = None, project_id: str | None = None,
                  location: str | None = None, cluster_name: str | None = None, use_dns_endpoint: bool | None = None,
-                 **kwargs: Any) -> None:
+                 keep_failed_attempts: int = 0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.keep_failed_attempts = keep_failed_attempts
         self.namespace = namespace
         self.name = name
         self.target = target
@@ -939,6 +1060,10 @@ class MtcDeleteJobSetOperator(BaseOperator):
     def execute(self, context: Any) -> list[str]:
         if not self.name and not (self.run_name and self.launch_task_id):
             raise AirflowFailException(str(SpecError("name", self.name, "a JobSet name, or run_name + launch_task_id")))
+        try:
+            keep = keep_count("keep_failed_attempts", self.keep_failed_attempts)
+        except SpecError as exc:
+            raise AirflowFailException(f"invalid spec: {exc}") from exc
         if not self.name:
             kept = context["ti"].xcom_pull(task_ids=self.launch_task_id, key=JOBSET_KEPT_XCOM_KEY)
             if kept:  # the launch task ended for the orchestrator's trouble: the run itself did not end
@@ -950,14 +1075,19 @@ class MtcDeleteJobSetOperator(BaseOperator):
                     self.launch_task_id, self.run_name, self.namespace, self.namespace, L.RUN_NAME,
                     L.label_value(self.run_name))
                 return []
-        api = jobset_factory.jobset_api(self._connection())
+        api = targets.jobset_api(self._connection())
         if self.name:
             names, why = [self.name], "asked by name"
         else:
             ti = context["ti"]
             run_labels = L.run_labels(ti.dag_id, ti.run_id, self.launch_task_id, self.run_name)
-            names = [o["metadata"]["name"] for o in api.list(self.namespace, L.selector(run_labels))]
-            why = f"the teardown after the run ended (task {self.launch_task_id} is done)"
+            found = api.list(self.namespace, L.selector(run_labels))
+            kept, who = kept_failed(found, keep), describe_owner(_owner(ti))
+            for name in sorted(kept):
+                self.log.warning("teardown keeps failed JobSet %s/%s for debugging (keep_failed_attempts=%s, asked by "
+                                 "%s): delete it with mtc delete %s", self.namespace, name, keep, who, self.run_name)
+            names = [o["metadata"]["name"] for o in found if o["metadata"]["name"] not in kept]
+            why = f"the teardown after the run ended (task {self.launch_task_id} is done; asked by {who})"
         for name in names:
             self.log.info("deleting JobSet %s/%s (checkpoints are kept): %s", self.namespace, name, why)
             api.delete(self.namespace, name, reason=V.DELETE_TEARDOWN)

@@ -47,6 +47,12 @@ class CheckpointProgressSensor(BaseSensorOperator):
                                       "impersonation_chain")
     ui_color = "#d6eaf8"
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the checkpoint directory it watched, as an input dataset (mtc_provider.lineage)."""
+        from mtc_provider.lineage import operator_lineage
+
+        return operator_lineage(inputs=[self.checkpoint_dir])
+
     def __init__(self, *, checkpoint_dir: str, target_step: int | str, stall_timeout: float | str = 3600.0,
                  poll_interval: float = 60.0, window_s: float = 3600.0, gcp_conn_id: str = "google_cloud_default",
                  impersonation_chain: str | Sequence[str] | None = None,

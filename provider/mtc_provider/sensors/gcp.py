@@ -78,7 +78,7 @@ class MtcClusterReadinessSensor(BaseSensorOperator):
         return report
 
     def poke(self, context: Any) -> PokeReturnValue:
-        from mtc_provider.adapters.targets import backend_for
+        from mtc_provider.targets import backend_for
         from mtc_provider.core.readiness import summary
 
         backend = backend_for(self._target(), self.api_endpoint)
@@ -93,7 +93,7 @@ class MtcClusterReadinessSensor(BaseSensorOperator):
         from mtc_provider.core.readiness import summary
         from mtc_provider.triggers.gcp import ClusterReadinessTrigger
 
-        from mtc_provider.adapters.targets import backend_for
+        from mtc_provider.targets import backend_for
 
         target = self._target()
         checked_run(target.kind, self.slices, self.sizing)  # the run description's checks, before any call

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException
 
-from mtc_provider.adapters import jobset_factory
+from mtc_provider import targets
 from mtc_provider.core.status import SUCCEEDED, evaluate_jobset
 from mtc_provider.target import GOOGLE_PARAMETERS
 
@@ -70,7 +70,7 @@ class MtcJobSetSensor(BaseSensorOperator):
         if not self.deferrable:
             return super().execute(context)
         connection = self._connection()
-        obj = jobset_factory.jobset_api(connection).get(self.namespace, self.name)
+        obj = targets.jobset_api(connection).get(self.namespace, self.name)
         state = evaluate_jobset(obj)
         if state.ended:
             return self._result(state)
@@ -86,7 +86,7 @@ class MtcJobSetSensor(BaseSensorOperator):
         )
 
     def poke(self, context: Any) -> PokeReturnValue:
-        state = evaluate_jobset(jobset_factory.jobset_api(self._connection()).get(self.namespace, self.name))
+        state = evaluate_jobset(targets.jobset_api(self._connection()).get(self.namespace, self.name))
         self.log.info("%s", state.describe())
         if state.ended:  # the same XCom as the deferred path
             return PokeReturnValue(is_done=True, xcom_value=self._result(state))

@@ -69,8 +69,8 @@ class GkeOperationTrigger(BaseTrigger):
                  "poll_interval": self.poll_interval})
 
     def _poll(self) -> bool:
-        from mtc_provider.adapters.gke_cluster import operation_done
-        from mtc_provider.adapters.targets import backend_for
+        from mtc_provider.targets.gke.cluster import operation_done
+        from mtc_provider.targets import backend_for
 
         control_plane = backend_for(self.target, self.api_endpoint).cluster.control_plane()
         return operation_done(control_plane.operation(self.operation))
@@ -122,7 +122,7 @@ class ClusterReadinessTrigger(BaseTrigger):
                  "api_endpoint": self.api_endpoint, "poll_interval": self.poll_interval})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from mtc_provider.adapters.targets import backend_for
+        from mtc_provider.targets import backend_for
 
         cluster = backend_for(self.target, self.api_endpoint).cluster
         while True:

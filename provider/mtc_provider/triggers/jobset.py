@@ -1,7 +1,7 @@
 """The trigger that follows one JobSet until it ends, without holding a worker slot.
 
 It carries only serializable, non-secret values (the connection dict from
-`adapters.jobset_factory.connection_for`: endpoint, CA, connection id; never a token) and rebuilds
+`targets.connection_for`: endpoint, CA, connection id; never a token) and rebuilds
 its api inside the triggerer, so every client mints a fresh token. It watches from the
 resourceVersion the operator saw, logs each in-cluster restart, and yields one typed JobSetEvent.
 It never creates anything, so a triggerer restart simply watches again: no duplicates.
@@ -20,8 +20,8 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from mtc_provider.adapters import jobset_factory, metrics, retry
-from mtc_provider.adapters.jobset_factory import async_jobset_api
+from mtc_provider.adapters import metrics, retry
+from mtc_provider.targets import async_jobset_api, jobset_api
 from mtc_provider.core import outage as outages
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.vocabulary import DELETE_USER_KILL
@@ -43,7 +43,7 @@ from mtc_provider.core.jobset_events import (  # noqa: F401  (re-exported: the t
 class JobSetTrigger(BaseTrigger):
     """Watch JobSet `namespace/name` until it succeeds, fails, disappears or stalls.
 
-    :param connection: serializable connection details (see `jobset_factory.connection_for`).
+    :param connection: serializable connection details (see `targets.connection_for`).
     :param resource_version: resume the watch from here (the operator's last read); None: start now.
     :param restarts_seen: in-cluster restarts already reported, so a resumed trigger logs only new ones.
     :param poll_interval: seconds between polls when watching is not possible, and between stall checks.
@@ -146,6 +146,7 @@ class JobSetTrigger(BaseTrigger):
         self._listing_failing_since: float | None = None
         self.listing_error = ""  # set when the listing kept failing for listing_timeout
         self._pods_started: bool | None = None  # None: this api cannot list pods (the JobSet phase decides)
+        self._pods_list_warned_at = float("-inf")
         self._pods_checked_at = float("-inf")
         self._capacity_logged_at = float("-inf")
         self._start: StartClock | None = None  # the current start of the pods (None: all running, or not seen yet)
@@ -405,7 +406,7 @@ class JobSetTrigger(BaseTrigger):
         from mtc_provider.adapters.pod_logs import LeaderLogFollower, pod_logs_for
 
         if self._follower is None:
-            logs = pod_logs_for(jobset_factory.jobset_api(self.connection, request_timeout=self.request_timeout))
+            logs = pod_logs_for(jobset_api(self.connection, request_timeout=self.request_timeout))
             if logs is None:
                 raise RuntimeError("this cluster connection has no pod log endpoint")
             # Read a little more than is shown, so the newest `completed step` line is among the lines read.
@@ -440,10 +441,11 @@ class JobSetTrigger(BaseTrigger):
             pods = evaluate_pods(await api.list_pods(self.namespace, self.name))
         except Forbidden as exc:  # no retry grants a permission: say so now, delete nothing
             return FORBIDDEN, f"watching the pods of JobSet {self.namespace}/{self.name}: {exc}"
-        except Exception as exc:  # pods are advisory: fall back to the JobSet phase
-            self.log.warning("listing the pods of %s/%s failed (%s): following the JobSet status only",
-                             self.namespace, self.name, exc)
-            self._pods_started = None
+        except Exception as exc:  # pods are advisory: the JobSet phase decides until a listing answers again
+            if now - self._pods_list_warned_at >= self.capacity_log_interval:
+                self._pods_list_warned_at = now
+                self.log.warning("listing the pods of %s/%s failed (%s): following the JobSet status until the "
+                                 "listing answers again", self.namespace, self.name, exc)
             return None
         if self._start is None or self._start.attempt != pods.restart_attempt:
             self._start = StartClock(since=now, attempt=pods.restart_attempt)  # a new start of the pods
@@ -648,13 +650,13 @@ class JobSetTrigger(BaseTrigger):
 
     def _release_lock(self, ti) -> None:
         """The run is over for good (marked, or its DAG run deleted): free its run name (blocking; off the loop)."""
-        from mtc_provider.adapters import jobset_factory
+        from mtc_provider import targets
         from mtc_provider.adapters.run_lock import RunLock, lock_api
         from mtc_provider.core import labels as L
 
         run_name, namespace = self.extra["run_name"], self.extra.get("namespace") or self.namespace
         try:
-            api = jobset_factory.jobset_api(self.connection)
+            api = targets.jobset_api(self.connection)
             lock = RunLock(lock_api(self.connection, api), namespace, run_name,
                            L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
             lock.release()

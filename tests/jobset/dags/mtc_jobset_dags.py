@@ -32,7 +32,7 @@ class DirStore:
         return steps[-1].step if steps else None
 
 
-def make(dag_id: str, deferrable: bool, retries: int = 4, slices: dict | None = None) -> DAG:
+def make(dag_id: str, deferrable: bool, retries: int = 4, slices: dict | None = None, **extra) -> DAG:
     with DAG(dag_id, schedule=None, start_date=START, catchup=False) as dag:
         MtcJobSetOperator(
             task_id="train",
@@ -46,6 +46,7 @@ def make(dag_id: str, deferrable: bool, retries: int = 4, slices: dict | None = 
             poll_interval=0,
             retries=retries,
             retry_delay=dt.timedelta(0),
+            **extra,
         )
     return dag
 
@@ -56,6 +57,7 @@ dont_retry = make("mtc_dont_retry", True)
 crash_loop = make("mtc_crash_loop", True)
 bad_spec = make("mtc_bad_spec", True, retries=3, slices={"tpu_type": "v9", "topology": "2x2", "num_slices": 2})
 reattach = make("mtc_reattach", False, retries=0)
+keep_failed = make("mtc_keep_failed", True, keep_failed_attempts=1)
 
 
 def make_sensor(dag_id: str, deferrable: bool) -> DAG:

@@ -1,0 +1,490 @@
+"""`mtc list`, `mtc status`, `mtc logs`, `mtc delete`: a run's life from a terminal, in xpk's words where they fit
+(`xpk workload list` / `xpk workload delete`).
+
+Two sources, both read as the launch operator wrote them:
+- the cluster: the run's JobSets (one per attempt, labelled with the run name and the try number) and their pods,
+  through the same Kubernetes API the provider uses (a kubeconfig, a GKE cluster, or the local target's home);
+- the run's record beside its checkpoints, `<base_output_directory>/<run_name>/mtc-attempts.json`
+  (adapters.run_records), which outlives the teardown: `mtc status` and `mtc list` still answer after a run ended.
+
+Every command takes the one connection option set (`cluster_options`). `mtc delete` deletes JobSets, never
+checkpoints or records, and sends who asked (the OS user, host and pid) and why (`user-request`) with each delete.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from mtc_provider.core.errors import SpecError
+
+ERROR = 1
+BASE_ENV = "MTC_BASE_OUTPUT_DIRECTORY"
+
+
+def _err(message: str, code: int = ERROR) -> None:
+    Console(file=sys.stderr, soft_wrap=True, highlight=False).print(f"error: {escape(message)}")
+    raise typer.Exit(code)
+
+
+def _out() -> Console:
+    return Console(file=sys.stdout, soft_wrap=True, highlight=False)
+
+
+# --- the one connection option set --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ClusterOptions:
+    """Where the run's JobSets are (one of a kubeconfig, a GKE cluster, a local home) and where its records are."""
+
+    namespace: str = "default"
+    kubeconfig: Optional[Path] = None
+    context: Optional[str] = None
+    project: Optional[str] = None
+    location: Optional[str] = None
+    cluster: Optional[str] = None
+    gcp_conn_id: str = "google_cloud_default"
+    local_home: Optional[Path] = None
+    base: Optional[str] = None
+
+    @property
+    def cluster_given(self) -> bool:
+        return bool(self.kubeconfig or self.project or self.location or self.cluster or self.local_home
+                    or os.environ.get("KUBECONFIG"))
+
+    def hook(self) -> Any:
+        """The MtcJobSetHook for these options; SpecError naming the option when they do not fit together."""
+        from mtc_provider.hooks.jobset import MtcJobSetHook
+
+        gke = [value for value in (self.project, self.location, self.cluster) if value]
+        if gke and len(gke) < 3:
+            raise SpecError("--project/--location/--cluster", gke, "all three, to read the run from a GKE cluster")
+        if sum(bool(x) for x in (gke, self.kubeconfig, self.local_home)) > 1:
+            raise SpecError("--kubeconfig", str(self.kubeconfig), "one of --kubeconfig, --project/--location/--cluster "
+                            "or --local-home")
+        if gke:
+            return MtcJobSetHook(target={"kind": "gke", "project_id": self.project, "location": self.location,
+                                         "cluster_name": self.cluster, "gcp_conn_id": self.gcp_conn_id,
+                                         "namespace": self.namespace})
+        if self.local_home:
+            return MtcJobSetHook(target={"kind": "local", "home": str(self.local_home), "namespace": self.namespace})
+        path = self.kubeconfig or Path(os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+                                       or Path.home() / ".kube" / "config")
+        if not path.is_file():
+            raise SpecError("--kubeconfig", str(path), "an existing kubeconfig file, or --project/--location/"
+                            "--cluster, or --local-home")
+        return MtcJobSetHook(kubeconfig=str(path), context=self.context,
+                             target={"kind": "local", "namespace": self.namespace})
+
+    def bases(self) -> list[str]:
+        """Where run records are looked for: --base (or $MTC_BASE_OUTPUT_DIRECTORY); with --local-home and no base,
+        each of the home's bucket folders (where the training DAG puts a local run: <home>/buckets/<bucket>)."""
+        if self.base:
+            return [self.base]
+        if self.local_home:
+            buckets = Path(self.local_home).expanduser() / "buckets"
+            return sorted(str(p) for p in buckets.iterdir() if p.is_dir()) if buckets.is_dir() else []
+        return []
+
+
+_OPTIONS: list[tuple[str, Any, Any]] = [
+    ("namespace", str, typer.Option("default", "--namespace", "-n", help="The JobSets' namespace.")),
+    ("kubeconfig", Optional[Path], typer.Option(None, "--kubeconfig", help="A kubeconfig file (e.g. from gcloud "
+                                                "container clusters get-credentials); default: $KUBECONFIG or "
+                                                "~/.kube/config.")),
+    ("context", Optional[str], typer.Option(None, "--context", help="The kubeconfig context (default: its current "
+                                            "context).")),
+    ("project", Optional[str], typer.Option(None, "--project", help="GKE instead of a kubeconfig: the cluster's "
+                                            "project.")),
+    ("location", Optional[str], typer.Option(None, "--location", help="GKE: the cluster's region or zone.")),
+    ("cluster", Optional[str], typer.Option(None, "--cluster", help="GKE: the cluster's name.")),
+    ("gcp_conn_id", str, typer.Option("google_cloud_default", "--gcp-conn-id", help="GKE and GCS: the Airflow "
+                                      "connection.")),
+    ("local_home", Optional[Path], typer.Option(None, "--local-home", help="The local target's home instead of a "
+                                                "cluster.")),
+]
+_BASE = ("base", Optional[str], typer.Option(None, "--base", envvar=BASE_ENV, help="The runs' "
+                                             "base_output_directory (gs://BUCKET/PATH or a local path), where "
+                                             "each run's record is kept: <base>/<run_name>/mtc-attempts.json; "
+                                             "default: $MTC_BASE_OUTPUT_DIRECTORY; with --local-home, its buckets."))
+
+
+def cluster_options(records: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add the connection options (and --base when `records`) to a command; it receives them as `options`."""
+    extra = _OPTIONS + ([_BASE] if records else [])
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(command)
+        own = [p for p in signature.parameters.values() if p.name != "options"]
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+                 for name, kind, option in extra]
+
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            options = ClusterOptions(**{name: kwargs.pop(name) for name, _, _ in extra})
+            return command(*args, options=options, **kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=own + added)  # what typer reads
+        hints = {p.name: p.annotation for p in own}
+        wrapper.__annotations__ = {**hints, **{name: kind for name, kind, _ in extra}}
+        return wrapper
+
+    return decorate
+
+
+def guarded_hook(options: ClusterOptions) -> Any:
+    try:
+        return options.hook()
+    except SpecError as exc:
+        _err(str(exc), 2)
+
+
+def _api_errors() -> tuple[type[BaseException], ...]:
+    from mtc_provider.adapters.protocols import ApiError
+
+    return (ApiError, OSError)
+
+
+# --- reading a run -----------------------------------------------------------------------------------------
+def _records_at(options: ClusterOptions, where: str) -> Any:
+    from mtc_provider.adapters.run_records import RunRecords
+
+    return RunRecords(where, options.gcp_conn_id)
+
+
+def find_record(options: ClusterOptions, run_name: str, checkpoint_dir: str = "") -> dict[str, Any] | None:
+    """The run's record: beside the checkpoint directory its JobSets name, else under each base."""
+    from mtc_provider.adapters.run_records import checkpoint_dir_of_run
+
+    candidates = [checkpoint_dir] if checkpoint_dir else []
+    candidates += [checkpoint_dir_of_run(base, run_name) for base in options.bases()]
+    for where in candidates:
+        record = _records_at(options, where).read(where)
+        if record is not None:
+            return record
+    return None
+
+
+def _commits(options: ClusterOptions, checkpoint_dir: str) -> list[tuple[int, float | None]]:
+    from mtc_provider.adapters.checkpoint_stores import open_store
+
+    store = open_store(checkpoint_dir, options.gcp_conn_id)
+    return [(info.step, info.commit_time) for info in store.finalized_steps(checkpoint_dir)]
+
+
+def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict[str, Any]:
+    """The run's attempts from its record (kept after the teardown) and from its JobSets still in the cluster."""
+    from mtc_provider.core.run_summary import newest_step
+
+    live: dict[str, Any] = {"attempts": [], "checkpoint_dir": "", "newest_step": None}
+    if hook is not None:
+        try:
+            live = hook.run_status(run_name, options.namespace)
+        except _api_errors() as exc:
+            if not options.bases():
+                raise
+            # The run's record answers without the cluster (a run that ended, a cluster that is down).
+            Console(file=sys.stderr, soft_wrap=True, highlight=False).print(
+                f"warning: the cluster did not answer ({escape(str(exc))}): showing the run's record only")
+            hook = None
+    record = find_record(options, run_name, live["checkpoint_dir"])
+    in_cluster = {a["name"]: a for a in live["attempts"]}
+    attempts: list[dict[str, Any]] = []
+    for entry in (record or {}).get("attempts") or []:
+        jobset = in_cluster.pop(entry.get("jobset"), None)
+        attempts.append({"attempt": entry.get("attempt"), "name": entry.get("jobset"),
+                         "phase": jobset["phase"] if jobset else "deleted",
+                         "restarts": max(entry.get("restarts") or 0, jobset["restarts"] if jobset else 0),
+                         "reason": entry.get("reason") or (jobset or {}).get("reason") or "",
+                         "outcome": entry.get("outcome"), "start": entry.get("start"), "end": entry.get("end"),
+                         "last_step": entry.get("last_step"), "in_cluster": jobset is not None})
+    for jobset in in_cluster.values():  # not in the record (a provider older than the record, or no bucket access)
+        attempts.append({**jobset, "outcome": None, "start": None, "end": None, "last_step": None,
+                         "in_cluster": True})
+    attempts.sort(key=lambda a: (a["attempt"] or 0, a["name"] or ""))
+    checkpoint_dir = live["checkpoint_dir"] or (record or {}).get("checkpoint_dir") or ""
+    step = live["newest_step"]
+    if step is None and checkpoint_dir and hook is None:
+        step = newest_step({}, [s for s, _ in _commits(options, checkpoint_dir)])
+    if step is None and record is not None:
+        step = newest_step(record)
+    state = (record or {}).get("state") or ("running" if any(a["phase"] in ("pending", "running", "restarting")
+                                                             for a in attempts) else None)
+    return {"run_name": run_name, "namespace": (record or {}).get("namespace") or options.namespace,
+            "state": state, "reason": (record or {}).get("reason", ""),
+            "target_step": (record or {}).get("target_step"), "attempts": attempts,
+            "checkpoint_dir": checkpoint_dir, "newest_step": step, "dag_run": (record or {}).get("dag_run"),
+            "recorded": record is not None}
+
+
+def _hook_if_cluster(options: ClusterOptions) -> Any:
+    """The hook when a cluster is named (or no base is: then the default kubeconfig is the cluster)."""
+    if options.cluster_given or not options.bases():
+        return guarded_hook(options)
+    return None
+
+
+# --- commands ----------------------------------------------------------------------------------------------
+def status(
+    run_name: str = typer.Argument(..., help="The run name (checkpointing.run_name)."),
+    wait: bool = typer.Option(False, "--wait", help="Wait until the run has ended; exit 0 when it succeeded, 1 when "
+                              "it failed."),
+    timeout: float = typer.Option(0, "--timeout", help="With --wait: give up after this many seconds (exit 3); "
+                                  "0: no bound."),
+    poll: float = typer.Option(10, "--poll", help="With --wait: seconds between reads."),
+    output: Any = None,
+    options: ClusterOptions = None,
+) -> None:
+    """A run's attempts (one JobSet each; kept in the run's record after the teardown deleted them), their state,
+    and the newest finalized checkpoint step."""
+    from mtc_provider.cli import Output, _emit
+    from mtc_provider.core.run_summary import ENDED_STATES
+
+    hook = _hook_if_cluster(options)
+    deadline = time.monotonic() + timeout if timeout > 0 else None
+    while True:
+        try:
+            summary = run_status(options, run_name, hook)
+        except _api_errors() as exc:
+            _err(str(exc))
+        if not summary["attempts"] and not summary["recorded"]:
+            where = ", ".join(options.bases()) or "no --base given"
+            _err(f"no JobSet of run {run_name!r} in namespace {options.namespace!r}, and no record of it "
+                 f"({where}; a run's record is <base_output_directory>/<run_name>/mtc-attempts.json: pass --base)")
+        if not wait or summary["state"] in ENDED_STATES:
+            break
+        if deadline is not None and time.monotonic() >= deadline:
+            Console(file=sys.stderr).print(f"run {escape(run_name)} still {summary['state']} after {timeout:g}s")
+            raise typer.Exit(3)
+        time.sleep(poll)
+    if output is not Output.text:
+        _emit(output, summary)
+    else:
+        _print_status(summary)
+    if wait and summary["state"] != "succeeded":
+        raise typer.Exit(ERROR)
+
+
+def _print_status(summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from mtc_provider.core.progress_report import format_duration
+
+    table = Table("attempt", "JobSet", "state", "restarts", "outcome", "took", "reason", box=None, pad_edge=False)
+    for a in summary["attempts"]:
+        took = format_duration(a["end"] - a["start"]) if a.get("start") and a.get("end") else "-"
+        table.add_row(str(a["attempt"]), escape(a["name"] or "-"), a["phase"], str(a["restarts"]),
+                      a.get("outcome") or "-", took, escape(a["reason"] or "-"))
+    console = _out()
+    state = f": {summary['state']}" if summary["state"] else ""
+    console.print(f"[bold]Run {escape(summary['run_name'])}[/bold] in namespace {escape(summary['namespace'])}{state}")
+    console.print(table)
+    step = summary["newest_step"]
+    target = f" of {summary['target_step']}" if summary.get("target_step") else ""
+    console.print(f"newest finalized step: {step if step is not None else 'none yet'}{target} "
+                  f"({escape(summary['checkpoint_dir'] or 'checkpoint directory unknown')})")
+
+
+def list_runs(
+    output: Any = None,
+    options: ClusterOptions = None,
+) -> None:
+    """Every run (like `xpk workload list`): state, newest step of the target, ETA, attempts, age. From the runs'
+    records under --base (kept after their teardown) and the JobSets in the cluster."""
+    from mtc_provider.cli import Output, _emit
+    from mtc_provider.core import labels as L
+    from mtc_provider.core.attempts import checkpoint_dir_of
+    from mtc_provider.core.run_summary import ENDED_STATES, summary, summary_cells
+    from mtc_provider.core.status import evaluate_jobset
+
+    hook = _hook_if_cluster(options)
+    records: dict[str, dict[str, Any]] = {}
+    live: dict[str, list[str]] = {}
+    try:
+        for base in options.bases():
+            for record in _records_at(options, base).runs(base):
+                records[record.get("checkpoint_dir") or record.get("run_name")] = record
+        if hook is not None:
+            selector = L.selector({L.MANAGED_BY: L.MANAGED_BY_VALUE})
+            for obj in hook.api.list(options.namespace, selector):
+                where = checkpoint_dir_of(obj)
+                run_name = (obj["metadata"].get("labels") or {}).get(L.RUN_NAME, "")
+                if evaluate_jobset(obj).live:
+                    live.setdefault(where or run_name, []).append(obj["metadata"]["name"])
+                if where and where not in records:
+                    found = _records_at(options, where).read(where)
+                    records[where] = found or {"run_name": run_name, "namespace": options.namespace,
+                                               "checkpoint_dir": where, "state": "unrecorded", "attempts": []}
+        now = time.time()
+        rows = []
+        for where, record in sorted(records.items(), key=lambda item: str(item[1].get("run_name"))):
+            ended = record.get("state") in ENDED_STATES
+            commits = [] if ended or not record.get("checkpoint_dir") else _commits(options, record["checkpoint_dir"])
+            rows.append(summary(record, now, commits, live.get(where, [])))
+    except _api_errors() as exc:
+        _err(str(exc))
+    if output is not Output.text:
+        return _emit(output, rows)
+    from rich.table import Table
+
+    table = Table("RUN", "STATE", "STEP", "ETA", "ATTEMPTS", "AGE", box=None, pad_edge=False)
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in summary_cells(row)))
+    _out().print(table)
+
+
+def _attempt_jobset(options: ClusterOptions, hook: Any, run_name: str, attempt: int | None) -> tuple[str, int]:
+    """(JobSet name, try number) of the run's attempt (the newest when None), from the record or the cluster."""
+    summary = run_status(options, run_name, hook)
+    attempts = summary["attempts"]
+    if not attempts:
+        _err(f"no attempt of run {run_name!r} in namespace {options.namespace!r} (no JobSet, no record)")
+    chosen = attempts[-1] if attempt is None else next((a for a in attempts if a["attempt"] == attempt), None)
+    if chosen is None:
+        _err(f"run {run_name!r} has no attempt {attempt} (attempts: "
+             f"{', '.join(str(a['attempt']) for a in attempts)})", 2)
+    if not chosen["in_cluster"]:
+        _err(f"attempt {chosen['attempt']} of run {run_name!r} (JobSet {chosen['name']}) is no longer in the cluster: "
+             "its pods, and their logs, went with it (keep_failed_attempts on the launch and teardown operators "
+             "keeps failed attempts for debugging)")
+    return chosen["name"], chosen["attempt"]
+
+
+def logs(
+    run_name: str = typer.Argument(..., help="The run name (checkpointing.run_name)."),
+    attempt: int = typer.Option(None, "--attempt", help="The attempt (try number); default: the newest."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines until the attempt ends."),
+    tail: int = typer.Option(None, "--tail", help="Only the last N lines (default: the whole log, up to 10 MB)."),
+    poll: float = typer.Option(2.0, "--poll", help="With --follow: seconds between reads."),
+    options: ClusterOptions = None,
+) -> None:
+    """The leader pod's log of an attempt (job index 0, completion index 0), like `kubectl logs` on that pod."""
+    from mtc_provider.adapters.pod_logs import LeaderLogFollower, pod_logs_for
+    from mtc_provider.adapters.protocols import NotFound
+    from mtc_provider.core.status import evaluate_jobset
+
+    if tail is not None and tail < 1:
+        _err(str(SpecError("--tail", tail, "a number of lines >= 1")), 2)
+    hook = guarded_hook(options)
+    try:
+        name, number = _attempt_jobset(options, hook, run_name, attempt)
+        reader = pod_logs_for(hook.api)
+        if reader is None:
+            _err(f"{type(hook.api).__name__} serves no pod logs")
+        leaders = [p for p in reader.pods(options.namespace, name) if p.leader]
+        if not leaders:
+            _err(f"attempt {number} of run {run_name!r} (JobSet {name}) has no leader pod (yet)")
+        if not follow:
+            sys.stdout.write(_ensure_newline(reader.read(options.namespace, leaders[0].name,
+                                                         tail_lines=tail or 1_000_000, limit_bytes=10 * 2**20)))
+            return
+        follower = LeaderLogFollower(reader, options.namespace, name, max_lines=tail or 100_000)
+        while True:
+            for line in follower.poll():
+                sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+            try:
+                if not evaluate_jobset(hook.api.get(options.namespace, name)).live:
+                    for line in follower.poll():  # what it wrote before it ended
+                        sys.stdout.write(line + "\n")
+                    return
+            except NotFound:
+                return
+            time.sleep(poll)
+    except _api_errors() as exc:
+        _err(str(exc))
+
+
+def _ensure_newline(text: str) -> str:
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+def delete(
+    run_name: str = typer.Argument(..., help="The run name (checkpointing.run_name) whose JobSets to delete."),
+    attempt: int = typer.Option(None, "--attempt", help="Only this attempt's JobSet (try number)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Delete live (training) JobSets without asking."),
+    wait: bool = typer.Option(False, "--wait", help="Wait until the JobSets (and their pods) are gone."),
+    timeout: float = typer.Option(600, "--timeout", help="With --wait: give up after this many seconds (exit 3)."),
+    options: ClusterOptions = None,
+) -> None:
+    """Delete a run's JobSets (like `xpk workload delete`): its slices are freed, its checkpoints and its record
+    stay, so a new launch with the same run name resumes. Who asked (user, host, pid) and why (user-request) go
+    with each delete request to the cluster's audit. A live JobSet ends its launch task: asked first, unless --yes."""
+    from mtc_provider.adapters.kubernetes import delete_headers
+    from mtc_provider.adapters.protocols import NotFound
+    from mtc_provider.core import vocabulary as V
+    from mtc_provider.core.attempts import attempts as attempts_of, run_selector
+    from mtc_provider.core.status import evaluate_jobset
+
+    hook = guarded_hook(options)
+    namespace = options.namespace
+    try:
+        found = hook.api.list(namespace, run_selector(run_name))
+        chosen = [o for o in found if attempt is None or _try_number(o) == attempt]
+        if not chosen:
+            which = f"attempt {attempt} of run" if attempt is not None else "run"
+            _err(f"no JobSet of {which} {run_name!r} in namespace {namespace!r}: nothing to delete")
+        live = [o["metadata"]["name"] for o in chosen if evaluate_jobset(o).live]
+        if live and not yes and not typer.confirm(
+                f"{', '.join(live)} {'is' if len(live) == 1 else 'are'} training: deleting ends the run's launch "
+                "task (its checkpoints stay). Delete?", default=False, err=True):
+            _err("not deleted", ERROR)
+        who = delete_headers(V.DELETE_USER_REQUEST)[V.DELETE_CALLER_HEADER]
+        names = [a.name for a in attempts_of(chosen)]
+        for name in names:
+            _out().print(f"deleting JobSet {escape(namespace)}/{escape(name)} (checkpoints are kept): asked by "
+                         f"{escape(who)}")
+            hook.api.delete(namespace, name, reason=V.DELETE_USER_REQUEST)
+        if wait:
+            deadline = time.monotonic() + timeout
+            for name in names:
+                while True:
+                    try:
+                        hook.api.get(namespace, name)
+                    except NotFound:
+                        break
+                    if time.monotonic() >= deadline:
+                        Console(file=sys.stderr).print(f"JobSet {escape(namespace)}/{escape(name)} still terminating "
+                                                       f"after {timeout:g}s (foreground deletion waits for its pods)")
+                        raise typer.Exit(3)
+                    time.sleep(1.0)
+            _out().print(f"deleted {len(names)} JobSet(s) of run {escape(run_name)}")
+    except _api_errors() as exc:
+        _err(str(exc))
+
+
+def _try_number(jobset: dict[str, Any]) -> int | None:
+    from mtc_provider.core.launch import attempt_of
+
+    return attempt_of(jobset) or None
+
+
+def register(app: typer.Typer, output_option: Any) -> None:
+    """Add the commands to the `mtc` app (called from cli.py, one line)."""
+    def with_output(command: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(command)
+        parameters = [p.replace(default=output_option, annotation=_output_type()) if p.name == "output" else p
+                      for p in signature.parameters.values()]
+        command.__signature__ = signature.replace(parameters=parameters)
+        command.__annotations__ = {**command.__annotations__, "output": _output_type()}
+        return command
+
+    app.command("list")(cluster_options()(with_output(list_runs)))
+    app.command("status")(cluster_options()(with_output(status)))
+    app.command("logs")(cluster_options(records=True)(logs))
+    app.command("delete")(cluster_options(records=False)(delete))
+
+
+def _output_type() -> Any:
+    from mtc_provider.cli import Output
+
+    return Output

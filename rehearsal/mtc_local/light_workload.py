@@ -1,0 +1,145 @@
+"""A light stand-in for the training workload, for load tests only: no JAX, no model, a few kB per checkpoint.
+
+It takes the real workload's flags and identity (same `key=value` flags, `jax-init-info.txt`, exit codes), steps at
+`step_time_ms` per step, prints `completed step: N` (what the local runner's fault injection watches), writes the
+same events, and writes checkpoints in Orbax's on-disk layout so the sensors, the listing and the launch
+operator's decisions see what they see with the real workload:
+
+- persistent tier, by the processes of slice 0 (replica 0): `<base>/<run>/checkpoints/<step>.orbax-checkpoint-tmp/`
+  with the item folder and `_CHECKPOINT_METADATA`, renamed to `<step>/`, then `<step>/commit_success.txt`;
+- local tier (emergency mode), by the other slices: `<local_checkpoint_directory>/<step>/`, the newest kept.
+
+A restart restores from the newest finalized persistent step (every process reads the same bucket, so all agree
+without talking to each other; the light mode does not coordinate local-tier restores). SIGTERM: the process
+finishes its step, saves if `enable_autocheckpoint` and it writes the persistent tier, and exits 0 (MaxText's
+preemption exit). The final "parameters" are a hash of the seed and the final step, so a faulted run ends with
+the same `params_sha256` as a fault-free one exactly when it reached the same step.
+
+    python -m mtc_local.light_workload run_name=r base_output_directory=/tmp/b steps=100 step_time_ms=50
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+from mtc_provider.core.listing import COMMIT_FILE
+from mtc_provider.core.vocabulary import ENV_JOBSET_NAME
+from mtc_local.workload import (
+    EXIT_OK,
+    EXIT_RETRYABLE,
+    Config,
+    Identity,
+    configure,
+    local_save_due,
+    persistent_save_due,
+)
+from mtc_provider.adapters.workload_events import append_event, events_path
+
+LIGHT_WORKLOAD_COMMAND = ("python", "-m", "mtc_local.light_workload")
+TMP_SUFFIX = ".orbax-checkpoint-tmp"
+METADATA_FILE = "_CHECKPOINT_METADATA"
+
+
+def finalized_steps(checkpoint_dir: Path) -> list[int]:
+    """Persistent steps with their commit file (what Orbax and the provider's listing count as finalized)."""
+    if not checkpoint_dir.is_dir():
+        return []
+    return sorted(int(d.name) for d in checkpoint_dir.iterdir()
+                  if d.name.isdigit() and (d / COMMIT_FILE).exists())
+
+
+def write_persistent(checkpoint_dir: Path, step: int, item: str, payload: bytes) -> None:
+    """Orbax's sequence: everything into `<step>.orbax-checkpoint-tmp`, rename to `<step>`, then the commit file."""
+    final = checkpoint_dir / str(step)
+    if (final / COMMIT_FILE).exists():
+        return
+    tmp = checkpoint_dir / f"{step}{TMP_SUFFIX}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    init_ns = time.time_ns()
+    (tmp / item).mkdir(parents=True)
+    (tmp / item / "state").write_bytes(payload)
+    shutil.rmtree(final, ignore_errors=True)  # a step renamed but never committed (killed in between)
+    (tmp / METADATA_FILE).write_text(json.dumps({"init_timestamp_nsecs": init_ns,
+                                                 "commit_timestamp_nsecs": time.time_ns()}))
+    os.replace(tmp, final)
+    (final / COMMIT_FILE).write_text(f"Checkpoint commit was successful to {final}")
+
+
+def write_local(local_dir: Path, step: int, payload: bytes, keep: int) -> None:
+    target = local_dir / str(step)
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "state").write_bytes(payload)
+    steps = sorted(int(d.name) for d in local_dir.iterdir() if d.name.isdigit())
+    for old in steps[:-keep]:
+        shutil.rmtree(local_dir / str(old), ignore_errors=True)
+
+
+def params_sha256(cfg: Config, step: int) -> str:
+    return hashlib.sha256(f"light:{cfg.seed}:{step}".encode()).hexdigest()
+
+
+def run(cfg: Config, ident: Identity, events_file: str) -> int:
+    def emit(event: str, **fields) -> None:
+        append_event(events_file, event=event, process=ident.process_id, **{"step": None, **fields})
+
+    preempted = []
+    signal.signal(signal.SIGTERM, lambda *_: preempted.append(True))
+    checkpoints = Path(cfg.persistent_checkpoint_directory)
+    writes_persistent = cfg.enable_checkpointing and ident.slice_index == 0
+    writes_local = (cfg.enable_checkpointing and cfg.enable_emergency_checkpoint and ident.slice_index > 0)
+    item = "default" if cfg.enable_emergency_checkpoint else "items"
+    t0 = time.time()
+    done = finalized_steps(checkpoints)
+    step = done[-1] if done and cfg.enable_checkpointing else 0
+    if step:
+        emit("restore", step=step, tier="persistent", duration_s=round(time.time() - t0, 4))
+
+    def save(at: int, force: bool = False) -> None:
+        payload = json.dumps({"step": at, "seed": cfg.seed}).encode()
+        if writes_persistent and (force or persistent_save_due(cfg, at)):
+            emit("save_start", step=at, tier="persistent")
+            write_persistent(checkpoints, at, item, payload)
+        if writes_local and (force or local_save_due(cfg, at)):
+            emit("save_start", step=at, tier="local")
+            write_local(Path(cfg.local_checkpoint_directory), at, payload, cfg.local_checkpoint_max_to_keep)
+
+    while step < cfg.steps:
+        started = time.time()
+        time.sleep(cfg.step_time_ms / 1000.0)
+        step += 1
+        print(f"completed step: {step}, seconds: {time.time() - started:.3f}, loss: 0.0", flush=True)
+        emit("step", step=step, seconds=round(time.time() - started, 4), loss=0.0)
+        if preempted and step < cfg.steps:
+            if cfg.enable_autocheckpoint:
+                save(step, force=True)
+            emit("preempted", step=step, saved=bool(cfg.enable_autocheckpoint and writes_persistent))
+            return EXIT_OK
+        save(step)
+    emit("finish", step=step, params_sha256=params_sha256(cfg, step))
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    configured = configure(list(sys.argv[1:] if argv is None else argv))
+    if isinstance(configured, int):
+        return configured
+    cfg, ident = configured
+    events_file = cfg.events_file or events_path(cfg.base_output_directory, cfg.run_name, ident.process_id)
+    append_event(events_file, event="start", process=ident.process_id, step=None, light=True,
+                 num_processes=ident.num_processes, jobset=os.environ.get(ENV_JOBSET_NAME), pid=os.getpid())
+    try:
+        return run(cfg, ident, events_file)
+    except OSError as err:  # a full or vanished disk: retryable, as the real workload treats I/O failures
+        print(f"error (retryable): {err}", file=sys.stderr, flush=True)
+        return EXIT_RETRYABLE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""The local target's backend: the home's local Kubernetes API server (started on demand) and its local GCS,
+reached with the same hooks and adapters as GKE and GCS; readiness is this machine's facts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mtc_local.target import LocalTarget
+from mtc_provider.targets.common import ListsCheckpointsByPath
+
+# The control-plane steps the local runner provides itself, and why.
+PROVIDED = {
+    "enable_checkpointing": "does not apply locally: the local runner provides ramdisks itself",
+    "tpu_node_pools": "does not apply locally: the local runner starts {hosts} host processes",
+}
+
+
+@dataclass
+class LocalCluster:
+    target: LocalTarget
+
+    def control_plane(self) -> Any:
+        raise NotImplementedError("the local target has no managed control plane")  # provided_by_target says why
+
+    def provided_by_target(self, step: str, total_hosts: int) -> str | None:
+        return PROVIDED[step].format(hosts=total_hosts)
+
+    def kubernetes_client_factory(self) -> Any:
+        from mtc_local.target.cluster import client_factory
+
+        return client_factory(self.target.home)
+
+    def readiness(self, slices: dict[str, Any], sizing: dict[str, Any] | None,
+                  checkpoint_configuration_name: str | None) -> list[Any]:
+        from mtc_local.target.machine import machine_facts
+        from mtc_provider.core.readiness import evaluate_local_machine
+        from mtc_provider.core.sizing import ramdisk_size
+        from mtc_provider.core.spec import SizingSpec
+        from mtc_provider.core.tpu import SliceSpec
+
+        spec = SliceSpec(**slices)
+        size = SizingSpec(**(sizing or {}))
+        per_host = ramdisk_size(size.parameters, spec.hosts_per_slice, size.bytes_per_parameter, size.buffer,
+                                allow_any_buffer=size.allow_any_buffer)
+        return evaluate_local_machine(machine_facts(), spec.total_hosts, per_host.total_bytes)
+
+
+@dataclass
+class LocalBackend(ListsCheckpointsByPath):
+    target: LocalTarget
+    api_endpoint: str | None = None  # no managed control plane: unused
+    injects_faults: bool = field(default=True, init=False)
+    console: None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.cluster = LocalCluster(self.target)
+
+    def jobset_connection(self) -> dict[str, Any]:
+        return {"kind": "local", "home": self.target.home}  # the token stays in <home>/kubeconfig
+
+    def bucket(self) -> Any:
+        from mtc_provider.adapters.gcs_bucket import LOCAL_LOCATION, BucketAccess
+        from mtc_local.target.gcs import local_gcs_hook
+        from mtc_provider.adapters.gcs_hook import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER
+
+        client = local_gcs_hook(self.target.home).get_conn()  # the home's token, read here
+        return BucketAccess(client, LOCAL_PROJECT, LOCAL_LOCATION, LOCAL_PROJECT_NUMBER)
+
+    def google(self) -> tuple[str, Any]:
+        return "google_cloud_default", None  # only read for a gs:// checkpoint folder

@@ -1,0 +1,134 @@
+"""The local target's GCS as the provider reads it: a GCSHook pointed at the home's local GCS (started on demand,
+as a process) with the home's token, and the checkpoint store of a folder in a local bucket (listed through that
+GCS by the GKE code path). The registry's `store_for_path` hands a trigger this store from the folder alone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mtc_local.token import TokenError, require_token, serves_home
+from mtc_provider.adapters.checkpoint_stores import (
+    GcsCheckpointStore,
+    ListingCost,
+    FinalizedSteps,
+    local_path,
+    split_gcs_uri,
+)
+from mtc_provider.adapters.gcs_hook import (
+    DEFAULT_IDLE_SECONDS,
+    IDLE_ENV,
+    LOCAL_PROJECT,
+    EndpointGCSHook,
+)
+from mtc_provider.adapters.protocols import ApiError, CheckpointInfo
+
+# home -> (endpoint, when it last answered its health check). A server exits only after its idle time without a
+# request, so one that answered less than a quarter of that ago (and at most FRESH_SECONDS ago) is still up unless
+# killed: listings every poll interval then cost no health request each; a killed one is found within seconds.
+_local_endpoints: dict[str, tuple[str, float]] = {}
+FRESH_SECONDS = 10.0
+
+
+def _serves(endpoint: str, home: str) -> bool:
+    """The local GCS at `endpoint` holds this home's token (it proves so before it is sent the token)."""
+    return serves_home(endpoint, home)
+
+
+def local_gcs_hook(home: str) -> EndpointGCSHook:
+    """EndpointGCSHook for a local target home's GCS (started on demand) with the home's token."""
+    endpoint = local_gcs_endpoint(home)
+    try:
+        token = require_token(Path(home).expanduser().resolve())
+    except TokenError as err:
+        raise ApiError(401, f"the local GCS token of {home}: {err}", "Unauthorized") from None
+    return EndpointGCSHook(endpoint, token=token)
+
+
+def local_gcs_endpoint(home: str) -> str:
+    """The endpoint of a local target home's GCS, started in the background when it is not running, as a
+    process (`python -m mtc_local.gcs up`)."""
+    home = str(Path(home).expanduser().resolve())
+    idle = os.environ.get(IDLE_ENV) or str(DEFAULT_IDLE_SECONDS)
+    endpoint, checked = _local_endpoints.get(home, ("", 0.0))
+    if endpoint and time.monotonic() - checked < min(FRESH_SECONDS, float(idle) / 4):
+        return endpoint
+    if endpoint and _serves(endpoint, home):
+        _local_endpoints[home] = (endpoint, time.monotonic())
+        return endpoint
+    done = subprocess.run([sys.executable, "-m", "mtc_local.gcs", "up", "--home", home, "--idle-seconds", idle],
+                          capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise ApiError(503, f"the local GCS for {home} did not start: {(done.stderr or done.stdout).strip()[-500:]}",
+                       "ServiceUnavailable")
+    _local_endpoints[home] = (lines[-1].strip(), time.monotonic())
+    return _local_endpoints[home][0]
+
+
+class LocalBucketCheckpointStore(FinalizedSteps):
+    """A checkpoint directory inside a local target's bucket folder, listed through the home's local GCS by
+    GcsCheckpointStore (the GKE code path: GCSHook, matchGlob, startOffset, pages). Paths in and out stay the
+    local paths the caller uses. The endpoint is looked up (and the server started) on each call, in the
+    calling thread, so a trigger never blocks its event loop on it and a restarted server is found again; the
+    lookup health-checks the server at most every few seconds (gcs_hook.local_gcs_endpoint); the home's token is
+    read when the hook is made (a trigger carries only the checkpoint directory)."""
+
+    def __init__(self, home: str, bucket: str) -> None:
+        self.home, self.bucket = home, bucket
+        self.root = Path(home) / "buckets" / bucket
+        self.gcs: GcsCheckpointStore | None = None
+
+    @property
+    def cost(self) -> ListingCost:
+        return self._store().cost
+
+    def _store(self) -> GcsCheckpointStore:
+        endpoint = local_gcs_endpoint(self.home)
+        if self.gcs is None or self.gcs.hook.api_endpoint != endpoint:
+            cost = self.gcs.cost if self.gcs is not None else ListingCost()
+            self.gcs = GcsCheckpointStore(hook=local_gcs_hook(self.home))  # with the home's token, read here
+            self.gcs.cost = cost
+        if not self.root.is_dir():  # before the workload's first write, as its folder would be made by it
+            self._create_bucket()
+        return self.gcs
+
+    def _create_bucket(self) -> None:
+        """The local bucket, made through the API (HNS, uniform access) when sensing starts before training."""
+        from mtc_provider.adapters.gcs_bucket import LOCAL_LOCATION, GcsBucketApi
+        from mtc_provider.core.spec import BucketSpec
+
+        GcsBucketApi(self.gcs.hook.get_conn()).ensure_bucket(BucketSpec(self.bucket, LOCAL_LOCATION), LOCAL_PROJECT)
+
+    def _gs(self, path: str) -> str:
+        relative = local_path(path).relative_to(self.root).as_posix()
+        return f"gs://{self.bucket}" + ("" if relative == "." else f"/{relative}")
+
+    def _local(self, uri: str) -> str:
+        _, path = split_gcs_uri(uri)
+        return str(self.root / path) if path else str(self.root)
+
+    def finalized(self, checkpoint_dir: str, after: int | None = None) -> list[CheckpointInfo]:
+        found = self._store().finalized(self._gs(checkpoint_dir), after)
+        return [CheckpointInfo(info.step, self._local(info.path), info.commit_time) for info in found]
+
+    def item_path(self, step_path: str) -> str | None:
+        found = self._store().item_path(self._gs(step_path))
+        return self._local(found) if found else None
+
+    def backup_steps(self, backup_dir: str, workers: int | None = None) -> list[int]:
+        return self._store().backup_steps(self._gs(backup_dir), workers)
+
+
+def local_bucket_of(path: Path) -> tuple[str, str] | None:
+    """(home, bucket) when `path` lies in a local target's bucket folder `<home>/buckets/<bucket>/...`: a home
+    with a local GCS directory (`<home>/gcs`) first, else the outermost `buckets` folder; None otherwise."""
+    parts = path.parts
+    found = [i for i in range(1, len(parts) - 1) if parts[i] == "buckets"]
+    served = [i for i in found if (Path(*parts[:i]) / "gcs").is_dir()]
+    for i in served or found:
+        return str(Path(*parts[:i])), parts[i + 1]
+    return None
