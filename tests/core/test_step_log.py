@@ -4,7 +4,8 @@ MaxText: `MetricLogger.log_metrics` (AI-Hypercomputer/maxtext src/MaxText/metric
 `completed step: {step}, seconds: {:.3f}, TFLOP/s/device: {:.3f}, Tokens/s/device: {:.3f}, total_weights: {},
 loss: {:.3f}` through max_logging (absl: `I<mmdd> <time> <tid> <file>:<line>] ` before it); releases before the
 MetricLogger class logged `completed step: {step}, seconds: {:.3f}, TFLOP/s/device: {:.3f}, loss: {:.3f}` from
-max_utils/train.py. The local workload prints `completed step: N, seconds: X, loss: Y` (rehearsal/mtc_local/workload/training.py).
+max_utils/train.py. The local workload prints `completed step: N, seconds: X, loss: Y`
+(rehearsal/mtc_local/workload/training.py).
 """
 
 from __future__ import annotations

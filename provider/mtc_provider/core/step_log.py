@@ -8,8 +8,9 @@ src/MaxText/metric_logger.py, `MetricLogger.log_metrics`):
 
 (older releases: `completed step: N, seconds: X, TFLOP/s/device: Y, loss: Z`; absl may prefix
 `I1201 11:00:00.123456 1 metric_logger.py:196] `). The local workload prints the same first fields
-(`completed step: N, seconds: X, loss: Y`: rehearsal/mtc_local/workload/training.py), so one parser reads both. Step N is the state after N updates: the
-number a checkpoint of that state carries, so a step from the log and a checkpoint step compare directly.
+(`completed step: N, seconds: X, loss: Y`: rehearsal/mtc_local/workload/training.py), so one parser reads both.
+Step N is the state after N updates: the number a checkpoint of that state carries, so a step from the log and a
+checkpoint step compare directly.
 """
 
 from __future__ import annotations
