@@ -79,8 +79,10 @@ async def test_progress_line_every_interval_without_stall_detection(tmp_path):
     assert await trigger.report_progress(restarts=1) is None
     clock.now += 180  # 300 s after the first line: 100 steps in 300 s = 1200 steps/h, 800 steps left = 40 min
     report = await trigger.report_progress(restarts=1)
+    # The keys of earlier releases keep their meaning (the run view reads them); `source` and `updated_at` are new.
     assert report == {"step": 200, "target_step": 1000, "steps_per_hour": 1200.0, "eta_seconds": 2400.0,
-                      "newest_checkpoint": 200, "restarts": 1, "attempt": 2, "percent": 20.0}
+                      "newest_checkpoint": 200, "restarts": 1, "attempt": 2, "percent": 20.0,
+                      "source": "checkpoints", "updated_at": round(clock.now, 3)}
     lines = [line for line in log.lines if "steps/h" in line or "rate unknown" in line]
     assert len(lines) == 2
     assert ("step 200 of 1000 (20%), 1200 steps/h, ETA 40m00s, newest checkpoint 200, restarts so far 1 (attempt 2)"
@@ -168,3 +170,25 @@ def test_operator_lists_for_progress_without_stall_detection_and_pushes_the_figu
     event = JobSetEvent(ENDED, trigger.namespace, trigger.name, state, 0, extra=trigger.extra, progress=figures)
     op.execute_complete({"ti": ti}, event.to_payload())
     assert ti.xcom[PROGRESS_XCOM_KEY] == figures
+
+
+async def test_the_local_workloads_step_events_give_the_step(tmp_path):
+    """On the local target the workload's own `step` events (adapters.workload_events) give the step, newer than any
+    checkpoint; events from before this start of the pods (an earlier attempt of the run) do not count."""
+    from mtc_provider.adapters.workload_events import append_event, events_path
+
+    base, clock = tmp_path / "out", Clock()
+    checkpoints = base / "llama" / "checkpoints"
+    finalize(checkpoints, 100, at=clock.now - 60)
+    events = events_path(str(base), "llama", 0)
+    append_event(events, ts=clock.now - 3600, event="step", process=0, step=900)  # an earlier attempt's
+    trigger = trigger_at(checkpoints, clock, progress_interval=60, stall_timeout=None)
+    trigger._live_since = clock.now - 10
+    first = await trigger.report_progress(restarts=0)
+    assert first["step"] == 100 and first["source"] == "checkpoints"
+    append_event(events, ts=clock.now, event="step", process=0, step=130)
+    clock.now += 60
+    append_event(events, ts=clock.now, event="step", process=0, step=160)
+    second = await trigger.report_progress(restarts=0)
+    assert second["step"] == 160 and second["source"] == "workload-events" and second["newest_checkpoint"] == 100
+    assert second["percent"] == 16.0

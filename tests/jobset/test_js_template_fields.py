@@ -22,6 +22,7 @@ NOT_TEMPLATED = {
     "retry_exponential_backoff": "BaseOperator's: the scheduler reads it from the parsed DAG",
     "max_retry_delay": "BaseOperator's: the scheduler reads it from the parsed DAG",
     "checkpoint_store_factory": "a Python callable (tests and custom stores), not a value to render",
+    "goodput_reader_factory": "a Python callable (tests, or another Cloud Logging reader), not a value to render",
 }
 # Per class: sensors' poll_interval is their poke_interval, which BaseSensorOperator validates when the DAG is
 # parsed; CheckpointProgressSensor validates window_s then too (a bad value fails the DAG import, not a run).

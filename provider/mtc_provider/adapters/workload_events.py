@@ -97,3 +97,26 @@ def events_path(base_output_directory: str, run_name: str, process_id: int) -> s
 def events_dir(base_output_directory: str, run_name: str) -> str:
     """Directory holding the default event files of a run."""
     return os.path.join(base_output_directory, run_name, "events")
+
+
+def latest_step_event(path: str | os.PathLike, tail_bytes: int = 65_536) -> dict | None:
+    """The newest ``step`` event of one event file, reading only its last ``tail_bytes`` (a long run's file grows
+    by one line a step); None when the file is missing or holds no step event there."""
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - tail_bytes))
+            text = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return None
+    lines = text.splitlines()[1:] if size > tail_bytes else text.splitlines()  # the first may be cut
+    for line in reversed(lines):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn last line
+        if isinstance(obj, dict) and obj.get("event") == "step" and isinstance(obj.get("step"), int):
+            return obj
+    return None

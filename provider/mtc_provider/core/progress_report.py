@@ -1,8 +1,11 @@
 """What a long run shows while it trains (pure): one progress line and its XCom, and bounded pod-log tails.
 
-    step 1200 of 5000 (24%), 410 steps/h, ETA 9h16m, newest checkpoint 1100, restarts so far 2 (attempt 1)
+    step 1200 of 5000 (24%), 410 steps/h, ETA 9h16m, newest checkpoint 1100, restarts so far 2 (attempt 1);
+    step from the workload log
 
-The same figures go to the XCom, so a dashboard or a downstream task reads numbers, not text. Pod logs are
+The step is the workload's own (its `completed step` log line, or the local workload's events: core.step_log)
+when one was seen, else the newest finalized checkpoint; `source` says which. The same figures go to the XCom, so
+a dashboard or a downstream task reads numbers, not text (keys are only ever added, never renamed). Pod logs are
 bounded here too (lines and bytes), so one chatty pod can never flood a task log.
 """
 
@@ -43,6 +46,8 @@ class ProgressReport:
     newest_checkpoint: int | None
     restarts: int
     attempt: int
+    source: str | None = None  # core.step_log: workload-log | workload-events | checkpoints; None: no step yet
+    updated_at: float | None = None  # unix time of the observation
 
     @property
     def percent(self) -> float | None:
@@ -52,24 +57,30 @@ class ProgressReport:
         step = "no step yet" if self.step is None else f"step {self.step} of {self.target_step} ({self.percent:g}%)"
         rate = "rate unknown" if self.steps_per_hour is None else f"{self.steps_per_hour:.0f} steps/h"
         newest = "none yet" if self.newest_checkpoint is None else str(self.newest_checkpoint)
+        source = f"; step from the {self.source.replace('-', ' ')}" if self.source else ""
         return (f"{step}, {rate}, ETA {format_duration(self.eta_seconds)}, newest checkpoint {newest}, "
-                f"restarts so far {self.restarts} (attempt {self.attempt})")
+                f"restarts so far {self.restarts} (attempt {self.attempt}){source}")
 
     def to_xcom(self) -> dict[str, Any]:
         return {**asdict(self), "percent": self.percent}
 
 
 def progress_report(step: int | None, target_step: int, steps_per_hour: float | None, newest_checkpoint: int | None,
-                    restarts: int = 0, attempt: int = 1) -> ProgressReport:
-    """The report for `step` (the training step, or the newest checkpoint when the step is not known)."""
+                    restarts: int = 0, attempt: int = 1, source: str | None = None,
+                    updated_at: float | None = None) -> ProgressReport:
+    """The report for `step` (the workload's step, from `source`), else for the newest checkpoint."""
+    from mtc_provider.core.step_log import FROM_CHECKPOINTS
+
     current = step if step is not None else newest_checkpoint
+    if step is None:
+        source = FROM_CHECKPOINTS if newest_checkpoint is not None else None
     eta = None
     if current is not None and current >= target_step:
         eta = 0.0
     elif current is not None and steps_per_hour:
         eta = (target_step - current) * 3600.0 / steps_per_hour
     rate = None if steps_per_hour is None else round(steps_per_hour, 1)
-    return ProgressReport(current, target_step, rate, eta, newest_checkpoint, restarts, attempt)
+    return ProgressReport(current, target_step, rate, eta, newest_checkpoint, restarts, attempt, source, updated_at)
 
 
 def tail(text: str, max_lines: int = DEFAULT_TAIL_LINES, max_bytes: int = DEFAULT_TAIL_BYTES) -> str:

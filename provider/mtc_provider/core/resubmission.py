@@ -168,3 +168,20 @@ def should_delete_on_kill(ti_state: str | None) -> bool:
     retry reattaches to it; deleting on a guess would throw away training).
     """
     return ti_state is not None and str(ti_state).lower() not in STILL_RUNNING_STATES
+
+
+def resubmission_line(reason: str, resume_step: int | None, try_number: int, max_tries: int | None,
+                      target_step: int | None = None) -> str:
+    """The one line that says an attempt ended as expected and the next one follows (not an error):
+
+        resubmitting (try 3 of 7 next): the JobSet failed ...; the next attempt resumes from step 1200 of 5000
+        (the newest finalized checkpoint)
+    """
+    of = f" of {max_tries + 1}" if max_tries is not None else ""
+    target = f" of {target_step}" if target_step is not None else ""
+    resume = (f"resumes from step {resume_step}{target} (the newest finalized checkpoint)" if resume_step is not None
+              else "starts from step 0 (no finalized checkpoint yet)")
+    why = reason.rstrip(". ")
+    for said in ("; resubmitting to resume", "; resubmitting"):  # a decision's own tail: the line says it first
+        why = why[:-len(said)] if why.endswith(said) else why
+    return f"resubmitting (try {try_number + 1}{of} next): {why}; the next attempt {resume}"

@@ -6,6 +6,11 @@ GKE: checkpoint commit times from the store plus the attempts the launch operato
 "last_step": s}, ...]`), pulled with `attempts_task_id` or handed in as `attempts`. Time between attempts (an
 outage, a stall, the wait for capacity) is downtime. On GKE the chart is written next to the checkpoints
 (`gs://<bucket>/<run>/goodput/<run id>.png`) and opened from the "Goodput chart" extra link.
+
+With `goodput_recording` on (MaxText ran with `enable_goodput_recording=true`), the report also reads MaxText's own
+goodput records with Google's ml-goodput-measurement (`GoodputCalculator`, adapters.library_goodput) and puts its
+figures beside ours under `library`; the log line names which figure is which (docs/goodput.md says how the
+definitions differ).
 """
 
 from __future__ import annotations
@@ -109,17 +114,32 @@ class GoodputReportOperator(BaseOperator):
         gs:// checkpoint directory gets `<run>/goodput/<run id>.png` in its bucket), else the temp directory.
     :param gcp_conn_id: the Google connection for GCS reads and the chart upload (templated).
     :param impersonation_chain: service account(s) to impersonate for those calls (templated).
+    :param goodput_recording: MaxText recorded goodput for this run (`enable_goodput_recording=true`): read it back
+        with ml-goodput-measurement (the `goodput` extra) through the same Google connection (templated; default
+        off). Its figures never replace ours; a failure to read them is a warning.
+    :param goodput_run_name: the MaxText run_name the records carry as job name (templated; default: the run
+        folder of `checkpoint_dir`, `<base>/<run_name>/checkpoints`).
+    :param goodput_logger_name: the Cloud Logging logger (templated; default MaxText's `goodput_<run_name>`).
+    :param goodput_reader_factory: (job_name, logger_name) -> a reader the library's calculator takes as its
+        `cloud_logger`; default: the library's reader over the Google connection.
     """
 
     template_fields: Sequence[str] = ("checkpoint_dir", "events_dir", "attempts", "attempts_task_id", "chart_path",
-                                      "gcp_conn_id", "impersonation_chain")
+                                      "gcp_conn_id", "impersonation_chain", "goodput_recording", "goodput_run_name",
+                                      "goodput_logger_name")
     operator_extra_links = (GoodputChartLink(),)
 
     def __init__(self, *, checkpoint_dir: str, events_dir: str | None = None,
                  attempts: list[Mapping[str, Any]] | str | None = None, attempts_task_id: str | None = None,
                  chart_path: str | None = None, gcp_conn_id: str = "google_cloud_default",
-                 impersonation_chain: str | Sequence[str] | None = None, **kwargs: Any) -> None:
+                 impersonation_chain: str | Sequence[str] | None = None, goodput_recording: bool | str = False,
+                 goodput_run_name: str | None = None, goodput_logger_name: str | None = None,
+                 goodput_reader_factory: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.goodput_recording = goodput_recording
+        self.goodput_run_name = goodput_run_name
+        self.goodput_logger_name = goodput_logger_name
+        self.goodput_reader_factory = goodput_reader_factory
         self.checkpoint_dir = checkpoint_dir
         self.events_dir = events_dir
         self.attempts = attempts
@@ -165,12 +185,50 @@ class GoodputReportOperator(BaseOperator):
             url = self._upload(path, run_file)
         if "ti" in context:  # the "Goodput chart" extra link on every target: console page or file:// URL
             context["ti"].xcom_push(key=GoodputChartLink.key, value=chart_link_url(url))
-        self.log.info("goodput %.1f%% (%s): productive %.0fs of %.0fs; %d disruption(s); badput %s; recovery %s; "
-                      "chart %s", 100 * report.goodput, source, report.productive_s, report.elapsed_s,
-                      report.disruptions, report.badput_s, report.recovery_s, url)
+        self.log.info("goodput %.1f%% (this provider's, from %s): productive %.0fs of %.0fs; %d disruption(s); "
+                      "badput %s; recovery %s; chart %s", 100 * report.goodput, source, report.productive_s,
+                      report.elapsed_s, report.disruptions, report.badput_s, report.recovery_s, url)
+        library = self.library_report()
         metrics.goodput(metrics.tags(getattr(context.get("ti"), "dag_id", None), self.task_id), report.goodput)
         advice = self.checkpoint_advice()
-        return {**report.to_payload(), "source": source, "chart_path": url, "advice": advice}
+        result = {**report.to_payload(), "source": source, "chart_path": url, "advice": advice}
+        if library is not None:
+            result["library"] = library
+        return result
+
+    def _recording_on(self) -> bool:
+        flag = self.goodput_recording
+        if isinstance(flag, str) and flag.strip().lower() in ("true", "false", "1", "0", "yes", "no", "on", "off", ""):
+            flag = flag.strip().lower() in ("true", "1", "yes", "on")
+        if not isinstance(flag, bool):
+            raise SpecError("goodput_recording", self.goodput_recording, "true or false")
+        return flag
+
+    def library_report(self) -> dict[str, Any] | None:
+        """ml-goodput-measurement's figures from MaxText's records (when goodput_recording is on), else None."""
+        if not self._recording_on():
+            return None
+        from mtc_provider.adapters import library_goodput as lib
+
+        run_name = self.goodput_run_name or os.path.basename(os.path.dirname(self.checkpoint_dir.rstrip("/")))
+        factory = self.goodput_reader_factory or (lambda job, logger: lib.connection_reader(
+            job, logger, self.gcp_conn_id, self.impersonation_chain))
+        try:
+            figures = lib.library_goodput(run_name, self.goodput_logger_name, reader_factory=factory)
+        except ImportError as exc:
+            self.log.warning("goodput_recording is on but %s is not installed (%s): %s", lib.LIBRARY, exc,
+                             lib.INSTALL_HINT)
+            return None
+        except Exception as exc:  # noqa: BLE001 - the library's figure is beside ours, never instead of it
+            self.log.warning("could not read MaxText's goodput records of %s (logger %s) with %s: %s: %s", run_name,
+                             self.goodput_logger_name or lib.logger_name_for(run_name), lib.LIBRARY,
+                             type(exc).__name__, exc)
+            return None
+        badput = ", ".join(f"{k} {100 * v:.1f}%" for k, v in figures["badput"].items() if isinstance(v, float) and v)
+        self.log.info("goodput %.1f%% (%s's, from MaxText's own records, logger %s; last productive step %s): "
+                      "badput %s", 100 * figures["goodput"], lib.LIBRARY, figures["logger_name"],
+                      figures["last_step"], badput or "none")
+        return figures
 
     def checkpoint_advice(self) -> dict[str, Any] | None:
         """Checkpoint periods advised from this run_name's events (core.advisor), logged as one line."""

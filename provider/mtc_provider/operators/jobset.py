@@ -56,6 +56,7 @@ from mtc_provider.core.resubmission import (
     decide_on_completion,
     decide_rejected,
     decide_stalled,
+    resubmission_line,
 )
 from mtc_provider.core.jobset_names import attempt_name
 from mtc_provider.core.launch import attempt_of, needs_latest_step, plan_launch
@@ -103,6 +104,32 @@ NOT_AN_ATTEMPT = ("a Kubernetes API outage, not a failure of the training attemp
 
 class JobSetAttemptFailed(AirflowException):
     """This attempt ended without reaching the target step, for a retryable reason: Airflow retries resubmit."""
+
+
+try:  # Airflow 3.3's pluggable retry policies (airflow.sdk.definitions.retry_policy)
+    from airflow.sdk.definitions.retry_policy import RetryDecision, RetryPolicy
+except ImportError:  # pragma: no cover - an Airflow without retry policies: the default retry logic applies
+    RetryPolicy = None
+
+
+if RetryPolicy is not None:
+    class ResubmissionPolicy(RetryPolicy):
+        """An expected resubmission is a retry with its reason: Airflow logs `Retry policy decision` with it (INFO)
+        and keeps it on the task instance (`retry_reason`). Anything else: Airflow's own retry logic.
+
+        Airflow 3.3's task runner still logs every exception that ends a try as `Task failed with exception` (ERROR,
+        with the traceback: task_runner.run, before the policy is asked); no quieter path ends a try for a retry
+        (a reschedule keeps the try number, which names the attempt's JobSet). So the operator logs the one clear
+        line first, and raises without a chained cause. Evaluated in the worker only; never serialized (the DAG
+        keeps `has_retry_policy`).
+        """
+
+        def evaluate(self, exception, try_number, max_tries, context=None):
+            if isinstance(exception, JobSetAttemptFailed):
+                return RetryDecision.retry(reason=str(exception)[:500])
+            return RetryDecision.default()
+else:  # pragma: no cover
+    ResubmissionPolicy = None
 
 
 JOBSET_KEPT_XCOM_KEY = "jobset_kept"  # set by a try that ended for the orchestrator's own trouble; read by the teardown
@@ -188,8 +215,16 @@ class MtcJobSetOperator(BaseOperator):
     :param listing_timeout: seconds the checkpoint listing may keep failing (403, 429, 503, timeouts) before the
         try fails with the bucket and the HTTP status; training is not touched meanwhile.
     :param progress_interval: seconds between progress lines in the task log while the run trains ("step N of T,
-        S steps/h, ETA, newest checkpoint, restarts so far"), whether or not stall detection is on; the latest
-        figures are pushed to XCom key `progress` when the watch ends. None or 0: no progress lines.
+        S steps/h, ETA, newest checkpoint, restarts so far; where the step comes from"), whether or not stall
+        detection is on. The step is the workload's own (the leader pod's `completed step` lines when `pod_logs` is
+        on, or the local workload's events), else the newest finalized checkpoint. Each report is pushed to XCom
+        key `progress` during the run (from the triggerer) and again when the watch ends. None or 0: no lines.
+    :param pod_logs: stream the leader pod's log into the task's log while the trigger waits (templated; default
+        on). Bounded: at most `pod_logs_max_lines` lines and `pod_logs_max_bytes` bytes every `pod_logs_interval`
+        seconds (the newest; a line counts what was left out).
+    :param pod_logs_interval: seconds between reads of the leader pod's log (templated; default 30).
+    :param pod_logs_max_lines: lines per read at most (templated; default 100).
+    :param pod_logs_max_bytes: bytes per read at most (templated; default 32768).
     :param deletion_timeout: seconds a try waits for a terminating JobSet of this task to go before submitting.
     :param api_outage_timeout: seconds of continuous Kubernetes API outage (429, 5xx, refused or hanging
         connections) that the watch and every request wait out, with backoff honouring Retry-After, before the task
@@ -222,7 +257,8 @@ class MtcJobSetOperator(BaseOperator):
         "slices", "checkpointing", "workload", "target", *GOOGLE_PARAMETERS, "kubernetes_conn_id", "target_step",
         "fault_plan", "stall_timeout", "startup_timeout", "poll_interval", "customization", "progress_interval",
         "image_pull_timeout", "api_outage_timeout", "wait_for", "crash_loop_attempts", "listing_timeout",
-        "deletion_timeout", "capacity_log_interval", "keep_failed_attempts",
+        "deletion_timeout", "capacity_log_interval", "keep_failed_attempts", "pod_logs", "pod_logs_interval",
+        "pod_logs_max_lines", "pod_logs_max_bytes",
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
@@ -251,6 +287,10 @@ class MtcJobSetOperator(BaseOperator):
         capacity_log_interval: float = 300.0,
         listing_timeout: float = 1800.0,
         progress_interval: float | None = 300.0,
+        pod_logs: bool | str = True,
+        pod_logs_interval: float = 30.0,
+        pod_logs_max_lines: int = 100,
+        pod_logs_max_bytes: int = 32_768,
         deletion_timeout: float = 900.0,
         api_outage_timeout: float = outages.DEFAULT_TIMEOUT,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -265,6 +305,8 @@ class MtcJobSetOperator(BaseOperator):
         max_retry_delay: timedelta = timedelta(minutes=30),
         **kwargs: Any,
     ) -> None:
+        if ResubmissionPolicy is not None and kwargs.get("retry_policy") is None:
+            kwargs["retry_policy"] = ResubmissionPolicy()  # an expected resubmission's retry carries its reason
         super().__init__(retries=retries, retry_delay=retry_delay, retry_exponential_backoff=retry_exponential_backoff,
                          max_retry_delay=max_retry_delay, **kwargs)
         self.slices = slices
@@ -287,6 +329,10 @@ class MtcJobSetOperator(BaseOperator):
         self.capacity_log_interval = capacity_log_interval
         self.listing_timeout = listing_timeout
         self.progress_interval = progress_interval
+        self.pod_logs = pod_logs
+        self.pod_logs_interval = pod_logs_interval
+        self.pod_logs_max_lines = pod_logs_max_lines
+        self.pod_logs_max_bytes = pod_logs_max_bytes
         self.deletion_timeout = deletion_timeout
         self.api_outage_timeout = api_outage_timeout
         self.deferrable = deferrable
@@ -338,9 +384,29 @@ class MtcJobSetOperator(BaseOperator):
             self.keep_failed_attempts = keep_count("keep_failed_attempts", self.keep_failed_attempts)
             # The try's JobSet, rendered once: what the manifest builder refuses fails here, before any call.
             self._rendered = _attempt_body(slices, checkpointing, workload, self.customization, ti)
+            self._check_pod_logs()
         except (SpecError, ValueError) as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         return slices, checkpointing, workload, target_step
+
+    def _check_pod_logs(self) -> None:
+        """pod_logs and its bounds, as rendered templates may give them (text); errors name the field."""
+        flag = self.pod_logs
+        if isinstance(flag, str) and flag.strip().lower() in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+            flag = flag.strip().lower() in ("true", "1", "yes", "on")
+        if not isinstance(flag, bool):
+            raise SpecError("pod_logs", self.pod_logs, "true or false")
+        self.pod_logs = flag
+        for field, low, kind in (("pod_logs_interval", 1.0, float), ("pod_logs_max_lines", 1, int),
+                                 ("pod_logs_max_bytes", 256, int)):
+            value = getattr(self, field)
+            try:
+                number = kind(value) if not isinstance(value, bool) else None
+            except (TypeError, ValueError):
+                number = None
+            if number is None or number < low or (kind is int and float(value) != number):
+                raise SpecError(field, value, f"{'an integer' if kind is int else 'a number'} >= {low}")
+            setattr(self, field, number)
 
     def _target(self):
         """The target from `target` and the operator's GOOGLE_PARAMETERS (which one wins: target.with_google)."""
@@ -525,6 +591,8 @@ class MtcJobSetOperator(BaseOperator):
             capacity_log_interval=float(self.capacity_log_interval), listing_timeout=float(self.listing_timeout),
             progress_interval=None if self.progress_interval in (None, "") else float(self.progress_interval),
             api_outage_timeout=float(self.api_outage_timeout),
+            pod_logs=bool(self.pod_logs), pod_logs_interval=float(self.pod_logs_interval),
+            pod_logs_max_lines=int(self.pod_logs_max_lines), pod_logs_max_bytes=int(self.pod_logs_max_bytes),
             # Echoed back in the event: the attempt's bookkeeping survives the deferral.
             extra={"attempt": attempt_of(obj), "history": history, "target_step": target_step,
                    "checkpoint_dir": checkpoint_dir, "run_name": checkpointing.run_name, "namespace": namespace},
@@ -670,6 +738,8 @@ class MtcJobSetOperator(BaseOperator):
         store = self._store(extra["checkpoint_dir"])
         lock = self._lock_for(context, connection, extra)
         self._current = None
+        if ev.state is not None and ev.state.restarts > ev.restarts_seen:  # the JobSet's own count is the truth
+            ev = dataclasses.replace(ev, restarts_seen=ev.state.restarts)
         if ev.kind == ENDED and ev.state is not None:
             return self._finish(context, connection, lock, ev.state, extra["attempt"], extra["history"], store,
                                 extra["checkpoint_dir"], extra["target_step"], ev.restarts_seen)
@@ -685,6 +755,7 @@ class MtcJobSetOperator(BaseOperator):
             lock.release()  # the run fails for good: its run name is free again
             raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name} was deleted outside this task")
         api = self._jobset_api(connection)
+        ev = dataclasses.replace(ev, restarts_seen=self._restarts_now(api, ev))
         if ev.kind in (UNSTARTABLE, STARTUP_TIMEOUT):
             self.log.error("%s: deleting JobSet %s/%s", ev.message, ev.namespace, ev.name)
             api.delete(ev.namespace, ev.name, reason=V.DELETE_ATTEMPT_FAILED)
@@ -703,13 +774,26 @@ class MtcJobSetOperator(BaseOperator):
             self._close(lock, ev.name, outcome, ev.restarts_seen, latest, decision.reason)
             result = self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest,
                                 decision.reason, lock)
-            return self._conclude(context, lock, decision.kind, decision.reason, result)
+            return self._conclude(context, lock, decision.kind, decision.reason, result, extra["target_step"])
         self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message or ev.kind,
                    lock)
         reason = f"lost track of JobSet {ev.namespace}/{ev.name}: {ev.message}"  # ERROR: a retry reattaches
         if self._last_try(context["ti"]):  # no retry will come: the run ends here, and frees its run name
             lock.release()
         raise JobSetAttemptFailed(reason)
+
+    def _restarts_now(self, api, ev: JobSetEvent) -> int:
+        """The attempt's in-cluster restarts for its record: the JobSet's `status.restarts` read now (before any
+        delete), else what the trigger saw. A stall or start-up verdict can come before the trigger has seen the
+        watch event of the latest restart; the record (and the demo summary's count) must not miss it."""
+        try:
+            return max(ev.restarts_seen, evaluate_jobset(api.get(ev.namespace, ev.name)).restarts)
+        except ApiUnreachable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - gone already, or unreadable: the trigger's count stands
+            self.log.info("JobSet %s/%s not readable for its restart count (%s): recording the trigger's %d",
+                          ev.namespace, ev.name, exc, ev.restarts_seen)
+            return ev.restarts_seen
 
     def _finish(self, context, connection, lock: RunLock, state: JobSetState, attempt: int,
                 history: list[int | None], store: CheckpointStore | None, checkpoint_dir: str, target_step: int,
@@ -726,9 +810,10 @@ class MtcJobSetOperator(BaseOperator):
         outcome = {SUCCEED: FINISHED, FAIL: FAILED_OUTCOME}.get(decision.kind, DISRUPTED)
         self._close(lock, state.name, outcome, restarts, latest, decision.reason)
         result = self._push(context, state.namespace, state.name, attempt, restarts, latest, decision.reason, lock)
-        return self._conclude(context, lock, decision.kind, decision.reason, result)
+        return self._conclude(context, lock, decision.kind, decision.reason, result, target_step)
 
-    def _conclude(self, context, lock: RunLock, kind: str, reason: str, result: dict[str, Any]) -> Any:
+    def _conclude(self, context, lock: RunLock, kind: str, reason: str, result: dict[str, Any],
+                  target_step: int | None = None) -> Any:
         """Succeed, fail for good, or retry; the run lock goes with the run (success, final failure, last try)."""
         if kind == SUCCEED or kind == FAIL or self._last_try(context["ti"]):
             lock.release()
@@ -736,7 +821,13 @@ class MtcJobSetOperator(BaseOperator):
             return result
         if kind == FAIL:
             raise AirflowFailException(reason)
-        raise JobSetAttemptFailed(reason)
+        ti = context["ti"]
+        if self._last_try(ti):
+            raise JobSetAttemptFailed(f"{reason}; no retry left (try {ti.try_number} was the last)") from None
+        line = resubmission_line(reason, result.get("last_step"), ti.try_number,
+                                 getattr(ti, "max_tries", None) or self.retries, target_step)
+        self.log.warning("%s", line)  # the one line that says what happens (Airflow's own ERROR line follows)
+        raise JobSetAttemptFailed(line) from None
 
     def _last_try(self, ti) -> bool:
         return ti.try_number > (getattr(ti, "max_tries", None) or self.retries or 0)

@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mtc_provider.adapters import metrics, retry
-from mtc_provider.targets import async_jobset_api
+from mtc_provider.targets import async_jobset_api, jobset_api
 from mtc_provider.core import outage as outages
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.vocabulary import DEFAULT_POLL_INTERVAL_S, DELETE_USER_KILL
@@ -69,6 +69,13 @@ class JobSetTrigger(BaseTrigger):
     :param api_outage_log_interval: seconds between "Kubernetes API unreachable for N s" lines.
     :param api_backoff_max: the longest wait between tries during an outage (a Retry-After may ask longer).
     :param request_timeout: client-side seconds per Kubernetes request (a watch gets its timeoutSeconds + 30).
+    :param pod_logs: stream the leader pod's log into this trigger's log (which Airflow shows in the task's log)
+        while the JobSet runs; its `completed step` lines also give the progress line its step (core.step_log).
+    :param pod_logs_interval: seconds between reads of the leader pod's log.
+    :param pod_logs_max_lines: at most this many lines per read (the newest; the rest are counted as left out).
+    :param pod_logs_max_bytes: at most this many bytes per read; so the rate is bounded by both per interval.
+    :param push_progress: push each progress report to the task's `progress` XCom during the run (through the
+        triggerer's Task SDK comms: adapters.live_xcom), not only when the watch ends.
     """
 
     def __init__(
@@ -94,6 +101,11 @@ class JobSetTrigger(BaseTrigger):
         api_backoff_max: float = outages.DEFAULT_MAX_BACKOFF,
         request_timeout: float = 60.0,
         image_pull_timeout: float | None = 900.0,
+        pod_logs: bool = False,
+        pod_logs_interval: float = 30.0,
+        pod_logs_max_lines: int = 100,
+        pod_logs_max_bytes: int = 32_768,
+        push_progress: bool = True,
     ) -> None:
         super().__init__()
         self.connection = dict(connection)
@@ -118,6 +130,18 @@ class JobSetTrigger(BaseTrigger):
         self.api_backoff_max = float(api_backoff_max)
         self.request_timeout = float(request_timeout)
         self.image_pull_timeout = image_pull_timeout
+        self.pod_logs = bool(pod_logs)
+        self.pod_logs_interval = float(pod_logs_interval)
+        self.pod_logs_max_lines = int(pod_logs_max_lines)
+        self.pod_logs_max_bytes = int(pod_logs_max_bytes)
+        self.push_progress = bool(push_progress)
+        self._follower = None  # the leader pod's log (adapters.pod_logs.LeaderLogFollower), made off the loop
+        self._logs_at = float("-inf")
+        self._logs_failing = False
+        self._live_tracker = None  # workload steps seen this start of the pods (ProgressTracker), for the rate
+        self._live_source: str | None = None  # core.step_log FROM_LOG | FROM_EVENTS
+        self._live_since: float | None = None  # this start of the pods (older workload events are not its steps)
+        self._xcom_failing = False
         self._tracker = None  # checkpoint progress since this trigger started (ProgressTracker)
         self._listing_failing_since: float | None = None
         self.listing_error = ""  # set when the listing kept failing for listing_timeout
@@ -156,6 +180,11 @@ class JobSetTrigger(BaseTrigger):
                 "api_backoff_max": self.api_backoff_max,
                 "request_timeout": self.request_timeout,
                 "image_pull_timeout": self.image_pull_timeout,
+                "pod_logs": self.pod_logs,
+                "pod_logs_interval": self.pod_logs_interval,
+                "pod_logs_max_lines": self.pod_logs_max_lines,
+                "pod_logs_max_bytes": self.pod_logs_max_bytes,
+                "push_progress": self.push_progress,
             },
         )
 
@@ -269,12 +298,122 @@ class JobSetTrigger(BaseTrigger):
             else:
                 if info is not None:
                     tracker.observe(info.step, info.commit_time, now)
-        report = progress_report(None, int(self.extra["target_step"]), tracker.steps_per_hour(now),
-                                 tracker.latest_step, restarts=restarts, attempt=int(self.extra.get("attempt") or 1))
+        await self._read_events(now)
+        live = self._live_tracker
+        live_rate = live.steps_per_hour(now) if live is not None else None
+        step = live.latest_step if live is not None else None
+        report = progress_report(step, int(self.extra["target_step"]),
+                                 live_rate if step is not None else tracker.steps_per_hour(now),
+                                 tracker.latest_step, restarts=restarts, attempt=int(self.extra.get("attempt") or 1),
+                                 source=self._live_source, updated_at=round(now, 3))
         self.log.info("JobSet %s/%s: %s", self.namespace, self.name, report.line())
         metrics.progress(metrics.trigger_tags(self), report.steps_per_hour, tracker.seconds_since_checkpoint(now))
         self.last_progress = report.to_xcom()
+        await self._push_progress(self.last_progress)
         return self.last_progress
+
+    def _observe_step(self, step: int, now: float, source: str) -> None:
+        from mtc_provider.core.progress import ProgressTracker
+
+        if self._live_tracker is None:
+            self._live_tracker = ProgressTracker(started_at=now, window_s=900.0)
+        if self._live_tracker.observe(step, None, now) or self._live_source is None:
+            self._live_source = source
+
+    def _new_start_of_pods(self) -> None:
+        """An in-cluster restart: new pods, a new leader, and a step that starts again from a checkpoint."""
+        self._follower, self._live_tracker, self._live_source = None, None, None
+        self._live_since = self.clock()
+
+    def _events_file(self) -> str | None:
+        """The local workload's event file of process 0, beside a local checkpoint directory; None on a bucket."""
+        import os
+
+        if not self.checkpoint_dir or "://" in self.checkpoint_dir:
+            return None
+        return os.path.join(os.path.dirname(self.checkpoint_dir.rstrip("/")), "events", "process-0.jsonl")
+
+    async def _read_events(self, now: float) -> None:
+        """The local workload's newest `step` event (off the loop), when its event file is there."""
+        from mtc_provider.adapters.workload_events import latest_step_event
+        from mtc_provider.core.step_log import FROM_EVENTS
+
+        path = self._events_file()
+        if path is None:
+            return
+        try:
+            event = await asyncio.to_thread(latest_step_event, path)
+        except OSError:
+            return
+        if event is not None and float(event.get("ts") or 0) >= (self._live_since or 0):
+            self._observe_step(int(event["step"]), now, FROM_EVENTS)
+
+    async def _push_progress(self, figures: dict[str, Any]) -> None:
+        """The figures to the task's `progress` XCom now; a failure is logged once and never ends the watch."""
+        from mtc_provider.adapters.live_xcom import apush_xcom
+
+        ti = self.task_instance
+        if not self.push_progress or ti is None:
+            return
+        try:
+            owner = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id,
+                     "map_index": getattr(ti, "map_index", -1)}
+            await apush_xcom(owner, self.extra.get("progress_xcom_key") or "progress", figures)
+            if self._xcom_failing:
+                self.log.info("progress XCom written again")
+            self._xcom_failing = False
+        except Exception as exc:  # noqa: BLE001 - the XCom is advisory; the event at the end carries the figures
+            if not self._xcom_failing:
+                self.log.warning("could not write the progress XCom during the run (%s: %s); it is written when "
+                                 "the watch ends", type(exc).__name__, exc)
+            self._xcom_failing = True
+
+    async def follow_pod_logs(self) -> list[str]:
+        """Every `pod_logs_interval`: the leader pod's new log lines into this log, bounded; steps from them.
+
+        Read off the loop (the Kubernetes client is synchronous) through the same pod-log adapter the failed pods'
+        tails use. At most `pod_logs_max_lines` lines and `pod_logs_max_bytes` bytes per read reach the log (the
+        newest; a line says how many were left out); every line read still counts for the step.
+        """
+        from mtc_provider.core.step_log import FROM_LOG, bounded_lines, latest_step_line
+
+        now = self.clock()
+        if not self.pod_logs or self._pods_started is False or now - self._logs_at < self.pod_logs_interval:
+            return []  # off, the pods not all started yet (nothing to follow), or not yet time
+        self._logs_at = now
+        try:
+            pod, lines = await asyncio.to_thread(self._poll_leader)
+        except Exception as exc:  # noqa: BLE001 - logs are advisory: never end the watch
+            if not self._logs_failing:
+                self.log.warning("could not read the leader pod's log of JobSet %s/%s (%s: %s); trying again every "
+                                 "%.0fs", self.namespace, self.name, type(exc).__name__, exc, self.pod_logs_interval)
+            self._logs_failing, self._follower = True, None
+            return []
+        self._logs_failing = False
+        shown, left_out = bounded_lines(lines, self.pod_logs_max_lines, self.pod_logs_max_bytes)
+        if left_out:
+            self.log.info("[%s] ... %d lines left out (pod_logs_max_lines %d, pod_logs_max_bytes %d per %.0fs)",
+                          pod, left_out, self.pod_logs_max_lines, self.pod_logs_max_bytes, self.pod_logs_interval)
+        for line in shown:
+            self.log.info("[%s] %s", pod, line)
+        step = latest_step_line(lines)
+        if step is not None:
+            self._observe_step(step.step, now, FROM_LOG)
+        return shown
+
+    def _poll_leader(self) -> tuple[str, list[str]]:
+        """(leader pod name, new lines) of the leader pod; blocking (called off the loop)."""
+        from mtc_provider.adapters.pod_logs import LeaderLogFollower, pod_logs_for
+
+        if self._follower is None:
+            logs = pod_logs_for(jobset_api(self.connection, request_timeout=self.request_timeout))
+            if logs is None:
+                raise RuntimeError("this cluster connection has no pod log endpoint")
+            # Read a little more than is shown, so the newest `completed step` line is among the lines read.
+            self._follower = LeaderLogFollower(logs, self.namespace, self.name,
+                                               max_lines=max(self.pod_logs_max_lines, 200), clock=self.clock)
+        lines = self._follower.poll()
+        return self._follower.pod or "leader", lines
 
     def _event(self, kind: str, state: JobSetState | None, restarts: int, message: str = "") -> TriggerEvent:
         return TriggerEvent(JobSetEvent(kind, self.namespace, self.name, state, restarts, message, self.extra,
@@ -411,10 +550,13 @@ class JobSetTrigger(BaseTrigger):
         ticks = [self.poll_interval] if watching else []
         if self._progress_enabled():
             ticks.append(float(self.progress_interval))
+        if self.pod_logs:
+            ticks.append(self.pod_logs_interval)
         return min(ticks) if ticks else None
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         api = self._api()
+        self._live_since = self.clock()
         self._pods_started = False if hasattr(api, "list_pods") else None
         restarts = self.restarts_seen
         state: JobSetState | None = None
@@ -442,6 +584,7 @@ class JobSetTrigger(BaseTrigger):
                         state.reason or "restarting all slices")
                     metrics.in_cluster_restarts(metrics.trigger_tags(self), state.restarts - restarts)
                     restarts = state.restarts
+                    self._new_start_of_pods()
                     if self._pods_started is not None:
                         self._pods_started = False  # new pods: watch them start again
                 if state.ended:
@@ -469,6 +612,7 @@ class JobSetTrigger(BaseTrigger):
                     yield self._event(LISTING_FAILED, state, restarts, self.listing_error)
                     return
             if state is not None and not state.terminating:
+                await self.follow_pod_logs()
                 await self.report_progress(restarts)
 
     async def on_kill(self) -> None:
