@@ -95,6 +95,11 @@ PARAMS = {
     "stall_timeout": Param(None, type=["null", "integer"], minimum=1, title="Stall timeout (s)", section=RUN,
                            description="Seconds without a new checkpoint before an attempt is resubmitted; "
                                        "empty: 120 locally, 1800 on GKE (compilation and restore take minutes)"),
+    "pod_logs": Param(True, type="boolean", title="Live pod logs", section=RUN,
+                      description="Stream the leader pod's log into the train task's log while it waits "
+                                  "(bounded: 100 lines and 32 KiB per read)"),
+    "pod_logs_interval": Param(30, type="number", minimum=1, title="Pod log interval (s)", section=RUN,
+                               description="Seconds between reads of the leader pod's log"),
     "keep_failed_attempts": Param(0, type="integer", minimum=0, title="Keep failed attempts", section=RUN,
                                   description="How many of the newest failed attempts' JobSets stay in the cluster "
                                               "while the run goes on, to debug them (mtc logs RUN --attempt N); "
@@ -168,6 +173,8 @@ with DAG(
         poll_interval=planned("poll_interval"),
         progress_interval=PROGRESS_INTERVAL,
         keep_failed_attempts="{{ params.keep_failed_attempts }}",
+        pod_logs="{{ params.pod_logs }}",
+        pod_logs_interval="{{ params.pod_logs_interval }}",
         deferrable=True,
         retries=6,
         retry_delay=datetime.timedelta(seconds=3),
