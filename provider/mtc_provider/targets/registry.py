@@ -15,6 +15,8 @@ loaded when first asked for, so DAG files that only build targets stay light.
 
 from __future__ import annotations
 
+import importlib
+
 import contextlib
 import dataclasses
 from dataclasses import dataclass
@@ -55,6 +57,21 @@ class TargetKind:
     describe: Callable[[Mapping[str, Any]], str] = lambda connection: f"connection kind {connection.get('kind')}"
     store_for_path: Callable[[Path], "CheckpointStore | None"] | None = None
     connection: Callable[[Any], dict[str, Any]] | None = None
+
+
+def lazy_kind(kind: str, target_class: type, backend_module: str, backend_class: str) -> TargetKind:
+    """A TargetKind whose backend module is imported only when a run first needs it (DAG files stay light): the
+    module has `backend_class(target, api_endpoint)`, `jobset_api`, `async_jobset_api` and `describe`."""
+
+    def member(name: str) -> Any:
+        return getattr(importlib.import_module(backend_module), name)
+
+    return TargetKind(
+        kind, target_class,
+        backend=lambda target, api_endpoint: member(backend_class)(target, api_endpoint),
+        jobset_api=lambda connection, **timeouts: member("jobset_api")(connection, **timeouts),
+        async_jobset_api=lambda connection, **options: member("async_jobset_api")(connection, **options),
+        describe=lambda connection: member("describe")(connection))
 
 
 _registered: list[TargetKind] = []  # programmatic, innermost last
