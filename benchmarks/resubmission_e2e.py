@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import spans
 from benchmarks.common import NAMESPACE, REPO, argument_parser, median, print_table, result_path, write_result
 
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
@@ -43,6 +44,7 @@ OURS_RETRY_DELAY_S = 3.0
 GOAL_MARGIN_S = 2.0
 DAG_FILE = '''"""Resubmission benchmark DAGs (written by benchmarks/resubmission_e2e.py)."""
 import datetime
+PROFILE_HOOK
 
 from airflow.sdk import DAG
 
@@ -104,12 +106,14 @@ with DAG(dag_id="resub_polling", schedule=None, start_date=datetime.datetime(202
 '''
 
 
-def dag_source(local_home: Path, kill_at_s: float) -> str:
+def dag_source(local_home: Path, kill_at_s: float, spans_path: Path | None = None) -> str:
     import json
+
+    hook = (f"from benchmarks.spans import install\ninstall({str(spans_path)!r})" if spans_path else "")
 
     kill = [{"kind": "sigkill_host", "at_seconds": kill_at_s, "slice": 1, "host": 0}]
     return (DAG_FILE.replace("LOCAL_HOME", str(local_home)).replace("KILL_AT_S", repr(kill_at_s))
-            .replace("OURS_DELAY", repr(OURS_RETRY_DELAY_S)).replace("KILL_JSON", repr(json.dumps(kill))))
+            .replace("OURS_DELAY", repr(OURS_RETRY_DELAY_S)).replace("KILL_JSON", repr(json.dumps(kill))).replace("PROFILE_HOOK", hook))
 
 
 class Observer(threading.Thread):
@@ -188,6 +192,8 @@ def legs(data: dict[str, Any], kill_ts: float | None) -> dict[str, Any]:
             "task_failed_to_retry_scheduled_s": span(task_failed, retry),
             "retry_scheduled_to_next_jobset_s": span(retry, nxt),
             "failed_to_next_jobset_s": span(failed, nxt), "kill_to_next_jobset_s": span(kill_ts, nxt),
+            "at": {"kill": kill_ts, "failed": failed, "trigger_event": event, "task_failed": task_failed,
+                   "retry_scheduled": retry, "next_jobset": nxt},
             "jobsets": [name for name, _ in jobsets], "ti_states": data["ti"]}
 
 
@@ -197,6 +203,9 @@ def main() -> None:
     parser.add_argument("--polling", type=int, default=2, help="runs of resub_polling (one after another)")
     parser.add_argument("--default-delay", type=int, default=1, help="runs of resub_default_delay")
     parser.add_argument("--kill-at", type=float, default=6.0, help="seconds after the pods start")
+    parser.add_argument("--profile", action="store_true",
+                        help="time the provider's own calls inside the task processes (benchmarks/spans.py) and "
+                             "print the breakdown of the two provider legs of resub_ours")
     args = parser.parse_args()
     if args.quick:
         args.ours, args.polling, args.default_delay = 1, 0, 0
@@ -205,7 +214,8 @@ def main() -> None:
     home, local_home, dags = scratch / "airflow", scratch / "local", scratch / "dags"
     for path in (home, local_home, dags):
         path.mkdir()
-    (dags / "resub_dags.py").write_text(dag_source(local_home, args.kill_at))
+    spans_path = scratch / "spans.jsonl" if args.profile else None
+    (dags / "resub_dags.py").write_text(dag_source(local_home, args.kill_at, spans_path))
     port = free_port()
     env = server_env(home, local_home, port, dags, {"PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'provider'}"})
     server = AirflowServer(home=home, local_home=local_home, port=port, env=env)
@@ -229,6 +239,7 @@ def main() -> None:
         observer.stop.set()
     finally:
         killed = server.stop()
+        span_records = spans.read(str(spans_path)) if spans_path else []
         if not os.environ.get("MTC_BENCH_KEEP"):
             shutil.rmtree(scratch, ignore_errors=True)
     summary = {}
@@ -251,8 +262,37 @@ def main() -> None:
               "goal_met": p50 is not None and p50 < goal_s, "load_average_at_start": load_at_start,
               "wall_s": round(time.time() - started, 1), "killed_at_teardown": killed,
               "summary": summary, "runs": results}
+    if args.profile:
+        result["profile"] = profile_legs(results["resub_ours"], span_records)
     path = write_result(result_path(NAME, args.quick, args.output), NAME, result)
     print(f"result: {path}")
+
+
+def profile_legs(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per run and at the median: where the seconds of the two provider legs go (benchmarks/spans.py)."""
+    legs_spec = (("trigger event -> task failed", "MtcJobSetOperator.execute_complete", 1, "trigger_event",
+                  "task_failed"),
+                 ("retry scheduled -> next JobSet", "MtcJobSetOperator.execute", 2, "retry_scheduled", "next_jobset"))
+    out: dict[str, Any] = {}
+    for title, top, try_number, start_key, end_key in legs_spec:
+        per_run = []
+        for row in rows:
+            at = row.get("at") or {}
+            mine = spans.try_records(records, row["run"], try_number, top)
+            if mine:
+                per_run.append(spans.breakdown(mine, top, at.get(start_key), at.get(end_key)))
+        keys = list(dict.fromkeys(k for b in per_run for k in b))
+        medians = {k: median([b.get(k) for b in per_run]) for k in keys}
+        provider = median([sum(v for k, v in b.items() if k.startswith("provider:")) for b in per_run])
+        out[title] = {"median_s": medians, "provider_total_median_s": provider, "runs": per_run}
+        print_table(f"Breakdown of {title} ({top}, try {try_number}; medians of n={len(per_run)}, s)",
+                    ["segment", "median s"], [[k, v] for k, v in medians.items()] + [["provider total", provider]])
+    both = [sum(v for k, v in b.items() if k.startswith("provider:")) for leg in out.values() for b in leg["runs"]]
+    out["provider_both_legs_median_s"] = (None if not both else round(
+        (out["trigger event -> task failed"]["provider_total_median_s"] or 0)
+        + (out["retry scheduled -> next JobSet"]["provider_total_median_s"] or 0), 3))
+    print(f"provider's own part of both legs (sum of the medians): {out['provider_both_legs_median_s']} s")
+    return out
 
 
 def _lane(server: AirflowServer, observer: Observer, dag_id: str, n: int, out: list[dict[str, Any]]) -> None:
