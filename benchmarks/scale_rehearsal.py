@@ -206,16 +206,33 @@ class Arm:
             LOCAL_SETTINGS.format(directory=str(self.queries_dir)))
 
 
+LAUNCH_QUEUE = "mtc-launch"
+LAUNCH_WORKER = "airflow-launch-worker"
+
+
 class TopologyArm(Arm):
+    launch_concurrency = 4  # 0: no launch queue (every task shares the one worker's slots)
+
     def start(self, runs: int) -> None:
+        import dataclasses
+
         from scripts.airflow_topology import Topology
 
         (self.dags / f"{DAG_ID}.py").write_text(dag_source(runs))
         env = {**COMMON_ENV, "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(4 * runs),
                "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'provider'}"}
+        if self.launch_concurrency:  # docs/deployment.md, "Worker slots on the resubmission path"
+            env["MTC_LAUNCH_QUEUE"] = LAUNCH_QUEUE
         self.topo = Topology(self.scratch / "topology", dags_folder=self.dags, extra_env=env)
         self.write_local_settings(self.topo.places.airflow_home)
         self.topo.start()
+        if self.launch_concurrency:  # a second Celery worker, on the launch queue only, as the deployment page says
+            worker = self.topo.services["airflow-worker"]
+            self.topo.services[LAUNCH_WORKER] = dataclasses.replace(
+                worker, name=LAUNCH_WORKER, command=["celery", "worker", "--queues", LAUNCH_QUEUE, "--concurrency",
+                                                     str(self.launch_concurrency), "--celery-hostname",
+                                                     "launch@%h", "--skip-serve-logs"])
+            self.topo.spawn(f"{LAUNCH_WORKER}-1")
         self.local_home = self.topo.places.local_home
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -435,7 +452,11 @@ def main() -> None:
     parser.add_argument("--step-time-ms", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=1500, help="seconds for all runs of one arm to end")
     parser.add_argument("--idle-s", type=float, default=20, help="seconds idle before the runs: background rate")
+    parser.add_argument("--launch-concurrency", type=int, default=TopologyArm.launch_concurrency,
+                        help=f"topology: slots of the Celery worker on the {LAUNCH_QUEUE!r} queue, which the sample "
+                             "DAG's launch task is routed to (docs/deployment.md); 0: no launch queue")
     args = parser.parse_args()
+    TopologyArm.launch_concurrency = args.launch_concurrency
     if args.quick:
         args.runs = min(args.runs, 3)
     arms = [a for a in args.arms.split(",") if a]

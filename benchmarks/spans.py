@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.abc
 import inspect
 import json
 import os
+import sys
 import threading
 import time
 from typing import Any, Callable, Iterable
@@ -53,7 +55,11 @@ TARGETS: tuple[tuple[str, str | None, str, str | None], ...] = (
     ("mtc_provider.adapters.checkpoint_stores", None, "open_store", None),
     ("mtc_provider.adapters.pod_logs", "KubernetesPodLogs", "pods", "pod logs: list pods"),
     ("mtc_provider.adapters.pod_logs", "KubernetesPodLogs", "read", "pod logs: read a tail"),
+    ("mtc_provider.triggers.attempt_end", None, "end_retryable_attempt", "trigger: end the try (TaskFailedEvent)"),
+    ("mtc_provider.triggers.attempt_end", None, "_close_attempt", "trigger: pod-log tails + attempt record"),
+    ("mtc_provider.adapters.kubernetes", "KubernetesJobSetApi", "_call", "k8s request:"),
 )
+TOPS = {"mtc_provider.operators.jobset": ("MtcJobSetOperator", ("execute", "execute_complete"))}
 TOP = ("MtcJobSetOperator.execute", "MtcJobSetOperator.execute_complete")
 
 
@@ -65,10 +71,53 @@ def _record(row: dict[str, Any]) -> None:
         out.write(line)
 
 
+def _process_record() -> None:
+    """Once per process: when it was created (a task process is forked by Airflow's supervisor)."""
+    if _current.get("pid") == os.getpid():
+        return
+    _current["pid"] = os.getpid()
+    try:
+        import psutil
+
+        created = psutil.Process().create_time()
+    except Exception:  # noqa: BLE001
+        return
+    _record({"name": "process", "start": created, "end": created, "depth": -1, "pid": os.getpid(),
+             "run_id": None, "try_number": None, "error": None})
+
+
+def mark(name: str) -> None:
+    """A point in time of this process (the DAG file's start and end in a task process)."""
+    _process_record()
+    now = time.time()
+    _record({"name": name, "start": now, "end": now, "depth": -1, "pid": os.getpid(), "run_id": None,
+             "try_number": None, "error": None})
+
+
 def _wrap(fn: Callable[..., Any], name: str, *, top: bool = False, method_arg: bool = False) -> Callable[..., Any]:
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def aspanned(*args: Any, **kwargs: Any) -> Any:
+            ti = getattr(args[0], "task_instance", None) if args else None
+            if ti is not None:
+                _current.update(run_id=getattr(ti, "run_id", None), try_number=getattr(ti, "try_number", None))
+            start, error = time.time(), None
+            try:
+                return await fn(*args, **kwargs)
+            except BaseException as exc:
+                error = type(exc).__name__
+                raise
+            finally:
+                _record({"name": name, "start": start, "end": time.time(), "depth": 0, "pid": os.getpid(),
+                         "run_id": _current["run_id"], "try_number": _current["try_number"], "error": error})
+
+        aspanned.__mtc_span__ = True  # type: ignore[attr-defined]
+        return aspanned
+
     @functools.wraps(fn)
     def spanned(*args: Any, **kwargs: Any) -> Any:
         if top:  # the try this process runs: every span below carries its ids
+            _process_record()
             context = args[1] if len(args) > 1 else kwargs.get("context")
             ti = context["ti"] if context else None
             _current.update(run_id=getattr(ti, "run_id", None), try_number=getattr(ti, "try_number", None))
@@ -99,32 +148,59 @@ def _patch(owner: Any, attribute: str, name: str, **kwargs: Any) -> None:
     setattr(owner, attribute, staticmethod(wrapped) if isinstance(raw, staticmethod) else wrapped)
 
 
+def _patch_module(module: Any) -> None:
+    for module_name, class_name, attribute, name in TARGETS:
+        if module_name == module.__name__:
+            owner = getattr(module, class_name, None) if class_name else module
+            if owner is not None:
+                _patch(owner, attribute, name or attribute, method_arg=attribute == "_call")
+    class_name, methods = TOPS.get(module.__name__, (None, ()))
+    for attribute in methods:
+        _patch(getattr(module, class_name), attribute, f"{class_name}.{attribute}", top=True)
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    """Runs the real loader, then wraps the module's targets: imports stay where (and as slow as) they are."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.loader.exec_module(module)
+        _patch_module(module)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name not in _MODULES:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _PatchingLoader(spec.loader)
+                return spec
+        return None
+
+
+_MODULES = {t[0] for t in TARGETS} | set(TOPS)
+
+
 def install(path: str) -> None:
-    """Record spans to `path` in this process (idempotent); also the process's start and this call's time."""
+    """Record spans to `path` from this process on (and in the processes it forks): each target module is wrapped
+    when it is first imported, so nothing is imported early. Idempotent. Called from sitecustomize (--profile)."""
     global _path
     if _path is not None:
         return
     _path = path
-    try:
-        import psutil
-
-        created = psutil.Process().create_time()
-    except Exception:  # noqa: BLE001
-        created = None
-    _record({"name": "process", "start": created, "end": time.time(), "depth": -1, "pid": os.getpid(),
-             "run_id": None, "try_number": None, "error": None})
-    started = time.time()
-    for module_name, class_name, attribute, name in TARGETS:
-        module = importlib.import_module(module_name)
-        owner = getattr(module, class_name) if class_name else module
-        _patch(owner, attribute, name or attribute)
-    operator = importlib.import_module("mtc_provider.operators.jobset").MtcJobSetOperator
-    for attribute in ("execute", "execute_complete"):
-        _patch(operator, attribute, f"MtcJobSetOperator.{attribute}", top=True)
-    kubernetes = importlib.import_module("mtc_provider.adapters.kubernetes").KubernetesJobSetApi
-    _patch(kubernetes, "_call", "k8s request:", method_arg=True)
-    _record({"name": "imports (provider, cncf.kubernetes)", "start": started, "end": time.time(), "depth": -1,
-             "pid": os.getpid(), "run_id": None, "try_number": None, "error": None})
+    for name in _MODULES:  # already imported (unlikely at interpreter start): wrap now
+        if name in sys.modules:
+            _patch_module(sys.modules[name])
+    sys.meta_path.insert(0, _Finder())
 
 
 def read(path: str) -> list[dict[str, Any]]:
@@ -153,15 +229,16 @@ def breakdown(rows: list[dict[str, Any]], top: str, before: float | None, after:
     main = next((r for r in rows if r["name"] == top), None)
     if main is None:
         return out
-    process = [r for r in rows if r["name"] == "process" and r["start"] is not None]
-    imports = [r for r in rows if r["name"].startswith("imports")]
+    process = [r for r in rows if r["name"] == "process"]
+    dag_start = [r for r in rows if r["name"] == "dag file start"]
+    dag_end = [r for r in rows if r["name"] == "dag file end"]
     if before is not None and process:
-        out["Airflow: leg start -> task process forked"] = process[-1]["start"] - before
-    if process:
-        out["Airflow: process forked -> DAG file runs"] = process[-1]["end"] - process[-1]["start"]
-    if imports:
-        out["DAG file: provider + cncf.kubernetes imports"] = imports[-1]["end"] - imports[-1]["start"]
-        out["Airflow: DAG parsed -> operator method called"] = main["start"] - imports[-1]["end"]
+        out["Airflow: leg start (observed) -> task process forked"] = process[-1]["start"] - before
+    if process and dag_start:
+        out["Airflow: process forked -> DAG file starts"] = dag_start[-1]["start"] - process[-1]["start"]
+    if dag_start and dag_end:
+        out["DAG file: parse (imports the operator module)"] = dag_end[-1]["start"] - dag_start[-1]["start"]
+        out["Airflow: DAG parsed -> operator method called"] = main["start"] - dag_end[-1]["start"]
     children = [r for r in rows if r["depth"] == main["depth"] + 1 and r["start"] >= main["start"]
                 and r["end"] <= main["end"]]
     for child in children:
@@ -173,6 +250,11 @@ def breakdown(rows: list[dict[str, Any]], top: str, before: float | None, after:
     clients = [r for r in rows if r["name"].startswith("client:")]
     out["  (of which Kubernetes requests: n=%d)" % len(requests)] = sum(r["end"] - r["start"] for r in requests)
     out["  (of which client construction: n=%d)" % len(clients)] = sum(r["end"] - r["start"] for r in clients)
+    first = min(requests, key=lambda r: r["start"]) if requests else None
+    if first is not None and len(requests) > 1:  # the first request imports kubernetes and cncf.kubernetes
+        rest = sorted(r["end"] - r["start"] for r in requests if r is not first)
+        out["  (of which first request's extra: imports, s)"] = max(
+            0.0, (first["end"] - first["start"]) - rest[len(rest) // 2])
     if after is not None:
         out["Airflow: operator returned -> leg end observed"] = after - main["end"]
     return {k: round(v, 3) for k, v in out.items()}
