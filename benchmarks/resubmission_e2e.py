@@ -316,7 +316,8 @@ def profile_legs(dag_id: str, rows: list[dict[str, Any]], records: list[dict[str
             if mine:
                 per_run.append(spans.breakdown(mine, top, at.get(start_key), at.get(end_key)))
             elif try_number == 1:  # ended in the triggerer: its span is the provider's whole part of this leg
-                ended = [r for r in records if r["run_id"] == row["run"] and r["name"].startswith("trigger:")]
+                ended = [r for r in records if r["run_id"] == row["run"] and (
+                    r["name"].startswith("trigger:") or r["name"] == "pod-log tails of failed pods")]
                 if ended:
                     per_run.append({"provider: " + r["name"]: round(r["end"] - r["start"], 3) for r in ended
                                     if r["name"].startswith("trigger: end")}

@@ -22,7 +22,9 @@ Measured over the window from the first trigger to the last run's end:
 - metadata-database statements per run: every SQL statement any Airflow process sent (benchmarks/query_counter.py,
   the same count on both databases); for PostgreSQL also pg_stat_database's transactions and rows of our database.
 
-Goals (issue 14): every run succeeds; resubmission p99 under 5 s.
+Goals: every run succeeds (issue 14); resubmission p99 at most retry_delay + 30 s = 33 s (issue 28; issue 14's
+5 s assumed no worker-slot waits). The topology arm routes the launch task to a Celery queue of its own with its
+own worker (`--launch-concurrency`, docs/deployment.md "Worker slots on the resubmission path").
 
     python -m benchmarks.scale_rehearsal --runs 50 [--arms topology,sqlite] [--quick]
 """
@@ -50,7 +52,8 @@ from benchmarks.query_counter import total as statements_so_far
 NAME = "scale_rehearsal"
 DAG_ID = "mtc_resilient_training"
 DAG_FILE = REPO / "dags" / f"{DAG_ID}.py"
-GOAL_P99_S = 5.0
+RETRY_DELAY_S = 3.0  # the sample DAG's train retry_delay
+GOAL_P99_S = RETRY_DELAY_S + 30.0  # issue 28: fault to next JobSet p99 at most retry_delay + 30 s at 50 runs
 FAULT_STEP = 8
 WATCHDOG_SLEEP_S = 0.1  # block_watchdog's asyncio.sleep
 SLOW_LOOP_S = 0.2  # the watchdog's default warning threshold: what Airflow would have reported

@@ -56,7 +56,8 @@ TARGETS: tuple[tuple[str, str | None, str, str | None], ...] = (
     ("mtc_provider.adapters.pod_logs", "KubernetesPodLogs", "pods", "pod logs: list pods"),
     ("mtc_provider.adapters.pod_logs", "KubernetesPodLogs", "read", "pod logs: read a tail"),
     ("mtc_provider.triggers.attempt_end", None, "end_retryable_attempt", "trigger: end the try (TaskFailedEvent)"),
-    ("mtc_provider.triggers.attempt_end", None, "_close_attempt", "trigger: pod-log tails + attempt record"),
+    ("mtc_provider.triggers.attempt_end", None, "_close_attempt", "trigger: attempt record (run lock update)"),
+    ("mtc_provider.adapters.pod_logs", None, "log_failed_pod_tails", "pod-log tails of failed pods"),
     ("mtc_provider.adapters.kubernetes", "KubernetesJobSetApi", "_call", "k8s request:"),
 )
 TOPS = {"mtc_provider.operators.jobset": ("MtcJobSetOperator", ("execute", "execute_complete"))}

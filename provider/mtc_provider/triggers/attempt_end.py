@@ -62,12 +62,20 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int)
         return None
     trigger.log.info("%s; newest finalized step %s of %s -> %s: %s", state.describe(), latest,
                      extra.get("target_step"), decision.kind, decision.reason)
+    from mtc_provider.adapters import jobset_factory
+    from mtc_provider.adapters.pod_logs import log_failed_pod_tails
+
+    api = jobset_factory.jobset_api(trigger.connection, outage_timeout=0.0)
+    # why the attempt died, one click away (best effort, as on the worker), beside the record: both off the loop
+    tails = asyncio.create_task(asyncio.to_thread(log_failed_pod_tails, trigger.log, api, state.namespace, state.name))
     try:
-        await asyncio.to_thread(_close_attempt, trigger, ti, state, restarts, latest, decision.reason)
+        await asyncio.to_thread(_close_attempt, trigger, api, ti, state, restarts, latest, decision.reason)
     except Exception as exc:  # noqa: BLE001 - the worker closes the record instead
+        await tails
         trigger.log.warning("could not close the attempt's record from the triggerer (%s): the task resumes on a "
                             "worker to end this try", exc)
         return None
+    await tails
     from airflow.triggers.base import TaskFailedEvent
 
     trigger.log.error("attempt %s failed, retryably: %s. The triggerer ends this try (TaskFailedEvent); Airflow's "
@@ -75,18 +83,14 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int)
     return TaskFailedEvent()
 
 
-def _close_attempt(trigger: Any, ti: Any, state: JobSetState, restarts: int, latest: int | None,
+def _close_attempt(trigger: Any, api: Any, ti: Any, state: JobSetState, restarts: int, latest: int | None,
                    reason: str) -> None:
-    """What the worker's `_finish` does for a retry, blocking (off the loop): pod-log tails, the record closed."""
-    from mtc_provider.adapters import jobset_factory
-    from mtc_provider.adapters.pod_logs import log_failed_pod_tails
+    """The attempt's record closed in the run lock as the worker's `_finish` closes it, blocking (off the loop)."""
     from mtc_provider.adapters.run_lock import RunLock, lock_api
     from mtc_provider.core import labels as L
     from mtc_provider.operators.jobset import DISRUPTED, MtcJobSetOperator
 
     extra = trigger.extra
-    api = jobset_factory.jobset_api(trigger.connection, outage_timeout=0.0)
-    log_failed_pod_tails(trigger.log, api, state.namespace, state.name)
     run_name, namespace = extra["run_name"], extra.get("namespace") or trigger.namespace
     lock = RunLock(lock_api(trigger.connection, api), namespace, run_name,
                    L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
