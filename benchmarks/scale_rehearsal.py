@@ -215,6 +215,7 @@ LAUNCH_WORKER = "airflow-launch-worker"
 
 class TopologyArm(Arm):
     launch_concurrency = 4  # 0: no launch queue (every task shares the one worker's slots)
+    launch_preload = True  # the launch worker imports what every launch try needs before its pool forks
 
     def start(self, runs: int) -> None:
         import dataclasses
@@ -231,8 +232,11 @@ class TopologyArm(Arm):
         self.topo.start()
         if self.launch_concurrency:  # a second Celery worker, on the launch queue only, as the deployment page says
             worker = self.topo.services["airflow-worker"]
+            environment = dict(worker.environment)
+            if self.launch_preload:  # the launch tries inherit the imports (mtc_provider.celery_preload)
+                environment["AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS"] = "mtc_provider.celery_preload.CELERY_CONFIG"
             self.topo.services[LAUNCH_WORKER] = dataclasses.replace(
-                worker, name=LAUNCH_WORKER, command=["celery", "worker", "--queues", LAUNCH_QUEUE, "--concurrency",
+                worker, name=LAUNCH_WORKER, environment=environment, command=["celery", "worker", "--queues", LAUNCH_QUEUE, "--concurrency",
                                                      str(self.launch_concurrency), "--celery-hostname",
                                                      "launch@%h", "--skip-serve-logs"])
             self.topo.spawn(f"{LAUNCH_WORKER}-1")
@@ -458,8 +462,11 @@ def main() -> None:
     parser.add_argument("--launch-concurrency", type=int, default=TopologyArm.launch_concurrency,
                         help=f"topology: slots of the Celery worker on the {LAUNCH_QUEUE!r} queue, which the sample "
                              "DAG's launch task is routed to (docs/deployment.md); 0: no launch queue")
+    parser.add_argument("--no-launch-preload", action="store_true",
+                        help="topology: the launch worker without mtc_provider.celery_preload (each try imports)")
     args = parser.parse_args()
     TopologyArm.launch_concurrency = args.launch_concurrency
+    TopologyArm.launch_preload = not args.no_launch_preload
     if args.quick:
         args.runs = min(args.runs, 3)
     arms = [a for a in args.arms.split(",") if a]
