@@ -126,7 +126,8 @@ def dag_source(local_home: Path, kill_at_s: float, spans_path: Path | None = Non
 
     kill = [{"kind": "sigkill_host", "at_seconds": kill_at_s, "slice": 1, "host": 0}]
     return (DAG_FILE.replace("LOCAL_HOME", str(local_home)).replace("KILL_AT_S", repr(kill_at_s))
-            .replace("OURS_DELAY", repr(OURS_RETRY_DELAY_S)).replace("KILL_JSON", repr(json.dumps(kill))).replace("PROFILE_HOOK", hook)
+            .replace("OURS_DELAY", repr(OURS_RETRY_DELAY_S)).replace("KILL_JSON", repr(json.dumps(kill)))
+            .replace("PROFILE_HOOK", hook)
             .replace("PROFILE_END", 'mark("dag file end")' if spans_path else ""))
 
 

@@ -236,9 +236,9 @@ class TopologyArm(Arm):
             if self.launch_preload:  # the launch tries inherit the imports (mtc_provider.celery_preload)
                 environment["AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS"] = "mtc_provider.celery_preload.CELERY_CONFIG"
             self.topo.services[LAUNCH_WORKER] = dataclasses.replace(
-                worker, name=LAUNCH_WORKER, environment=environment, command=["celery", "worker", "--queues", LAUNCH_QUEUE, "--concurrency",
-                                                     str(self.launch_concurrency), "--celery-hostname",
-                                                     "launch@%h", "--skip-serve-logs"])
+                worker, name=LAUNCH_WORKER, environment=environment,
+                command=["celery", "worker", "--queues", LAUNCH_QUEUE, "--concurrency", str(self.launch_concurrency),
+                         "--celery-hostname", "launch@%h", "--skip-serve-logs"])
             self.topo.spawn(f"{LAUNCH_WORKER}-1")
         self.local_home = self.topo.places.local_home
 

@@ -42,10 +42,10 @@ DEFAULT_FAULT_PLAN = [
     {"kind": "sigterm_slice", "at_step": 52, "slice": 1},  # a preemption
 ]
 STALL_TIMEOUT = "{{ params.stall_timeout or (120 if params.target == 'local' else 1800) }}"
-PROGRESS_INTERVAL = "{{ 30 if params.target == 'local' else 300 }}"
+PROGRESS_INTERVAL = "{{ 30 if params.target == 'local' else 300 }}"  # a progress line in the train task's log
 # The launch task on a Celery queue of its own when the deployment runs a worker for it (docs/deployment.md,
 # "Worker slots on the resubmission path"): a retry's start then never waits behind other tasks for a slot.
-LAUNCH_QUEUE = {"queue": os.environ["MTC_LAUNCH_QUEUE"]} if os.environ.get("MTC_LAUNCH_QUEUE") else {}  # a progress line in the train task's log
+LAUNCH_QUEUE = {"queue": os.environ["MTC_LAUNCH_QUEUE"]} if os.environ.get("MTC_LAUNCH_QUEUE") else {}
 
 
 # The trigger form, in sections (dag_support.FORM_SECTIONS). A dag_run.conf key that is not one of these is refused
