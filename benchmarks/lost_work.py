@@ -90,6 +90,12 @@ def fault_outcomes(events: Sequence[Mapping[str, Any]], faults: Sequence[Mapping
                 restored_step=restored,
                 restore_tier=restores[0].get("tier") if restores else "none",
                 restore_s=max((float(e.get("duration_s") or 0.0) for e in restores), default=None),
+                # the emergency manager's split (Orbax's own step statistics): the restoring slice's read, and
+                # the cross-slice broadcast every process takes part in
+                restore_read_s=max((float(e["read_s"]) for e in restores if e.get("read_s") is not None),
+                                   default=None),
+                restore_broadcast_s=max((float(e["broadcast_s"]) for e in restores
+                                         if e.get("broadcast_s") is not None), default=None),
                 steps_lost=max(0, row["last_step_of_attempt"] - restored),
             )
             if first_step is not None:
@@ -192,6 +198,53 @@ def checkpoint_size(checkpoint_dir: Path) -> dict[str, int] | None:
     return {"step": steps[-1][0], "objects": objects, "bytes": nbytes}
 
 
+def tmpfs_read_bandwidth(nbytes: int, repeats: int = 3) -> dict[str, float] | None:
+    """Bytes/s of reading `nbytes` back from tmpfs (/dev/shm, where the local runner's ramdisks live), best of
+    `repeats`: the physical limit of the local tier's read on this machine, measured in the same run."""
+    import tempfile
+
+    shm = Path("/dev/shm")
+    if nbytes <= 0 or not shm.is_dir():
+        return None
+    chunk = os.urandom(1 << 20)
+    with tempfile.NamedTemporaryFile(dir=shm, prefix="mtc-bench-bw-") as handle:
+        written = 0
+        while written < nbytes:
+            written += handle.write(chunk[: min(len(chunk), nbytes - written)])
+        handle.flush()
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            with open(handle.name, "rb", buffering=0) as source:
+                while source.read(1 << 24):
+                    pass
+            best = min(best, time.perf_counter() - start)
+    return {"bytes": nbytes, "seconds": round(best, 4), "bytes_per_s": round(nbytes / best)}
+
+
+def restore_split(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per local-tier restore of the emergency arm: the read against tmpfs's bandwidth, and read + broadcast
+    against the modelled bucket's restore of the same state (what the persistent tier would cost per host)."""
+    from mtc_local.bucket_cost import BucketCost
+
+    params, arm = result["parameters"], result["arms"]["emergency"]
+    size, limit = arm.get("checkpoint") or {}, result.get("tmpfs_read") or {}
+    bucket = BucketCost(params["bucket_latency_ms"] / 1000.0, params["bucket_mb_per_s"] * 1e6)
+    rows = []
+    for fault in arm["faults"]:
+        if fault.get("restore_tier") != "local":
+            continue
+        nbytes, objects = size.get("bytes") or 0, size.get("objects") or 0
+        tmpfs_s = nbytes / limit["bytes_per_s"] if limit.get("bytes_per_s") and nbytes else None
+        rows.append({"fault": f"{fault['kind']}@{fault['at_step']}", "bytes_per_host": nbytes,
+                     "restore_s": fault.get("restore_s"), "read_s": fault.get("restore_read_s"),
+                     "tmpfs_read_s": round(tmpfs_s, 4) if tmpfs_s is not None else None,
+                     "read_over_tmpfs": ratio(fault.get("restore_read_s"), tmpfs_s),
+                     "broadcast_s": fault.get("restore_broadcast_s"),
+                     "modelled_bucket_s": round(bucket.seconds(objects, nbytes), 4) if nbytes else None})
+    return rows
+
+
 def same_cost_goodput(arms: Mapping[str, Mapping[str, Any]], steps: int) -> dict[str, float | None]:
     """steps x one common ideal step time / wall time: core.goodput credits each arm with its own median step
     time, and the emergency manager's per-step coordination makes its steps slower, which would count as
@@ -251,6 +304,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with local_runner("lostwork") as (api, scratch):
         for arm in ARMS:
             arms[arm] = run_arm(api, scratch, arm, faults, args)
+    newest = (arms["emergency"].get("checkpoint") or {}).get("bytes") or 0
+    tmpfs_read = tmpfs_read_bandwidth(newest)  # the same run, after the arms: the machine as they saw it
     for arm, value in same_cost_goodput(arms, args.steps).items():
         arms[arm]["goodput_same_step_cost"] = value
     result = {
@@ -259,11 +314,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        "faults": faults},
         "expected_lost_ratio": args.local_period / args.persistent_period,
         "load_average_at_start": load_at_start,
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        "tmpfs_read": tmpfs_read,
         "arms": arms,
         "ratios": compare(arms),
         "same_final_params": arms["emergency"]["params_sha256"] is not None
         and arms["emergency"]["params_sha256"] == arms["persistent"]["params_sha256"],
     }
+    result["restore_split"] = restore_split(result)
     report(result)
     path = write_result(result_path(NAME, args.quick, args.output), NAME, result)
     print(f"result written to {path}")
@@ -303,6 +361,13 @@ def report(result: Mapping[str, Any]) -> None:
         ],
     )
     print(f"same final parameters in both arms: {result['same_final_params']}")
+    split = result.get("restore_split") or []
+    if split:
+        print_table("Local-tier restore split (emergency arm) against its physical limits, same run (s)",
+                    ["fault", "bytes/host", "restore", "read", "tmpfs read limit", "read / limit", "broadcast",
+                     "modelled bucket"],
+                    [[r["fault"], r["bytes_per_host"], r["restore_s"], r["read_s"], r["tmpfs_read_s"],
+                      r["read_over_tmpfs"], r["broadcast_s"], r["modelled_bucket_s"]] for r in split])
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import spans
 from benchmarks.common import NAMESPACE, REPO, argument_parser, median, print_table, result_path, write_result
 
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
@@ -43,6 +44,7 @@ OURS_RETRY_DELAY_S = 3.0
 GOAL_MARGIN_S = 2.0
 DAG_FILE = '''"""Resubmission benchmark DAGs (written by benchmarks/resubmission_e2e.py)."""
 import datetime
+PROFILE_HOOK
 
 from airflow.sdk import DAG
 
@@ -54,8 +56,16 @@ RUN = "{{ dag_run.conf['run'] }}"
 KILL = [{"kind": "sigkill_host", "at_seconds": KILL_AT_S, "slice": 1, "host": 0}]
 
 
-def launch(**retry):
-    return MtcJobSetOperator(
+class ResumeOnWorker(MtcJobSetOperator):
+    """The A/B arm: every ended attempt resumes on a worker (the provider before triggers.attempt_end)."""
+
+    def defer(self, *, trigger, **kwargs):
+        trigger.extra["end_retry_in_trigger"] = False
+        super().defer(trigger=trigger, **kwargs)
+
+
+def launch(operator=MtcJobSetOperator, **retry):
+    return operator(
         task_id="train", slices=SLICES, target={"kind": "local"},
         checkpointing={"run_name": RUN, "base_output_directory": "LOCAL_HOME/buckets/mtc-bench", "steps": 10},
         workload={"jobset_name": RUN, "image": "local", "command": SLEEPER, "namespace": "default",
@@ -63,9 +73,13 @@ def launch(**retry):
         fault_plan=KILL, poll_interval=2.0, deferrable=True, retries=1, **retry)
 
 
-for dag_id, retry in (("resub_ours", {"retry_delay": datetime.timedelta(seconds=OURS_DELAY),
-                                      "retry_exponential_backoff": 2.0,
-                                      "max_retry_delay": datetime.timedelta(minutes=5)}),
+OURS = {"retry_delay": datetime.timedelta(seconds=OURS_DELAY), "retry_exponential_backoff": 2.0,
+        "max_retry_delay": datetime.timedelta(minutes=5)}
+with DAG(dag_id="resub_resume", schedule=None, start_date=datetime.datetime(2026, 1, 1), catchup=False,
+         render_template_as_native_obj=True):
+    launch(ResumeOnWorker, **OURS)
+
+for dag_id, retry in (("resub_ours", OURS),
                       # Airflow's default (core.default_task_retry_delay, 300 s, no backoff), set explicitly:
                       # the launch operator's own default is 30 s with backoff 2.0.
                       ("resub_default_delay", {"retry_delay": datetime.timedelta(seconds=300),
@@ -101,15 +115,20 @@ with DAG(dag_id="resub_polling", schedule=None, start_date=datetime.datetime(202
 
     PythonSensor(task_id="train", python_callable=poke, op_kwargs={"run": RUN}, mode="reschedule",
                  poke_interval=60, timeout=3600)
+PROFILE_END
 '''
 
 
-def dag_source(local_home: Path, kill_at_s: float) -> str:
+def dag_source(local_home: Path, kill_at_s: float, spans_path: Path | None = None) -> str:
     import json
+
+    hook = 'from benchmarks.spans import mark\nmark("dag file start")' if spans_path else ""
 
     kill = [{"kind": "sigkill_host", "at_seconds": kill_at_s, "slice": 1, "host": 0}]
     return (DAG_FILE.replace("LOCAL_HOME", str(local_home)).replace("KILL_AT_S", repr(kill_at_s))
-            .replace("OURS_DELAY", repr(OURS_RETRY_DELAY_S)).replace("KILL_JSON", repr(json.dumps(kill))))
+            .replace("OURS_DELAY", repr(OURS_RETRY_DELAY_S)).replace("KILL_JSON", repr(json.dumps(kill)))
+            .replace("PROFILE_HOOK", hook)
+            .replace("PROFILE_END", 'mark("dag file end")' if spans_path else ""))
 
 
 class Observer(threading.Thread):
@@ -188,15 +207,23 @@ def legs(data: dict[str, Any], kill_ts: float | None) -> dict[str, Any]:
             "task_failed_to_retry_scheduled_s": span(task_failed, retry),
             "retry_scheduled_to_next_jobset_s": span(retry, nxt),
             "failed_to_next_jobset_s": span(failed, nxt), "kill_to_next_jobset_s": span(kill_ts, nxt),
+            "at": {"kill": kill_ts, "failed": failed, "trigger_event": event, "task_failed": task_failed,
+                   "retry_scheduled": retry, "next_jobset": nxt},
             "jobsets": [name for name, _ in jobsets], "ti_states": data["ti"]}
 
 
 def main() -> None:
     parser = argument_parser(__doc__.splitlines()[0])
     parser.add_argument("--ours", type=int, default=3, help="runs of resub_ours (one after another)")
+    parser.add_argument("--resume", type=int, default=0,
+                        help="runs of resub_resume: the launch operator with every ended attempt resumed on a worker "
+                             "(the A/B arm of ending a retryable try in the triggerer)")
     parser.add_argument("--polling", type=int, default=2, help="runs of resub_polling (one after another)")
     parser.add_argument("--default-delay", type=int, default=1, help="runs of resub_default_delay")
     parser.add_argument("--kill-at", type=float, default=6.0, help="seconds after the pods start")
+    parser.add_argument("--profile", action="store_true",
+                        help="time the provider's own calls inside the task processes (benchmarks/spans.py) and "
+                             "print the breakdown of the two provider legs of resub_ours")
     args = parser.parse_args()
     if args.quick:
         args.ours, args.polling, args.default_delay = 1, 0, 0
@@ -205,11 +232,18 @@ def main() -> None:
     home, local_home, dags = scratch / "airflow", scratch / "local", scratch / "dags"
     for path in (home, local_home, dags):
         path.mkdir()
-    (dags / "resub_dags.py").write_text(dag_source(local_home, args.kill_at))
+    spans_path = scratch / "spans.jsonl" if args.profile else None
+    (dags / "resub_dags.py").write_text(dag_source(local_home, args.kill_at, spans_path))
     port = free_port()
-    env = server_env(home, local_home, port, dags, {"PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'provider'}"})
+    python_path = [str(REPO), str(REPO / "provider")]
+    extra_env = {}
+    if spans_path:  # every Airflow process records spans (benchmarks/profile_site/sitecustomize.py)
+        python_path.insert(0, str(REPO / "benchmarks" / "profile_site"))
+        extra_env["MTC_BENCH_SPANS"] = str(spans_path)
+    env = server_env(home, local_home, port, dags, {"PYTHONPATH": os.pathsep.join(python_path), **extra_env})
     server = AirflowServer(home=home, local_home=local_home, port=port, env=env)
-    results: dict[str, list[dict[str, Any]]] = {"resub_ours": [], "resub_default_delay": [], "resub_polling": []}
+    results: dict[str, list[dict[str, Any]]] = {"resub_ours": [], "resub_resume": [], "resub_default_delay": [],
+                                                "resub_polling": []}
     started = time.time()
     try:
         server.start()
@@ -218,10 +252,13 @@ def main() -> None:
             server.wait_for_dag(dag_id, timeout=300)
             server.unpause(dag_id)
         observer.start()
-        plan = [("resub_ours", args.ours), ("resub_default_delay", args.default_delay),
-                ("resub_polling", args.polling)]
-        lanes = [threading.Thread(target=_lane, args=(server, observer, dag_id, n, results[dag_id]), daemon=True)
-                 for dag_id, n in plan if n]
+        # resub_ours and resub_resume alternate in one lane (A/B in the same run, never two launches at once)
+        ab = [d for i in range(max(args.ours, args.resume)) for d in ("resub_ours", "resub_resume")[::1 - 2 * (i % 2)]
+              if (args.ours if d == "resub_ours" else args.resume) > i]
+        plan = [(ab, results), (["resub_default_delay"] * args.default_delay, results),
+                (["resub_polling"] * args.polling, results)]
+        lanes = [threading.Thread(target=_lane, args=(server, observer, order, out), daemon=True)
+                 for order, out in plan if order]
         for lane in lanes:
             lane.start()
         for lane in lanes:
@@ -229,6 +266,7 @@ def main() -> None:
         observer.stop.set()
     finally:
         killed = server.stop()
+        span_records = spans.read(str(spans_path)) if spans_path else []
         if not os.environ.get("MTC_BENCH_KEEP"):
             shutil.rmtree(scratch, ignore_errors=True)
     summary = {}
@@ -239,6 +277,11 @@ def main() -> None:
                             "failed_to_next_jobset_s", "kill_to_next_jobset_s")}
         summary[dag_id]["n"] = len([r for r in rows if r.get("kill_to_next_jobset_s") is not None])
     p50 = summary["resub_ours"]["kill_to_next_jobset_s"]
+    resume_p50 = summary["resub_resume"]["kill_to_next_jobset_s"]
+    ab = round(p50 / resume_p50, 3) if p50 and resume_p50 else None
+    if ab is not None:
+        print(f"kill -> next JobSet, ended in the triggerer / resumed on a worker (same run): {p50} / {resume_p50} s "
+              f"= {ab}")
     goal_s = OURS_RETRY_DELAY_S + GOAL_MARGIN_S
     print_table("Failure to resubmission under a real scheduler and triggerer (medians, s)",
                 ["DAG", "n", "kill->Failed", "Failed->event", "event->task failed", "failed->retry scheduled",
@@ -249,23 +292,71 @@ def main() -> None:
     result = {"quick": args.quick, "parameters": {k: v for k, v in vars(args).items() if k not in ("output",)},
               "ours_retry_delay_s": OURS_RETRY_DELAY_S, "goal_s": goal_s,
               "goal_met": p50 is not None and p50 < goal_s, "load_average_at_start": load_at_start,
+              "load_average_at_end": [round(x, 2) for x in os.getloadavg()], "ours_over_resume": ab,
               "wall_s": round(time.time() - started, 1), "killed_at_teardown": killed,
               "summary": summary, "runs": results}
+    if args.profile:
+        result["profile"] = {dag_id: profile_legs(dag_id, results[dag_id], span_records)
+                             for dag_id in ("resub_ours", "resub_resume") if results[dag_id]}
     path = write_result(result_path(NAME, args.quick, args.output), NAME, result)
     print(f"result: {path}")
 
 
-def _lane(server: AirflowServer, observer: Observer, dag_id: str, n: int, out: list[dict[str, Any]]) -> None:
-    """Run `dag_id` n times, one after another: trigger, wait for the next JobSet, delete the run's JobSets."""
+def profile_legs(dag_id: str, rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per run and at the median: where the seconds of the two provider legs go (benchmarks/spans.py). The first
+    leg is the resumed `execute_complete` on a worker, or (ended in the triggerer) the trigger's own end."""
+    legs_spec = (("trigger event -> task failed", "MtcJobSetOperator.execute_complete", 1, "trigger_event",
+                  "task_failed"),
+                 ("retry scheduled -> next JobSet", "MtcJobSetOperator.execute", 2, "retry_scheduled", "next_jobset"))
+    out: dict[str, Any] = {}
+    for title, top, try_number, start_key, end_key in legs_spec:
+        per_run = []
+        for row in rows:
+            at = row.get("at") or {}
+            mine = spans.try_records(records, row["run"], try_number, top)
+            if mine:
+                per_run.append(spans.breakdown(mine, top, at.get(start_key), at.get(end_key)))
+            elif try_number == 1:  # ended in the triggerer: its span is the provider's whole part of this leg
+                ended = [r for r in records if r["run_id"] == row["run"] and (
+                    r["name"].startswith("trigger:") or r["name"] == "pod-log tails of failed pods")]
+                if ended:
+                    per_run.append({"provider: " + r["name"]: round(r["end"] - r["start"], 3) for r in ended
+                                    if r["name"].startswith("trigger: end")}
+                                   | {"  (of which " + r["name"] + ")": round(r["end"] - r["start"], 3)
+                                      for r in ended if not r["name"].startswith("trigger: end")})
+        keys = list(dict.fromkeys(k for b in per_run for k in b))
+        medians = {k: median([b.get(k) for b in per_run]) for k in keys}
+        provider = median([sum(v for k, v in b.items() if k.startswith("provider:")) for b in per_run])
+        out[title] = {"median_s": medians, "provider_total_median_s": provider, "runs": per_run}
+        print_table(f"{dag_id}: breakdown of {title} (try {try_number}; medians of n={len(per_run)}, s)",
+                    ["segment", "median s"], [[k, v] for k, v in medians.items()] + [["provider total", provider]])
+    totals = [out[t]["provider_total_median_s"] for t, *_ in legs_spec]
+    out["provider_both_legs_median_s"] = round(sum(t or 0 for t in totals), 3)
+    print(f"{dag_id}: the provider's own part of both legs (sum of the medians): "
+          f"{out['provider_both_legs_median_s']} s")
+    return out
+
+
+def _lane(server: AirflowServer, observer: Observer, order: list[str], results: dict[str, list[dict[str, Any]]]
+          ) -> None:
+    """Run the DAGs of `order` one after another: trigger, wait for the next JobSet, delete the run's JobSets."""
     from mtc_local.cluster.client import LocalCluster
 
     api = LocalCluster(str(observer.api.home.root))
-    timeout = 420 if dag_id == "resub_default_delay" else 240
-    for index in range(n):
+    for index, dag_id in enumerate(order):
+        out = results[dag_id]
+        timeout = 420 if dag_id == "resub_default_delay" else 240
         run = f"{dag_id.split('_')[1][:4]}{index}-{int(time.time()) % 100000}"
         observer.watch(dag_id, run)
-        server.api("POST", f"/dags/{dag_id}/dagRuns", json={"dag_run_id": run, "conf": {"run": run},
-                                                           "logical_date": None})
+        for attempt in range(5):  # SQLite under load: "database is locked" comes back as a 500
+            try:
+                server.api("POST", f"/dags/{dag_id}/dagRuns", json={"dag_run_id": run, "conf": {"run": run},
+                                                                   "logical_date": None})
+                break
+            except AssertionError:
+                if attempt == 4:
+                    raise
+                time.sleep(2.0)
         data = observer.runs[run]
         try:
             wait_for(f"{run}: next JobSet", lambda: len(data["jobsets"]) >= 2, timeout, interval=0.5)

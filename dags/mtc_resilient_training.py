@@ -13,6 +13,7 @@ This file imports only Airflow's SDK and the provider's thin glue at parse time.
 from __future__ import annotations
 
 import datetime
+import os
 
 from airflow.sdk import DAG, Param, task
 
@@ -43,6 +44,9 @@ DEFAULT_FAULT_PLAN = [
 PROGRESS_INTERVAL = "{{ 30 if params.target == 'local' else 300 }}"  # a progress line in the train task's log
 OBJECT = ["null", "object"]
 PLANNED_RUN_NAME = "{{ ti.xcom_pull(task_ids='plan')['checkpointing']['run_name'] }}"
+# The launch task on a Celery queue of its own when the deployment runs a worker for it (docs/deployment.md,
+# "Worker slots on the resubmission path"): a retry's start then never waits behind other tasks for a slot.
+LAUNCH_QUEUE = {"queue": os.environ["MTC_LAUNCH_QUEUE"]} if os.environ.get("MTC_LAUNCH_QUEUE") else {}
 
 # The trigger form: the run description's sections, one to one with the `mtc` YAML (examples/*.yaml; core.run).
 # `mtc plan FILE` and this DAG's plan task validate it with the same function; `mtc run FILE` triggers this DAG with
@@ -180,6 +184,7 @@ with DAG(
         retry_delay=datetime.timedelta(seconds=3),
         retry_exponential_backoff=2.0,
         max_retry_delay=datetime.timedelta(minutes=5),
+        **LAUNCH_QUEUE,
     )
 
     progress = CheckpointProgressSensor(

@@ -14,7 +14,7 @@ import pytest
 
 from benchmarks.checkpoint_overhead import slowest_process, throughput
 from benchmarks.common import interleaved, median, ratio
-from benchmarks.lost_work import fault_outcomes
+from benchmarks.lost_work import fault_outcomes, restore_split, tmpfs_read_bandwidth
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,6 +35,28 @@ def test_sigkill_loses_the_steps_since_the_restored_checkpoint():
     assert row["steps_lost"] == 2
     assert row["kill_to_first_new_step_s"] == pytest.approx(3.5)
     assert row["time_to_regain_s"] == pytest.approx(4.5)
+
+
+def test_the_local_restore_splits_into_the_read_and_the_broadcast_against_their_limits():
+    """The receiving slice reads nothing (read_s 0) and waits in the broadcast; the restoring slice's read is the
+    read; each is compared with its limit (tmpfs read of the same bytes; the modelled bucket)."""
+    events = [{"ts": 0.0, "event": "start", "process": 0}, *_steps(0, 1, 10, 1.0),
+              {"ts": 12.0, "event": "start", "process": 0},
+              {"ts": 13.0, "event": "restore", "process": 0, "step": 8, "tier": "local", "duration_s": 0.9,
+               "read_s": 0.0, "broadcast_s": 0.85},
+              {"ts": 13.0, "event": "restore", "process": 1, "step": 8, "tier": "local", "duration_s": 0.8,
+               "read_s": 0.2, "broadcast_s": 0.55},
+              *_steps(0, 9, 12, 14.0)]
+    [row] = fault_outcomes(events, [{"kind": "sigkill_host", "at_step": 10, "slice": 0, "host": 0, "ts": 10.5}])
+    assert (row["restore_read_s"], row["restore_broadcast_s"]) == (0.2, 0.85)
+    result = {"parameters": {"bucket_latency_ms": 50.0, "bucket_mb_per_s": 200.0},
+              "tmpfs_read": {"bytes_per_s": 1e9},
+              "arms": {"emergency": {"checkpoint": {"bytes": 100_000_000, "objects": 64}, "faults": [row]}}}
+    [split] = restore_split(result)
+    assert split["tmpfs_read_s"] == pytest.approx(0.1) and split["read_over_tmpfs"] == pytest.approx(2.0)
+    assert split["modelled_bucket_s"] == pytest.approx(2 * 0.05 + 0.5)  # ceil(64 / 32) x 50 ms + 100 MB / 200 MB/s
+    measured = tmpfs_read_bandwidth(4 << 20, repeats=1)
+    assert measured is None or (measured["bytes"] == 4 << 20 and measured["bytes_per_s"] > 0)
 
 
 def test_preemption_with_autocheckpoint_loses_nothing_and_a_restart_from_scratch_loses_everything():
@@ -107,6 +129,9 @@ def test_lost_work_quick_run_writes_a_result(tmp_path):
         assert data["faults_fired"] == 1 and data["faults"][0]["steps_lost"] is not None
         assert 0 < data["goodput"] <= 1
     assert result["arms"]["emergency"]["faults"][0]["restore_tier"] == "local"
+    # the emergency manager's own split of that restore (Orbax's step statistics), and its limits measured alongside
+    assert result["arms"]["emergency"]["faults"][0]["restore_broadcast_s"] is not None
+    assert result["restore_split"] and result["restore_split"][0]["tmpfs_read_s"] is not None
     assert result["arms"]["persistent"]["faults"][0]["restore_tier"] == "persistent"
     assert result["same_final_params"] is True  # same seed, exact restores: bit-identical parameters
     assert set(result["ratios"]) >= {"steps_lost_hard_faults", "goodput", "wall_s", "per_fault"}

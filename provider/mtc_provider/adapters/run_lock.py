@@ -53,6 +53,7 @@ class RunLock:
         self.holder = dict(holder)
         self.owner = dict(owner or {})
         self.taken_over: str = ""  # why acquire() took the lock over from a gone owner ("" when it did not)
+        self._known: tuple[dict[str, Any], str | None] | None = None  # (data, resourceVersion) this lock last wrote
 
     def _body(self, data: Mapping[str, Any], resource_version: str | None = None) -> dict[str, Any]:
         metadata: dict[str, Any] = {"name": self.name, "labels": {L.MANAGED_BY: L.MANAGED_BY_VALUE,
@@ -79,12 +80,18 @@ class RunLock:
     def acquire(self, owner_gone: Callable[[Mapping[str, Any]], tuple[bool, str]] | None = None) -> dict[str, Any]:
         """Hold the lock: create it, find it ours (an earlier try: the owner's try is updated), or take it over
         from an owner that `owner_gone(owner)` proves gone; LockHeld otherwise (with why it was not gone)."""
+        # Read first: a retry finds its own lock (the resubmission path: one round trip fewer than create-first);
+        # creating stays the atomic claim when there is none.
         try:
-            obj = self.api.create_lock(self.namespace, self._body(self._fresh()))
-        except AlreadyExists:
             obj = self.api.get_lock(self.namespace, self.name)
+        except NotFound:
+            try:
+                obj = self.api.create_lock(self.namespace, self._body(self._fresh()))
+            except AlreadyExists:
+                obj = self.api.get_lock(self.namespace, self.name)
         data = self._data(obj)
         version = obj.get("metadata", {}).get("resourceVersion")
+        self._known = (data, version)
         if data[HOLDER] == self.holder:
             if self.owner and data[OWNER] != self.owner:  # a newer try of the same task: record it
                 data[OWNER] = self.owner
@@ -106,8 +113,10 @@ class RunLock:
     def _replace_or_held(self, data: dict[str, Any], version: str | None, seen: Mapping[str, Any]) -> None:
         """Compare-and-set on the version read: a concurrent change (409) means someone else moved first."""
         try:
-            self.api.replace_lock(self.namespace, self.name, self._body(data, version))
+            written = self.api.replace_lock(self.namespace, self.name, self._body(data, version))
+            self._known = (data, (written or {}).get("metadata", {}).get("resourceVersion"))
         except ApiError as exc:
+            self._known = None
             if exc.status in (404, 409):
                 raise LockHeld(f"{self.namespace}/{self.name}", seen.get(HOLDER) or {},
                                "the lock changed while being taken over; try again") from exc
@@ -122,18 +131,25 @@ class RunLock:
     def update(self, change: Callable[[dict[str, Any]], None], tries: int = 5) -> dict[str, Any]:
         """Read, change, compare-and-set; re-read on a conflict. No lock (released): nothing to record."""
         for _ in range(tries):
-            try:
-                obj = self.api.get_lock(self.namespace, self.name)
-            except NotFound:
-                return {}
-            data = self._data(obj)
+            known, self._known = self._known, None
+            if known is not None and known[1]:  # what this lock last read or wrote: the compare-and-set checks it
+                data, version = json.loads(json.dumps(known[0])), known[1]
+            else:
+                try:
+                    obj = self.api.get_lock(self.namespace, self.name)
+                except NotFound:
+                    return {}
+                data, version = self._data(obj), obj["metadata"].get("resourceVersion")
             if data[HOLDER] != self.holder:
                 return data
             change(data)
             try:
-                self.api.replace_lock(self.namespace, self.name,
-                                      self._body(data, obj["metadata"].get("resourceVersion")))
+                written = self.api.replace_lock(self.namespace, self.name, self._body(data, version))
+                self._known = (data, (written or {}).get("metadata", {}).get("resourceVersion"))
                 return data
+            except NotFound:
+                if known is None:
+                    return {}
             except ApiError as exc:
                 if exc.status != 409:
                     raise

@@ -595,7 +595,10 @@ class MtcJobSetOperator(BaseOperator):
             pod_logs_max_lines=int(self.pod_logs_max_lines), pod_logs_max_bytes=int(self.pod_logs_max_bytes),
             # Echoed back in the event: the attempt's bookkeeping survives the deferral.
             extra={"attempt": attempt_of(obj), "history": history, "target_step": target_step,
-                   "checkpoint_dir": checkpoint_dir, "run_name": checkpointing.run_name, "namespace": namespace},
+                   "checkpoint_dir": checkpoint_dir, "run_name": checkpointing.run_name, "namespace": namespace,
+                   # a plain retry may end in the triggerer (triggers.attempt_end); never the last try
+                   "end_retry_in_trigger": bool(self.deferrable) and not self._last_try(ti),
+                   "crash_loop_attempts": self.crash_loop_attempts, "completion": self._completion},
         )
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")

@@ -589,7 +589,10 @@ class JobSetTrigger(BaseTrigger):
                         self._pods_started = False  # new pods: watch them start again
                 if state.ended:
                     self.log.info("%s", state.describe())
-                    yield self._event(ENDED, state, restarts)
+                    from mtc_provider.triggers.attempt_end import end_retryable_attempt
+
+                    # a plain retry ends here (no worker slot just to fail the try); anything else resumes the task
+                    yield await end_retryable_attempt(self, state, restarts) or self._event(ENDED, state, restarts)
                     return
             if state is None and item is None and (self._stall_watch() or self._pods_started is False
                                                    or self._progress_enabled()):
