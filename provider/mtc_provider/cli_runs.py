@@ -213,8 +213,12 @@ def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict
     attempts.sort(key=lambda a: (a["attempt"] or 0, a["name"] or ""))
     checkpoint_dir = live["checkpoint_dir"] or (record or {}).get("checkpoint_dir") or ""
     step = live["newest_step"]
-    if step is None and checkpoint_dir and hook is None:
-        step = newest_step({}, [s for s, _ in _commits(options, checkpoint_dir)])
+    if step is None and checkpoint_dir and not live["checkpoint_dir"]:  # no JobSet left to tell: list the folder
+        try:
+            step = newest_step({}, [s for s, _ in _commits(options, checkpoint_dir)])
+        except Exception as exc:  # noqa: BLE001 - the record's figure stands (no bucket access from here)
+            Console(file=sys.stderr, soft_wrap=True, highlight=False).print(
+                f"warning: listing {escape(checkpoint_dir)} failed ({escape(str(exc))}): the record's step is shown")
     if step is None and record is not None:
         step = newest_step(record)
     state = (record or {}).get("state") or ("running" if any(a["phase"] in ("pending", "running", "restarting")

@@ -2,6 +2,8 @@
 e2e harness's fixture) on the local target: the `mtc` process logs in with a username and password (a JWT from
 `/auth/token`), triggers the training DAG with the file's description, prints the run's URL in the UI and waits for
 the run to succeed. The run's conf in Airflow is the validated description, and the run trained to the file's steps.
+Then the second half of a user's day with the same file: `mtc plan`, `mtc run` (no wait), `mtc logs --follow` of the
+attempt while it trains, `mtc status --wait` until the run ends, `mtc list` and `mtc status` after the teardown.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -79,3 +82,58 @@ def test_mtc_run_triggers_the_training_dag_and_waits_for_its_end(airflow_server,
     assert steps and steps[-1] == 12, steps  # trained to the file's steps (the light workload ends at N)
     page = requests.get(found.group(0), timeout=30)  # the printed URL is the UI's page for the run
     assert page.status_code == 200 and "<html" in page.text.lower()
+
+
+def _logs_once_the_attempt_runs(env: dict[str, str], where: list[str], run_name: str, timeout: float = 180):
+    """`mtc logs RUN --follow` as soon as the run's first attempt has a leader pod (the CLI says "no attempt"/"no
+    leader pod (yet)" before that, exit 1)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        followed = _mtc(["logs", run_name, "--follow", "--poll", "0.5", *where], env, 300)
+        if followed.returncode == 0 or time.monotonic() > deadline:
+            return followed
+        time.sleep(1.0)
+
+
+def test_a_user_s_day_with_one_file_plan_run_logs_status_list(airflow_server, tmp_path):
+    server = airflow_server
+    server.wait_for_dag(TRAINING)
+    server.unpause(TRAINING)
+    run_name = "cli-day"
+    description = {**DESCRIPTION, "checkpointing": {**DESCRIPTION["checkpointing"], "run_name": run_name,
+                                                    "steps": 40}, "fault_plan": []}
+    file = tmp_path / "day.yaml"
+    file.write_text(yaml.safe_dump(description, sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(AIRFLOW_API_URL=server.base_url, AIRFLOW_USERNAME=server.username, AIRFLOW_PASSWORD=server.password,
+               MTC_LOCAL_HOME=str(server.local_home))
+    where = ["--local-home", str(server.local_home)]
+
+    planned = _mtc(["plan", str(file)], env, 120)
+    assert planned.returncode == 0, planned.stderr
+    started = _mtc(["run", str(file)], env, 120)
+    assert started.returncode == 0, started.stderr
+    found = re.search(rf"{re.escape(server.base_url)}/dags/{TRAINING}/runs/(\S+)", started.stdout)
+    assert found, started.stdout
+    run_id = urllib.parse.unquote(found.group(1))
+
+    followed = _logs_once_the_attempt_runs(env, where, run_name)
+    assert followed.returncode == 0, f"{followed.stdout[-2000:]}\n{followed.stderr[-2000:]}"
+    steps = [int(line.split(":")[1].split(",")[0]) for line in followed.stdout.splitlines()
+             if line.startswith("completed step:")]
+    assert steps and steps[-1] == 40, followed.stdout[-2000:]  # followed to the attempt's end
+
+    waited = _mtc(["status", run_name, "--wait", "--timeout", "300", *where, "-o", "json"], env, 400)
+    if waited.returncode != 0:
+        pytest.fail(f"{waited.stdout}\n{waited.stderr}\n" + server.failure_report(TRAINING, run_id))
+    run = server.wait_for_run(TRAINING, run_id, timeout=300)  # the training's end; then the DAG's teardown
+    assert run["state"] == "success", server.failure_report(TRAINING, run_id)
+
+    status = _mtc(["status", run_name, *where, "-o", "json"], env, 120)  # after the teardown: the run's record
+    assert status.returncode == 0, status.stderr
+    data = json.loads(status.stdout)
+    assert data["state"] == "succeeded" and data["newest_step"] == 40 and len(data["attempts"]) == 1
+    listed = _mtc(["list", *where, "-o", "json"], env, 120)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = [r for r in json.loads(listed.stdout) if r["run_name"] == run_name]
+    assert (row["state"], row["attempts"], row["step"]) == ("succeeded", 1, 40)
