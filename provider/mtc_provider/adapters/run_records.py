@@ -94,10 +94,11 @@ def read_run_records(session: Any, dag_id: str, run_id: str) -> RunRecords | Non
         jobset = xcoms.get((launch.task_id, JOBSET_XCOM_KEY))
         records.jobset = jobset if isinstance(jobset, Mapping) else None
         described = xcoms.get((launch.task_id, RUN_XCOM_KEY))
-        if isinstance(described, Mapping):
-            records.checkpoint_dir = described.get("checkpoint_dir")
-            target = described.get("target_step")
-            records.target_step = target if isinstance(target, int) else None
+        if not isinstance(described, Mapping):  # a new try before its launch (its XComs were just cleared)
+            described = rendered_run(session, launch)
+        records.checkpoint_dir = described.get("checkpoint_dir")
+        target = described.get("target_step")
+        records.target_step = target if isinstance(target, int) and not isinstance(target, bool) else None
     if goodput_ti is not None:
         report = xcoms.get((goodput_ti.task_id, "return_value"))
         records.goodput = report if isinstance(report, Mapping) else None
@@ -107,6 +108,31 @@ def read_run_records(session: Any, dag_id: str, run_id: str) -> RunRecords | Non
             records.links[names[key]] = value
     read_local_files(records)
     return records
+
+
+def rendered_run(session: Any, ti: Any) -> dict[str, Any]:
+    """checkpoint_dir and target_step from the launch task's rendered fields (Airflow keeps the last try's, while a
+    new try's XComs are cleared at its start): `checkpointing` {base_output_directory, run_name}, `target_step`."""
+    from sqlalchemy import select
+
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields as RTIF
+
+    fields = session.scalar(select(RTIF.rendered_fields).where(
+        RTIF.dag_id == ti.dag_id, RTIF.task_id == ti.task_id, RTIF.run_id == ti.run_id,
+        RTIF.map_index == ti.map_index)) or {}
+    out: dict[str, Any] = {}
+    checkpointing = fields.get("checkpointing")
+    if isinstance(checkpointing, Mapping):  # the planned spec, as dataclasses.asdict wrote it
+        from mtc_provider.core.spec import CheckpointingSpec
+
+        try:
+            out["checkpoint_dir"] = CheckpointingSpec(**checkpointing).checkpoint_directory
+        except (TypeError, ValueError):  # not a spec this version reads: the page shows less, never a 500
+            pass
+    target = fields.get("target_step")
+    if isinstance(target, int) or (isinstance(target, str) and target.isdigit()):
+        out["target_step"] = int(target)
+    return out
 
 
 def read_local_files(records: RunRecords) -> None:

@@ -100,21 +100,29 @@ def live_progress(records: RunRecords) -> dict[str, Any]:
             "source": source or "nothing recorded yet"}
 
 
-def _event_runs(events: Sequence[Mapping[str, Any]]) -> list[tuple[float, float, int | None]]:
-    """(start, last event, last step) of each start of the workload's lowest process: one per JobSet (re)start."""
+def _event_runs(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each start of the workload's lowest process (one per JobSet start and in-cluster restart): when, its JobSet
+    and restart attempt (the workload's `start` event carries both), and the last step it reached."""
     ids = [e.get("process") for e in events if e.get("process") is not None]
     first = min(ids) if ids else None
-    runs: list[list[Any]] = []
+    runs: list[dict[str, Any]] = []
     for e in events:
         if e.get("process") != first:
             continue
-        ts = float(e["ts"])
         if e.get("event") == "start" or not runs:
-            runs.append([ts, ts, None])
-        runs[-1][1] = ts
+            restart = e.get("restart_attempt")
+            runs.append({"start": float(e["ts"]), "jobset": e.get("jobset"), "step": None,
+                         "restart": int(restart) if str(restart or "").isdigit() else None})
         if e.get("event") == "step" and isinstance(e.get("step"), int):
-            runs[-1][2] = e["step"]
-    return [tuple(r) for r in runs]
+            runs[-1]["step"] = e["step"]
+    return runs
+
+
+def _runs_of(runs: list[dict[str, Any]], jobset: Any, start: float | None, end: float | None) -> list[dict[str, Any]]:
+    """The workload starts of one attempt: by its JobSet's name when the events name it, else by time."""
+    if jobset and any(r["jobset"] for r in runs):
+        return [r for r in runs if r["jobset"] == jobset]
+    return [r for r in runs if start is not None and r["start"] >= start - 5.0 and (end is None or r["start"] <= end)]
 
 
 def attempts_view(records: RunRecords) -> list[dict[str, Any]]:
@@ -130,12 +138,13 @@ def attempts_view(records: RunRecords) -> list[dict[str, Any]]:
         t, record = tries.get(number), by_try.get(number, {})
         start = _num(record.get("start")) or (t.start if t else None)
         end = _num(record.get("end")) or (t.end if t and t.state not in ("running", "deferred", "queued") else None)
-        inside = [r for r in runs if start is not None and r[0] >= start - 5.0 and (end is None or r[0] <= end)]
+        inside = _runs_of(runs, record.get("jobset"), start, end)
         restarts = record.get("restarts") if isinstance(record.get("restarts"), int) else 0
-        if len(inside) > 1:  # a JobSet restart starts the workload again inside the same try
-            restarts = max(restarts, len(inside) - 1)
+        numbered = [r["restart"] for r in inside if r["restart"] is not None]
+        seen_restarts = max(numbered) if numbered else len(inside) - 1
+        restarts = max(restarts, seen_restarts)  # the JobSet's own count, or the workload's restarts so far
         step = record.get("last_step") if end is not None else None
-        seen = [r[2] for r in inside if r[2] is not None]
+        seen = [r["step"] for r in inside if r["step"] is not None]
         if seen:
             step = max(seen) if step is None else max(step, max(seen))
         outcome = record.get("outcome") or (None if t is None else _outcome_of(t.state))
