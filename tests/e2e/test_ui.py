@@ -328,6 +328,21 @@ def test_run_view_needs_airflow_login(airflow_server, finished_run):
     resp = requests.get(airflow_server.base_url + path, timeout=30,
                         headers={"Authorization": f"Bearer {airflow_server.token()}"})
     assert resp.status_code == 200 and resp.json()["live"]["step"] == STEPS, resp.text[:500]
+    folder = f"/mtc/runs/{TRAINING}/{quote(finished_run['run_id'], safe='')}/files/checkpoints/"
+    assert requests.get(airflow_server.base_url + folder, timeout=30).status_code == 401
+    escape = requests.get(airflow_server.base_url + folder + "..%2F..%2F..%2F", timeout=30,
+                          headers={"Authorization": f"Bearer {airflow_server.token()}"})
+    assert escape.status_code in (403, 404), escape.text[:300]  # never a listing outside the run's folder
+
+
+def test_ui_nav_lists_training_runs(page, airflow_server, finished_run):
+    """Browse -> Training runs (the plugin's nav external view) lists the run and opens its view."""
+    base, run_id = airflow_server.base_url, finished_run["run_id"]
+    page.goto(f"{base}/plugin/mtc-training-runs")
+    frame = page.frame_locator("iframe[title='Training runs']")
+    frame.get_by_role("link", name=TRAINING).first.wait_for()
+    assert run_id in frame.locator("table").inner_text()
+    _shot(page, "11-training-runs")
 
 
 def test_ui_asset_page_lists_events(page, airflow_server, finished_run):
