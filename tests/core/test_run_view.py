@@ -8,7 +8,7 @@ import pytest
 
 from mtc_provider.adapters.workload_events import append_event, read_events
 from mtc_provider.core.progress_report import progress_report
-from mtc_provider.core.run_view import RunRecords, Try, attempts_view, checkpoints_view, live_progress, run_view
+from mtc_provider.core.run_view import RunFacts, Try, attempts_view, checkpoints_view, live_progress, run_view
 
 T0 = 1_800_000_000.0
 
@@ -43,7 +43,7 @@ def events(tmp_path):
     return read_events(tmp_path)
 
 
-def records(events, **extra) -> RunRecords:
+def records(events, **extra) -> RunFacts:
     base = dict(
         dag_id="d", run_id="r", run_state="running", launch_task_id="train",
         tries=[Try(1, "up_for_retry", T0 - 1, T0 + 60), Try(2, "deferred", T0 + 95, None)],
@@ -54,7 +54,7 @@ def records(events, **extra) -> RunRecords:
         checkpoint_dir="/h/buckets/b/e2e/checkpoints", target_step=20, events=events, persistent_steps=[10],
         now=T0 + 116)
     base.update(extra)
-    return RunRecords(**base)
+    return RunFacts(**base)
 
 
 def test_attempts_timeline_counts_in_cluster_restarts_from_the_events(events):

@@ -1,7 +1,7 @@
 """The training-run view (pure): what Airflow recorded about one DAG run, turned into what the page shows.
 
 The Airflow plugin (plugins/run_view.py) reads the records through Airflow's own models inside the api-server
-(adapters/run_records.py) and hands them here as plain values; nothing here knows Airflow, a client or a file.
+(adapters/airflow_run.py) and hands them here as plain values; nothing here knows Airflow, a client or a file.
 
 Sources, all recorded by the provider already:
 - the launch task's tries (Airflow's task instance and its history): one try is one attempt;
@@ -43,7 +43,7 @@ class Try:
 
 
 @dataclass
-class RunRecords:
+class RunFacts:
     """What Airflow holds about one run, as plain values (epoch seconds for times)."""
 
     dag_id: str
@@ -68,7 +68,7 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def live_progress(records: RunRecords) -> dict[str, Any]:
+def live_progress(records: RunFacts) -> dict[str, Any]:
     """The step now, its rate and ETA, from the richest source there is.
 
     The workload's own step events (local target) are step-level; the `progress` XCom is what the trigger
@@ -125,7 +125,7 @@ def _runs_of(runs: list[dict[str, Any]], jobset: Any, start: float | None, end: 
     return [r for r in runs if start is not None and r["start"] >= start - 5.0 and (end is None or r["start"] <= end)]
 
 
-def attempts_view(records: RunRecords) -> list[dict[str, Any]]:
+def attempts_view(records: RunFacts) -> list[dict[str, Any]]:
     """One row per try of the launch task: JobSet, start, end, outcome, in-cluster restarts, step reached."""
     by_try: dict[int, Mapping[str, Any]] = {}
     for record in records.attempts:
@@ -158,7 +158,7 @@ def _outcome_of(state: str | None) -> str | None:
     return {"success": "finished", "failed": "failed", "up_for_retry": "disrupted"}.get(state or "")
 
 
-def checkpoints_view(records: RunRecords) -> list[dict[str, Any]]:
+def checkpoints_view(records: RunFacts) -> list[dict[str, Any]]:
     """Checkpoints by tier: steps saved in each, and whether the tier is visible from here at all."""
     saved: dict[str, set[int]] = {tier: set() for tier in TIERS}
     events = records.events
@@ -186,7 +186,7 @@ def checkpoints_view(records: RunRecords) -> list[dict[str, Any]]:
     return out
 
 
-def restores_view(records: RunRecords) -> list[dict[str, Any]]:
+def restores_view(records: RunFacts) -> list[dict[str, Any]]:
     """Each restore the workload recorded: step, tier and how long it took (the lowest process's view)."""
     events = records.events or []
     ids = [e.get("process") for e in events if e.get("process") is not None]
@@ -196,7 +196,7 @@ def restores_view(records: RunRecords) -> list[dict[str, Any]]:
             for e in events if e.get("event") == "restore" and e.get("process") == first]
 
 
-def goodput_view(records: RunRecords) -> dict[str, Any] | None:
+def goodput_view(records: RunFacts) -> dict[str, Any] | None:
     """The goodput task's report once it ran; before that, the same computation over the events so far."""
     if records.goodput and isinstance(records.goodput.get("goodput"), (int, float)):
         return {**{k: records.goodput.get(k) for k in ("goodput", "productive_s", "elapsed_s", "badput_s",
@@ -212,7 +212,7 @@ def goodput_view(records: RunRecords) -> dict[str, Any] | None:
             "source": "so far, from the workload events", "final": False}
 
 
-def run_view(records: RunRecords) -> dict[str, Any]:
+def run_view(records: RunFacts) -> dict[str, Any]:
     """The JSON the page polls."""
     return {
         "dag_id": records.dag_id, "run_id": records.run_id, "run_state": records.run_state,

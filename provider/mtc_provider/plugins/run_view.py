@@ -8,7 +8,7 @@ DAG run, one as a tab of a task instance (`{DAG_ID}`, `{RUN_ID}`, `{TASK_ID}` fi
 
 Every route needs Airflow's own login (the UI's JWT cookie, or a bearer token from `POST /auth/token`) and the
 auth manager's read access to the DAG's runs and XComs (`airflow.api_fastapi.core_api.security`). It reads the
-run through Airflow's models (adapters/run_records.py), never a database of its own; on the local target it also
+run through Airflow's models (adapters/airflow_run.py), never a database of its own; on the local target it also
 serves the run's checkpoint folder and goodput chart over http, because Airflow's UI draws no file:// links.
 """
 
@@ -55,9 +55,9 @@ def _user_dep():
 
 
 def _records(session, dag_id: str, run_id: str):
-    from mtc_provider.adapters.run_records import read_run_records
+    from mtc_provider.adapters.airflow_run import read_airflow_run
 
-    records = read_run_records(session, dag_id, run_id)
+    records = read_airflow_run(session, dag_id, run_id)
     if records is None:
         raise HTTPException(404, f"DAG run {dag_id}/{run_id} not found")
     return records
@@ -116,7 +116,7 @@ def create_app() -> FastAPI:
     def checkpoint_files(dag_id: str, run_id: str, path: str, request: Request,
                          session=Depends(session_dep)) -> Response:
         """The run's local checkpoint folder: a directory listing, or a file in it."""
-        from mtc_provider.adapters.run_records import local_dir
+        from mtc_provider.adapters.airflow_run import local_dir
 
         records = _records(session, dag_id, run_id)
         root = local_dir(records.checkpoint_dir)
@@ -135,7 +135,7 @@ def create_app() -> FastAPI:
     @app.get("/runs/{dag_id}/{run_id}/chart.png", dependencies=read)
     def chart(dag_id: str, run_id: str, session=Depends(session_dep)) -> Response:
         """The goodput task's chart; before it ran, the same chart drawn from the workload's events so far."""
-        from mtc_provider.adapters.run_records import chart_path
+        from mtc_provider.adapters.airflow_run import chart_path
 
         records = _records(session, dag_id, run_id)
         final = chart_path(records.goodput)
@@ -149,7 +149,7 @@ def create_app() -> FastAPI:
 
 
 def _chart_available(records) -> bool:
-    from mtc_provider.adapters.run_records import chart_path
+    from mtc_provider.adapters.airflow_run import chart_path
 
     return bool(chart_path(records.goodput) or records.events)
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
-from mtc_provider.core.run_view import GOODPUT_OPERATOR, LAUNCH_OPERATOR, RunRecords, Try
+from mtc_provider.core.run_view import GOODPUT_OPERATOR, LAUNCH_OPERATOR, RunFacts, Try
 
 
 
@@ -53,7 +53,7 @@ def events_dir_for(checkpoint_dir: str | None) -> Path | None:
     return folder.parent / "events" if folder is not None else None
 
 
-def read_run_records(session: Any, dag_id: str, run_id: str) -> RunRecords | None:
+def read_airflow_run(session: Any, dag_id: str, run_id: str) -> RunFacts | None:
     """The run's records, or None when Airflow has no such DAG run."""
     from sqlalchemy import select
 
@@ -75,7 +75,7 @@ def read_run_records(session: Any, dag_id: str, run_id: str) -> RunRecords | Non
     xcoms: dict[tuple[str, str], Any] = {}
     for row in session.scalars(select(XComModel).where(XComModel.dag_id == dag_id, XComModel.run_id == run_id)):
         xcoms[(row.task_id, row.key)] = _value(row)
-    records = RunRecords(dag_id=dag_id, run_id=run_id, run_state=str(run.state) if run.state else None,
+    records = RunFacts(dag_id=dag_id, run_id=run_id, run_state=str(run.state) if run.state else None,
                          now=time.time())
     if launch is not None:
         records.launch_task_id = launch.task_id
@@ -135,7 +135,7 @@ def rendered_run(session: Any, ti: Any) -> dict[str, Any]:
     return out
 
 
-def read_local_files(records: RunRecords) -> None:
+def read_local_files(records: RunFacts) -> None:
     """On the local target the api-server sees the run's files: the workload's events and the checkpoint folder."""
     folder = local_dir(records.checkpoint_dir)
     if folder is None:
