@@ -78,6 +78,16 @@ def test_restarts_and_steps_follow_the_jobset_named_in_the_start_events(tmp_path
     assert [(r["restarts"], r["step"]) for r in rows] == [(1, 9), (0, 20)]
 
 
+def test_a_new_try_before_its_launch_still_shows_the_last_one(events):
+    """Airflow clears the task's XComs when try 2 starts; until try 2 pushes its records, try 1 comes from its
+    history row and the events: its JobSet named by the workload's start events, retried, so disrupted."""
+    path_events = [{**e, "jobset": "e2e-a1"} if e["event"] == "start" and e["ts"] < T0 + 90 else e for e in events]
+    rows = attempts_view(records(path_events, attempts=[],
+                                 tries=[Try(1, "failed", T0 - 1, T0 + 60), Try(2, "running", T0 + 95, None)]))
+    assert [(r["try"], r["jobset"], r["outcome"], r["restarts"]) for r in rows] == [
+        (1, "e2e-a1", "disrupted", 1), (2, None, "running", 0)]
+
+
 def test_a_record_with_more_restarts_than_the_events_show_wins():
     rows = attempts_view(records(None, attempts=[{"attempt": 1, "jobset": "x", "start": T0, "end": T0 + 9,
                                                    "outcome": "finished", "restarts": 3, "last_step": 7}],

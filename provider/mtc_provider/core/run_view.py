@@ -139,6 +139,7 @@ def attempts_view(records: RunFacts) -> list[dict[str, Any]]:
         start = _num(record.get("start")) or (t.start if t else None)
         end = _num(record.get("end")) or (t.end if t and t.state not in ("running", "deferred", "queued") else None)
         inside = _runs_of(runs, record.get("jobset"), start, end)
+        jobset = record.get("jobset") or next((r["jobset"] for r in inside if r["jobset"]), None)
         restarts = record.get("restarts") if isinstance(record.get("restarts"), int) else 0
         numbered = [r["restart"] for r in inside if r["restart"] is not None]
         seen_restarts = max(numbered) if numbered else len(inside) - 1
@@ -148,7 +149,9 @@ def attempts_view(records: RunFacts) -> list[dict[str, Any]]:
         if seen:
             step = max(seen) if step is None else max(step, max(seen))
         outcome = record.get("outcome") or (None if t is None else _outcome_of(t.state))
-        rows.append({"try": number, "jobset": record.get("jobset"), "start": start, "end": end,
+        if not record and outcome == "failed" and number < max(tries):  # Airflow tried again: a resubmission
+            outcome = "disrupted"
+        rows.append({"try": number, "jobset": jobset, "start": start, "end": end,
                      "outcome": outcome or "running", "restarts": restarts, "step": step,
                      "state": t.state if t else None, "reason": record.get("reason") or ""})
     return rows
