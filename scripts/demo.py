@@ -127,6 +127,7 @@ def summarize(run_name: str, wall_s: float) -> dict:
             return None if row is None else (json.loads(row.value) if isinstance(row.value, str) else row.value)
 
         recorded = {
+            "run_id": run.run_id,
             "run_state": str(run.state),
             "train_tries": tis["train"].try_number if "train" in tis else 0,
             "train": xcom("train") or {},
@@ -150,6 +151,7 @@ def build_summary(recorded: dict, events: list[dict], faults: list[dict], wall_s
     records = recorded.get("attempts") or ([train] if "restarts" in train else [])
     restarts = in_cluster_restarts(records)
     return {
+        "run_id": recorded.get("run_id"),
         "run_state": recorded.get("run_state"),
         "train_tries": recorded.get("train_tries", 0),
         "train": train,
@@ -186,6 +188,25 @@ def print_summary(title: str, summary: dict) -> None:
     console.print(faults)
 
 
+def run_view_hint(run_id: str | None, port: int = 8080) -> list[str]:
+    """Where to open the run's training-run view (the provider's plugin in Airflow's api-server)."""
+    from mtc_provider.links.run_view import run_path
+
+    path = run_path(DAG_ID, run_id) if run_id else "/mtc/"
+    return [f"AIRFLOW_HOME={AIRFLOW_HOME} MTC_LOCAL_HOME={LOCAL_HOME} {Path(sys.executable).parent / 'airflow'} "
+            f"api-server --host 127.0.0.1 --port {port}",
+            f"http://127.0.0.1:{port}{path}  (log in as in {AIRFLOW_HOME}/simple_auth_manager_passwords.json.generated;"
+            f" or the run's 'Training run' tab)"]
+
+
+def print_run_view(run_id: str | None) -> None:
+    start, url = run_view_hint(run_id)
+    console.print("[bold]The run view[/bold] (attempts, step, checkpoints by tier, restores, goodput, chart): start "
+                  "Airflow's api-server on the demo's home and open it:")
+    console.print(f"  {start}", soft_wrap=True)
+    console.print(f"  {url}", soft_wrap=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", action="store_true", help="also run the persistent-only baseline")
@@ -212,6 +233,7 @@ def main() -> int:
         rc, wall_s = run_dag(conf, label)
         summary = summarize(run_name, wall_s)
         print_summary(f"{label} ({run_name})", summary)
+        print_run_view(summary.get("run_id"))
         (DEMO / f"{run_name}-summary.json").write_text(json.dumps(summary, indent=2, default=str))
         results.append((label, rc, summary))
     if len(results) == 2:

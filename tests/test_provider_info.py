@@ -80,3 +80,28 @@ def test_airflow_providers_list_shows_the_provider(tmp_path: Path) -> None:
     listed = {entry["package_name"]: entry for entry in json.loads(document)}
     assert DISTRIBUTION in listed, sorted(listed)
     assert listed[DISTRIBUTION]["version"] == __version__
+
+
+def test_run_view_plugin_is_registered_and_airflow_accepts_its_views() -> None:
+    """The `airflow.plugins` entry point names the run view plugin; Airflow's own response models for plugins
+    (what the UI reads from /api/v2/plugins) accept its app and its three external views, each route unique."""
+    from airflow.api_fastapi.core_api.datamodels.plugins import ExternalViewResponse, FastAPIAppResponse
+    from airflow.plugins_manager import AirflowPlugin
+
+    from mtc_provider.links.run_view import PREFIX
+    from mtc_provider.plugins.run_view import MtcRunViewPlugin
+
+    (point,) = [ep for ep in entry_points(group="airflow.plugins") if ep.dist and ep.dist.name == DISTRIBUTION]
+    assert point.load() is MtcRunViewPlugin and issubclass(MtcRunViewPlugin, AirflowPlugin)
+    views = [ExternalViewResponse.model_validate(view) for view in MtcRunViewPlugin.external_views]
+    assert sorted(v.destination for v in views) == ["dag_run", "nav", "task_instance"]
+    assert len({v.url_route for v in views}) == len(views)
+    assert all(v.href.startswith(PREFIX + "/") for v in views)
+    (app,) = MtcRunViewPlugin.fastapi_apps
+    FastAPIAppResponse.model_validate({**app, "app": repr(app["app"])})
+    from airflow.api_fastapi.app import RESERVED_URL_PREFIXES
+
+    assert not any(app["url_prefix"].startswith(p) for p in RESERVED_URL_PREFIXES)
+    # Not also under get_provider_info's `plugins` (read only with lazy_discover_providers=False): found both
+    # ways, Airflow would report the second as an import error ("already registered").
+    assert "plugins" not in get_provider_info()

@@ -2,6 +2,10 @@
 
 `package-name` must equal the distribution name. Module lists name the modules the provider ships; the
 test validates this against the provider_info.schema.json that Airflow itself ships.
+
+The run view plugin (plugins/run_view.py) is registered by the `airflow.plugins` entry point (pyproject.toml), not
+under a `plugins` key here: Airflow 3.3 reads that key only with `[core] lazy_discover_providers = False`
+(plugins_manager._get_plugins), and a plugin found both ways is reported as an import error ("already registered").
 """
 
 from __future__ import annotations

@@ -160,3 +160,12 @@ def test_demo_summary_counts_two_restarts_of_a_real_run(tmp_path):
             except ProcessLookupError:
                 pass
         shutil.rmtree(home.shm_root, ignore_errors=True)
+
+
+def test_demo_says_where_to_open_the_run_view(demo):
+    start, url = demo.run_view_hint("manual__2026-12-01T10:00:00+00:00", port=8081)
+    assert "api-server --host 127.0.0.1 --port 8081" in start and f"AIRFLOW_HOME={demo.AIRFLOW_HOME}" in start
+    # The run id percent-encoded as one path segment: the plugin's route /mtc/runs/<dag_id>/<run_id>.
+    assert url.startswith("http://127.0.0.1:8081/mtc/runs/mtc_resilient_training/"
+                          "manual__2026-12-01T10%3A00%3A00%2B00%3A00 ")
+    assert demo.run_view_hint(None)[1].startswith("http://127.0.0.1:8080/mtc/ ")

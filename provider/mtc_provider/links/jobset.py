@@ -3,7 +3,8 @@
 Airflow 3's API server shows a link by reading the URL stored in XCom under the link's `xcom_key`,
 so the launch operator stores finished URLs at run time (`persist_links`). On the local target there
 is no console: those links are simply not stored (no link shown, never a broken one), and the
-checkpoint folder is a file:// URL.
+checkpoint folder is served over http by the provider's plugin inside the api-server (links/run_view.py):
+Airflow 3.3's UI draws no file:// link.
 """
 
 from __future__ import annotations
@@ -76,11 +77,24 @@ def logs_url(project_id: str, cluster: str, namespace: str, name: str, start: fl
     return f"{CONSOLE}/logs/query;query={query}{scope}?project={project_id}"
 
 
-def checkpoints_url(checkpoint_dir: str, project_id: str | None = None) -> str:
+def checkpoints_url(checkpoint_dir: str, project_id: str | None = None, run: tuple[str, str] | None = None) -> str:
+    """The folder in the Cloud Console for gs://; a local folder through the run view plugin when the run
+    (dag_id, run_id) is known, else a file:// URL (stored for the REST API; the UI does not draw it)."""
     if checkpoint_dir.startswith("gs://"):
         path = checkpoint_dir[len("gs://"):].rstrip("/")
         return f"{CONSOLE}/storage/browser/{path}" + (f"?project={project_id}" if project_id else "")
+    if run is not None:
+        from mtc_provider.links.run_view import folder_url
+
+        return folder_url(*run)
     return "file://" + quote(checkpoint_dir)
+
+
+def run_of(context: Any) -> tuple[str, str] | None:
+    """(dag_id, run_id) of the task instance in `context`, or None outside a DAG run."""
+    ti = context.get("ti") if hasattr(context, "get") else None
+    dag_id, run_id = getattr(ti, "dag_id", None), getattr(ti, "run_id", None)
+    return (dag_id, run_id) if isinstance(dag_id, str) and isinstance(run_id, str) else None
 
 
 class _StoredUrlLink(BaseOperatorLink):
@@ -115,7 +129,8 @@ JOBSET_LINKS = (JobSetWorkloadLink(), JobSetLogsLink(), CheckpointFolderLink())
 
 
 def link_urls(target: Target, namespace: str, name: str, checkpoint_dir: str, start: float | None = None,
-              end: float | None = None, replicated_job: str | None = None) -> dict[str, str]:
+              end: float | None = None, replicated_job: str | None = None,
+              run: tuple[str, str] | None = None) -> dict[str, str]:
     """The URLs to store, keyed by XCom key; console links only exist on targets with a Console scope. The logs
     link covers the attempt's leader pod from `start` to `end` (epoch seconds; end None: still running)."""
     from mtc_provider.targets import backend_for
@@ -128,7 +143,7 @@ def link_urls(target: Target, namespace: str, name: str, checkpoint_dir: str, st
                                                     namespace, name)
         urls[JobSetLogsLink.key] = logs_url(scope.project_id, scope.cluster_name, namespace, name, start, end,
                                             replicated_job)
-    urls[CheckpointFolderLink.key] = checkpoints_url(checkpoint_dir, scope.project_id if scope else None)
+    urls[CheckpointFolderLink.key] = checkpoints_url(checkpoint_dir, scope.project_id if scope else None, run)
     return urls
 
 
@@ -154,7 +169,7 @@ def persist_logs_link(context: Any, target: Target, namespace: str, name: str, s
 def persist_links(context: Any, target: Target, namespace: str, name: str, checkpoint_dir: str,
                   start: float | None = None, end: float | None = None,
                   replicated_job: str | None = None) -> dict[str, str]:
-    urls = link_urls(target, namespace, name, checkpoint_dir, start, end, replicated_job)
+    urls = link_urls(target, namespace, name, checkpoint_dir, start, end, replicated_job, run_of(context))
     for key, url in urls.items():
         context["ti"].xcom_push(key=key, value=url)
     return urls

@@ -183,8 +183,11 @@ class GoodputReportOperator(BaseOperator):
         url = path
         if on_gcs and not self.events_dir:
             url = self._upload(path, run_file)
-        if "ti" in context:  # the "Goodput chart" extra link on every target: console page or file:// URL
-            context["ti"].xcom_push(key=GoodputChartLink.key, value=chart_link_url(url))
+        if "ti" in context:  # the "Goodput chart" extra link on every target: console page, or the run view plugin
+            from mtc_provider.links.jobset import run_of
+
+            local = not url.startswith("gs://")
+            context["ti"].xcom_push(key=GoodputChartLink.key, value=chart_link_url(url, run_of(context) if local else None))
         self.log.info("goodput %.1f%% (this provider's, from %s): productive %.0fs of %.0fs; %d disruption(s); "
                       "badput %s; recovery %s; chart %s", 100 * report.goodput, source, report.productive_s,
                       report.elapsed_s, report.disruptions, report.badput_s, report.recovery_s, url)

@@ -91,6 +91,7 @@ except ImportError:  # pragma: no cover - older Airflow
 STEP_HISTORY_ANNOTATION = f"{L.PREFIX}/step-history"
 XCOM_KEY = "jobset"
 ATTEMPTS_XCOM_KEY = "attempts"
+RUN_XCOM_KEY = "mtc_run"  # checkpoint_dir, target_step, run_name: pushed at each try's launch, for the run view
 PROGRESS_XCOM_KEY = "progress"  # the latest progress figures of the watch (core.progress_report)
 # goodput outcomes of an attempt record (core.goodput.Attempt)
 FINISHED, DISRUPTED, FAILED_OUTCOME = "finished", "disrupted", "failed"
@@ -575,6 +576,7 @@ class MtcJobSetOperator(BaseOperator):
         self._current = (connection, namespace, name, {**_owner(ti), "run_name": checkpointing.run_name})
         persist_links(context, self._target(), namespace, name, checkpoint_dir, start=created_at(obj, time.time()),
                       replicated_job=workload.replicated_job_name)
+        self._push_run(context, lock, checkpoint_dir, target_step, checkpointing.run_name)
         state = evaluate_jobset(obj)
         stall_timeout = None if self._completion or self.stall_timeout in (None, "") else float(self.stall_timeout)
         gcp_conn_id, impersonation_chain = self._google()
@@ -844,6 +846,13 @@ class MtcJobSetOperator(BaseOperator):
                     record.update(end=time.time(), outcome=outcome, restarts=restarts, last_step=latest,
                                   reason=reason)
         lock.update(change)
+
+    def _push_run(self, context, lock: RunLock, checkpoint_dir: str, target_step: int, run_name: str) -> None:
+        """While the attempt runs: what the run view reads (plugins/run_view.py), since Airflow clears a task's
+        XComs when its next try starts: the run's description and every attempt so far, this one still open."""
+        context["ti"].xcom_push(key=RUN_XCOM_KEY, value={"checkpoint_dir": checkpoint_dir, "target_step": target_step,
+                                                         "run_name": run_name})
+        context["ti"].xcom_push(key=ATTEMPTS_XCOM_KEY, value=lock.read()[ATTEMPTS])
 
     def _push(self, context, namespace, name, attempt, restarts, latest, reason, lock: RunLock) -> dict[str, Any]:
         result = {"jobset_name": name, "namespace": namespace, "attempt": attempt, "restarts": restarts,

@@ -1,0 +1,1 @@
+"""The provider's Airflow plugins (the training-run view)."""

@@ -1,0 +1,241 @@
+"""The training-run view: an Airflow 3 plugin (a FastAPI app inside the api-server, plus a page).
+
+Registered through the provider's own metadata: the `airflow.plugins` entry point in pyproject.toml, which Airflow
+loads with its default settings (the `plugins` key of get_provider_info is read only with `[core]
+lazy_discover_providers = False`; see get_provider_info.py). Airflow 3.3 mounts `fastapi_apps` under their
+`url_prefix` and shows `external_views` in an iframe: one in the navigation ("Training runs"), one as a tab of a
+DAG run, one as a tab of a task instance (`{DAG_ID}`, `{RUN_ID}`, `{TASK_ID}` filled in by the UI).
+
+Every route needs Airflow's own login (the UI's JWT cookie, or a bearer token from `POST /auth/token`) and the
+auth manager's read access to the DAG's runs and XComs (`airflow.api_fastapi.core_api.security`). It reads the
+run through Airflow's models (adapters/airflow_run.py), never a database of its own; on the local target it also
+serves the run's checkpoint folder and goodput chart over http, because Airflow's UI draws no file:// links.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import os
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+
+from mtc_provider.links.run_view import PREFIX, run_path
+
+PAGE = Path(__file__).with_name("run_view.html")
+LIST_LIMIT = 50
+
+
+def _read_access():
+    """Read access to the DAG's runs and their XComs (the dag_id comes from the path)."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+    from airflow.api_fastapi.core_api.security import requires_access_dag
+
+    return [Depends(requires_access_dag("GET", DagAccessEntity.RUN)),
+            Depends(requires_access_dag("GET", DagAccessEntity.XCOM))]
+
+
+def _session_dep():
+    from airflow.api_fastapi.common.db.common import _get_session
+
+    return _get_session
+
+
+def _user_dep():
+    from airflow.api_fastapi.core_api.security import get_user
+
+    return get_user
+
+
+def _records(session, dag_id: str, run_id: str):
+    from mtc_provider.adapters.airflow_run import read_airflow_run
+
+    records = read_airflow_run(session, dag_id, run_id)
+    if records is None:
+        raise HTTPException(404, f"DAG run {dag_id}/{run_id} not found")
+    return records
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="MTC training runs", docs_url=None, redoc_url=None, openapi_url=None)
+    read = _read_access()
+    session_dep, user_dep = _session_dep(), _user_dep()
+
+    @app.get("/", response_class=HTMLResponse)
+    def runs_list(user=Depends(user_dep), session=Depends(session_dep)) -> HTMLResponse:
+        """Recent runs of DAGs with a launch task that this user may read."""
+        from sqlalchemy import select
+
+        from airflow.api_fastapi.app import get_auth_manager
+        from airflow.models.taskinstance import TaskInstance
+
+        from mtc_provider.core.run_view import LAUNCH_OPERATOR
+
+        readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET", session=session)
+        rows = session.execute(
+            select(TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state,
+                   TaskInstance.try_number, TaskInstance.start_date)
+            .where(TaskInstance.operator == LAUNCH_OPERATOR, TaskInstance.dag_id.in_(readable))
+            .order_by(TaskInstance.start_date.desc().nullslast()).limit(LIST_LIMIT)).all()
+        items = "".join(
+            f"<tr><td><a href='{html.escape(_root_path() + run_path(r.dag_id, r.run_id))}' target='_top'>"
+            f"{html.escape(r.dag_id)}</a></td><td>{html.escape(r.run_id)}</td><td>{html.escape(r.task_id)}</td>"
+            f"<td>{html.escape(str(r.state or ''))}</td><td>{r.try_number}</td>"
+            f"<td>{_utc(r.start_date)}</td></tr>" for r in rows)
+        body = (f"<table><thead><tr><th>DAG</th><th>run</th><th>launch task</th><th>state</th><th>tries</th>"
+                f"<th>started (UTC)</th></tr></thead><tbody>{items}</tbody></table>" if rows
+                else "<p>No training runs yet: trigger a DAG with an MtcJobSetOperator task.</p>")
+        return HTMLResponse(f"<!doctype html><html><head><meta charset='utf-8'><title>Training runs</title>"
+                            f"<style>{LIST_STYLE}</style></head><body><h1>Training runs</h1>{body}</body></html>")
+
+    @app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse, dependencies=read)
+    def run_page(dag_id: str, run_id: str) -> HTMLResponse:
+        return HTMLResponse(PAGE.read_text(encoding="utf-8"))
+
+    @app.get("/api/runs/{dag_id}/{run_id}", dependencies=read)
+    def run_json(dag_id: str, run_id: str, session=Depends(session_dep)) -> JSONResponse:
+        from mtc_provider.core.run_view import run_view
+
+        records = _records(session, dag_id, run_id)
+        view = run_view(records)
+        base = _root_path() + run_path(dag_id, run_id)
+        if view["checkpoint_dir"] and view["checkpoint_dir"].startswith("/"):  # local: served by this app
+            view["folder_url"] = base + "/files/checkpoints/"
+        view["chart_url"] = base + "/chart.png" if _chart_available(records) else None
+        view["airflow_url"] = f"{_root_path()}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
+        return JSONResponse(view, headers={"Cache-Control": "no-store"})
+
+    @app.get("/runs/{dag_id}/{run_id}/files/checkpoints/{path:path}", dependencies=read)
+    def checkpoint_files(dag_id: str, run_id: str, path: str, request: Request,
+                         session=Depends(session_dep)) -> Response:
+        """The run's local checkpoint folder: a directory listing, or a file in it."""
+        from mtc_provider.adapters.airflow_run import local_dir
+
+        records = _records(session, dag_id, run_id)
+        root = local_dir(records.checkpoint_dir)
+        if root is None:
+            raise HTTPException(404, f"run {dag_id}/{run_id} has no checkpoint folder on this machine "
+                                     f"(checkpoint_dir {records.checkpoint_dir!r}); on GKE use the Cloud Console link")
+        target = _inside(root, path)
+        if target.is_dir():
+            if path and not path.endswith("/"):
+                return Response(status_code=307, headers={"Location": request.url.path + "/"})
+            return HTMLResponse(_listing(root, target, path))
+        if target.is_file():
+            return FileResponse(target)
+        raise HTTPException(404, f"{path!r} is not in {root}")
+
+    @app.get("/runs/{dag_id}/{run_id}/chart.png", dependencies=read)
+    def chart(dag_id: str, run_id: str, session=Depends(session_dep)) -> Response:
+        """The goodput task's chart; before it ran, the same chart drawn from the workload's events so far."""
+        from mtc_provider.adapters.airflow_run import chart_path
+
+        records = _records(session, dag_id, run_id)
+        final = chart_path(records.goodput)
+        if final:
+            return FileResponse(final, media_type="image/png", headers={"Cache-Control": "no-store"})
+        if not records.events:
+            raise HTTPException(404, f"no goodput chart for run {dag_id}/{run_id} yet (no workload events visible)")
+        return Response(_draw(records.events), media_type="image/png", headers={"Cache-Control": "no-store"})
+
+    return app
+
+
+def _chart_available(records) -> bool:
+    from mtc_provider.adapters.airflow_run import chart_path
+
+    return bool(chart_path(records.goodput) or records.events)
+
+
+def _draw(events) -> bytes:
+    from mtc_provider.core.goodput import compute_goodput, timeline_from_workload_events
+    from mtc_provider.operators.goodput import render_chart
+
+    timeline = timeline_from_workload_events(events)
+    with tempfile.TemporaryDirectory(prefix="mtc-chart-") as tmp:
+        path = os.path.join(tmp, "goodput.png")
+        report = compute_goodput(timeline)
+        render_chart(timeline, report, path,
+                     title=f"so far: goodput {report.goodput:.1%} over {report.elapsed_s:.0f}s")
+        return Path(path).read_bytes()
+
+
+def _inside(root: Path, path: str) -> Path:
+    """`root/path`, refusing anything that resolves outside root (.., symlinks out)."""
+    base = root.resolve()
+    target = (base / path).resolve()
+    if target != base and base not in target.parents:
+        raise HTTPException(403, f"{path!r} is outside the run's checkpoint folder")
+    return target
+
+
+def _listing(root: Path, folder: Path, path: str) -> str:
+    rows = []
+    if path.strip("/"):
+        rows.append("<tr><td><a href='../'>../</a></td><td></td><td></td></tr>")
+    for entry in sorted(folder.iterdir(), key=lambda p: (not p.is_dir(), p.name)):
+        name = entry.name + ("/" if entry.is_dir() else "")
+        stat = entry.stat()
+        size = "" if entry.is_dir() else f"{stat.st_size:,}"
+        rows.append(f"<tr><td><a href='{quote(name)}'>{html.escape(name)}</a></td><td>{size}</td>"
+                    f"<td>{_utc(datetime.fromtimestamp(stat.st_mtime, tz=timezone.utc))}</td></tr>")
+    title = html.escape(str(folder))
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>{LIST_STYLE}</style>"
+            f"</head><body><h1>{title}</h1><table><thead><tr><th>name</th><th>bytes</th><th>modified (UTC)</th>"
+            f"</tr></thead><tbody>{''.join(rows)}</tbody></table></body></html>")
+
+
+def _utc(value: datetime | None) -> str:
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S") if value else ""
+
+
+def _root_path() -> str:
+    """The api-server's path prefix from `[api] base_url` ('' at the root), for links inside the pages."""
+    from urllib.parse import urlsplit
+
+    from airflow.configuration import conf
+
+    return urlsplit(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
+
+
+LIST_STYLE = ("body{font-family:system-ui,sans-serif;margin:1.5rem;color:#1a202c}table{border-collapse:collapse}"
+              "td,th{padding:.3rem .8rem;border-bottom:1px solid #e2e8f0;text-align:left}"
+              "h1{font-size:1.2rem}")
+
+
+class LazyApp:
+    """The ASGI app, built on its first request: every Airflow component loads plugins (the scheduler, the
+    triggerer, task processes), and only the api-server should pay for FastAPI and Airflow's API modules."""
+
+    def __init__(self) -> None:
+        self._app: FastAPI | None = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if self._app is None:
+            self._app = create_app()
+        await self._app(scope, receive, send)
+
+    def __repr__(self) -> str:
+        return f"{__name__}.create_app"
+
+
+class MtcRunViewPlugin(AirflowPlugin):
+    """The provider's plugin: the run view app and its three places in Airflow's UI."""
+
+    name = "mtc_run_view"
+    fastapi_apps = [{"app": LazyApp(), "url_prefix": PREFIX, "name": "MTC training runs"}]
+    external_views = [
+        {"name": "Training runs", "href": f"{PREFIX}/", "destination": "nav", "url_route": "mtc-training-runs",
+         "category": "browse"},
+        {"name": "Training run", "href": f"{PREFIX}/runs/{{DAG_ID}}/{{RUN_ID}}", "destination": "dag_run",
+         "url_route": "mtc-training-run"},
+        {"name": "Training run", "href": f"{PREFIX}/runs/{{DAG_ID}}/{{RUN_ID}}?task={{TASK_ID}}",
+         "destination": "task_instance", "url_route": "mtc-training-run-task"},
+    ]
