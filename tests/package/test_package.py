@@ -168,6 +168,9 @@ DISTRIBUTIONS = {
     "etils": "etils",
     "absl": "absl-py",
     "fastapi": "fastapi",
+    "ml_goodput_measurement": "ml-goodput-measurement",
+    "google.cloud.logging": "google-cloud-logging",
+    "packaging": "packaging",
     "sqlalchemy": "sqlalchemy",
 }
 
@@ -175,7 +178,7 @@ DISTRIBUTIONS = {
 def test_every_imported_package_is_declared() -> None:
     stdlib = set(sys.stdlib_module_names) | {"mtc_provider", "__future__"}
     requirements = list(PYPROJECT["project"]["dependencies"])
-    for extra in ("chart", "local"):
+    for extra in ("chart", "local", "goodput"):
         requirements += PYPROJECT["project"]["optional-dependencies"][extra]
     declared = {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in requirements}
     undeclared = []
