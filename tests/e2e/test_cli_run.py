@@ -132,7 +132,8 @@ def test_a_user_s_day_with_one_file_plan_run_logs_status_list(airflow_server, tm
     status = _mtc(["status", run_name, *where, "-o", "json"], env, 120)  # after the teardown: the run's record
     assert status.returncode == 0, status.stderr
     data = json.loads(status.stdout)
-    assert data["state"] == "succeeded" and data["newest_step"] == 40 and len(data["attempts"]) == 1
+    assert data["state"] == "succeeded" and data["newest_step"] == 40 and len(data["attempts"]) == 1, (
+        json.dumps(data, indent=1) + "\n" + server.task_log(TRAINING, run_id, "train", 1))
     listed = _mtc(["list", *where, "-o", "json"], env, 120)
     assert listed.returncode == 0, listed.stderr
     (row,) = [r for r in json.loads(listed.stdout) if r["run_name"] == run_name]

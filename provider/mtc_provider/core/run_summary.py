@@ -31,7 +31,9 @@ def run_record(*, run_name: str, namespace: str, checkpoint_dir: str, target_ste
                reason: str = "", progress: Mapping[str, Any] | None = None,
                previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The record to write. `previous`: the record already there, whose progress figures are kept when no newer
-    ones came (an attempt's end carries none)."""
+    ones came (an attempt's end carries none), and whose attempts are kept when this writer no longer sees them:
+    a try that starts after the run lock was released (a task re-run by the scheduler after its worker's report
+    was lost, taking the ended JobSet's result) reads a fresh lock with no history."""
     if state not in STATES:
         raise ValueError(f"state {state!r}: one of {', '.join(STATES)}")
     same_run = previous is not None and previous.get("dag_run") == {
@@ -46,10 +48,17 @@ def run_record(*, run_name: str, namespace: str, checkpoint_dir: str, target_ste
         "state": state,
         "reason": reason,
         "dag_run": {"dag_id": owner.get("dag_id"), "run_id": owner.get("run_id"), "task_id": owner.get("task_id")},
-        "attempts": [dict(a) for a in attempts],
+        "attempts": merged_attempts((previous or {}).get("attempts") or [] if same_run else [], attempts),
         "progress": dict(progress) if progress else kept_progress,
         "updated": now,
     }
+
+
+def merged_attempts(kept: Sequence[Mapping[str, Any]], seen: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The attempts of both lists, one per JobSet: what this writer saw wins over what was kept; by attempt."""
+    by_jobset = {a.get("jobset"): dict(a) for a in kept}
+    by_jobset.update({a.get("jobset"): dict(a) for a in seen})
+    return sorted(by_jobset.values(), key=lambda a: (a.get("attempt") or 0, a.get("start") or 0.0))
 
 
 def _started(record: Mapping[str, Any]) -> float | None:
