@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lowest-direct-versions job: resolve every direct dependency of pyproject.toml (runtime, `local`, `test`
-# and `goodput` extras) and of rehearsal/pyproject.toml (mtc-local) at the LOWEST version its lower bound allows, install that into its own virtual environment, and run
+# `goodput` and `deploy` extras) and of rehearsal/pyproject.toml (mtc-local) at the LOWEST version its lower bound allows, install that into its own virtual environment, and run
 # the fast tests there. It proves the lower bounds in pyproject.toml are honest.
 #
 #   make test-lowest                 (or: bash scripts/test-lowest.sh [extra pytest args])
@@ -17,9 +17,9 @@ unset VIRTUAL_ENV UV_PROJECT_ENVIRONMENT
 
 start=$(date +%s)
 "$UV" venv --quiet --allow-existing --python "$PYTHON" "$VENV"
-# The provider with its `local`, `test` and `goodput` extras, and the rehearsal (mtc-local, the workspace member the `local`
+# The provider with its `local`, `test`, `goodput` and `deploy` extras, and the rehearsal (mtc-local, the workspace member the `local`
 # extra names, which no index has): both editable, so both projects' dependencies are the direct ones.
-printf -- '-e .[local,test,goodput]\n-e ./rehearsal\n' > "$VENV/requirements.in"
+printf -- '-e .[local,test,goodput,deploy]\n-e ./rehearsal\n' > "$VENV/requirements.in"
 "$UV" pip compile --quiet "$VENV/requirements.in" --resolution lowest-direct \
     --python "$VENV/bin/python" --output-file "$VENV/requirements.txt"
 "$UV" pip sync --quiet --python "$VENV/bin/python" "$VENV/requirements.txt"
