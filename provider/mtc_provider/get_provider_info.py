@@ -61,6 +61,7 @@ def get_provider_info() -> dict[str, Any]:
                     "mtc_provider.triggers.jobset",
                     "mtc_provider.triggers.checkpoint",
                     "mtc_provider.triggers.gcp",
+                    "mtc_provider.triggers.attempt_end",
                 ],
             }
         ],
