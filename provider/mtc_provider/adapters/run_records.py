@@ -101,9 +101,25 @@ class RunRecords:
         return [record for record in found if record is not None]
 
 
+def record_run(checkpoint_dir: str, gcp_conn_id: str, impersonation_chain: str | list[str] | None, *, run_name: str,
+               namespace: str, target_step: int | None, state: str, attempts: Any, owner: Any, reason: str,
+               progress: Any = None) -> str:
+    """Write the run's record (core.run_summary.run_record over the one already there); returns where it went. The
+    launch operator's end of an attempt and the trigger's end of a retry both write through here."""
+    import time
+
+    from mtc_provider.core.run_summary import run_record
+
+    records = RunRecords(checkpoint_dir, gcp_conn_id, impersonation_chain)
+    data = run_record(run_name=run_name, namespace=namespace, checkpoint_dir=checkpoint_dir, target_step=target_step,
+                      state=state, attempts=attempts, owner=owner, now=time.time(), reason=reason, progress=progress,
+                      previous=records.read(checkpoint_dir))
+    return records.write(checkpoint_dir, data)
+
+
 def checkpoint_dir_of_run(base: str, run_name: str) -> str:
     """`<base>/<run_name>/checkpoints`, as CheckpointingSpec.checkpoint_directory builds it."""
     return f"{base.rstrip('/')}/{run_name}/checkpoints"
 
 
-__all__ = ["RunRecords", "checkpoint_dir_of_run"]
+__all__ = ["RunRecords", "checkpoint_dir_of_run", "record_run"]

@@ -911,17 +911,13 @@ class MtcJobSetOperator(BaseOperator):
         if not checkpoint_dir or self._completion:
             return
         try:
-            from mtc_provider.adapters.run_records import RunRecords
-            from mtc_provider.core.run_summary import run_record
+            from mtc_provider.adapters.run_records import record_run
 
             gcp_conn_id, impersonation_chain = self._google()
-            records = RunRecords(checkpoint_dir, gcp_conn_id, impersonation_chain)
             run_name = ti_run_name(self, checkpoint_dir)
-            data = run_record(run_name=run_name, namespace=namespace, checkpoint_dir=checkpoint_dir,
-                              target_step=target_step, state=state, attempts=attempts, owner=_owner(ti),
-                              now=time.time(), reason=reason, progress=progress,
-                              previous=records.read(checkpoint_dir))
-            where = records.write(checkpoint_dir, data)
+            where = record_run(checkpoint_dir, gcp_conn_id, impersonation_chain, run_name=run_name, namespace=namespace,
+                               target_step=target_step, state=state, attempts=attempts, owner=_owner(ti),
+                               reason=reason, progress=progress)
             self.log.info("run %s: %s, %d attempt(s) recorded in %s", run_name, state, len(attempts), where)
         except Exception as exc:  # noqa: BLE001 - the record is for people reading the run later
             self.log.warning("could not write the run's attempt record beside %s: %s", checkpoint_dir, exc)

@@ -16,7 +16,6 @@ synchronous path), or any error in the bookkeeping: the worker resumes as before
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from airflow.triggers.base import TriggerEvent
@@ -109,18 +108,15 @@ def _record_retrying(trigger: Any, ti: Any, lock: Any, reason: str) -> None:
     """The run's record beside its checkpoints says "retrying", as the worker's end of a retry writes it
     (operators.jobset `_write_record`; read by `mtc status`/`mtc list`). Best effort: it never changes the end."""
     from mtc_provider.adapters.run_lock import ATTEMPTS
-    from mtc_provider.adapters.run_records import RunRecords
-    from mtc_provider.core.run_summary import RETRYING, run_record
+    from mtc_provider.adapters.run_records import record_run
+    from mtc_provider.core.run_summary import RETRYING
     from mtc_provider.operators.jobset import _owner
 
     extra, checkpoint_dir = trigger.extra, trigger.checkpoint_dir
     try:
-        records = RunRecords(checkpoint_dir, trigger.gcp_conn_id or "google_cloud_default",
-                             trigger.impersonation_chain)
-        data = run_record(run_name=extra["run_name"], namespace=extra.get("namespace") or trigger.namespace,
-                          checkpoint_dir=checkpoint_dir, target_step=extra.get("target_step"), state=RETRYING,
-                          attempts=lock.read()[ATTEMPTS], owner=_owner(ti), now=time.time(), reason=reason,
-                          previous=records.read(checkpoint_dir))
-        records.write(checkpoint_dir, data)
+        record_run(checkpoint_dir, trigger.gcp_conn_id or "google_cloud_default", trigger.impersonation_chain,
+                   run_name=extra["run_name"], namespace=extra.get("namespace") or trigger.namespace,
+                   target_step=extra.get("target_step"), state=RETRYING, attempts=lock.read()[ATTEMPTS],
+                   owner=_owner(ti), reason=reason)
     except Exception as exc:  # noqa: BLE001 - the record is for people reading the run later
         trigger.log.warning("could not write the run's attempt record beside %s: %s", checkpoint_dir, exc)
