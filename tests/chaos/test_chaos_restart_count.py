@@ -32,7 +32,7 @@ from tests.doubles.memory_jobset import (
     status_restarting,
     status_running,
 )
-from tests.jobset.js_helpers import FakeTI, ckpt_dir, finalize, launch
+from tests.support.js_helpers import FakeTI, ckpt_dir, finalize, launch
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_PLAN = Schedule(0, (Fault("sigkill_host", 8, 0, 0), Fault("sigkill_host", 9, 0, 0)), steps=16)

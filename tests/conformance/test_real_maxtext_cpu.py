@@ -19,7 +19,7 @@ from pathlib import Path
 
 import maxtext_env
 import pytest
-from tests.runner.conftest import api, home, terminal  # noqa: F401  (fixtures)
+from tests.support.local_cluster import api, home, terminal  # noqa: F401  (fixtures)
 
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
 from mtc_provider.core.jobset import build_jobset_for_run, pod_template

@@ -21,7 +21,7 @@ import pytest
 from mtc_local.cluster.client import LocalCluster
 from mtc_local.shared.state import Home, read_json
 from mtc_local.supervisor import advertised_host, bind_host
-from tests.runner.conftest import FAKE_WORKLOAD, make_jobset
+from tests.support.local_cluster import FAKE_WORKLOAD, make_jobset
 
 
 def _connects(host: str, port: int) -> bool:

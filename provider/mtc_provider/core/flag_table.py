@@ -2,7 +2,7 @@
 
 Both sides of the process boundary read it: `CheckpointingSpec` (core.spec) takes its defaults from
 `CHECKPOINT_FLAGS`, the provider renders `key=value` arguments from the spec, and the local workload
-(`mtc_local.workload.flags`) parses them with `WORKLOAD_FLAGS` (tests/local/test_workload_contract.py
+(`mtc_local.workload.flags`) parses them with `WORKLOAD_FLAGS` (tests/rehearsal/workload/test_workload_contract.py
 pins the rendered arguments against the workload's parser in its own process). name -> (type, default);
 a `None` default means required.
 """

@@ -1,0 +1,100 @@
+"""`mtc --version`, `--output json|yaml` for plan and size, `-` for stdin, and size from --tpu-type/--topology."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from tests.core.core_helpers import gke_config
+from typer.testing import CliRunner
+
+from mtc_provider import __version__
+from mtc_provider.cli import app
+
+runner = CliRunner()
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout == f"mtc {__version__}\n"
+
+
+@pytest.mark.parametrize(
+    "tpu_type, topology, machine_type, hosts",
+    [("v5p", "2x2x2", "", 2), ("v6e", "4x8", "", 8), ("v6e", "2x4", "ct6e-standard-8t", 1), ("v5e", "16x16", "", 64)],
+)
+def test_size_derives_the_host_count_from_tpu_type_and_topology(tpu_type, topology, machine_type, hosts) -> None:
+    # 8e9 parameters fit every host here (a derived machine type is also checked against its host memory).
+    args = ["size", "--params", "8e9", "--tpu-type", tpu_type, "--topology", topology, "-o", "json"]
+    result = runner.invoke(app, args + (["--machine-type", machine_type] if machine_type else []))
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["hosts_per_slice"] == data["slices"]["hosts_per_slice"] == hosts
+    by_hosts = json.loads(runner.invoke(app, ["size", "--params", "8e9", "--hosts", str(hosts), "-o", "json"]).stdout)
+    assert by_hosts["total_bytes"] == data["total_bytes"]
+
+
+def test_size_json_carries_the_guides_numbers() -> None:
+    data = json.loads(runner.invoke(app, ["size", "--params", "70e9", "--hosts", "32", "--output", "json"]).stdout)
+    assert data["checkpoint_bytes"] == 840_000_000_000
+    assert data["shard_bytes"] == 26_250_000_000
+    assert data["total_bytes"] == 60_375_000_000 and data["in_memory_volume_size"] == "57Gi"
+    assert data["buffer"] == 0.15
+
+
+def test_size_text_names_the_derivation() -> None:
+    result = runner.invoke(app, ["size", "--params", "8e9", "--tpu-type", "v5p", "--topology", "2x2x2"])
+    assert result.stdout.splitlines()[0] == "v5p 2x2x2 on ct5p-hightpu-4t: 8 chips / 4 per host = 2 hosts per slice"
+
+
+def test_size_refuses_a_derived_slice_whose_hosts_cannot_hold_the_ramdisk() -> None:
+    result = runner.invoke(app, ["size", "--params", "70e9", "--tpu-type", "v5p", "--topology", "2x2x2"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "sizing.parameters" in result.stderr and "ct5p-hightpu-4t" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        (["--params", "70e9"], "--hosts"),
+        (["--params", "70e9", "--hosts", "4", "--tpu-type", "v5p", "--topology", "2x2x2"], "--hosts"),
+        (["--params", "70e9", "--tpu-type", "v5p"], "--topology"),
+        (["--params", "70e9", "--tpu-type", "v9", "--topology", "2x2"], "slices.tpu_type"),
+        (["--params", "70e9", "--hosts", "2", "-o", "xml"], "--output"),
+    ],
+)
+def test_size_bad_options_exit_2(args, field) -> None:
+    result = runner.invoke(app, ["size", *args])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert field in result.stderr
+
+
+def test_plan_reads_stdin_and_prints_yaml_and_json(tmp_path: Path) -> None:
+    text = yaml.safe_dump(gke_config())
+    as_yaml = yaml.safe_load(runner.invoke(app, ["plan", "-", "--output", "yaml"], input=text).stdout)
+    as_json = json.loads(runner.invoke(app, ["plan", "-", "-o", "json"], input=text).stdout)
+    assert as_yaml == as_json
+    assert as_json["target"] == "gke"
+    assert [m["kind"] for m in as_json["manifests"]] == ["CheckpointConfiguration", "JobSet"]
+    # 70e9 x 12 bytes / 8 hosts (v6e 4x8) x 2 x 1.15 = 241.5 GB -> 225Gi
+    assert as_json["ramdisk"]["in_memory_volume_size"] == "225Gi" and as_json["ramdisk"]["hosts_per_slice"] == 8
+    assert {b["role"] for b in as_json["binds"]}
+    # The same document from a file.
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    assert json.loads(runner.invoke(app, ["plan", str(path), "-o", "json"]).stdout) == as_json
+
+
+def test_render_reads_stdin(tmp_path: Path) -> None:
+    text = yaml.safe_dump(gke_config(customization={"queue_name": "q", "capacity": "spot"}))
+    result = runner.invoke(app, ["render", "-"], input=text)
+    assert result.exit_code == 0, result.output
+    jobset = [d for d in yaml.safe_load_all(result.stdout) if d["kind"] == "JobSet"][0]
+    assert jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
+
+
+def test_bad_stdin_names_stdin() -> None:
+    result = runner.invoke(app, ["plan", "-"], input="slices: [unclosed")
+    assert result.exit_code == 2 and "<stdin>" in result.stderr and "valid YAML" in result.stderr

@@ -1,0 +1,284 @@
+"""Kubernetes API outages, watch timeouts and hung requests (issue #23 items 3-5), with the real clients.
+
+The trigger and the adapters reach the local API server through the "local" connection: the cncf.kubernetes
+hooks (AsyncKubernetesHook / KubernetesHook over the home's kubeconfig) and the real kubernetes_asyncio /
+kubernetes clients, over HTTP on 127.0.0.1. The server's outage switch (mtc_local/cluster/faults.py)
+answers 503 with Retry-After, drops connections, hangs them, and cuts open watches. Clocks are real; the trigger's
+budget, backoff and timeouts are made small through its parameters.
+
+Kubernetes behaviour relied on:
+- a watch ends normally after its timeoutSeconds; the client resumes from the last resourceVersion
+  (https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes);
+- 429 and 503 carry Retry-After (https://kubernetes.io/docs/concepts/cluster-administration/flow-control/;
+  RFC 9110 section 10.2.3, https://www.rfc-editor.org/rfc/rfc9110#field.retry-after);
+- cncf.kubernetes' async client applies a 60 s request timeout unless `_request_timeout` is given, whatever a
+  watch's timeoutSeconds says (apache-airflow-providers-cncf-kubernetes kube_client.py `_TimeoutAsyncK8sApiClient`
+  and `_get_request_timeout`, the version pinned in uv.lock); GKE's async hook's client has none
+  (apache-airflow-providers-google hooks/kubernetes_engine.py `GKEKubernetesAsyncHook._load_config`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+from tests.support.js_helpers import jobset_body
+from mtc_provider import targets
+from mtc_provider.adapters import retry
+from mtc_provider.core.jobset_events import API_UNREACHABLE, ENDED, JobSetEvent
+from mtc_provider.triggers.jobset import JobSetTrigger
+from tests.doubles.memory_jobset import status_completed, status_running
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _trigger(cluster, resource_version: str, **kwargs) -> JobSetTrigger:
+    values = dict(poll_interval=0.05, progress_interval=None, api_outage_timeout=60, api_outage_log_interval=0.5,
+                  api_backoff_max=0.05, request_timeout=2)
+    values.update(kwargs)
+    return JobSetTrigger(connection=cluster.connection, namespace="default", name="train",
+                         resource_version=resource_version, **values)
+
+
+async def _first_event(trigger: JobSetTrigger) -> JobSetEvent:
+    async for event in trigger.run():
+        return JobSetEvent.from_payload(event.payload)
+    raise AssertionError("the trigger ended without an event")
+
+
+async def _until(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+async def test_api_outage_with_retry_after_is_waited_out_and_the_watch_goes_on(outage_cluster, fast_retries,
+                                                                               caplog, capsys, monkeypatch):
+    """A 503 outage with Retry-After and cut watches: no ERROR event, the trigger keeps watching and sees the end."""
+    monkeypatch.setattr(retry, "ATTEMPTS", 2)  # the adapter's own quick tries, so the trigger's rounds show
+    # Whichever layer meets the 503 (the watch's own retries, a poll, or the trigger's outage rounds: which one
+    # depends on where the watch was when the outage began), Retry-After must win over the test's short backoff:
+    # the adapter caps a Retry-After at MAX_WAIT, so give it room above the 2 s asked for.
+    monkeypatch.setattr(retry, "MAX_WAIT", 3.0)
+    rv = outage_cluster.put_jobset(jobset_body(), status_running())
+    task = asyncio.ensure_future(_first_event(_trigger(outage_cluster, rv)))
+    await _until(lambda: outage_cluster.faults.state()["open_watches"] >= 1)
+    started = time.monotonic()
+    outage_cluster.faults.set("unavailable", seconds=8, retry_after=2)  # also cuts the open watch
+    await _until(lambda: outage_cluster.faults.current() == "none")
+    outage_cluster.set_status("train", status_completed())
+    event = await asyncio.wait_for(task, 30)
+    took = time.monotonic() - started
+    assert event.kind == ENDED and event.state.phase == "succeeded", event
+    captured = capsys.readouterr()
+    logs = captured.out + captured.err + caplog.text
+    assert "Kubernetes API unreachable for" in logs and "HTTP 503" in logs and "still watching" in logs
+    assert "answers again after" in logs
+    # Retry-After: 2 honoured: between tries it waits 2 s, not api_backoff_max (0.05 s) nor the adapter's
+    # backoff. The server's clock of the faulted requests shows those waits, per caller: the JobSet's own
+    # requests (watch, get) apart from the pod listings the trigger also retries while it waits.
+    faults = outage_cluster.faults
+    at = [t for t, path in zip(faults.faulted_at, faults.faulted_paths) if "/pods" not in path]
+    waits = [b - a for a, b in zip(at, at[1:]) if b - a >= 1.8]
+    assert len(waits) >= 2, [round(b - a, 2) for a, b in zip(at, at[1:])]
+    assert took < 20, took
+
+
+async def test_api_outage_budget_spent_is_api_unreachable_and_the_operator_leaves_the_jobset(
+        outage_cluster, fast_retries):
+    """Connections dropped for longer than api_outage_timeout: an api-unreachable event naming the API and what
+    it answered; the operator then fails the task for good (no Airflow retry spent) without a single request
+    (nothing deleted, no attempt closed)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mtc_provider.operators.jobset import JobSetAttemptFailed, MtcJobSetOperator
+
+    rv = outage_cluster.put_jobset(jobset_body(), status_running())
+    outage_cluster.faults.set("drop")
+    started = time.monotonic()
+    event = await asyncio.wait_for(_first_event(_trigger(outage_cluster, rv, api_outage_timeout=1.5)), 30)
+    assert event.kind == API_UNREACHABLE, event
+    assert time.monotonic() - started >= 1.5
+    assert "the local cluster's Kubernetes API" in event.message and "unreachable for" in event.message
+    assert "no HTTP answer" in event.message and "api_outage_timeout 2 s" in event.message
+
+    operator = MtcJobSetOperator(task_id="train", slices={"tpu_type": "v5p-8"},
+                                 checkpointing={"run_name": "r", "base_output_directory": "gs://b/o", "steps": 10},
+                                 workload={"jobset_name": "train", "image": "i"}, target={"kind": "local"})
+    before = outage_cluster.faults.state()["faulted"]
+    with pytest.raises(AirflowFailException) as failed:
+        operator.execute_complete({"ti": None}, event.to_payload())
+    assert not isinstance(failed.value, JobSetAttemptFailed)
+    assert "unreachable" in str(failed.value) and "reattach" in str(failed.value)
+    assert outage_cluster.faults.state()["faulted"] == before  # not one request: no delete, no lock write
+    outage_cluster.faults.set("none")
+    assert outage_cluster.has_jobset("train")
+
+
+def test_api_outage_sync_requests_wait_it_out_then_fail_bounded(outage_cluster, fast_retries, caplog, capfd,
+                                                                monkeypatch):
+    """The operator's synchronous side (list, submit, reattach, the run lock) rides out an outage the same way,
+    bounded by its outage budget."""
+    monkeypatch.setattr(retry, "ATTEMPTS", 1)  # no quick retries: the outage wait alone rides it out
+    outage_cluster.put_jobset(jobset_body(), status_running())
+    api = targets.jobset_api(outage_cluster.connection, request_timeout=2, outage_timeout=30)
+    api.outage_max_backoff, api.outage_log_interval = 0.05, 0.5
+    api.get("default", "train")  # the first client pays for imports and the hook's set-up, before the fault
+    outage_cluster.faults.set("unavailable", seconds=3, retry_after=1)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="mtc_provider.adapters.kubernetes"):
+        assert api.get("default", "train")["metadata"]["name"] == "train"
+    assert time.monotonic() - started >= 2.5 and outage_cluster.faults.state()["faulted"] >= 2
+    captured = capfd.readouterr()
+    logs = captured.out + captured.err + caplog.text  # Airflow routes logging through structlog
+    assert "Kubernetes API unreachable for" in logs and "HTTP 503" in logs
+
+    outage_cluster.faults.set("drop")
+    api.outage_timeout = 1.0
+    with pytest.raises(retry.ApiUnreachable) as unreachable:
+        api.list("default", "app=train")
+    assert "no HTTP answer" in str(unreachable.value)
+
+
+async def test_watch_timeout_quiet_watch_outlives_the_client_default(outage_cluster, fast_retries, monkeypatch):
+    """A quiet watch lasts its timeoutSeconds and ends normally, although the cncf client's request timeout
+    (60 s, scaled down here to 1 s) is shorter: the watch is given timeoutSeconds + a margin, never polling."""
+    from airflow.providers.cncf.kubernetes import kube_client
+
+    # The cncf default (60 s), scaled as watch_timeout is; older cncf providers (10.12) have no such default.
+    monkeypatch.setattr(kube_client, "API_TIMEOUT", 1, raising=False)
+    rv = outage_cluster.put_jobset(jobset_body(), status_running())
+    api = targets.async_jobset_api(outage_cluster.connection, poll_interval=0.05)
+    api.watch_timeout = 2  # the server ends each watch after 2 s (300 s in production)
+    events = []
+
+    async def follow():
+        async for event in api.watch("default", "train", rv):
+            events.append(event)
+            return
+
+    task = asyncio.ensure_future(follow())
+    await asyncio.sleep(5.5)  # quiet: nothing changes; two watches end normally and a third is open
+    assert not api.polling
+    assert 3 <= api.answers <= 4, api.answers
+    outage_cluster.set_status("train", status_completed())
+    await asyncio.wait_for(task, 5)
+    assert events[0].obj["status"]["terminalState"] == "Completed"
+
+
+async def test_request_timeout_hung_requests_are_bounded(outage_cluster, fast_retries):
+    """A connection that is accepted and never answered (half-open) ends each request after request_timeout."""
+    outage_cluster.put_jobset(jobset_body(), status_running())
+    # Warm up (imports, the hooks' set-up) with answered requests, so only the hang is timed below.
+    await targets.async_jobset_api(outage_cluster.connection).get("default", "train")
+    targets.jobset_api(outage_cluster.connection).get("default", "train")
+    outage_cluster.faults.set("hang")
+    async_api = targets.async_jobset_api(outage_cluster.connection, request_timeout=0.3)
+    started = time.monotonic()
+    with pytest.raises(retry.Retryable) as hung:
+        await async_api.get("default", "train")
+    assert hung.value.status == 0  # no HTTP answer
+    with pytest.raises(retry.Retryable):
+        await async_api.list_pods("default", "train")
+    async_took = time.monotonic() - started
+    sync_api = targets.jobset_api(outage_cluster.connection, request_timeout=0.3)
+    started = time.monotonic()
+    with pytest.raises(retry.Retryable):
+        sync_api.get("default", "train")
+    sync_took = time.monotonic() - started
+    # ATTEMPTS tries of 0.3 s each (+ tiny waits), per request
+    assert async_took < 2 * retry.ATTEMPTS * 0.3 + 2 and sync_took < retry.ATTEMPTS * 0.3 + 2, (async_took, sync_took)
+
+
+async def test_request_timeout_trigger_rides_out_a_hanging_api(outage_cluster, fast_retries):
+    """The API hangs for a while (requests accepted, never answered), then answers: the trigger keeps watching."""
+    rv = outage_cluster.put_jobset(jobset_body(), status_running())
+    task = asyncio.ensure_future(_first_event(_trigger(outage_cluster, rv, request_timeout=0.3)))
+    await _until(lambda: outage_cluster.faults.state()["open_watches"] >= 1)
+    outage_cluster.faults.set("hang", seconds=2)
+    await _until(lambda: outage_cluster.faults.current() == "none")
+    outage_cluster.set_status("train", status_completed())
+    event = await asyncio.wait_for(task, 30)
+    assert event.kind == ENDED, event
+
+
+def test_api_outage_during_a_synchronous_try_fails_for_good_without_spending_a_retry(outage_cluster, fast_retries,
+                                                                                      tmp_path):
+    """The operator's own requests (the run lock, the listing, submit) wait out an outage for api_outage_timeout;
+    then the try fails for good (AirflowFailException: Airflow's retries stay for real resubmissions)."""
+    from airflow.sdk.exceptions import AirflowFailException
+    from tests.support.js_helpers import FakeTI, launch, run_try
+
+    from mtc_provider.operators.jobset import JobSetAttemptFailed
+
+    outage_cluster.faults.set("unavailable", retry_after=0)
+    op = launch(str(tmp_path), target={"kind": "local", "home": str(outage_cluster.home)}, api_outage_timeout=1)
+    started = time.monotonic()
+    with pytest.raises(AirflowFailException) as failed:
+        run_try(op, FakeTI(try_number=1))
+    assert time.monotonic() - started >= 1
+    assert not isinstance(failed.value, JobSetAttemptFailed)
+    assert "unreachable for" in str(failed.value) and "HTTP 503" in str(failed.value)
+    assert "no Airflow retry is spent" in str(failed.value)
+
+
+def test_api_outage_timeout_must_be_seconds(tmp_path):
+    from airflow.sdk.exceptions import AirflowFailException
+    from tests.support.js_helpers import FakeTI, launch, run_try
+
+    with pytest.raises(AirflowFailException, match="api_outage_timeout: 'soon' is not allowed"):
+        run_try(launch(str(tmp_path), api_outage_timeout="soon"), FakeTI())
+
+
+class _TI:
+    """The XComs of one DAG run's tasks, as the launch task pushes and the teardown pulls them."""
+
+    dag_id, run_id, task_id = "dag", "run-1", "teardown"
+
+    def __init__(self, xcoms: dict) -> None:
+        self.xcoms = xcoms
+
+    def xcom_push(self, key: str, value: object) -> None:
+        self.xcoms[("train", key)] = value
+
+    def xcom_pull(self, task_ids: str, key: str) -> object:
+        return self.xcoms.get((task_ids, key))
+
+
+async def test_api_outage_last_try_the_teardown_keeps_the_training_jobset(outage_cluster, fast_retries, capfd):
+    """The issue's last-try case: the launch task fails for an outage while the JobSet trains on; the teardown
+    that follows must not end the run (design: only an attempt's own end, the teardown after the run ended, or a
+    confirmed user action delete a JobSet). Without the outage, the same teardown deletes it (the control)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mtc_provider.core import labels as L
+    from mtc_provider.operators.jobset import MtcDeleteJobSetOperator, MtcJobSetOperator, OrchestratorFault
+
+    body = jobset_body()
+    body["metadata"]["labels"] = L.run_labels("dag", "run-1", "train", "r")
+    rv = outage_cluster.put_jobset(body, status_running())
+    outage_cluster.faults.set("drop")
+    event = await asyncio.wait_for(_first_event(_trigger(outage_cluster, rv, api_outage_timeout=1.0)), 30)
+    outage_cluster.faults.set("none")
+    xcoms: dict = {}
+    operator = MtcJobSetOperator(task_id="train", slices={"tpu_type": "v5p-8"},
+                                 checkpointing={"run_name": "r", "base_output_directory": "gs://b/o", "steps": 10},
+                                 workload={"jobset_name": "train", "image": "i"}, target={"kind": "local"})
+    with pytest.raises(AirflowFailException) as failed:
+        operator.execute_complete({"ti": _TI(xcoms)}, event.to_payload())
+    assert isinstance(failed.value, OrchestratorFault)
+
+    teardown = MtcDeleteJobSetOperator(task_id="teardown", target=dict(outage_cluster.connection),
+                                       run_name="r", launch_task_id="train")
+    capfd.readouterr()
+    assert teardown.execute({"ti": _TI(xcoms)}) == []
+    assert outage_cluster.has_jobset("train")
+    logged = "".join(capfd.readouterr())  # Airflow's structlog writes the task log lines to the output
+    assert "teardown keeps the JobSets of run r" in logged and "not the run's" in logged
+
+    assert teardown.execute({"ti": _TI({})}) == ["train"]  # a run that really ended: the teardown deletes

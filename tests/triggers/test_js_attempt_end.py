@@ -1,0 +1,131 @@
+"""A plain retry ends in the triggerer (triggers.attempt_end): a TaskFailedEvent after the worker's own bookkeeping
+(the attempt record closed in the run lock); everything else still resumes the task. Over the in-memory cluster;
+that Airflow 3.3.1+ routes the TaskFailedEvent to up_for_retry is Airflow's (apache/airflow #71163), measured end
+to end by `python -m benchmarks.resubmission_e2e` (docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from airflow.triggers.base import TaskFailedEvent
+
+from tests.support.js_helpers import jobset_body
+from tests.doubles.memory_jobset import MemoryJobSetApi, status_failed, status_running
+from mtc_provider.adapters.run_lock import ATTEMPTS, RunLock
+from mtc_provider.core import labels as L
+from mtc_provider.triggers import attempt_end
+from mtc_provider.triggers.jobset import ENDED, JobSetEvent, JobSetTrigger
+
+CONNECTION = {"kind": "local", "home": "/nonexistent/mtc-home"}
+TI = SimpleNamespace(dag_id="d", run_id="r", task_id="train", map_index=-1, try_number=1)
+
+
+REAL_SUPPORTED = attempt_end.supported
+
+
+@pytest.fixture(autouse=True)
+def _airflow_honours_task_failed_retries(monkeypatch):
+    """The trigger's side is what these tests read, on whichever Airflow is installed (the lowest-versions job runs
+    3.3.0, where `supported()` is False and the task resumes on a worker: the "old airflow" case)."""
+    monkeypatch.setattr(attempt_end, "supported", lambda: True)
+
+
+def _lock(cluster) -> RunLock:
+    return RunLock(MemoryJobSetApi(cluster), "default", "run", L.run_labels("d", "r", "train", "run"))
+
+
+def _setup(cluster, tmp_path, step: int | None = 10, restarts: int = 0):
+    cluster.plan([status_running(), status_failed(restarts=restarts)])  # ReachedMaxRestarts: retryable
+    cluster.create("default", jobset_body())
+    lock = _lock(cluster)
+    lock.acquire()
+    lock.update(lambda data: data[ATTEMPTS].append({"attempt": 1, "jobset": "train", "start": 1.0, "end": None,
+                                                   "outcome": None, "restarts": 0, "last_step": None}))
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    if step is not None:
+        (checkpoints / str(step)).mkdir()
+        (checkpoints / str(step) / "commit_success.txt").write_text("")
+    return lock, str(checkpoints)
+
+
+def _trigger(checkpoint_dir: str, ti=TI, **extra) -> JobSetTrigger:
+    values = {"attempt": 1, "history": [None], "target_step": 100, "checkpoint_dir": checkpoint_dir,
+              "run_name": "run", "namespace": "default", attempt_end.END_RETRY_IN_TRIGGER: True,
+              "crash_loop_attempts": 3, "completion": False, **extra}
+    trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name="train", poll_interval=0,
+                            checkpoint_dir=checkpoint_dir, extra=values)
+    trigger.task_instance = ti
+    return trigger
+
+
+async def _events(trigger: JobSetTrigger) -> list:
+    return [event async for event in trigger.run()]
+
+
+async def test_a_retryable_failure_ends_the_try_in_the_trigger_with_the_record_closed(cluster, tmp_path):
+    lock, checkpoints = _setup(cluster, tmp_path)
+    (event,) = await _events(_trigger(checkpoints))
+    assert isinstance(event, TaskFailedEvent)
+    (record,) = lock.read()[ATTEMPTS]
+    assert record["outcome"] == "disrupted" and record["last_step"] == 10 and record["end"] is not None
+    assert "resubmitting" in record["reason"], record["reason"]
+    assert cluster.deleted == []  # nothing is deleted here: the next try deletes the ended attempt
+
+
+async def test_the_trigger_s_end_of_a_retry_records_the_run_and_says_one_line(cluster, tmp_path, caplog,
+                                                                              capsys):
+    """What the worker's end of a retry does, the trigger's does too: the run's record beside its checkpoints says
+    "retrying" (mtc status/list read it after the teardown), the JobSet's own restart count is kept, and the log
+    says the one resubmission line (a WARNING naming the step it resumes from), not an error."""
+    import json
+    import logging
+
+    from mtc_provider.core.run_summary import RECORD_FILE
+
+    lock, checkpoints = _setup(cluster, tmp_path, restarts=3)  # three in-cluster restarts before it failed
+    with caplog.at_level(logging.INFO):
+        (event,) = await _events(_trigger(checkpoints, ti=SimpleNamespace(**vars(TI), max_tries=3)))
+    assert isinstance(event, TaskFailedEvent)
+    saved = json.loads((tmp_path / RECORD_FILE).read_text())
+    assert saved["state"] == "retrying" and [a["jobset"] for a in saved["attempts"]] == ["train"]
+    (record,) = lock.read()[ATTEMPTS]
+    assert record["restarts"] == 3
+    # Airflow's structlog renders to the output (`[warning  ]`); plain logging records land in caplog
+    out = capsys.readouterr().out.splitlines() + [f"[{r.levelname.lower()}] {r.getMessage()}" for r in caplog.records]
+    lines = [line for line in out if "The triggerer ends this try" in line]
+    assert len(lines) == 1 and "[warning" in lines[0] and "error" not in lines[0].split("]")[0], lines
+    assert "resubmitting (try 2 of 4 next)" in lines[0] and "resumes from step 10 of 100" in lines[0]
+
+
+@pytest.mark.parametrize("case", ["no task instance", "last try", "crash loop", "target reached", "old airflow"])
+async def test_anything_but_a_plain_retry_resumes_the_task(cluster, tmp_path, monkeypatch, case):
+    lock, checkpoints = _setup(cluster, tmp_path, step=100 if case == "target reached" else 10)
+    trigger = _trigger(checkpoints, **{
+        "no task instance": {}, "last try": {attempt_end.END_RETRY_IN_TRIGGER: False},
+        "crash loop": {"history": [10, 10], "crash_loop_attempts": 2}, "target reached": {},
+        "old airflow": {}}[case])
+    if case == "no task instance":  # dag.test() and the synchronous path run the trigger without one
+        trigger.task_instance = None
+    if case == "old airflow":  # before 3.3.1 a TaskFailedEvent failed the task for good, retries ignored
+        monkeypatch.setattr(attempt_end, "supported", REAL_SUPPORTED)
+        monkeypatch.setattr("airflow.__version__", "3.3.0")
+    (event,) = await _events(trigger)
+    assert not isinstance(event, TaskFailedEvent)
+    assert JobSetEvent.from_payload(event.payload).kind == ENDED
+    assert lock.read()[ATTEMPTS][0]["end"] is None  # the worker closes it, as before
+
+
+async def test_a_failing_listing_leaves_the_decision_to_the_worker(cluster, tmp_path, monkeypatch):
+    """The worker waits a listing outage out for listing_timeout; the trigger does not decide without the step."""
+    lock, checkpoints = _setup(cluster, tmp_path)
+    trigger = _trigger(checkpoints)
+
+    async def failing(after=None):
+        raise OSError("listing unavailable")
+
+    monkeypatch.setattr(trigger, "_latest_checkpoint", failing)
+    (event,) = await _events(trigger)
+    assert JobSetEvent.from_payload(event.payload).kind == ENDED
+    assert lock.read()[ATTEMPTS][0]["end"] is None
