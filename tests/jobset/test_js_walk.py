@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import collections
 import copy
-import importlib.util
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -19,16 +17,12 @@ from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 from js_helpers import DirStore
 from mtc_provider.core import jobset as core_jobset
 from mtc_provider.core.spec import CheckpointingSpec
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import sample_dag
 
 
 @pytest.fixture(scope="module")
 def training_dag():
-    spec = importlib.util.spec_from_file_location("walk_training", REPO / "dags" / "mtc_resilient_training.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.dag
+    return sample_dag("mtc_resilient_training.py", "walk_training").dag
 
 
 @pytest.fixture
