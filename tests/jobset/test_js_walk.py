@@ -12,6 +12,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from airflow.sdk.bases.xcom import BaseXCom
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from js_helpers import DirStore
@@ -64,8 +65,10 @@ def plan_and_train(dag, tmp_path, monkeypatch, conf: dict | None = None):
     """The plan task's result as XCom keeps it (JSON), and the train task rendered from it for try 1."""
     monkeypatch.setenv("MTC_LOCAL_HOME", str(tmp_path / "home"))
     params = {key: dag.params[key] for key in dag.params} | (conf or {})
-    plan = json.loads(json.dumps(dag.get_task("plan").python_callable(params=params,
-                                                                      dag_run=SimpleNamespace(conf=conf or {}))))
+    returned = dag.get_task("plan").python_callable(params=params, dag_run=SimpleNamespace(conf=conf or {}))
+    # What the launch reads back: Airflow's own XCom serialization, stored as JSON by the API server.
+    stored = json.loads(json.dumps(BaseXCom.serialize_value(returned)))
+    plan = BaseXCom.deserialize_value(SimpleNamespace(value=stored))
     train = copy.deepcopy(dag.get_task("train"))
     ti = TI(plan)
     context = {"ti": ti, "params": params, "run_id": ti.run_id}

@@ -368,6 +368,8 @@ class MtcJobSetOperator(BaseOperator):
         given = dict(zip(LAUNCH_SECTIONS, (self.slices, self.checkpointing, self.workload, self.customization)))
         kind = target_kind or self._target().kind
         if self.run_digest and self.run_digest == launch_digest(kind, given):
+            self.log.info("slices, checkpointing, workload and customization as the plan validated them (digest %s): "
+                          "taken as they are", str(self.run_digest)[:12])
             self._described = tuple(spec_restored(k, given[name]) for k, name in zip(kinds, LAUNCH_SECTIONS))
             return self._described
         if self.run_digest:
