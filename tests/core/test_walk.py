@@ -57,3 +57,12 @@ def test_mtc_render_checks_the_periods_once_and_renders_the_flags_once(tmp_path,
     assert calls == {"_check_periods": 1}  # parse_run: the cross-section rules render nothing
     build_jobset_for_run(config)
     assert calls == {"_check_periods": 1, "maxtext_flags": 1}
+
+
+def test_the_spec_refuses_what_rendering_no_longer_checks():
+    """Rendering writes a spec's flags as they are, so the spec refuses a local directory that is no string even
+    with the local tier off (it used to fail only at rendering, naming the same field)."""
+    from mtc_provider.core.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"checkpointing.local_checkpoint_directory: \['/a'\] is not allowed"):
+        CheckpointingSpec(run_name="r", base_output_directory="/out", steps=10, local_checkpoint_directory=["/a"])
