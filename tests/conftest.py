@@ -16,6 +16,18 @@ THIRD_PARTY_DIRS = (THIRD_PARTY, PACKAGE_CRDS)
 # The guide (prose, not copied into the project): present only on machines that keep it beside the repository.
 GUIDE_REFERENCE = REPO.parent / "shared" / "reference"
 
+
+
+def sample_dag(filename: str, module_name: str):
+    """A sample DAG file of dags/ loaded as its own module (its DAG object is `.dag`), as the DAG processor parses it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(module_name, REPO / "dags" / filename)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 # Airflow reads its configuration at import: set the home before any test imports it.
 _AIRFLOW_HOME = Path(os.environ.get("MTC_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="mtc-airflow-home-"))
 os.environ.setdefault("AIRFLOW_HOME", str(_AIRFLOW_HOME))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import http.server
-import importlib.util
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,6 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from mtc_provider.cli import app
+from tests.conftest import sample_dag
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = yaml.safe_load((REPO / "examples" / "local.yaml").read_text())
@@ -24,10 +24,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def training_dag():
-    spec = importlib.util.spec_from_file_location("one_description_training", REPO / "dags" / "mtc_resilient_training.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.dag
+    return sample_dag("mtc_resilient_training.py", "one_description_training").dag
 
 
 def plan_task(dag, conf: dict) -> dict:

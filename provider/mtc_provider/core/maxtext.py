@@ -112,13 +112,18 @@ def last_step(checkpointing: "CheckpointingSpec", workload: "WorkloadSpec") -> i
     return checkpointing.steps
 
 
-def render_value(value: Any, field: str) -> str:
-    # bool before int: True is an int in Python, and MaxText expects the words True/False.
+def flag_text(value: Any) -> str:
+    """A value MaxText reads: bool before int (True is an int in Python), and MaxText expects True/False."""
     if isinstance(value, bool):
         return "True" if value else "False"
-    if isinstance(value, (int, float, str)):
-        return str(value)
-    raise SpecError(field, value, FLAG_VALUE_TYPES)
+    return str(value)
+
+
+def render_value(value: Any, field: str) -> str:
+    """A flag value that no spec has checked (workload.extra_flags): refused unless MaxText can parse it."""
+    if not isinstance(value, (bool, int, float, str)):
+        raise SpecError(field, value, FLAG_VALUE_TYPES)
+    return flag_text(value)
 
 
 def render_flags(flags: Mapping[str, Any], field_prefix: str = "flags") -> list[str]:
@@ -132,26 +137,40 @@ def render_flags(flags: Mapping[str, Any], field_prefix: str = "flags") -> list[
     return rendered
 
 
+# The flags the checkpointing section owns (CheckpointingSpec.maxtext_flags' keys, in its order): never extras.
+RESERVED_FLAGS = ("run_name", "base_output_directory", "steps", "enable_checkpointing", "enable_emergency_checkpoint",
+                  "async_checkpointing", "local_checkpoint_directory", "local_checkpoint_period", "checkpoint_period",
+                  "enable_single_replica_ckpt_restoring", "enable_autocheckpoint", *MULTI_TIER_FLAGS)
+PRE_RENAME_UNKNOWN = ("multi_tier_checkpointing_backup_interval_steps", "use_replicator_service")
+
+
+def check_container_flags(checkpointing: "CheckpointingSpec", workload: "WorkloadSpec") -> None:
+    """The rules across the checkpointing and workload sections that the container's flags obey (layout vs flags,
+    extras vs the checkpointing flags), without rendering them: `core.run.parse_run` and `container_command` call it."""
+    for key, value in (workload.extra_flags or {}).items():
+        require(key not in RESERVED_FLAGS, f"workload.extra_flags.{key}", value,
+                f"a flag other than the checkpointing ones ({', '.join(RESERVED_FLAGS)}); set it in the checkpointing "
+                "section")
+        # OmegaConf (MaxText's command-line parser) reads `key=` as null, not as an empty string.
+        require(value != "", f"workload.extra_flags.{key}", value,
+                "a non-empty value (MaxText reads `key=` as null); leave the flag out for MaxText's default")
+    if workload.maxtext_layout != DEFAULT_LAYOUT and checkpointing.enable_multi_tier_checkpointing:
+        for key in PRE_RENAME_UNKNOWN:
+            value = getattr(checkpointing, key)
+            require(value in (None, False), f"checkpointing.{key}", value,
+                    "unset with workload.maxtext_layout pre-rename (MaxText 0.1 has no such key; it came with 0.2)")
+
+
 def container_command(checkpointing: "CheckpointingSpec", workload: "WorkloadSpec") -> tuple[list[str], list[str]]:
     """(command, args) for the training container: the entry point, then every checkpointing flag and extra flag.
 
     run_name and base_output_directory are always passed, so a resubmitted run resumes from its own
-    checkpoints; extra flags may add MaxText settings but never override the checkpointing ones.
+    checkpoints; extra flags may add MaxText settings but never override the checkpointing ones. The
+    checkpointing flags come from a validated spec and are rendered as they are (nothing checks them again).
     """
+    check_container_flags(checkpointing, workload)
     owned = checkpointing.maxtext_flags()
-    reserved = list(dict.fromkeys([*owned, "local_checkpoint_directory", *MULTI_TIER_FLAGS]))
-    extra = dict(workload.extra_flags or {})
-    for key, value in extra.items():
-        require(key not in reserved, f"workload.extra_flags.{key}", value,
-                f"a flag other than the checkpointing ones ({', '.join(reserved)}); set it in the checkpointing section")
-        # OmegaConf (MaxText's command-line parser) reads `key=` as null, not as an empty string.
-        require(value != "", f"workload.extra_flags.{key}", value,
-                "a non-empty value (MaxText reads `key=` as null); leave the flag out for MaxText's default")
-    if workload.maxtext_layout != DEFAULT_LAYOUT:
-        for key in ("multi_tier_checkpointing_backup_interval_steps", "use_replicator_service"):
-            require(key not in owned, f"checkpointing.{key}", owned.get(key),
-                    "unset with workload.maxtext_layout pre-rename (MaxText 0.1 has no such key; it came with 0.2)")
-        if not owned["enable_autocheckpoint"]:  # MaxText 0.1.0 refuses the key; false is every release's default
-            del owned["enable_autocheckpoint"]
-    args = render_flags(owned, "checkpointing") + render_flags(extra, "workload.extra_flags")
-    return list(workload.command), args
+    if workload.maxtext_layout != DEFAULT_LAYOUT and not owned["enable_autocheckpoint"]:
+        del owned["enable_autocheckpoint"]  # MaxText 0.1.0 refuses the key; false is every release's default
+    args = [f"{key}={flag_text(value)}" for key, value in owned.items()]
+    return list(workload.command), args + render_flags(dict(workload.extra_flags or {}), "workload.extra_flags")

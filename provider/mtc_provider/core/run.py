@@ -11,11 +11,13 @@ plain dicts the training DAG's tasks take.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from typing import Any, Mapping
 
 from mtc_provider.core.errors import SpecError, require
 from mtc_provider.core.flag_table import LOCAL_MODEL_FLAGS, LOCAL_RUN_FLAGS
-from mtc_provider.core.maxtext import FLAG_KEY_RE, container_command, last_step, render_value
+from mtc_provider.core.maxtext import FLAG_KEY_RE, check_container_flags, last_step, render_value
 from mtc_provider.core.spec import LOCAL_IMAGE, RunConfig, spec_to_dict
 from mtc_provider.core.tpu import default_topology
 from mtc_provider.core.vocabulary import DEFAULT_POLL_INTERVAL_S
@@ -125,8 +127,23 @@ def parse_run(description: Mapping[str, Any], local_home: str | None = None) -> 
         require(tuple(config.workload.command) in LOCAL_WORKLOADS.values(), "workload.command",
                 list(config.workload.command), " or ".join(str(list(c)) for c in LOCAL_WORKLOADS.values())
                 + " on the local target (the JAX workload, or the light one for load tests)")
-    container_command(config.checkpointing, config.workload)  # cross-section rules (layout vs flags)
+    check_container_flags(config.checkpointing, config.workload)  # cross-section rules (layout vs flags)
     return config
+
+
+LAUNCH_SECTIONS = ("slices", "checkpointing", "workload", "customization")
+
+
+def launch_digest(target: str, sections: Mapping[str, Any]) -> str | None:
+    """The digest of a run's launch sections as `spec_to_dict` wrote them (and the target kind they were checked
+    for): `run_plan` hands it to the launch task, which takes sections that still match it as validated
+    (`core.spec.spec_restored`) instead of checking them again. None when they are not plain JSON values."""
+    try:
+        text = json.dumps({"target": target, **{name: sections[name] for name in LAUNCH_SECTIONS}},
+                          sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def run_target(config: RunConfig, local_home: str, gcp_conn_id: str) -> dict[str, Any]:
@@ -164,6 +181,8 @@ def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_clou
         "events_dir": f"{run_dir}/events" if local else None,
         "chart_path": f"{run_dir}/goodput.png" if local else None,
         "fault_plan": description["fault_plan"],
+        # The launch task takes slices, checkpointing, workload and customization as validated while they match it.
+        "digest": launch_digest(config.target, description),
         "poll_interval": float(config.poll_interval),
         "stall_timeout": config.stall_timeout,
     }

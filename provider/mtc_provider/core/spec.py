@@ -122,17 +122,25 @@ class CheckpointingSpec:
             "use_replicator_service",
         ):
             require(isinstance(getattr(self, name), bool), f"checkpointing.{name}", getattr(self, name), "true or false")
-        positive_int("checkpointing.checkpoint_period", self.checkpoint_period)
-        period = self.local_checkpoint_period
-        require(
-            isinstance(period, int) and not isinstance(period, bool) and period >= 0,
-            "checkpointing.local_checkpoint_period",
-            period,
-            "an integer >= 0 (0 turns local checkpoints off)",
-        )
+        require(isinstance(self.local_checkpoint_directory, str), "checkpointing.local_checkpoint_directory",
+                self.local_checkpoint_directory, "a path (a string), or empty for MaxText's default")
+        self._check_periods()
         check_multi_tier(self)
         if self.local_tier:
             self._validate_emergency()
+
+    def _check_periods(self) -> None:
+        """The two periods' every rule, in one place (the only check on the way from a form or file to the
+        manifest that reads checkpoint_period; rendering checks nothing again)."""
+        period, local = self.checkpoint_period, self.local_checkpoint_period
+        positive_int("checkpointing.checkpoint_period", period)
+        require(isinstance(local, int) and not isinstance(local, bool) and local >= 0,
+                "checkpointing.local_checkpoint_period", local, "an integer >= 0 (0 turns local checkpoints off)")
+        if self.enable_multi_tier_checkpointing:  # the replicator, not checkpoint_period, sets persistent saves
+            require(local > 0, "checkpointing.local_checkpoint_period", local, "an integer > 0 in multi-tier mode")
+        elif self.enable_emergency_checkpoint:
+            require(local < period and local > 0, "checkpointing.local_checkpoint_period", local,
+                    f"an integer > 0 and smaller than checkpoint_period ({period})")
 
     @property
     def local_tier(self) -> str | None:
@@ -175,16 +183,6 @@ class CheckpointingSpec:
                 f"a directory outside local_checkpoint_directory ({normalized}): persistent checkpoints must not "
                 "land in the ramdisk",
             )
-        if self.enable_multi_tier_checkpointing:  # the replicator, not checkpoint_period, sets persistent saves
-            require(self.local_checkpoint_period > 0, "checkpointing.local_checkpoint_period",
-                    self.local_checkpoint_period, "an integer > 0 in multi-tier mode")
-            return
-        require(
-            0 < self.local_checkpoint_period < self.checkpoint_period,
-            "checkpointing.local_checkpoint_period",
-            self.local_checkpoint_period,
-            f"an integer > 0 and smaller than checkpoint_period ({self.checkpoint_period})",
-        )
 
     @property
     def checkpoint_directory(self) -> str:
@@ -433,6 +431,21 @@ def spec_from_dict(kind: type, section: str, value: Any) -> Any:
     if missing:
         raise SpecError(f"{section}.{missing[0]}", None, "a value (required)")
     return kind(**dict(value))
+
+
+def spec_restored(kind: type, value: Any) -> Any:
+    """The spec that `spec_to_dict` wrote, restored without checking it again: for a section validated before and
+    unchanged since (the launch operator compares `core.run.launch_digest` first). Lists become the tuples the spec
+    holds; `spec_restored(type(s), spec_to_dict(s)) == s` for every validated spec `s` (tests/core/test_walk.py)."""
+    if isinstance(value, kind):
+        return value
+    restored = object.__new__(kind)
+    for f in dataclasses.fields(kind):
+        item = value[f.name]
+        if isinstance(item, list) and str(f.type).startswith("tuple"):
+            item = tuple(item)
+        object.__setattr__(restored, f.name, item)
+    return restored
 
 
 def spec_to_dict(spec: Any) -> Any:

@@ -166,8 +166,8 @@ def _spec(kind: type, section: str, value: Any) -> Any:
     return spec_from_dict(kind, section, value)
 
 
-def _attempt_body(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec, customization,
-                  ti: Any | None) -> tuple[str, dict[str, Any]]:
+def _attempt_body(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec,
+                  customization: CustomizationSpec, ti: Any | None) -> tuple[str, dict[str, Any]]:
     """The try's JobSet, rendered once per try (before any side effect, so a refusal costs nothing): its attempt
     name and labels come from the task instance; without one (a bare validation) the run's own name."""
     from mtc_provider.core.jobset import build_jobset
@@ -178,8 +178,7 @@ def _attempt_body(slices: SliceSpec, checkpointing: CheckpointingSpec, workload:
         name = attempt_name(workload.jobset_name, ti.dag_id, ti.run_id, ti.task_id, ti.try_number)
         labels = {**L.run_labels(ti.dag_id, ti.run_id, ti.task_id, checkpointing.run_name),
                   L.TRY_NUMBER: str(ti.try_number)}
-    body = build_jobset(slices, checkpointing, dataclasses.replace(workload, jobset_name=name), labels,
-                        CustomizationSpec.from_value(customization))
+    body = build_jobset(slices, checkpointing, dataclasses.replace(workload, jobset_name=name), labels, customization)
     return name, body
 
 
@@ -241,6 +240,10 @@ class MtcJobSetOperator(BaseOperator):
     :param customization: CustomizationSpec or dict: Kueue queue and priority, spot or reserved capacity, extra
         volumes, env from Secrets/ConfigMaps (references only), /dev/shm size, validated overrides
         (see core.customization).
+    :param run_digest: the training DAG's plan task's `digest` (core.run.run_plan, templated): while `slices`,
+        `checkpointing`, `workload` and `customization` are exactly the sections the plan validated for this
+        target kind, they are taken as validated (core.spec.spec_restored), not checked again; anything else (no
+        digest, or a section changed since) is validated here, before any call.
     :param keep_failed_attempts: how many of the newest failed attempts' JobSets stay in the cluster, for
         debugging, when the next attempt is submitted (templated; default 0: an ended attempt is deleted before the
         next one). Each attempt has its own name (`<jobset_name>-<run hash>-a<try>`), so a kept one never blocks the
@@ -259,7 +262,7 @@ class MtcJobSetOperator(BaseOperator):
         "fault_plan", "stall_timeout", "startup_timeout", "poll_interval", "customization", "progress_interval",
         "image_pull_timeout", "api_outage_timeout", "wait_for", "crash_loop_attempts", "listing_timeout",
         "deletion_timeout", "capacity_log_interval", "keep_failed_attempts", "pod_logs", "pod_logs_interval",
-        "pod_logs_max_lines", "pod_logs_max_bytes",
+        "pod_logs_max_lines", "pod_logs_max_bytes", "run_digest",
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
@@ -300,6 +303,7 @@ class MtcJobSetOperator(BaseOperator):
         wait_for: str = WAIT_FOR_CHECKPOINT,
         customization: CustomizationSpec | Mapping[str, Any] | None = None,
         keep_failed_attempts: int = 0,
+        run_digest: str | None = None,
         retries: int = 6,
         retry_delay: timedelta = timedelta(seconds=30),
         retry_exponential_backoff: float = 2.0,
@@ -342,19 +346,48 @@ class MtcJobSetOperator(BaseOperator):
         self.wait_for = wait_for
         self.customization = customization
         self.keep_failed_attempts = keep_failed_attempts
+        self.run_digest = run_digest
+        self._described: tuple[Any, ...] | None = None  # the specs of the rendered arguments, once per try (_describe)
         self._attempts_seen: list[dict[str, Any]] = []  # the run lock's attempt records, last read (_push)
         # (connection, namespace, name, ti ids) for on_kill
         self._current: tuple[dict[str, Any], str, str, dict[str, Any]] | None = None
 
     # --- inputs -------------------------------------------------------------------------------------
-    def _specs(self, ti: Any | None = None) -> tuple[SliceSpec, CheckpointingSpec, WorkloadSpec, int]:
-        from mtc_provider.core.run_checks import check_run  # imported where it runs: DAG files stay light
-        from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
+    def _describe(self, target_kind: str | None = None) -> tuple[SliceSpec, CheckpointingSpec, WorkloadSpec,
+                                                                  CustomizationSpec]:
+        """The run description's sections this operator launches, once per try: restored as the plan validated them
+        when they match its digest (`run_digest`), else validated here (and checked across sections as `mtc plan`
+        checks them). Raises SpecError naming the field."""
+        if self._described is not None:
+            return self._described
+        from mtc_provider.core.run import LAUNCH_SECTIONS, launch_digest  # imported where it runs: DAG files stay light
+        from mtc_provider.core.run_checks import check_run
+        from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec, spec_restored
 
+        kinds = (SliceSpec, CheckpointingSpec, WorkloadSpec, CustomizationSpec)
+        given = dict(zip(LAUNCH_SECTIONS, (self.slices, self.checkpointing, self.workload, self.customization)))
+        kind = target_kind or self._target().kind
+        if self.run_digest and self.run_digest == launch_digest(kind, given):
+            self.log.info("slices, checkpointing, workload and customization as the plan validated them (digest %s): "
+                          "taken as they are", str(self.run_digest)[:12])
+            self._described = tuple(spec_restored(k, given[name]) for k, name in zip(kinds, LAUNCH_SECTIONS))
+            return self._described
+        if self.run_digest:
+            self.log.info("run_digest given, but the sections differ from the ones the plan validated for target %s: "
+                          "validating them here", kind)
+        slices, checkpointing, workload, customization = (_spec(k, name, given[name])
+                                                          for k, name in zip(kinds, LAUNCH_SECTIONS))
+        # The run description's cross-section checks (as `mtc plan` makes them): GKE's Multislice rule, and the
+        # names JobSet's webhook derives from the attempt names this operator submits.
+        check_run(kind, slices, workload=workload)
+        self._described = (slices, checkpointing, workload, customization)
+        return self._described
+
+    def _specs(self, ti: Any | None = None) -> tuple[SliceSpec, CheckpointingSpec, WorkloadSpec, int]:
+        self._described = None  # this try's arguments, as rendered for it
         try:
-            slices = _spec(SliceSpec, "slices", self.slices)
-            checkpointing = _spec(CheckpointingSpec, "checkpointing", self.checkpointing)
-            workload = _spec(WorkloadSpec, "workload", self.workload)
+            target = self._target()
+            slices, checkpointing, workload, customization = self._describe(target.kind)
             target_step = checkpointing.steps if self.target_step in (None, "") else int(self.target_step)
             if target_step <= 0:
                 raise SpecError("target_step", self.target_step, "a positive integer (default: checkpointing.steps)")
@@ -365,10 +398,6 @@ class MtcJobSetOperator(BaseOperator):
                 raise SpecError("crash_loop_attempts", self.crash_loop_attempts, "an integer >= 1")
             if self.wait_for not in WAIT_FOR:
                 raise SpecError("wait_for", self.wait_for, " or ".join(WAIT_FOR))
-            target = self._target()
-            # The run description's cross-section checks (as `mtc plan` makes them): GKE's Multislice rule, and
-            # the names JobSet's webhook derives from the attempt names this operator submits.
-            check_run(target.kind, slices, workload=workload)
             if self.fault_plan and not backend_for(target).injects_faults:
                 raise SpecError("fault_plan", self.fault_plan,
                                 f"empty on the {target.kind} target (faults are injected on the local target)")
@@ -384,7 +413,7 @@ class MtcJobSetOperator(BaseOperator):
             self.api_outage_timeout = outages.validate("api_outage_timeout", self.api_outage_timeout)
             self.keep_failed_attempts = keep_count("keep_failed_attempts", self.keep_failed_attempts)
             # The try's JobSet, rendered once: what the manifest builder refuses fails here, before any call.
-            self._rendered = _attempt_body(slices, checkpointing, workload, self.customization, ti)
+            self._rendered = _attempt_body(slices, checkpointing, workload, customization, ti)
             self._check_pod_logs()
         except (SpecError, ValueError) as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
@@ -558,7 +587,7 @@ class MtcJobSetOperator(BaseOperator):
                 self.log.info("deleting ended JobSet %s/%s (%s) before the next attempt (checkpoints are kept): "
                               "asked by %s", namespace, name, phase, asked)
                 api.delete(namespace, name, reason=V.DELETE_ATTEMPT_ENDED)
-            obj = self._submit(api, slices, checkpointing, workload, run_labels, ti, history)
+            obj = self._submit(api, workload, run_labels, ti, history)
             record = {"attempt": ti.try_number, "jobset": obj["metadata"]["name"], "start": time.time(), "end": None,
                       "outcome": None, "restarts": 0, "last_step": previous_step, "reason": ""}
 
@@ -653,14 +682,8 @@ class MtcJobSetOperator(BaseOperator):
                 )
         return mine
 
-    def _submit(self, api, slices, checkpointing, workload, run_labels, ti, history) -> dict[str, Any]:
-        rendered = getattr(self, "_rendered", None)
-        if rendered is None or rendered[0] == workload.jobset_name:  # not rendered for this try yet
-            try:
-                rendered = _attempt_body(slices, checkpointing, workload, self.customization, ti)
-            except SpecError as exc:
-                raise AirflowFailException(f"invalid spec: {exc}") from exc
-        name, body = rendered[0], copy.deepcopy(rendered[1])
+    def _submit(self, api, workload, run_labels, ti, history) -> dict[str, Any]:
+        name, body = self._rendered[0], copy.deepcopy(self._rendered[1])  # rendered once, by _specs for this try
         body["metadata"].setdefault("annotations", {})[STEP_HISTORY_ANNOTATION] = json.dumps(history)
         if self.fault_plan:
             from mtc_provider.core.vocabulary import FAULT_PLAN_ANNOTATION
@@ -688,11 +711,9 @@ class MtcJobSetOperator(BaseOperator):
             raise JobSetAttemptFailed(decision.reason) from exc
 
     def _lock_for(self, context, connection, extra: Mapping[str, Any]) -> RunLock:
-        from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
-
         ti = context["ti"]
-        run_name = extra.get("run_name") or _spec(CheckpointingSpec, "checkpointing", self.checkpointing).run_name
-        namespace = extra.get("namespace") or _spec(WorkloadSpec, "workload", self.workload).namespace
+        run_name = extra.get("run_name") or self._describe()[1].run_name
+        namespace = extra.get("namespace") or self._describe()[2].namespace
         api = self._jobset_api(connection)
         return RunLock(lock_api(connection, api), namespace, run_name,
                        L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name), _owner(ti))
@@ -867,15 +888,13 @@ class MtcJobSetOperator(BaseOperator):
 
     def _relink_logs(self, context, namespace: str, name: str, attempts: list[dict[str, Any]]) -> None:
         """The logs link again, now scoped to the attempt's start..end (its record in the run lock)."""
-        from mtc_provider.core.spec import WorkloadSpec
-
         record = next((r for r in reversed(attempts) if r.get("jobset") == name), None)
         if record is None or record.get("start") is None:
             return
         try:
             persist_logs_link(context, self._target(), namespace, name, record["start"],
                               record.get("end") or time.time(),
-                              _spec(WorkloadSpec, "workload", self.workload).replicated_job_name)
+                              self._describe()[2].replicated_job_name)
         except Exception as exc:  # noqa: BLE001 - a link must never change how the attempt ends
             self.log.warning("could not update the pod logs link of %s/%s: %s", namespace, name, exc)
 
@@ -925,10 +944,9 @@ class MtcJobSetOperator(BaseOperator):
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage: the run's checkpoint directory, read (a resubmission resumes from it) and written; in
         completion mode (an evaluation) only read (mtc_provider.lineage)."""
-        from mtc_provider.core.spec import CheckpointingSpec
         from mtc_provider.lineage import operator_lineage
 
-        directory = _spec(CheckpointingSpec, "checkpointing", self.checkpointing).checkpoint_directory
+        directory = self._describe()[1].checkpoint_directory
         return operator_lineage(inputs=[directory], outputs=[] if self._completion else [directory])
 
     def _task_lookup(self):

@@ -1,0 +1,68 @@
+"""What the launch takes from the plan: a validated section restored as it was (`spec_restored`, no check again),
+and the digest that says the sections are still the validated ones (`launch_digest`); `mtc render` and `mtc plan`
+check the periods once per description and render the flags only for the manifests."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mtc_provider.core.customization import CustomizationSpec
+from mtc_provider.core.jobset import build_jobset_for_run
+from mtc_provider.core.run import LAUNCH_SECTIONS, launch_digest, parse_run, run_plan
+from mtc_provider.core.spec import SECTIONS, CheckpointingSpec, spec_restored, spec_to_dict
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+CUSTOMIZED = {"queue_name": "q", "capacity": "spot", "tolerations": [{"key": "k", "operator": "Exists"}],
+              "volumes": [{"name": "data", "configMap": {"name": "cm"}}],
+              "volume_mounts": [{"name": "data", "mountPath": "/data"}], "env_from_secrets": ["s"]}
+
+
+def described(path: Path, tmp_path, **extra):
+    return parse_run({**yaml.safe_load(path.read_text()), **extra}, str(tmp_path / "home"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_a_restored_section_is_the_validated_spec(path, tmp_path):
+    config = described(path, tmp_path, customization=CUSTOMIZED)
+    for name in LAUNCH_SECTIONS:
+        spec = getattr(config, name)
+        restored = spec_restored(SECTIONS[name], spec_to_dict(spec))
+        assert restored == spec and type(restored) is type(spec), name
+    assert isinstance(spec_restored(CustomizationSpec, spec_to_dict(config.customization)).tolerations, tuple)
+
+
+def test_restoring_checks_nothing_so_only_the_digest_lets_a_section_through(tmp_path):
+    """spec_restored trusts its input; the launch calls it only for sections equal to what the plan validated."""
+    config = described(EXAMPLES[0], tmp_path)
+    plan = run_plan(config, str(tmp_path / "home"))
+    bad = {**plan["checkpointing"], "checkpoint_period": 0}
+    assert spec_restored(CheckpointingSpec, bad).checkpoint_period == 0  # no check: hence the digest
+    sections = {name: plan[name] for name in LAUNCH_SECTIONS}
+    assert launch_digest(config.target, sections) == plan["digest"]
+    assert launch_digest(config.target, {**sections, "checkpointing": bad}) != plan["digest"]
+    assert launch_digest(config.target, {**sections, "checkpointing": CheckpointingSpec}) is None  # not JSON
+
+
+def test_mtc_render_checks_the_periods_once_and_renders_the_flags_once(tmp_path, monkeypatch):
+    calls: collections.Counter = collections.Counter()
+    for name in ("_check_periods", "maxtext_flags"):
+        real = getattr(CheckpointingSpec, name)
+        monkeypatch.setattr(CheckpointingSpec, name,
+                            lambda self, _real=real, _name=name: (calls.update([_name]), _real(self))[1])
+    config = described(EXAMPLES[0], tmp_path)
+    assert calls == {"_check_periods": 1}  # parse_run: the cross-section rules render nothing
+    build_jobset_for_run(config)
+    assert calls == {"_check_periods": 1, "maxtext_flags": 1}
+
+
+def test_the_spec_refuses_what_rendering_no_longer_checks():
+    """Rendering writes a spec's flags as they are, so the spec refuses a local directory that is no string even
+    with the local tier off (it used to fail only at rendering, naming the same field)."""
+    from mtc_provider.core.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"checkpointing.local_checkpoint_directory: \['/a'\] is not allowed"):
+        CheckpointingSpec(run_name="r", base_output_directory="/out", steps=10, local_checkpoint_directory=["/a"])
