@@ -15,7 +15,7 @@ import pytest
 from airflow.sdk.bases.xcom import BaseXCom
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
-from js_helpers import DirStore
+from tests.support.js_helpers import DirStore
 from mtc_provider.core import jobset as core_jobset
 from mtc_provider.core.spec import CheckpointingSpec
 from tests.conftest import sample_dag
