@@ -63,6 +63,9 @@ LOOP_RE = re.compile(r"Ran scheduling loop in ([0-9.]+) ms")
 # #67287, #72716: the executor's success for a try that deferred, read after the try was queued again).
 MISMATCH_RE = re.compile(r"reported that the task instance <TaskInstance: [^ ]+\.(\w+) ([^ ]+) .*?finished with "
                          r"state (\w+), but the task instance's state attribute is (\w+)")
+# The scheduler's executor at `[core] parallelism` (airflow.executors.base_executor logs it): a queued task waits
+# in the scheduler, not in its worker's queue (the hand-off that the deployment's parallelism setting removes).
+PARALLELISM_FULL = "parallelism limit reached"
 ATTEMPT_RE = re.compile(r"-a(\d+)$")
 
 # The same Airflow settings on both arms, beyond each set-up's own.
@@ -219,6 +222,10 @@ LAUNCH_WORKER = "airflow-launch-worker"
 class TopologyArm(Arm):
     launch_concurrency = 4  # 0: no launch queue (every task shares the one worker's slots)
     launch_preload = True  # the launch worker imports what every launch try needs before its pool forks
+    # Each scheduler's executor queues at most `[core] parallelism` tasks (queued + running) over all queues: at
+    # COMMON_ENV's 4, the general tasks of 50 runs fill it and a retry waits in the scheduler although the launch
+    # worker is idle ("parallelism limit reached"). None: the slots of both workers (docs/deployment.md).
+    parallelism: int | None = None
 
     def start(self, runs: int) -> None:
         import dataclasses
@@ -230,6 +237,8 @@ class TopologyArm(Arm):
                "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'provider'}"}
         if self.launch_concurrency:  # docs/deployment.md, "Worker slots on the resubmission path"
             env["MTC_LAUNCH_QUEUE"] = LAUNCH_QUEUE
+        slots = int(COMMON_ENV["AIRFLOW__CELERY__WORKER_CONCURRENCY"]) + self.launch_concurrency
+        env["AIRFLOW__CORE__PARALLELISM"] = str(self.parallelism or slots)
         self.topo = Topology(self.scratch / "topology", dags_folder=self.dags, extra_env=env)
         self.write_local_settings(self.topo.places.airflow_home)
         self.topo.start()
@@ -431,6 +440,7 @@ def measure(arm: Arm, runs: int, steps: int, step_time_ms: int, timeout: float, 
             "statements_per_run_above_idle": round((statements_after - statements - idle_rate * window_s) / runs, 1),
             **({"pg_stat_database": db_delta, "transactions_per_run": round(
                 (db_delta["xact_commit"] + db_delta["xact_rollback"]) / runs, 1)} if db_delta else {})},
+        "scheduler_parallelism_full": sum(v.count(PARALLELISM_FULL) for v in scheduler_text.values()),
         "state_mismatch_failures": {"n": len(mismatches), "by_task": {t: sum(x["task"] == t for x in mismatches)
                                                                        for t in sorted({x["task"] for x in mismatches})},
                                     "events": mismatches},
@@ -467,7 +477,11 @@ def main() -> None:
                              "DAG's launch task is routed to (docs/deployment.md); 0: no launch queue")
     parser.add_argument("--no-launch-preload", action="store_true",
                         help="topology: the launch worker without mtc_provider.celery_preload (each try imports)")
+    parser.add_argument("--parallelism", type=int, default=None,
+                        help="topology: [core] parallelism of each scheduler (default: the general and the launch "
+                             "workers' slots together; 4 is how it was measured before 2026-12-01)")
     args = parser.parse_args()
+    TopologyArm.parallelism = args.parallelism
     TopologyArm.launch_concurrency = args.launch_concurrency
     TopologyArm.launch_preload = not args.no_launch_preload
     if args.quick:
