@@ -79,7 +79,7 @@ class MtcJobSetSensor(JobSetTargetMixin, BaseSensorOperator):
                 "phase": state.phase}
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        from mtc_provider.triggers.jobset import ENDED, JobSetEvent
+        from mtc_provider.core.jobset_events import ENDED, JobSetEvent
 
         ev = JobSetEvent.from_payload(event)
         if ev.kind == ENDED and ev.state is not None:
