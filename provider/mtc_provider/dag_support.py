@@ -54,8 +54,10 @@ def plan_training_run(params: Mapping[str, Any] | None, conf: Mapping[str, Any] 
 
 def plan_cluster_setup(params: Mapping[str, Any] | None, conf: Mapping[str, Any] | None = None,
                        declared: Iterable[str] | None = None, service_account: str = "default") -> dict[str, Any]:
-    """The cluster-setup DAG's plan: every name it will create or bind, validated before the first task.
-    `service_account` (the workload KSA bound to the bucket) comes from the DAG file, never from the trigger."""
+    """The cluster-setup DAG's plan: its form (the run description's sections and the setup's switches) and every
+    name it will create or bind, validated before the first task (core.params.cluster_setup_run). A conf key that
+    is not a param (a flat `project_id`, say) is refused naming it. `service_account` (the workload KSA bound to the
+    bucket) comes from the DAG file, never from the trigger."""
     from mtc_provider.core.params import cluster_setup_run
     from mtc_provider.target import default_local_home
 
