@@ -13,7 +13,7 @@ import datetime
 
 from airflow.sdk import DAG, Param, task
 
-from mtc_provider.dag_support import CHECKPOINTING, CLUSTER, GKE_ONLY, MODEL, RUN, TARGET, planned
+from mtc_provider.dag_support import CHECKPOINTING, CLUSTER, GKE_ONLY, RUN, TARGET, form_params, planned
 from mtc_provider.operators.gcp import (
     MtcApplyCheckpointConfigurationOperator,
     MtcClusterReadinessOperator,
@@ -37,8 +37,7 @@ PARAMS = {
     "target": Param("local", enum=["local", "gke", "kubernetes"], title="Target", section=TARGET,
                     description="What to prepare: local (this machine: the steps are checked and the ones that do "
                                 "not apply are reported), gke, or kubernetes (any cluster with JobSet)"),
-    "kubernetes_conn_id": Param("kubernetes_default", type="string", title="Kubernetes connection", section=TARGET,
-                                description="Kubernetes target only: the Airflow Kubernetes connection"),
+    **form_params("kubernetes_conn_id"),
     "bucket": Param({"name": "mtc-checkpoints", "location": "us-central1"}, type="object", title="Bucket",
                     section=TARGET, description="{name, location}: the HNS bucket to create, in a region or "
                                                 "multi-region, not a zone (a directory under the local home on the "
@@ -56,13 +55,7 @@ PARAMS = {
                                description=f"{GKE_ONLY}, opt-in: one TPU node pool per slice"),
     "node_pool_prefix": Param("mtc-slice", type="string", title="Node pool prefix", section=CLUSTER,
                               description=f"{GKE_ONLY}: TPU node pools are <prefix>-<slice>"),
-    "slices": Param({"tpu_type": "v6e", "topology": "", "num_slices": 2, "machine_type": ""}, type="object",
-                    title="Slices", section=MODEL,
-                    description="{tpu_type, topology, num_slices, machine_type}; an empty topology is the smallest "
-                                "the target takes (v6e: 2x2, one host; on gke 2x4, as GKE Multislice needs "
-                                "multi-host slices), an empty machine type the TPU type's default"),
-    "sizing": Param({"parameters": 1e6}, type="object", title="Sizing", section=MODEL,
-                    description="{parameters, bytes_per_parameter, buffer, allow_any_buffer}: the ramdisk size"),
+    **form_params("slices", "sizing"),
     "checkpointing": Param({"run_name": "mtc-demo"}, type="object", title="Checkpointing", section=CHECKPOINTING,
                            description="{run_name}: the training run the setup is for (its names are checked here)"),
     "workload": Param({"namespace": "default"}, type="object", title="Workload", section=RUN,
@@ -84,13 +77,11 @@ with DAG(
     @task
     def plan(params=None, dag_run=None) -> dict:
         """Every name the setup will create or bind is validated here, before the first side effect."""
-        from mtc_provider.core.params import form_with_conf
-        from mtc_provider.dag_support import plan_cluster_setup
+        from mtc_provider.dag_support import plan_cluster_setup, trigger_form
 
         conf = getattr(dag_run, "conf", None)
-        # The form's sections with the trigger's laid over them field by field (Airflow replaces a whole section).
-        form = form_with_conf({key: param.value for key, param in PARAMS.items()}, conf)
-        return plan_cluster_setup(form, conf=conf, declared=PARAMS, service_account=WORKLOAD_KSA)
+        return plan_cluster_setup(trigger_form(PARAMS, conf), conf=conf, declared=PARAMS,
+                                  service_account=WORKLOAD_KSA)
 
     @task.short_circuit(ignore_downstream_trigger_rules=False)
     def opted_in(flag: str, params=None) -> bool:
