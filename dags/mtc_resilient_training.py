@@ -22,10 +22,10 @@ from mtc_provider.dag_support import (
     CLUSTER,
     GKE_ONLY,
     LOCAL_ONLY,
-    MODEL,
     REHEARSAL,
     RUN,
     TARGET,
+    form_params,
     planned,
 )
 from mtc_provider.operators.gcp import MtcClusterReadinessOperator
@@ -56,8 +56,7 @@ PARAMS = {
     "target": Param("local", enum=["local", "gke", "kubernetes"], title="Target", section=TARGET,
                     description="Where the JobSet runs: local (this machine), gke, or kubernetes (any cluster "
                                 "with JobSet, by connection)"),
-    "kubernetes_conn_id": Param("kubernetes_default", type="string", title="Kubernetes connection", section=TARGET,
-                                description="Kubernetes target only: the Airflow Kubernetes connection"),
+    **form_params("kubernetes_conn_id"),
     "bucket": Param({"name": "mtc-checkpoints", "location": "us-central1"}, type="object", title="Bucket",
                     section=TARGET, description="{name, location}: the checkpoint bucket (a directory under the "
                                                 "local home on the local target)"),
@@ -71,13 +70,7 @@ PARAMS = {
                                            section=CLUSTER,
                                            description="GKE and kubernetes: the CheckpointConfiguration of the "
                                                        "slices' nodes (the cluster-setup DAG applies it)"),
-    "slices": Param({"tpu_type": "v6e", "topology": "", "num_slices": 2, "machine_type": ""}, type="object",
-                    title="Slices", section=MODEL,
-                    description="{tpu_type, topology, num_slices, machine_type}; an empty topology is the smallest "
-                                "the target takes (v6e: 2x2, one host; on gke 2x4, as GKE Multislice needs "
-                                "multi-host slices), an empty machine type the TPU type's default"),
-    "sizing": Param({"parameters": 1e6}, type="object", title="Sizing", section=MODEL,
-                    description="{parameters, bytes_per_parameter, buffer, allow_any_buffer}: the ramdisk size"),
+    **form_params("slices", "sizing"),
     "checkpointing": Param({
         "run_name": "mtc-demo", "steps": 70, "enable_checkpointing": True, "enable_emergency_checkpoint": True,
         "async_checkpointing": True, "local_checkpoint_directory": "/local", "local_checkpoint_period": 4,
@@ -128,13 +121,10 @@ with DAG(
     @task
     def plan(params=None, dag_run=None) -> dict:
         """Validate the whole run description before any side effect; hand the specs to the next tasks."""
-        from mtc_provider.core.params import form_with_conf
-        from mtc_provider.dag_support import plan_training_run
+        from mtc_provider.dag_support import plan_training_run, trigger_form
 
         conf = getattr(dag_run, "conf", None)
-        # The form's sections with the trigger's laid over them field by field (Airflow's params replace a whole
-        # section, and the UI's trigger form sends every section in the conf).
-        form = form_with_conf({key: param.value for key, param in PARAMS.items()}, conf)
+        form = trigger_form(PARAMS, conf)  # the form's sections with the trigger's laid over them field by field
         if form.get("apply_advice"):
             from airflow.sdk import Variable
 

@@ -1,4 +1,4 @@
-"""Glue the sample DAGs call from inside tasks (never at parse time)."""
+"""Glue the sample DAGs call from inside tasks (never at parse time), and their forms' shared fields."""
 
 from __future__ import annotations
 
@@ -19,6 +19,35 @@ FORM_SECTIONS = (TARGET, CLUSTER, MODEL, CHECKPOINTING, RUN, REHEARSAL)
 # How a field's description starts when only one target reads it (tests/dags checks the forms say so).
 GKE_ONLY = "GKE only"
 LOCAL_ONLY = "Local target only"
+
+
+def form_params(*names: str) -> dict[str, Any]:
+    """The Params of the run description's sections that the training and the cluster-setup DAG's forms show alike,
+    in the order asked (fresh objects for each DAG)."""
+    from airflow.sdk import Param  # the DAG file has imported it already
+
+    shared = {
+        "kubernetes_conn_id": lambda: Param(
+            "kubernetes_default", type="string", title="Kubernetes connection", section=TARGET,
+            description="Kubernetes target only: the Airflow Kubernetes connection"),
+        "slices": lambda: Param(
+            {"tpu_type": "v6e", "topology": "", "num_slices": 2, "machine_type": ""}, type="object", title="Slices",
+            section=MODEL, description="{tpu_type, topology, num_slices, machine_type}; an empty topology is the "
+                                       "smallest the target takes (v6e: 2x2, one host; on gke 2x4, as GKE Multislice "
+                                       "needs multi-host slices), an empty machine type the TPU type's default"),
+        "sizing": lambda: Param(
+            {"parameters": 1e6}, type="object", title="Sizing", section=MODEL,
+            description="{parameters, bytes_per_parameter, buffer, allow_any_buffer}: the ramdisk size"),
+    }
+    return {name: shared[name]() for name in names}
+
+
+def trigger_form(declared: Mapping[str, Any], conf: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The form's values (the declared Params' defaults) with the trigger's conf laid over them section by section:
+    Airflow replaces a whole object param, and the UI's trigger form sends every section in the conf."""
+    from mtc_provider.core.params import form_with_conf
+
+    return form_with_conf({key: param.value for key, param in declared.items()}, conf)
 
 
 def _planned_or_fail(plan: Callable[[], dict[str, Any]], conf: Mapping[str, Any] | None,
@@ -54,8 +83,10 @@ def plan_training_run(params: Mapping[str, Any] | None, conf: Mapping[str, Any] 
 
 def plan_cluster_setup(params: Mapping[str, Any] | None, conf: Mapping[str, Any] | None = None,
                        declared: Iterable[str] | None = None, service_account: str = "default") -> dict[str, Any]:
-    """The cluster-setup DAG's plan: every name it will create or bind, validated before the first task.
-    `service_account` (the workload KSA bound to the bucket) comes from the DAG file, never from the trigger."""
+    """The cluster-setup DAG's plan: its form (the run description's sections and the setup's switches) and every
+    name it will create or bind, validated before the first task (core.params.cluster_setup_run). A conf key that
+    is not a param (a flat `project_id`, say) is refused naming it. `service_account` (the workload KSA bound to the
+    bucket) comes from the DAG file, never from the trigger."""
     from mtc_provider.core.params import cluster_setup_run
     from mtc_provider.target import default_local_home
 

@@ -38,6 +38,7 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": INTEGRATION,
                 "python-modules": [
+                    "mtc_provider.operators.base",
                     "mtc_provider.operators.jobset",
                     "mtc_provider.operators.gcp",
                     "mtc_provider.operators.goodput",

@@ -84,19 +84,25 @@ def _plan(dag, change: dict, monkeypatch, tmp_path) -> dict:
     return dag.get_task("plan").python_callable(params=params, dag_run=SimpleNamespace(conf=change))
 
 
-SETUP_GKE = {"target": "gke", "project_id": "p", "location": "us-central1", "cluster_name": "c"}
+SETUP_CLUSTER = {"project_id": "p", "location": "us-central1", "name": "c"}
+SETUP_GKE = {"target": "gke", "cluster": SETUP_CLUSTER}
+
+
+def _zones(*zones: str, location: str = "us-central1") -> dict:
+    return {"cluster": {**SETUP_CLUSTER, "location": location, "node_locations": list(zones)}}
 
 
 def test_setup_and_training_agree_on_the_workload_ksa_and_machine_type(dagbag, monkeypatch, tmp_path):
     """The KSA the setup binds to the bucket is the one the training pods run as; both forms take machine_type."""
     setup, training = dagbag.dags["mtc_cluster_setup"], dagbag.dags["mtc_resilient_training"]
     assert "service_account" not in setup.params and "service_account" not in training.params
-    assert "machine_type" in setup.params and "machine_type" in training.params["slices"]
-    form = {**SETUP_GKE, "namespace": "ml", "tpu_type": "v6e", "topology": "4x4", "machine_type": "ct6e-standard-4t"}
-    planned_setup = _plan(setup, form, monkeypatch, tmp_path)
+    # The same sections in both forms (the run description's, core.run): one description serves both DAGs.
+    assert {"target", "bucket", "cluster", "slices", "sizing", "checkpointing", "workload"} <= set(setup.params)
+    assert "machine_type" in setup.params["slices"] and "machine_type" in training.params["slices"]
     described = {"target": "gke", "cluster": {"project_id": "p", "location": "us-central1", "name": "c"},
                  "slices": {"tpu_type": "v6e", "topology": "4x4", "machine_type": "ct6e-standard-4t"},
                  "workload": {"namespace": "ml", "image": "us-docker.pkg.dev/p/r/maxtext:1"}}
+    planned_setup = _plan(setup, {**described, "workload": {"namespace": "ml"}}, monkeypatch, tmp_path)
     planned_training = _plan(training, described, monkeypatch, tmp_path)
     assert planned_setup["service_account"] == planned_training["workload"]["service_account"]
     assert planned_setup["namespace"] == planned_training["workload"]["namespace"] == "ml"
@@ -107,12 +113,12 @@ def test_setup_and_training_agree_on_the_workload_ksa_and_machine_type(dagbag, m
 
 def test_setup_node_locations_default_from_the_tpu_zone(dagbag, monkeypatch, tmp_path):
     setup = dagbag.dags["mtc_cluster_setup"]
-    assert _plan(setup, {**SETUP_GKE, "create_node_pools": True, "tpu_zone": "us-central1-b"}, monkeypatch,
+    assert _plan(setup, {**SETUP_GKE, "create_node_pools": True, **_zones("us-central1-b")}, monkeypatch,
                  tmp_path)["node_locations"] == ["us-central1-b"]
-    zonal = {**SETUP_GKE, "location": "us-central1-a", "create_node_pools": True}
+    zonal = {**SETUP_GKE, **_zones(location="us-central1-a"), "create_node_pools": True}
     assert _plan(setup, zonal, monkeypatch, tmp_path)["node_locations"] == ["us-central1-a"]
     assert setup.get_task("node_pools").node_locations.endswith("['node_locations'] }}")
-    planned = _plan(setup, {**SETUP_GKE, "enable_mtc": True, "create_node_pools": True, "tpu_zone": "us-central1-b"},
+    planned = _plan(setup, {**SETUP_GKE, "enable_mtc": True, "create_node_pools": True, **_zones("us-central1-b")},
                     monkeypatch, tmp_path)
     assert planned["fixed_by_later_tasks"] == ["workload_identity_pool", "high_scale_checkpointing_addon",
                                                "gcs_fuse_csi_driver_addon", "tpu_node_pools"]
@@ -120,14 +126,14 @@ def test_setup_node_locations_default_from_the_tpu_zone(dagbag, monkeypatch, tmp
 
 @pytest.mark.parametrize("change, allowed", [
     ({"create_node_pools": True}, "us-central1-a: cluster location us-central1 is a region"),
-    ({"tpu_zone": "europe-west4-a"}, "a zone of the cluster's region us-central1"),
-    ({"tpu_zone": "us-central1"}, "a zone such as us-central1-a"),
+    (_zones("europe-west4-a"), "a zone of the cluster's region us-central1"),
+    (_zones("us-central1"), "a zone such as us-central1-a"),
 ])
 def test_setup_regional_cluster_without_a_tpu_zone_is_refused_in_plan(dagbag, monkeypatch, tmp_path, change,
                                                                        allowed):
     from airflow.sdk.exceptions import AirflowFailException
 
-    with pytest.raises(AirflowFailException, match="tpu_zone") as caught:
+    with pytest.raises(AirflowFailException, match=r"cluster\.node_locations") as caught:
         _plan(dagbag.dags["mtc_cluster_setup"], {**SETUP_GKE, **change}, monkeypatch, tmp_path)
     assert allowed in str(caught.value) and " is not allowed; allowed: " in str(caught.value)
 

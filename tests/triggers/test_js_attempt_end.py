@@ -15,7 +15,8 @@ from tests.doubles.memory_jobset import MemoryJobSetApi, status_failed, status_r
 from mtc_provider.adapters.run_lock import ATTEMPTS, RunLock
 from mtc_provider.core import labels as L
 from mtc_provider.triggers import attempt_end
-from mtc_provider.triggers.jobset import ENDED, JobSetEvent, JobSetTrigger
+from mtc_provider.core.jobset_events import ENDED, JobSetEvent
+from mtc_provider.triggers.jobset import JobSetTrigger
 
 CONNECTION = {"kind": "local", "home": "/nonexistent/mtc-home"}
 TI = SimpleNamespace(dag_id="d", run_id="r", task_id="train", map_index=-1, try_number=1)

@@ -24,7 +24,8 @@ from tests.doubles.memory_jobset import (
     status_completed,
     status_running,
 )
-from mtc_provider.triggers.jobset import ENDED, LISTING_FAILED, JobSetEvent, JobSetTrigger
+from mtc_provider.core.jobset_events import ENDED, LISTING_FAILED, JobSetEvent
+from mtc_provider.triggers.jobset import JobSetTrigger
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -134,6 +134,20 @@ def forbidden(exc: BaseException, method: str, namespace: str | None, where: str
     return Forbidden(message, verb, resource, namespace or "", where)
 
 
+@contextlib.contextmanager
+def mapped_errors(method: str, namespace: str | None, where: str = "") -> Any:
+    """Within: a client's exception is raised as the provider's one mapping of it (to_api_error; a 403 as a
+    Forbidden naming verb, resource, namespace and `where`); an exception that maps to itself keeps its traceback.
+    The sync and the async api's every request, the pod listing and the watch."""
+    try:
+        yield
+    except Exception as exc:
+        mapped = forbidden(to_api_error(exc), method, namespace, where)
+        if mapped is exc:
+            raise
+        raise mapped from exc
+
+
 def _retrying_types() -> tuple[type[BaseException], ...]:
     # A 401 means the token expired between minting and use: the next attempt opens a fresh client.
     return (retry.Retryable, retry.Unauthorized)
@@ -186,20 +200,16 @@ class KubernetesJobSetApi:
             if pool is not None:  # urllib3's own retries (3 by default) off: this policy alone decides
                 pool.connection_pool_kw["retries"] = False
             try:
-                if core:  # pods and the run lock (a ConfigMap): core/v1
-                    result = getattr(k8s.CoreV1Api(api_client), method)(**kwargs,
-                                                                        _request_timeout=timeout)
-                else:
-                    api = k8s.CustomObjectsApi(api_client)
-                    result = getattr(api, method)(group=GROUP, version=VERSION, plural=PLURAL, **kwargs,
-                                                  _request_timeout=timeout)
+                with mapped_errors(method, kwargs.get("namespace"), self.where):
+                    if core:  # pods and the run lock (a ConfigMap): core/v1
+                        result = getattr(k8s.CoreV1Api(api_client), method)(**kwargs,
+                                                                            _request_timeout=timeout)
+                    else:
+                        api = k8s.CustomObjectsApi(api_client)
+                        result = getattr(api, method)(group=GROUP, version=VERSION, plural=PLURAL, **kwargs,
+                                                      _request_timeout=timeout)
                 self.answers += 1
                 return result
-            except Exception as exc:
-                mapped = forbidden(to_api_error(exc), method, kwargs.get("namespace"), self.where)
-                if mapped is exc:
-                    raise
-                raise mapped from exc
             finally:
                 api_client.close()
 
@@ -309,7 +319,7 @@ class AsyncKubernetesJobSetApi:
         from kubernetes_asyncio import client as k8s
 
         async def once() -> Any:
-            try:
+            with mapped_errors(method, kwargs.get("namespace"), self.where):
                 async with self._client() as api_client:
                     for header, value in (headers or {}).items():  # per client, as in the sync api
                         api_client.set_default_header(header, value)
@@ -318,11 +328,6 @@ class AsyncKubernetesJobSetApi:
                                                         _request_timeout=self.request_timeout)
                     self.answers += 1
                     return result
-            except Exception as exc:
-                mapped = forbidden(to_api_error(exc), method, kwargs.get("namespace"), self.where)
-                if mapped is exc:
-                    raise
-                raise mapped from exc
 
         async for attempt in _async_retrying():
             with attempt:
@@ -340,19 +345,13 @@ class AsyncKubernetesJobSetApi:
         from kubernetes_asyncio import client as k8s
 
         async for attempt in _async_retrying():
-            with attempt:
-                try:
-                    async with self._client() as api_client:
-                        api = k8s.CoreV1Api(api_client)
-                        pods = await api.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={jobset_name}",
-                                                             _request_timeout=self.request_timeout)
-                        self.answers += 1
-                        return [api_client.sanitize_for_serialization(p) for p in pods.items]
-                except Exception as exc:
-                    mapped = forbidden(to_api_error(exc), "list_namespaced_pod", namespace, self.where)
-                    if mapped is exc:
-                        raise
-                    raise mapped from exc
+            with attempt, mapped_errors("list_namespaced_pod", namespace, self.where):
+                async with self._client() as api_client:
+                    api = k8s.CoreV1Api(api_client)
+                    pods = await api.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={jobset_name}",
+                                                         _request_timeout=self.request_timeout)
+                    self.answers += 1
+                    return [api_client.sanitize_for_serialization(p) for p in pods.items]
 
     def _counting(self, list_fn: Callable[..., Any]) -> Callable[..., Any]:
         """The watch's request: counts an opened stream as an answer; a non-2xx answer raises with its headers
@@ -381,7 +380,7 @@ class AsyncKubernetesJobSetApi:
         # The client must outlast the server's timeoutSeconds, or every quiet watch ends as a client timeout
         # (the cncf.kubernetes client's default is 60 s whatever timeoutSeconds says).
         client_timeout = aiohttp.ClientTimeout(total=self.watch_timeout + WATCH_MARGIN, connect=self.request_timeout)
-        try:
+        with mapped_errors("watch_namespaced_custom_object", namespace, self.where):
             async with self._client() as api_client:
                 api = k8s.CustomObjectsApi(api_client)
                 async with watch.Watch().stream(
@@ -391,11 +390,6 @@ class AsyncKubernetesJobSetApi:
                 ) as stream:
                     async for event in stream:
                         yield WatchEvent(event["type"], event["raw_object"])
-        except Exception as exc:
-            mapped = forbidden(to_api_error(exc), "watch_namespaced_custom_object", namespace, self.where)
-            if mapped is exc:
-                raise
-            raise mapped from exc
 
     async def watch(self, namespace: str, name: str, resource_version: str | None = None) -> AsyncIterator[WatchEvent]:
         """Events for one JobSet until it is deleted (the caller stops reading when it has what it needs).

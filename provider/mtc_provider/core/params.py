@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from mtc_provider.core.errors import SpecError, require
 from mtc_provider.core.maxtext import DEFAULT_LAYOUT, maxtext_command
-from mtc_provider.core.names import check_checkpoint_configuration_name, check_dns1123_label, check_service_account
+from mtc_provider.core.names import check_dns1123_label, check_service_account
 from mtc_provider.core.run import SETUP_IMAGE, parse_run, run_plan
 from mtc_provider.core.spec import LOCAL_IMAGE
 
@@ -78,52 +78,41 @@ def training_run(
     return run_plan(parse_run(description, local_home), local_home, gcp_conn_id)
 
 
-def setup_description(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The cluster-setup DAG's flat form as a run description (its sections: core.run)."""
-    get = lambda key, default=None: default if params.get(key) is None else params[key]  # noqa: E731
-    target = get("target", "local")
-    cluster = {"project_id": get("project_id", ""), "location": get("location", ""), "name": get("cluster_name", "")}
-    description: dict[str, Any] = {
-        "target": target,
-        "bucket": {"name": get("bucket", "mtc-checkpoints"), "location": get("bucket_location", "us-central1")},
-        "slices": {"tpu_type": get("tpu_type", "v6e"), "topology": get("topology", ""),
-                   "num_slices": get("num_slices", 2), "machine_type": get("machine_type", "")},
-        "sizing": {"parameters": float(get("parameters", 1e9))},
-        "checkpointing": {"run_name": get("run_name", ""), "steps": 1},
-        "workload": {"namespace": get("namespace", "default")},
-        "kubernetes_conn_id": get("kubernetes_conn_id", "kubernetes_default"),
-        "checkpoint_configuration_name": get("checkpoint_configuration_name", "mtc-checkpoint-config"),
-    }
-    if target == "gke":
-        for key, name in (("project_id", "project_id"), ("location", "location"), ("cluster_name", "name")):
-            require(bool(cluster[name]), key, cluster[name], "a value on the gke target")
-        description["cluster"] = cluster
-    elif target == "kubernetes" and cluster["project_id"]:
-        description["cluster"] = {**cluster, "location": cluster["location"] or "unused",
-                                  "name": cluster["name"] or "unused"}
-    return description
+# The cluster-setup DAG's form fields that steer which tasks run or name what they create, beside the run
+# description's sections (target, kubernetes_conn_id, bucket, cluster, checkpoint_configuration_name, slices,
+# sizing, checkpointing, workload).
+SETUP_SWITCHES = ("enable_mtc", "create_node_pools", "node_pool_prefix")
 
 
-def cluster_setup_run(params: Mapping[str, Any], local_home: str, *, service_account: str = "default") -> dict[str, Any]:
-    """The cluster-setup DAG's plan: the training run's checks plus every name the setup creates or binds,
-    so nothing is created before a bad name is found. `service_account` is the DAG author's workload KSA (the
-    one the training DAG's pods run as), never the form's."""
+def cluster_setup_run(form: Mapping[str, Any], local_home: str, *, service_account: str = "default") -> dict[str, Any]:
+    """The cluster-setup DAG's one validation: its form is a run description in the YAML's sections (parsed by
+    `core.run.parse_run`, as the training DAG's form and `mtc plan` are) plus SETUP_SWITCHES; every name the setup
+    creates or binds is checked too, so nothing is created before a bad value is found (field, value, allowed).
+    `service_account` is the DAG author's workload KSA (the one the training DAG's pods run as), never the form's."""
     from mtc_provider.core.node_pools import node_locations
     from mtc_provider.core.readiness import setup_fixable
 
-    run = training_run(setup_description(params), local_home, needs_image=False,  # no training container
+    switches = {key: form.get(key) for key in SETUP_SWITCHES}
+    for key in ("enable_mtc", "create_node_pools"):
+        require(switches[key] in (None, True, False), key, switches[key], "true or false")
+    description = {key: value for key, value in form.items() if key not in SETUP_SWITCHES}
+    checkpointing = description.get("checkpointing")
+    if isinstance(checkpointing, Mapping):  # the setup launches no training: its run needs no steps of its own
+        description["checkpointing"] = {"steps": 1, **checkpointing}
+    run = training_run(description, local_home, needs_image=False,  # no training container
                        service_account=service_account)
     names = {
-        "checkpoint_configuration_name": check_checkpoint_configuration_name(
-            params.get("checkpoint_configuration_name") or "mtc-checkpoint-config", "checkpoint_configuration_name"),
+        "checkpoint_configuration_name": run["description"]["checkpoint_configuration_name"],
         "service_account": check_service_account(service_account, "service_account"),
         # Pools are named <prefix>-<slice index>; GKE allows 40 characters.
-        "node_pool_prefix": check_dns1123_label("node_pool_prefix", params.get("node_pool_prefix") or "mtc-slice", 36),
+        "node_pool_prefix": check_dns1123_label("node_pool_prefix", switches["node_pool_prefix"] or "mtc-slice", 36),
     }
+    bucket = run["description"]["bucket"] or {}
+    cluster = run["description"]["cluster"] or {}
+    gke = run["target"]["kind"] == "gke"
     zones: list[str] = []
-    tpu_zone = params.get("tpu_zone") or ""
-    if run["target"]["kind"] == "gke" and (tpu_zone or params.get("create_node_pools")):
+    if gke and (cluster["node_locations"] or switches["create_node_pools"]):
         # The guide's --node-locations=${TPU_ZONE}: a regional cluster without it is refused here.
-        zones = node_locations(params["location"], [tpu_zone] if tpu_zone else None, "tpu_zone")
-    return {**run, **names, "node_locations": zones,
-            "fixed_by_later_tasks": setup_fixable(params) if run["target"]["kind"] == "gke" else []}
+        zones = node_locations(cluster["location"], cluster["node_locations"] or None, "cluster.node_locations")
+    return {**run, **names, "bucket_name": bucket.get("name"), "bucket_location": bucket.get("location"),
+            "node_locations": zones, "fixed_by_later_tasks": setup_fixable(switches) if gke else []}

@@ -97,31 +97,29 @@ _POD_2D = ("4x4", "4x8", "8x8", "8x16", "16x16")
 # The 3D shapes below one cube (v4, v5p): 2x2x1 is one host; larger ones follow CubeRule.
 _SMALL_3D = ("2x2x1", "2x2x2", "2x2x4", "2x4x4")
 
+
+def _cube_type(name: str, accelerator: str, machine_type: str, max_chips: int, examples: str) -> TpuType:
+    """v4 and v5p: one machine type of 4 chips per host; the shapes below one cube, then whole cubes (CubeRule)."""
+    return TpuType(name, accelerator, 3, {machine_type: 4}, machine_type, _rows(machine_type, 4, _SMALL_3D),
+                   CubeRule(machine_type, max_chips, examples))
+
+
+def _pod_2d_type(name: str, accelerator: str, machine_prefix: str) -> TpuType:
+    """v5e and v6e, whose tables are alike row for row: machine types `<prefix>-1t`, `-4t` (the default) and `-8t`;
+    1x1 on 1t, 2x2 on 4t, 2x4 on 8t (one host) or on 4t (two hosts), and the pod shapes on 4t."""
+    one, four, eight = (f"{machine_prefix}-{chips}t" for chips in (1, 4, 8))
+    return TpuType(name, accelerator, 2, {one: 1, four: 4, eight: 8}, four,
+                   _rows(one, 1, ("1x1",)) + _rows(four, 4, ("2x2",)) + _rows(eight, 8, ("2x4",))
+                   + _rows(four, 4, ("2x4", *_POD_2D)))
+
+
 TPU_TYPES: dict[str, TpuType] = {
-    "v4": TpuType(
-        "v4", "tpu-v4-podslice", 3, {"ct4p-hightpu-4t": 4}, "ct4p-hightpu-4t",
-        _rows("ct4p-hightpu-4t", 4, _SMALL_3D),
-        # A v4 Pod is 4096 chips (Cloud TPU "TPU v4"); GKE's largest v4 slice node pool is the same.
-        CubeRule("ct4p-hightpu-4t", 4096, "4x4x4, 4x4x8, 8x8x8, 16x16x16"),
-    ),
-    "v5e": TpuType(
-        "v5e", "tpu-v5-lite-podslice", 2,
-        {"ct5lp-hightpu-1t": 1, "ct5lp-hightpu-4t": 4, "ct5lp-hightpu-8t": 8}, "ct5lp-hightpu-4t",
-        _rows("ct5lp-hightpu-1t", 1, ("1x1",)) + _rows("ct5lp-hightpu-4t", 4, ("2x2",))
-        + _rows("ct5lp-hightpu-8t", 8, ("2x4",)) + _rows("ct5lp-hightpu-4t", 4, ("2x4", *_POD_2D)),
-    ),
-    "v5p": TpuType(
-        "v5p", "tpu-v5p-slice", 3, {"ct5p-hightpu-4t": 4}, "ct5p-hightpu-4t",
-        _rows("ct5p-hightpu-4t", 4, _SMALL_3D),
-        # Cloud TPU "TPU v5p": the largest single slice is 16x16x24 (96 cubes, 6144 chips).
-        CubeRule("ct5p-hightpu-4t", 6144, "4x4x4, 4x4x8, 8x8x8, 16x16x24"),
-    ),
-    "v6e": TpuType(
-        "v6e", "tpu-v6e-slice", 2,
-        {"ct6e-standard-1t": 1, "ct6e-standard-4t": 4, "ct6e-standard-8t": 8}, "ct6e-standard-4t",
-        _rows("ct6e-standard-1t", 1, ("1x1",)) + _rows("ct6e-standard-4t", 4, ("2x2",))
-        + _rows("ct6e-standard-8t", 8, ("2x4",)) + _rows("ct6e-standard-4t", 4, ("2x4", *_POD_2D)),
-    ),
+    # A v4 Pod is 4096 chips (Cloud TPU "TPU v4"); GKE's largest v4 slice node pool is the same.
+    "v4": _cube_type("v4", "tpu-v4-podslice", "ct4p-hightpu-4t", 4096, "4x4x4, 4x4x8, 8x8x8, 16x16x16"),
+    "v5e": _pod_2d_type("v5e", "tpu-v5-lite-podslice", "ct5lp-hightpu"),
+    # Cloud TPU "TPU v5p": the largest single slice is 16x16x24 (96 cubes, 6144 chips).
+    "v5p": _cube_type("v5p", "tpu-v5p-slice", "ct5p-hightpu-4t", 6144, "4x4x4, 4x4x8, 8x8x8, 16x16x24"),
+    "v6e": _pod_2d_type("v6e", "tpu-v6e-slice", "ct6e-standard"),
 }
 SUPPORTED_TPU_TYPES = ", ".join(TPU_TYPES)
 

@@ -14,12 +14,12 @@ import time
 from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow.configuration import conf
-from airflow.sdk import BaseOperator
 
 from mtc_provider.core.errors import NotReady, OperationFailed, SpecError
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.gcp import GcsBucketLink, GkeClusterLink
-from mtc_provider.target import GOOGLE_PARAMETERS, Target, google_parameters, with_google
+from mtc_provider.operators.base import TARGET_FIELDS, TargetMixin
+from mtc_provider.target import Target
 
 if TYPE_CHECKING:
     from mtc_provider.adapters.protocols import TargetBackend
@@ -53,21 +53,14 @@ def checked_run(target_kind: str, slices: SliceSpec | dict[str, Any], sizing: di
 
 
 # Every GCP operator templates its target, the google provider's parameters, the endpoint override and the poll.
-COMMON_FIELDS = ("target", *GOOGLE_PARAMETERS, "api_endpoint", "poll_interval")
+COMMON_FIELDS = (*TARGET_FIELDS, "api_endpoint", "poll_interval")
 
 
-class MtcGcpBaseOperator(BaseOperator):
-    """Shared plumbing: the target, Console links, and waiting for a GKE operation (deferred or polled).
+class MtcGcpBaseOperator(TargetMixin):
+    """Shared plumbing: Console links, and waiting for a GKE operation (deferred or polled). The target and the
+    google provider's parameters (target, gcp_conn_id, impersonation_chain, project_id, location, cluster_name,
+    use_dns_endpoint) are TargetMixin's.
 
-    :param target: a target (GkeTarget, LocalTarget, KubernetesTarget) or its dict; None: local (templated).
-    :param gcp_conn_id: the Google connection for every GKE, GCS and IAM call (templated; default: the target's).
-    :param impersonation_chain: service account(s) to impersonate for every call (templated; default: the target's).
-    :param project_id: the cluster's project (templated; default: the target's, else the connection's project).
-    :param location: with cluster_name, the GKE cluster's location, instead of a target (templated; see
-        `target.with_google` for which one wins).
-    :param cluster_name: with location, the GKE cluster's name, instead of a target (templated).
-    :param use_dns_endpoint: reach the control plane through its DNS-based endpoint (templated; default: the
-        target's, False).
     :param api_endpoint: a Container API endpoint override (a private or regional endpoint); None: the default.
     :param deferrable: wait for GKE operations in the triggerer instead of polling in the worker.
     :param poll_interval: seconds between polls of a GKE operation.
@@ -76,27 +69,13 @@ class MtcGcpBaseOperator(BaseOperator):
     template_fields: Sequence[str] = COMMON_FIELDS
     operator_extra_links = (GkeClusterLink(), GcsBucketLink())
 
-    def __init__(self, *, target: Target | dict[str, Any] | None = None,
-                 gcp_conn_id: str | None = None, impersonation_chain: str | Sequence[str] | None = None,
-                 project_id: str | None = None, location: str | None = None, cluster_name: str | None = None,
-                 use_dns_endpoint: bool | None = None, api_endpoint: str | None = None,
+    def __init__(self, *, api_endpoint: str | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  poll_interval: float = 15.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.target = target
-        self.gcp_conn_id = gcp_conn_id
-        self.impersonation_chain = impersonation_chain
-        self.project_id = project_id
-        self.location = location
-        self.cluster_name = cluster_name
-        self.use_dns_endpoint = use_dns_endpoint
         self.api_endpoint = api_endpoint  # Container API endpoint override (private/regional endpoint)
         self.deferrable = deferrable
         self.poll_interval = poll_interval
-
-    def resolved_target(self) -> Target:
-        """The target from `target` and this operator's GOOGLE_PARAMETERS (every call uses it; target.with_google)."""
-        return with_google(self.target, **google_parameters(self))
 
     def backend(self, target: Target) -> TargetBackend:
         from mtc_provider.targets import backend_for
@@ -170,7 +149,7 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from mtc_provider.core.readiness import all_ok, changes_summary, preflight, summary
 
-        target = self.resolved_target()
+        target = self._target()
         spec, checked = checked_run(target.kind, self.slices, self.sizing)  # bad input fails before any call
         for warning in checked.warnings:
             self.log.warning("%s", warning)
@@ -203,16 +182,10 @@ class MtcEnableCheckpointingOperator(MtcGcpBaseOperator):
     :param api_endpoint: a Container API endpoint override; None: the default.
     :param deferrable: wait for the cluster updates in the triggerer.
     :param poll_interval: seconds between polls of each cluster update.
-    :param gcp_conn_id: the Google connection for every GKE call (templated; default: the target's).
-    :param impersonation_chain: service account(s) to impersonate for every call (templated; default: the target's).
-    :param project_id: the cluster's project (templated; default: the target's, else the connection's project).
-    :param location: with cluster_name, the GKE cluster's location, instead of a target (templated).
-    :param cluster_name: with location, the GKE cluster's name, instead of a target (templated).
-    :param use_dns_endpoint: reach the control plane through its DNS-based endpoint (templated).
     """
 
     def execute(self, context: Any) -> dict[str, Any] | None:
-        target = self.resolved_target()
+        target = self._target()
         backend = self.backend(target)
         why = backend.cluster.provided_by_target("enable_checkpointing", 0)
         if why:
@@ -223,7 +196,7 @@ class MtcEnableCheckpointingOperator(MtcGcpBaseOperator):
     def step(self, context: Any, state: dict[str, Any]) -> dict[str, Any] | None:
         from mtc_provider.core.readiness import enable_steps
 
-        target = self.resolved_target()
+        target = self._target()
         api = self.backend(target).cluster.control_plane()
         remaining = enable_steps(api.describe(), target.project_id)
         if not remaining:
@@ -256,7 +229,7 @@ class MtcCreateBucketOperator(MtcGcpBaseOperator):
         from mtc_provider.core.locations import check_bucket_name
         from mtc_provider.core.spec import BucketSpec
 
-        target = self.resolved_target()
+        target = self._target()
         check_bucket_name(self.bucket_name)
         if self.bucket_location:
             BucketSpec(self.bucket_name, self.bucket_location)  # a zone fails here, before any call
@@ -312,7 +285,7 @@ class MtcGrantBucketAccessOperator(MtcGcpBaseOperator):
         from mtc_provider.core.iam import BUCKET_ROLE
         from mtc_provider.core.names import check_namespace, check_service_account
 
-        target = self.resolved_target()
+        target = self._target()
         check_namespace(self.workload_namespace)  # bad input fails before any call
         check_service_account(self.workload_service_account)
         backend = self.backend(target)
@@ -362,7 +335,7 @@ class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):
                                               self.gcs_fuse_mount_options, self.csi_ephemeral_limit)
 
     def execute(self, context: Any) -> dict[str, Any]:
-        target = self.resolved_target()
+        target = self._target()
         body = self.body(target.kind)  # bad input fails here, before any call
         from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi
 
@@ -408,7 +381,7 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
                 "oauth_scopes": node_scopes(self.oauth_scopes, account), "service_account": account}
 
     def execute(self, context: Any) -> dict[str, Any] | None:
-        target = self.resolved_target()
+        target = self._target()
         spec = _slices(self.slices)
         from mtc_provider.core.names import check_dns1123_label
 
@@ -422,7 +395,7 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
         return self.step(context, {"created": []})
 
     def step(self, context: Any, state: dict[str, Any]) -> dict[str, Any] | None:
-        target = self.resolved_target()
+        target = self._target()
         spec = _slices(self.slices)
         api = self.backend(target).cluster.control_plane()
         pools = {pool["name"]: pool for pool in api.node_pools()}

@@ -29,7 +29,6 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from mtc_provider import targets
@@ -64,7 +63,7 @@ from mtc_provider.core.run_summary import FAILED as FAILED_RUN, RETRYING, RUNNIN
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.jobset import JOBSET_LINKS, created_at, persist_links, persist_logs_link
-from mtc_provider.target import GOOGLE_PARAMETERS, google_parameters, with_google
+from mtc_provider.operators.base import JOBSET_TARGET_FIELDS, JobSetTargetMixin
 from mtc_provider.core import outage as outages
 from mtc_provider.core.jobset_events import (
     API_UNREACHABLE,
@@ -182,22 +181,12 @@ def _attempt_body(slices: SliceSpec, checkpointing: CheckpointingSpec, workload:
     return name, body
 
 
-class MtcJobSetOperator(BaseOperator):
+class MtcJobSetOperator(JobSetTargetMixin):
     """Run multi-slice training as a JobSet with the MTC ramdisk until it reaches `target_step`.
 
     :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type).
     :param checkpointing: CheckpointingSpec or dict (run_name, base_output_directory, steps, MaxText flags).
     :param workload: WorkloadSpec or dict (jobset_name, image, command, namespace, max_restarts, ...).
-    :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local.
-    :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials (templated).
-    :param gcp_conn_id: the Google connection for every GKE and GCS call (templated; default: the target's).
-    :param impersonation_chain: service account(s) to impersonate for every GKE and GCS call (templated).
-    :param project_id: the GKE project (templated; default: the target's, else the connection's project).
-    :param location: with cluster_name, the GKE cluster's location, instead of `target` (templated). With a GKE
-        target both must agree; any other target, or kubernetes_conn_id, is an error (target.with_google).
-    :param cluster_name: with location, the GKE cluster's name, instead of `target` (templated).
-    :param use_dns_endpoint: reach the control plane through its DNS-based endpoint (templated; default: the
-        target's, False), as the google provider's GKE operators do.
     :param target_step: the step that means "done"; default `checkpointing.steps`.
     :param crash_loop_attempts: fail for good after this many consecutive attempts without checkpoint progress
         (a stalled attempt counts like a failed one).
@@ -255,10 +244,14 @@ class MtcJobSetOperator(BaseOperator):
     :param retry_delay: wait before the first resubmission.
     :param retry_exponential_backoff: multiply the wait by this factor after each attempt.
     :param max_retry_delay: the longest wait between attempts.
+
+    Where it runs: target, kubernetes_conn_id and the google provider's parameters (gcp_conn_id,
+    impersonation_chain, project_id, location, cluster_name, use_dns_endpoint), as JobSetTargetMixin takes them;
+    the Google connection and impersonation also serve every GCS read.
     """
 
     template_fields: Sequence[str] = (
-        "slices", "checkpointing", "workload", "target", *GOOGLE_PARAMETERS, "kubernetes_conn_id", "target_step",
+        "slices", "checkpointing", "workload", *JOBSET_TARGET_FIELDS, "target_step",
         "fault_plan", "stall_timeout", "startup_timeout", "poll_interval", "customization", "progress_interval",
         "image_pull_timeout", "api_outage_timeout", "wait_for", "crash_loop_attempts", "listing_timeout",
         "deletion_timeout", "capacity_log_interval", "keep_failed_attempts", "pod_logs", "pod_logs_interval",
@@ -274,14 +267,6 @@ class MtcJobSetOperator(BaseOperator):
         slices: SliceSpec | Mapping[str, Any],
         checkpointing: CheckpointingSpec | Mapping[str, Any],
         workload: WorkloadSpec | Mapping[str, Any],
-        target: Any = None,
-        kubernetes_conn_id: str | None = None,
-        gcp_conn_id: str | None = None,
-        impersonation_chain: str | Sequence[str] | None = None,
-        project_id: str | None = None,
-        location: str | None = None,
-        cluster_name: str | None = None,
-        use_dns_endpoint: bool | None = None,
         target_step: int | None = None,
         crash_loop_attempts: int = DEFAULT_CRASH_LOOP_ATTEMPTS,
         poll_interval: float = V.DEFAULT_POLL_INTERVAL_S,
@@ -317,14 +302,6 @@ class MtcJobSetOperator(BaseOperator):
         self.slices = slices
         self.checkpointing = checkpointing
         self.workload = workload
-        self.target = target
-        self.kubernetes_conn_id = kubernetes_conn_id
-        self.gcp_conn_id = gcp_conn_id
-        self.impersonation_chain = impersonation_chain
-        self.project_id = project_id
-        self.location = location
-        self.cluster_name = cluster_name
-        self.use_dns_endpoint = use_dns_endpoint
         self.target_step = target_step
         self.crash_loop_attempts = crash_loop_attempts
         self.poll_interval = poll_interval
@@ -438,10 +415,6 @@ class MtcJobSetOperator(BaseOperator):
                 raise SpecError(field, value, f"{'an integer' if kind is int else 'a number'} >= {low}")
             setattr(self, field, number)
 
-    def _target(self):
-        """The target from `target` and the operator's GOOGLE_PARAMETERS (which one wins: target.with_google)."""
-        return with_google(self.target, **google_parameters(self), kubernetes_conn_id=self.kubernetes_conn_id)
-
     def _google(self) -> tuple[str, Any]:
         """(gcp_conn_id, impersonation_chain) for every GCS read; the target's unless set on the operator."""
         gcp_conn_id, impersonation_chain = backend_for(self._target()).google()
@@ -479,9 +452,6 @@ class MtcJobSetOperator(BaseOperator):
         from mtc_provider.adapters.checkpoint_stores import open_store
 
         return open_store(checkpoint_dir, gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain)
-
-    def _connection(self) -> dict[str, Any]:
-        return targets.connection_for(self._target(), self.kubernetes_conn_id)
 
     def _jobset_api(self, connection: Mapping[str, Any]):
         """The sync api, waiting out an unreachable API for api_outage_timeout (then ApiUnreachable)."""
@@ -1021,65 +991,34 @@ async def _first_event(trigger: JobSetTrigger) -> dict[str, Any]:
     return JobSetEvent(ERROR, trigger.namespace, trigger.name, message="the watch ended without an event").to_payload()
 
 
-def task_connection(task: Any) -> dict[str, Any]:
-    """The JobSet connection of a task's `target` and its GOOGLE_PARAMETERS (which one wins: target.with_google);
-    shared by the delete operator and the JobSet sensor."""
-    try:
-        target = with_google(task.target, **google_parameters(task), kubernetes_conn_id=task.kubernetes_conn_id)
-    except SpecError as exc:
-        raise AirflowFailException(f"invalid spec: {exc}") from exc
-    return targets.connection_for(target, task.kubernetes_conn_id)
-
-
-class MtcDeleteJobSetOperator(BaseOperator):
+class MtcDeleteJobSetOperator(JobSetTargetMixin):
     """Delete a run's JobSets (by name, or every attempt of a run by run labels); checkpoints are kept.
 
     Use as a teardown (`.as_teardown(setups=launch)`) so slices are freed whatever happened.
 
     :param namespace: the JobSets' namespace.
     :param name: delete this JobSet; or leave it out and give run_name + launch_task_id.
-    :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local.
-    :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials (templated).
     :param run_name: with launch_task_id: delete every attempt the launch task made for this run name.
     :param launch_task_id: the task id of the MtcJobSetOperator whose attempts to delete.
-    :param gcp_conn_id: the Google connection for the GKE cluster (templated; default: the target's).
-    :param impersonation_chain: service account(s) to impersonate for every GKE call (templated).
-    :param project_id: the GKE project (templated; default: the target's, else the connection's project).
-    :param location: with cluster_name, the GKE cluster's location, instead of target (templated); which one
-        wins: as on MtcJobSetOperator (target.with_google).
-    :param cluster_name: with location, the GKE cluster's name, instead of target (templated).
-    :param use_dns_endpoint: reach the control plane through its DNS-based endpoint (templated).
     :param keep_failed_attempts: with run_name: keep the newest N failed attempts' JobSets (templated; default 0:
         the teardown deletes every attempt). For a run launched with keep_failed_attempts, to debug it after the
         run; `mtc delete RUN` deletes them later. Each kept JobSet is logged.
+
+    Where the JobSets are: target, kubernetes_conn_id and the google provider's parameters, as JobSetTargetMixin
+    takes them (which one wins: as on MtcJobSetOperator, target.with_google).
     """
 
-    template_fields: Sequence[str] = ("name", "namespace", "target", *GOOGLE_PARAMETERS, "kubernetes_conn_id",
-                                      "run_name", "launch_task_id", "keep_failed_attempts")
+    template_fields: Sequence[str] = ("name", "namespace", *JOBSET_TARGET_FIELDS, "run_name", "launch_task_id",
+                                      "keep_failed_attempts")
 
-    def __init__(self, *, namespace: str = "default", name: str | None = None, target: Any = None,
-                 kubernetes_conn_id: str | None = None, run_name: str | None = None,
-                 launch_task_id: str | None = None, gcp_conn_id: str | None = None,
-                 impersonation_chain: str | Sequence[str] | None = None, project_id: str | None = None,
-                 location: str | None = None, cluster_name: str | None = None, use_dns_endpoint: bool | None = None,
-                 keep_failed_attempts: int = 0, **kwargs: Any) -> None:
+    def __init__(self, *, namespace: str = "default", name: str | None = None, run_name: str | None = None,
+                 launch_task_id: str | None = None, keep_failed_attempts: int = 0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.keep_failed_attempts = keep_failed_attempts
         self.namespace = namespace
         self.name = name
-        self.target = target
-        self.kubernetes_conn_id = kubernetes_conn_id
         self.run_name = run_name
         self.launch_task_id = launch_task_id
-        self.gcp_conn_id = gcp_conn_id
-        self.impersonation_chain = impersonation_chain
-        self.project_id = project_id
-        self.location = location
-        self.cluster_name = cluster_name
-        self.use_dns_endpoint = use_dns_endpoint
-
-    def _connection(self) -> dict[str, Any]:
-        return task_connection(self)
 
     def execute(self, context: Any) -> list[str]:
         if not self.name and not (self.run_name and self.launch_task_id):

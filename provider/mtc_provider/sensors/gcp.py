@@ -13,61 +13,41 @@ from airflow.sdk.exceptions import AirflowSensorTimeout
 from mtc_provider.core.errors import NotReady
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.gcp import GkeClusterLink
+from mtc_provider.operators.base import TARGET_FIELDS, TargetMixin
 from mtc_provider.operators.gcp import checked_run, slices_dict
-from mtc_provider.target import GOOGLE_PARAMETERS, Target, google_parameters, with_google
 
 if TYPE_CHECKING:  # readiness checks and the trigger are imported where they run: DAG files stay light
     from mtc_provider.core.readiness import Check
 
 
-class MtcClusterReadinessSensor(BaseSensorOperator):
+class MtcClusterReadinessSensor(TargetMixin, BaseSensorOperator):
     """Wait until the cluster (or the local machine) passes every readiness check, then push the report.
 
-    :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local.
+    The target and the google provider's parameters (target, gcp_conn_id, impersonation_chain, project_id, location,
+    cluster_name, use_dns_endpoint) are TargetMixin's.
+
     :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type): the node pools to look for.
     :param sizing: {parameters, bytes_per_parameter, buffer, allow_any_buffer}: the ramdisk must fit the machine
         type's memory (refused before any call, as `mtc plan` refuses it); None: the guide's defaults.
     :param checkpoint_configuration_name: also check this CheckpointConfiguration exists; None: skip the check.
-    :param gcp_conn_id: the Google connection for every call (templated; default: the target's).
-    :param impersonation_chain: service account(s) to impersonate for every call (templated; default: the target's).
-    :param project_id: the cluster's project (templated; default: the target's, else the connection's project).
-    :param location: with cluster_name, the GKE cluster's location, instead of a target (templated).
-    :param cluster_name: with location, the GKE cluster's name, instead of a target (templated).
-    :param use_dns_endpoint: reach the control plane through its DNS-based endpoint (templated; default: the
-        target's, False).
     :param api_endpoint: a Container API endpoint override; None: the default.
     :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
     """
-    template_fields: Sequence[str] = ("target", *GOOGLE_PARAMETERS, "slices", "sizing", "checkpoint_configuration_name",
+    template_fields: Sequence[str] = (*TARGET_FIELDS, "slices", "sizing", "checkpoint_configuration_name",
                                       "api_endpoint")
     operator_extra_links = (GkeClusterLink(),)
 
-    def __init__(self, *, target: Target | dict[str, Any] | None = None,
-                 slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None = None,
-                 checkpoint_configuration_name: str | None = None, gcp_conn_id: str | None = None,
-                 impersonation_chain: str | Sequence[str] | None = None, project_id: str | None = None,
-                 location: str | None = None, cluster_name: str | None = None, use_dns_endpoint: bool | None = None,
-                 api_endpoint: str | None = None,
+    def __init__(self, *, slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None = None,
+                 checkpoint_configuration_name: str | None = None, api_endpoint: str | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.target = target
-        self.gcp_conn_id = gcp_conn_id
-        self.impersonation_chain = impersonation_chain
-        self.project_id = project_id
-        self.location = location
-        self.cluster_name = cluster_name
-        self.use_dns_endpoint = use_dns_endpoint
         self.slices = slices
         self.sizing = sizing
         self.checkpoint_configuration_name = checkpoint_configuration_name
         self.api_endpoint = api_endpoint
         self.deferrable = deferrable
         self._last: list[Check] = []
-
-    def _target(self) -> Target:
-        """The target with this sensor's Google connection parameters applied (the trigger gets the same)."""
-        return with_google(self.target, **google_parameters(self))
 
     def _report(self, context: Any, checks: list[Check]) -> dict[str, Any]:
         from mtc_provider.core.readiness import all_ok

@@ -11,7 +11,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from mtc_provider import targets
 from mtc_provider.core.status import SUCCEEDED, evaluate_jobset
 from mtc_provider.core.vocabulary import DEFAULT_POLL_INTERVAL_S
-from mtc_provider.target import GOOGLE_PARAMETERS
+from mtc_provider.operators.base import JOBSET_TARGET_FIELDS, JobSetTargetMixin
 
 try:
     from airflow.sdk.configuration import conf
@@ -19,53 +19,32 @@ except ImportError:  # pragma: no cover
     from airflow.configuration import conf
 
 
-class MtcJobSetSensor(BaseSensorOperator):
+class MtcJobSetSensor(JobSetTargetMixin, BaseSensorOperator):
     """Succeed when JobSet `namespace/name` completes; fail (for good) when it fails or disappears.
 
     The sensor does not own the JobSet: killing the sensor never deletes it.
 
     :param name: the JobSet to wait for (templated).
     :param namespace: its namespace.
-    :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local.
-    :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials (templated).
     :param poll_interval: seconds between polls when the watch cannot be used.
     :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
-    :param gcp_conn_id: the Google connection for the GKE cluster (templated; default: the target's).
-    :param impersonation_chain: service account(s) to impersonate for every GKE call (templated).
-    :param project_id: the GKE project (templated; default: the target's, else the connection's project).
-    :param location: with cluster_name, the GKE cluster's location, instead of target (templated); which one
-        wins: as on MtcJobSetOperator (target.with_google).
-    :param cluster_name: with location, the GKE cluster's name, instead of target (templated).
-    :param use_dns_endpoint: reach the control plane through its DNS-based endpoint (templated).
+
+    The target, the Kubernetes connection and the google provider's parameters (target, kubernetes_conn_id,
+    gcp_conn_id, impersonation_chain, project_id, location, cluster_name, use_dns_endpoint) are
+    JobSetTargetMixin's: which one wins, as on MtcJobSetOperator (target.with_google).
     """
 
-    template_fields: Sequence[str] = ("name", "namespace", "target", *GOOGLE_PARAMETERS, "kubernetes_conn_id")
+    template_fields: Sequence[str] = ("name", "namespace", *JOBSET_TARGET_FIELDS)
 
-    def __init__(self, *, name: str, namespace: str = "default", target: Any = None,
-                 kubernetes_conn_id: str | None = None, poll_interval: float = DEFAULT_POLL_INTERVAL_S,
+    def __init__(self, *, name: str, namespace: str = "default", poll_interval: float = DEFAULT_POLL_INTERVAL_S,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 gcp_conn_id: str | None = None, impersonation_chain: str | Sequence[str] | None = None,
-                 project_id: str | None = None, location: str | None = None, cluster_name: str | None = None,
-                 use_dns_endpoint: bool | None = None, **kwargs: Any) -> None:
+                 **kwargs: Any) -> None:
         kwargs.setdefault("poke_interval", poll_interval)
         super().__init__(**kwargs)
         self.name = name
         self.namespace = namespace
-        self.target = target
-        self.kubernetes_conn_id = kubernetes_conn_id
         self.poll_interval = poll_interval
         self.deferrable = deferrable
-        self.gcp_conn_id = gcp_conn_id
-        self.impersonation_chain = impersonation_chain
-        self.project_id = project_id
-        self.location = location
-        self.cluster_name = cluster_name
-        self.use_dns_endpoint = use_dns_endpoint
-
-    def _connection(self) -> dict[str, Any]:
-        from mtc_provider.operators.jobset import task_connection
-
-        return task_connection(self)
 
     def execute(self, context: Any) -> Any:
         if not self.deferrable:
@@ -100,7 +79,7 @@ class MtcJobSetSensor(BaseSensorOperator):
                 "phase": state.phase}
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        from mtc_provider.triggers.jobset import ENDED, JobSetEvent
+        from mtc_provider.core.jobset_events import ENDED, JobSetEvent
 
         ev = JobSetEvent.from_payload(event)
         if ev.kind == ENDED and ev.state is not None:

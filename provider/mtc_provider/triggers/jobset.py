@@ -26,18 +26,7 @@ from mtc_provider.core import outage as outages
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.vocabulary import DEFAULT_POLL_INTERVAL_S, DELETE_USER_KILL
 
-from mtc_provider.core.jobset_events import (  # noqa: F401  (re-exported: the trigger's event vocabulary)
-    API_UNREACHABLE,
-    DELETED,
-    ENDED,
-    ERROR,
-    FORBIDDEN,
-    LISTING_FAILED,
-    STALLED,
-    STARTUP_TIMEOUT,
-    UNSTARTABLE,
-    JobSetEvent,
-)
+from mtc_provider.core import jobset_events as events  # the event kinds and the typed event (their one home)
 
 
 class JobSetTrigger(BaseTrigger):
@@ -416,8 +405,8 @@ class JobSetTrigger(BaseTrigger):
         return self._follower.pod or "leader", lines
 
     def _event(self, kind: str, state: JobSetState | None, restarts: int, message: str = "") -> TriggerEvent:
-        return TriggerEvent(JobSetEvent(kind, self.namespace, self.name, state, restarts, message, self.extra,
-                                        self.last_progress).to_payload())
+        return TriggerEvent(events.JobSetEvent(kind, self.namespace, self.name, state, restarts, message, self.extra,
+                                               self.last_progress).to_payload())
 
     async def check_pods(self, api) -> tuple[str, str] | None:
         """(event kind, message) when the attempt's pods can never start, or waited too long.
@@ -440,7 +429,7 @@ class JobSetTrigger(BaseTrigger):
         try:
             pods = evaluate_pods(await api.list_pods(self.namespace, self.name))
         except Forbidden as exc:  # no retry grants a permission: say so now, delete nothing
-            return FORBIDDEN, f"watching the pods of JobSet {self.namespace}/{self.name}: {exc}"
+            return events.FORBIDDEN, f"watching the pods of JobSet {self.namespace}/{self.name}: {exc}"
         except Exception as exc:  # pods are advisory: the JobSet phase decides until a listing answers again
             if now - self._pods_list_warned_at >= self.capacity_log_interval:
                 self._pods_list_warned_at = now
@@ -452,7 +441,7 @@ class JobSetTrigger(BaseTrigger):
         start = self._start
         where = f"JobSet {self.namespace}/{self.name}"
         if pods.permanent_error:
-            return UNSTARTABLE, f"a pod of {where} can never start: {pods.permanent_error}"
+            return events.UNSTARTABLE, f"a pod of {where} can never start: {pods.permanent_error}"
         if pods.all_started:
             self._pods_started, self._start = True, None
             return None
@@ -465,8 +454,8 @@ class JobSetTrigger(BaseTrigger):
                      else f"image_pull_timeout {float(self.image_pull_timeout):.0f}s")
             if self.image_pull_timeout is not None and waited > float(self.image_pull_timeout):
                 first = "" if start.first_pull_error == pods.healing_error else f" (first: {start.first_pull_error})"
-                return UNSTARTABLE, (f"the pods of {where} could not pull their image or create their container for "
-                                     f"{waited:.0f}s ({bound}): {pods.healing_error}{first}")
+                return events.UNSTARTABLE, (f"the pods of {where} could not pull their image or create their "
+                                            f"container for {waited:.0f}s ({bound}): {pods.healing_error}{first}")
             if log_now:
                 self.log.warning("%s: waiting for the image pull / container creation for %.0fs (%s; Kubernetes "
                                  "retries with back-off): %s", where, waited, bound, pods.healing_error)
@@ -476,8 +465,9 @@ class JobSetTrigger(BaseTrigger):
             self._capacity_logged_at = now
         if self.startup_timeout is not None and now - start.since > float(self.startup_timeout):
             attempt = pods.restart_attempt or 0
-            return STARTUP_TIMEOUT, (f"{where} did not start within startup_timeout {float(self.startup_timeout):.0f}s"
-                                     f" (pods of restart attempt {attempt}): {pods.waiting_line()}")
+            return events.STARTUP_TIMEOUT, (f"{where} did not start within startup_timeout "
+                                            f"{float(self.startup_timeout):.0f}s (pods of restart attempt {attempt}): "
+                                            f"{pods.waiting_line()}")
         return None
 
     async def _events(self, api) -> AsyncIterator[Any]:
@@ -566,13 +556,13 @@ class JobSetTrigger(BaseTrigger):
                 raise item
             if isinstance(item, retry.ApiUnreachable):  # not the attempt's failure: the JobSet was not touched
                 self.log.error("%s; JobSet %s/%s was not touched", item, self.namespace, self.name)
-                yield self._event(API_UNREACHABLE, state, restarts, str(item))
+                yield self._event(events.API_UNREACHABLE, state, restarts, str(item))
                 return
             if isinstance(item, Exception):
-                yield self._event(ERROR, state, restarts, f"{type(item).__name__}: {item}")
+                yield self._event(events.ERROR, state, restarts, f"{type(item).__name__}: {item}")
                 return
             if item is not None and item.type == "DELETED":
-                yield self._event(DELETED, state, restarts, "the JobSet was deleted while being watched")
+                yield self._event(events.DELETED, state, restarts, "the JobSet was deleted while being watched")
                 return
             if item is not None:
                 state = evaluate_jobset(item.obj)
@@ -592,7 +582,7 @@ class JobSetTrigger(BaseTrigger):
                     from mtc_provider.triggers.attempt_end import end_retryable_attempt
 
                     # a plain retry ends here (no worker slot just to fail the try); anything else resumes the task
-                    yield await end_retryable_attempt(self, state, restarts) or self._event(ENDED, state, restarts)
+                    yield await end_retryable_attempt(self, state, restarts) or self._event(events.ENDED, state, restarts)
                     return
             if state is None and item is None and (self._stall_watch() or self._pods_started is False
                                                    or self._progress_enabled()):
@@ -609,10 +599,10 @@ class JobSetTrigger(BaseTrigger):
                 reason = await self.check_stall(state)
                 if reason:
                     metrics.stalled(metrics.trigger_tags(self))
-                    yield self._event(STALLED, state, restarts, reason)
+                    yield self._event(events.STALLED, state, restarts, reason)
                     return
                 if self.listing_error:
-                    yield self._event(LISTING_FAILED, state, restarts, self.listing_error)
+                    yield self._event(events.LISTING_FAILED, state, restarts, self.listing_error)
                     return
             if state is not None and not state.terminating:
                 await self.follow_pod_logs()

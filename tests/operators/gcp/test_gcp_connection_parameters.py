@@ -176,7 +176,7 @@ def test_google_parameters_without_target_name_the_cluster_every_gcp_call_uses(s
     op = MtcCreateTpuNodePoolsOperator(task_id="p", project_id="other-proj", location=LOCATION, cluster_name=CLUSTER,
                                        gcp_conn_id="mtc_setup_gcp", impersonation_chain=[SA], slices=SLICES,
                                        node_locations=["us-central1-b"], api_endpoint=container.url, poll_interval=0)
-    assert op.resolved_target().kind == "gke"
+    assert op._target().kind == "gke"
     op.execute({"ti": TI()})
     assert container.clusters[f"other-proj/{LOCATION}/{CLUSTER}"]["nodePools"]
     assert not container.clusters[f"{PROJECT}/{LOCATION}/{CLUSTER}"]["nodePools"]

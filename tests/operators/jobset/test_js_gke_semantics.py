@@ -39,7 +39,8 @@ from mtc_provider.core import labels as L
 from mtc_provider.core.resubmission import SUBMIT, TAKE_RESULT, plan_try, should_delete_on_kill
 from mtc_provider.core.status import evaluate_jobset
 from mtc_provider.operators.jobset import JobSetAttemptFailed
-from mtc_provider.triggers.jobset import ENDED, JobSetEvent, JobSetTrigger
+from mtc_provider.core.jobset_events import ENDED, JobSetEvent
+from mtc_provider.triggers.jobset import JobSetTrigger
 
 pytestmark = pytest.mark.timeout(120)
 
