@@ -12,6 +12,15 @@ Three DAGs, every one run (none modelled), side by side in one Airflow:
 - ``resub_polling``: the ml-auto-solutions pattern, a sensor in reschedule mode poking every 60 s; each poke
   reads the JobSet and, when it failed, submits the next one (resubmission by polling).
 
+A/B arms, alternated with ``resub_ours`` in one lane (ABBA), so each ratio comes from one run:
+
+- ``resub_resume`` (``--resume N``): every ended attempt resumed on a worker (before triggers.attempt_end);
+- ``resub_preload`` (``--preload N``): ``resub_ours`` on ``mtc_provider.executors.local.PreloadLocalExecutor``,
+  the LocalExecutor whose workers are forked after the launch tries' first-use imports (mtc_provider.preload).
+  The scheduler then runs both executors (``[core] executor = LocalExecutor,...PreloadLocalExecutor``, Airflow's
+  multiple executors; Airflow's own first, so its workers are forked before the preload), and the arm's task
+  names its executor (``executor="PreloadLocalExecutor"``): the other DAGs run as before.
+
 The JobSets run sleepers (start-up is not what is measured), ``maxRestarts: 0``; the runner SIGKILLs one host
 ``--kill-at`` seconds after the pods start (exit 137, retryable), so the JobSet fails. An observer in this process
 reads the runner's state every 50 ms (JobSet Failed, next JobSet) and the task instance through the REST API
@@ -50,6 +59,8 @@ from airflow.sdk import DAG
 
 from mtc_provider.operators.jobset import MtcJobSetOperator
 
+PRELOAD_EXECUTOR = "PreloadLocalExecutor"  # only with --preload: an executor the scheduler does not run is an error
+
 SLEEPER = ["python3", "-c", "import time; time.sleep(600)"]
 SLICES = {"tpu_type": "v6e", "topology": "2x2", "num_slices": 2, "machine_type": "ct6e-standard-4t"}
 RUN = "{{ dag_run.conf['run'] }}"
@@ -78,6 +89,11 @@ OURS = {"retry_delay": datetime.timedelta(seconds=OURS_DELAY), "retry_exponentia
 with DAG(dag_id="resub_resume", schedule=None, start_date=datetime.datetime(2026, 1, 1), catchup=False,
          render_template_as_native_obj=True):
     launch(ResumeOnWorker, **OURS)
+
+if WITH_PRELOAD:
+    with DAG(dag_id="resub_preload", schedule=None, start_date=datetime.datetime(2026, 1, 1), catchup=False,
+             render_template_as_native_obj=True):
+        launch(executor=PRELOAD_EXECUTOR, **OURS)
 
 for dag_id, retry in (("resub_ours", OURS),
                       # Airflow's default (core.default_task_retry_delay, 300 s, no backoff), set explicitly:
@@ -119,7 +135,7 @@ PROFILE_END
 '''
 
 
-def dag_source(local_home: Path, kill_at_s: float, spans_path: Path | None = None) -> str:
+def dag_source(local_home: Path, kill_at_s: float, spans_path: Path | None = None, preload: bool = False) -> str:
     import json
 
     hook = 'from benchmarks.spans import mark\nmark("dag file start")' if spans_path else ""
@@ -127,7 +143,7 @@ def dag_source(local_home: Path, kill_at_s: float, spans_path: Path | None = Non
     kill = [{"kind": "sigkill_host", "at_seconds": kill_at_s, "slice": 1, "host": 0}]
     return (DAG_FILE.replace("LOCAL_HOME", str(local_home)).replace("KILL_AT_S", repr(kill_at_s))
             .replace("OURS_DELAY", repr(OURS_RETRY_DELAY_S)).replace("KILL_JSON", repr(json.dumps(kill)))
-            .replace("PROFILE_HOOK", hook)
+            .replace("PROFILE_HOOK", hook).replace("WITH_PRELOAD", repr(preload))
             .replace("PROFILE_END", 'mark("dag file end")' if spans_path else ""))
 
 
@@ -218,6 +234,9 @@ def main() -> None:
     parser.add_argument("--resume", type=int, default=0,
                         help="runs of resub_resume: the launch operator with every ended attempt resumed on a worker "
                              "(the A/B arm of ending a retryable try in the triggerer)")
+    parser.add_argument("--preload", type=int, default=0,
+                        help="runs of resub_preload: resub_ours on mtc_provider.executors.local.PreloadLocalExecutor "
+                             "(the A/B arm of the LocalExecutor preload)")
     parser.add_argument("--polling", type=int, default=2, help="runs of resub_polling (one after another)")
     parser.add_argument("--default-delay", type=int, default=1, help="runs of resub_default_delay")
     parser.add_argument("--kill-at", type=float, default=6.0, help="seconds after the pods start")
@@ -233,28 +252,32 @@ def main() -> None:
     for path in (home, local_home, dags):
         path.mkdir()
     spans_path = scratch / "spans.jsonl" if args.profile else None
-    (dags / "resub_dags.py").write_text(dag_source(local_home, args.kill_at, spans_path))
+    (dags / "resub_dags.py").write_text(dag_source(local_home, args.kill_at, spans_path, args.preload > 0))
     port = free_port()
     python_path = [str(REPO), str(REPO / "provider")]
     extra_env = {}
     if spans_path:  # every Airflow process records spans (benchmarks/profile_site/sitecustomize.py)
         python_path.insert(0, str(REPO / "benchmarks" / "profile_site"))
         extra_env["MTC_BENCH_SPANS"] = str(spans_path)
+    if args.preload:  # Airflow's LocalExecutor first: its workers are forked before the other one's preload
+        extra_env["AIRFLOW__CORE__EXECUTOR"] = "LocalExecutor,mtc_provider.executors.local.PreloadLocalExecutor"
     env = server_env(home, local_home, port, dags, {"PYTHONPATH": os.pathsep.join(python_path), **extra_env})
     server = AirflowServer(home=home, local_home=local_home, port=port, env=env)
-    results: dict[str, list[dict[str, Any]]] = {"resub_ours": [], "resub_resume": [], "resub_default_delay": [],
-                                                "resub_polling": []}
+    results: dict[str, list[dict[str, Any]]] = {"resub_ours": [], "resub_resume": [], "resub_preload": [],
+                                                "resub_default_delay": [], "resub_polling": []}
+    arms = {"resub_ours": args.ours, "resub_resume": args.resume, "resub_preload": args.preload}
     started = time.time()
     try:
         server.start()
         observer = Observer(server, local_home)
         for dag_id in results:
+            if dag_id == "resub_preload" and not args.preload:
+                continue
             server.wait_for_dag(dag_id, timeout=300)
             server.unpause(dag_id)
         observer.start()
-        # resub_ours and resub_resume alternate in one lane (A/B in the same run, never two launches at once)
-        ab = [d for i in range(max(args.ours, args.resume)) for d in ("resub_ours", "resub_resume")[::1 - 2 * (i % 2)]
-              if (args.ours if d == "resub_ours" else args.resume) > i]
+        # resub_ours and its A/B arms alternate in one lane (ABBA: the same run, never two launches at once)
+        ab = [d for i in range(max(arms.values())) for d in list(arms)[::1 - 2 * (i % 2)] if arms[d] > i]
         plan = [(ab, results), (["resub_default_delay"] * args.default_delay, results),
                 (["resub_polling"] * args.polling, results)]
         lanes = [threading.Thread(target=_lane, args=(server, observer, order, out), daemon=True)
@@ -278,10 +301,15 @@ def main() -> None:
         summary[dag_id]["n"] = len([r for r in rows if r.get("kill_to_next_jobset_s") is not None])
     p50 = summary["resub_ours"]["kill_to_next_jobset_s"]
     resume_p50 = summary["resub_resume"]["kill_to_next_jobset_s"]
+    preload_p50 = summary["resub_preload"]["kill_to_next_jobset_s"]
     ab = round(p50 / resume_p50, 3) if p50 and resume_p50 else None
     if ab is not None:
         print(f"kill -> next JobSet, ended in the triggerer / resumed on a worker (same run): {p50} / {resume_p50} s "
               f"= {ab}")
+    preload_ab = round(preload_p50 / p50, 3) if p50 and preload_p50 else None
+    if preload_ab is not None:
+        print(f"kill -> next JobSet, with the LocalExecutor preload / without (same run): {preload_p50} / {p50} s "
+              f"= {preload_ab}")
     goal_s = OURS_RETRY_DELAY_S + GOAL_MARGIN_S
     print_table("Failure to resubmission under a real scheduler and triggerer (medians, s)",
                 ["DAG", "n", "kill->Failed", "Failed->event", "event->task failed", "failed->retry scheduled",
@@ -291,13 +319,15 @@ def main() -> None:
                   s["retry_scheduled_to_next_jobset_s"], s["kill_to_next_jobset_s"]] for d, s in summary.items()])
     result = {"quick": args.quick, "parameters": {k: v for k, v in vars(args).items() if k not in ("output",)},
               "ours_retry_delay_s": OURS_RETRY_DELAY_S, "goal_s": goal_s,
-              "goal_met": p50 is not None and p50 < goal_s, "load_average_at_start": load_at_start,
-              "load_average_at_end": [round(x, 2) for x in os.getloadavg()], "ours_over_resume": ab,
+              "goal_met": p50 is not None and p50 < goal_s,
+              "preload_goal_met": preload_p50 is not None and preload_p50 < goal_s,
+              "load_average_at_start": load_at_start,
+              "load_average_at_end": [round(x, 2) for x in os.getloadavg()], "ours_over_resume": ab, "preload_over_ours": preload_ab,
               "wall_s": round(time.time() - started, 1), "killed_at_teardown": killed,
               "summary": summary, "runs": results}
     if args.profile:
         result["profile"] = {dag_id: profile_legs(dag_id, results[dag_id], span_records)
-                             for dag_id in ("resub_ours", "resub_resume") if results[dag_id]}
+                             for dag_id in ("resub_ours", "resub_resume", "resub_preload") if results[dag_id]}
     path = write_result(result_path(NAME, args.quick, args.output), NAME, result)
     print(f"result: {path}")
 

@@ -38,7 +38,7 @@ TARGETS: tuple[tuple[str, str | None, str, str | None], ...] = (
     ("mtc_provider.operators.jobset", "MtcJobSetOperator", "_this_tasks_jobsets", "list this task's JobSets"),
     ("mtc_provider.operators.jobset", "MtcJobSetOperator", "_wait_for_deletion", "wait for terminating JobSet"),
     ("mtc_provider.operators.jobset", "MtcJobSetOperator", "_submit", "submit (render + create)"),
-    ("mtc_provider.operators.jobset", "MtcJobSetOperator", "_close", "attempt record: close (lock update)"),
+    ("mtc_provider.adapters.run_lock", "RunLock", "close_attempt", "attempt record: close (lock update)"),
     ("mtc_provider.operators.jobset", "MtcJobSetOperator", "_push", "XCom push + attempts (lock read)"),
     ("mtc_provider.operators.jobset", "MtcJobSetOperator", "_relink_logs", "logs link (XCom)"),
     ("mtc_provider.operators.jobset", "MtcJobSetOperator", "_owner_gone", "owner gone? (Task SDK lookup)"),

@@ -46,6 +46,11 @@ def test_provider_info_validates_against_airflows_schema() -> None:
     for path in info["extra-links"]:
         module, _, name = path.rpartition(".")
         assert issubclass(getattr(importlib.import_module(module), name), BaseOperatorLink), path
+    from airflow.executors.base_executor import BaseExecutor
+
+    for path in info["executors"]:
+        module, _, name = path.rpartition(".")
+        assert issubclass(getattr(importlib.import_module(module), name), BaseExecutor), path
     integrations = {entry["integration-name"] for entry in info["integrations"]}
     for kind in ("operators", "sensors", "triggers", "hooks"):
         assert {entry["integration-name"] for entry in info[kind]} <= integrations

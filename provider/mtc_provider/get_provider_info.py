@@ -73,6 +73,8 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["mtc_provider.hooks.jobset"],
             }
         ],
+        # Airflow's LocalExecutor with the launch tries' imports made before its workers fork (docs/deployment.md).
+        "executors": ["mtc_provider.executors.local.PreloadLocalExecutor"],
         "extra-links": [
             "mtc_provider.links.jobset.JobSetWorkloadLink",
             "mtc_provider.links.jobset.JobSetLogsLink",

@@ -1,8 +1,8 @@
 """The demo's summary (scripts/demo.py) counts in-cluster restarts from what the launch operator recorded.
 
 The records are shaped as MtcJobSetOperator writes them (provider/mtc_provider/operators/jobset.py: `_submit`'s
-record `{"attempt", "jobset", "start", "end", "outcome", "restarts", "last_step", "reason"}`, closed by `_close`
-with the JobSet's `status.restarts` and pushed whole as the `attempts` XCom by `_push`; the return value is
+record `{"attempt", "jobset", "start", "end", "outcome", "restarts", "last_step", "reason"}`, closed by
+`RunLock.close_attempt` with the JobSet's `status.restarts` and pushed whole as the `attempts` XCom by `_push`; the return value is
 `{"jobset_name", "namespace", "attempt", "restarts", "last_step", "reason"}`). JobSet counts every restart of its
 failurePolicy in `status.restarts` (kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go, `Restarts`).
 """

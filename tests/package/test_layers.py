@@ -42,3 +42,11 @@ def test_nothing_outside_the_local_target_imports_it():
 def test_the_rehearsal_is_not_in_the_provider_package():
     assert not (PROVIDER / "local").exists()
     assert (PROVIDER.parents[1] / "rehearsal" / "mtc_local" / "cluster" / "apiserver.py").is_file()
+
+
+def test_no_trigger_imports_an_operator_or_a_sensor():
+    """Triggers are glue beside the operators (docs/architecture.md): what both need lives in adapters or core."""
+    offending = {f"{path.name}: {module}" for path in sorted((PROVIDER / "triggers").glob("*.py"))
+                 for module in _imports(path)
+                 if module.startswith(("mtc_provider.operators", "mtc_provider.sensors"))}
+    assert offending == set()

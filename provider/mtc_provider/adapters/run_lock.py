@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from typing import Any, Callable, Mapping
 
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound, RunLockApi
@@ -22,6 +23,8 @@ from mtc_provider.core import labels as L
 
 HOLDER, HISTORY, ATTEMPTS, OWNER = "holder", "history", "attempts", "owner"
 KEYS = (HOLDER, HISTORY, ATTEMPTS, OWNER)
+# goodput outcomes of an attempt record (core.goodput.Attempt)
+FINISHED, DISRUPTED, FAILED_OUTCOME = "finished", "disrupted", "failed"
 
 
 class LockHeld(Exception):
@@ -154,6 +157,16 @@ class RunLock:
                 if exc.status != 409:
                     raise
         raise ApiError(409, f"lock {self.name} kept changing under us", "Conflict")
+
+    def close_attempt(self, name: str, outcome: str, restarts: int, latest: int | None, reason: str) -> None:
+        """Close the record of the attempt whose JobSet is `name` (end time, outcome, in-cluster restarts, newest
+        step, why): the launch operator's end of an attempt and the trigger's end of a retry (triggers.attempt_end)."""
+        def change(data: dict[str, Any]) -> None:
+            for record in data[ATTEMPTS]:
+                if record.get("jobset") == name and record.get("end") is None:
+                    record.update(end=time.time(), outcome=outcome, restarts=restarts, last_step=latest,
+                                  reason=reason)
+        self.update(change)
 
     def release(self) -> None:
         """Delete the lock when it is ours."""

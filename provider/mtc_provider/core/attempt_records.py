@@ -1,8 +1,8 @@
 """In-cluster restarts of a run, read from the launch operator's attempt records (pure).
 
 The launch operator keeps one record per attempt in the run lock and pushes them all as the `train` task's
-`attempts` XCom (operators/jobset.py `_close` / `_push`): `{"attempt": try, "jobset": name, "restarts": n, ...}`,
-where `restarts` is the JobSet's `status.restarts` as the launch trigger last saw it (JobSet counts every
+`attempts` XCom (adapters/run_lock.py `RunLock.close_attempt`, operators/jobset.py `_push`):
+`{"attempt": try, "jobset": name, "restarts": n, ...}`, where `restarts` is the JobSet's `status.restarts` as the launch trigger last saw it (JobSet counts every
 failurePolicy restart there). Summing those is the run's in-cluster restart count: it needs no guess from the
 names of the runner's log folders, and it reads the same on GKE as on the local target.
 """

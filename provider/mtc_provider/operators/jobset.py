@@ -37,13 +37,15 @@ from mtc_provider.adapters.retry import ApiUnreachable
 from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 from mtc_provider.adapters.kubernetes import Forbidden
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore, NotFound
-from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, LockHeld, RunLock, lock_api
+from mtc_provider.adapters.run_lock import (ATTEMPTS, DISRUPTED, FAILED_OUTCOME, FINISHED, HISTORY, LockHeld, RunLock,
+                                            lock_api)
 from mtc_provider.targets import backend_for
 from mtc_provider.core import labels as L
 from mtc_provider.core import vocabulary as V
 from mtc_provider.core.customization import CustomizationSpec
 from mtc_provider.core.errors import SpecError
 from mtc_provider.core.ownership import describe_owner, kill_verdict, owner_gone
+from mtc_provider.core.ownership import task_owner as _owner
 from mtc_provider.core.resubmission import (
     DEFAULT_CRASH_LOOP_ATTEMPTS,
     FAIL,
@@ -92,8 +94,6 @@ XCOM_KEY = "jobset"
 ATTEMPTS_XCOM_KEY = "attempts"
 RUN_XCOM_KEY = "mtc_run"  # checkpoint_dir, target_step, run_name: pushed at each try's launch, for the run view
 PROGRESS_XCOM_KEY = "progress"  # the latest progress figures of the watch (core.progress_report)
-# goodput outcomes of an attempt record (core.goodput.Attempt)
-FINISHED, DISRUPTED, FAILED_OUTCOME = "finished", "disrupted", "failed"
 WAIT_FOR_CHECKPOINT = "checkpoint"
 WAIT_FOR_COMPLETION = "completion"
 WAIT_FOR = (WAIT_FOR_CHECKPOINT, WAIT_FOR_COMPLETION)
@@ -746,7 +746,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
                 raise AirflowFailException(ev.message)
             raise JobSetAttemptFailed(ev.message)
         if ev.kind == DELETED:
-            self._close(lock, ev.name, FAILED_OUTCOME, ev.restarts_seen, latest, ev.message)
+            lock.close_attempt(ev.name, FAILED_OUTCOME, ev.restarts_seen, latest, ev.message)
             self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message, lock)
             lock.release()  # the run fails for good: its run name is free again
             raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name} was deleted outside this task")
@@ -755,7 +755,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
         if ev.kind in (UNSTARTABLE, STARTUP_TIMEOUT):
             self.log.error("%s: deleting JobSet %s/%s", ev.message, ev.namespace, ev.name)
             api.delete(ev.namespace, ev.name, reason=V.DELETE_ATTEMPT_FAILED)
-            self._close(lock, ev.name, FAILED_OUTCOME, ev.restarts_seen, latest, ev.message)
+            lock.close_attempt(ev.name, FAILED_OUTCOME, ev.restarts_seen, latest, ev.message)
             self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message, lock)
             lock.release()
             raise AirflowFailException(ev.message)
@@ -767,7 +767,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
             if decision.kind != SUCCEED:
                 api.delete(ev.namespace, ev.name, reason=V.DELETE_ATTEMPT_FAILED)
             outcome = FINISHED if decision.kind == SUCCEED else DISRUPTED
-            self._close(lock, ev.name, outcome, ev.restarts_seen, latest, decision.reason)
+            lock.close_attempt(ev.name, outcome, ev.restarts_seen, latest, decision.reason)
             result = self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest,
                                 decision.reason, lock)
             return self._conclude(context, lock, decision.kind, decision.reason, result, extra["target_step"])
@@ -804,7 +804,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
         if decision.kind != SUCCEED:  # why the attempt died, one click away: bounded tails of the failed pods
             log_failed_pod_tails(self.log, self._jobset_api(connection), state.namespace, state.name)
         outcome = {SUCCEED: FINISHED, FAIL: FAILED_OUTCOME}.get(decision.kind, DISRUPTED)
-        self._close(lock, state.name, outcome, restarts, latest, decision.reason)
+        lock.close_attempt(state.name, outcome, restarts, latest, decision.reason)
         result = self._push(context, state.namespace, state.name, attempt, restarts, latest, decision.reason, lock)
         return self._conclude(context, lock, decision.kind, decision.reason, result, target_step)
 
@@ -827,16 +827,6 @@ class MtcJobSetOperator(JobSetTargetMixin):
 
     def _last_try(self, ti) -> bool:
         return ti.try_number > (getattr(ti, "max_tries", None) or self.retries or 0)
-
-    @staticmethod
-    def _close(lock: RunLock, name: str, outcome: str, restarts: int, latest: int | None, reason: str) -> None:
-        """Close this attempt's record in the run lock (end time, outcome, in-cluster restarts, newest step)."""
-        def change(data: dict[str, Any]) -> None:
-            for record in data[ATTEMPTS]:
-                if record.get("jobset") == name and record.get("end") is None:
-                    record.update(end=time.time(), outcome=outcome, restarts=restarts, last_step=latest,
-                                  reason=reason)
-        lock.update(change)
 
     def _push_run(self, context, lock: RunLock, checkpoint_dir: str, target_step: int, run_name: str) -> None:
         """While the attempt runs: what the run view reads (plugins/run_view.py), since Airflow clears a task's
@@ -948,14 +938,6 @@ class MtcJobSetOperator(JobSetTargetMixin):
         api.delete(namespace, name, reason=V.DELETE_USER_KILL)
         RunLock(lock_api(connection, api), namespace, ids["run_name"],
                 L.run_labels(ids["dag_id"], ids["run_id"], ids["task_id"], ids["run_name"])).release()
-
-
-def _owner(ti) -> dict[str, Any]:
-    """The Airflow ids of this try (raw, not label-shortened): what a lock records and a kill asks about."""
-    map_index = getattr(ti, "map_index", -1)
-    return {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id,
-            "map_index": map_index if isinstance(map_index, int) else -1,
-            "try_number": getattr(ti, "try_number", None)}
 
 
 def ti_run_name(task: Any, checkpoint_dir: str) -> str:

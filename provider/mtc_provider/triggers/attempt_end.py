@@ -91,16 +91,16 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int)
 
 def _close_attempt(trigger: Any, api: Any, ti: Any, state: JobSetState, restarts: int, latest: int | None,
                    reason: str) -> None:
-    """The attempt's record closed in the run lock as the worker's `_finish` closes it, blocking (off the loop)."""
-    from mtc_provider.adapters.run_lock import RunLock, lock_api
+    """The attempt's record closed in the run lock as the worker closes it (RunLock.close_attempt), blocking (off
+    the loop)."""
+    from mtc_provider.adapters.run_lock import DISRUPTED, RunLock, lock_api
     from mtc_provider.core import labels as L
-    from mtc_provider.operators.jobset import DISRUPTED, MtcJobSetOperator
 
     extra = trigger.extra
     run_name, namespace = extra["run_name"], extra.get("namespace") or trigger.namespace
     lock = RunLock(lock_api(trigger.connection, api), namespace, run_name,
                    L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
-    MtcJobSetOperator._close(lock, state.name, DISRUPTED, restarts, latest, reason)
+    lock.close_attempt(state.name, DISRUPTED, restarts, latest, reason)
     return lock
 
 
@@ -109,14 +109,14 @@ def _record_retrying(trigger: Any, ti: Any, lock: Any, reason: str) -> None:
     (operators.jobset `_write_record`; read by `mtc status`/`mtc list`). Best effort: it never changes the end."""
     from mtc_provider.adapters.run_lock import ATTEMPTS
     from mtc_provider.adapters.run_records import record_run
+    from mtc_provider.core.ownership import task_owner
     from mtc_provider.core.run_summary import RETRYING
-    from mtc_provider.operators.jobset import _owner
 
     extra, checkpoint_dir = trigger.extra, trigger.checkpoint_dir
     try:
         record_run(checkpoint_dir, trigger.gcp_conn_id or "google_cloud_default", trigger.impersonation_chain,
                    run_name=extra["run_name"], namespace=extra.get("namespace") or trigger.namespace,
                    target_step=extra.get("target_step"), state=RETRYING, attempts=lock.read()[ATTEMPTS],
-                   owner=_owner(ti), reason=reason)
+                   owner=task_owner(ti), reason=reason)
     except Exception as exc:  # noqa: BLE001 - the record is for people reading the run later
         trigger.log.warning("could not write the run's attempt record beside %s: %s", checkpoint_dir, exc)
