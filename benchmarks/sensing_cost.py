@@ -9,7 +9,7 @@ step), against a GCS listing server and a local directory:
   a stat per new step. Backups: a `**.meta` matchGlob listing.
 - naive: list every object under the prefix (GCS) / `os.walk` the directory (local), then the same parsing.
 
-The GCS side is `benchmarks/listing_server.py`: `objects.list` with paging (1,000 entries a page),
+The GCS side is the GCS double, `tests/doubles/gcs.py`: `objects.list` with paging (1,000 entries a page),
 `startOffset` and `matchGlob` as GCS documents them, driven by the real client through `GCSHook`; every request
 and every entry in the table is one the server answered (observed, not modelled). Its seconds are this
 server's Python work on a loaded machine; on GCS each request is a network round trip.
@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from benchmarks.common import REPO, argument_parser, interleaved, median, print_table, ratio, result_path, write_result
 
-from benchmarks.listing_server import ListingServer
+from tests.doubles.gcs import GcsDouble
 from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, open_store
 from mtc_provider.core.listing import backup_steps, finalized_from_objects
 
@@ -51,7 +51,7 @@ def backup_objects(prefix: str, count: int) -> list[str]:
     return [f"{prefix}/train-s{step}-n0-w0.{ext}" for step in range(1, count + 1) for ext in ("meta", "data")]
 
 
-def gcs_poke(gcs: ListingServer, fn: Callable[[], Any]) -> dict[str, Any]:
+def gcs_poke(gcs: GcsDouble, fn: Callable[[], Any]) -> dict[str, Any]:
     """One poke: wall time, the listing requests the server answered (one per page) and the entries served."""
     gcs.reset()
     t0 = time.perf_counter()
@@ -75,7 +75,7 @@ def naive_gcs_list(client: Any, prefix: str) -> list[str]:
     return [blob.name for blob in client.list_blobs(BUCKET, prefix=prefix + "/", page_size=PAGE)]
 
 
-def measure_gcs(gcs: ListingServer, count: int, repeats: int) -> dict[str, Any]:
+def measure_gcs(gcs: GcsDouble, count: int, repeats: int) -> dict[str, Any]:
     prefix, backups = f"run{count}/checkpoints", f"run{count}/mtc-backup"
     t0 = time.perf_counter()
     gcs.seed(BUCKET, step_objects(prefix, count) + backup_objects(backups, count))
@@ -197,7 +197,7 @@ def run(counts: list[int], repeats: int, local_counts: list[int] | None = None) 
     # An anonymous google_cloud_platform connection: GCSHook then talks to STORAGE_EMULATOR_HOST.
     os.environ[f"AIRFLOW_CONN_{CONN_ID.upper()}"] = json.dumps(
         {"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True}})
-    with ListingServer() as gcs:
+    with GcsDouble() as gcs:
         os.environ["STORAGE_EMULATOR_HOST"] = gcs.url  # GCSHook's client then talks to the listing server
         for count in counts:
             gcs_results.append(measure_gcs(gcs, count, repeats if count < 100_000 else max(2, repeats // 2)))
@@ -270,7 +270,7 @@ def main() -> None:
     result = run(counts, repeats, local_counts)
     result["parameters"] = {"counts": counts, "local_counts": local_counts or counts, "repeats": repeats, "orbax_files_per_step": len(ORBAX_FILES),
                             "backup_objects_per_step": 2, "gcs_page_size": PAGE,
-                            "gcs_server": "benchmarks/listing_server.py (startOffset, matchGlob, 1,000-entry pages)"}
+                            "gcs_server": "tests/doubles/gcs.py (startOffset, matchGlob, 1,000-entry pages)"}
     report(result)
     path = write_result(result_path("sensing_cost", args.quick, args.output), "sensing_cost", result)
     print(f"result: {path}")

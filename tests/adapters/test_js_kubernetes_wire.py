@@ -63,8 +63,8 @@ def test_create_get_list_delete(apiserver, fast_retries):
     api.create("ml", jobset_body("other", {"run": "r2"}))
     assert [o["metadata"]["name"] for o in api.list("ml", "run=r1")] == ["train"]
     api.delete("ml", "train")
-    delete = [r for r in apiserver.requests if r["method"] == "DELETE"][-1]
-    assert "Foreground" in (str(delete["query"]) + str(delete["body"]))
+    delete = [r for r in apiserver.requests if r.method == "DELETE"][-1]
+    assert "Foreground" in (str(delete.query) + str(delete.body))
     # Foreground deletion: still readable, marked, until its pods are gone.
     assert api.get("ml", "train")["metadata"]["finalizers"] == ["foregroundDeletion"]
     api.delete("ml", "train")  # deleting a terminating object again is fine
@@ -102,10 +102,10 @@ def test_terminating_pods_and_run_lock_over_the_wire(apiserver, fast_retries):
 
 def test_transient_errors_are_retried_with_bounded_backoff(apiserver, fast_retries):
     api = sync_api(apiserver)
-    apiserver.pending_errors += [503, 429]
+    apiserver.errors_next += [503, 429]
     api.create("ml", jobset_body())
-    assert [r["method"] for r in apiserver.requests] == ["POST"] * 3
-    apiserver.pending_errors += [503] * 10
+    assert [r.method for r in apiserver.requests] == ["POST"] * 3
+    apiserver.errors_next += [503] * 10
     with pytest.raises(retry.Retryable) as err:
         api.get("ml", "train")
     assert err.value.status == 503
@@ -115,10 +115,10 @@ def test_transient_errors_are_retried_with_bounded_backoff(apiserver, fast_retri
 def test_expired_token_gets_a_fresh_client(apiserver, fast_retries):
     api = sync_api(apiserver)
     api.create("ml", jobset_body())
-    apiserver.pending_errors.append(401)
+    apiserver.errors_next.append(401)
     assert api.get("ml", "train")["metadata"]["name"] == "train"
     first, second = apiserver.requests[-2:]
-    assert first["auth"].startswith("Bearer tok-") and first["auth"] != second["auth"]
+    assert first.auth.startswith("Bearer tok-") and first.auth != second.auth
 
 
 async def _collect(api, until_phase: str = "Completed", resource_version=None) -> list:
@@ -135,9 +135,9 @@ async def test_watch_streams_events_and_resumes_after_stream_end(apiserver, fast
     apiserver.script += [status_running(), "end-stream", status_completed()]
     events = await _collect(async_api(apiserver))
     assert [e.type for e in events] == ["ADDED", "MODIFIED", "MODIFIED"]
-    watches = [r for r in apiserver.requests if r["query"].get("watch")]
-    assert [w["query"]["resourceVersion"] for w in watches[:2]] == ["1", "2"]  # resumed, not restarted
-    assert watches[0]["query"]["fieldSelector"] == "metadata.name=train"
+    watches = [r for r in apiserver.requests if r.query.get("watch")]
+    assert [w.query["resourceVersion"] for w in watches[:2]] == ["1", "2"]  # resumed, not restarted
+    assert watches[0].query["fieldSelector"] == "metadata.name=train"
 
 
 async def test_watch_relists_on_410_gone(apiserver, fast_retries):
@@ -146,10 +146,10 @@ async def test_watch_relists_on_410_gone(apiserver, fast_retries):
     apiserver.script += ["410", status_completed()]
     events = await _collect(async_api(apiserver), resource_version="1")
     assert events[-1].obj["status"]["terminalState"] == "Completed"
-    methods = [(r["method"], bool(r["query"].get("watch"))) for r in apiserver.requests]
+    methods = [(r.method, bool(r.query.get("watch"))) for r in apiserver.requests]
     # watch -> (stream ends) -> watch answers ERROR 410 -> GET (relist) -> watch from the fresh version
     assert methods[:4] == [("GET", True), ("GET", True), ("GET", False), ("GET", True)]
-    assert apiserver.requests[3]["query"]["resourceVersion"] == "2"
+    assert apiserver.requests[3].query["resourceVersion"] == "2"
 
 
 async def test_watch_survives_401_mid_watch_with_a_fresh_token(apiserver, fast_retries):
@@ -157,14 +157,14 @@ async def test_watch_survives_401_mid_watch_with_a_fresh_token(apiserver, fast_r
     apiserver.script += [status_running(), "401", status_completed()]
     events = await _collect(async_api(apiserver))
     assert events[-1].obj["status"]["terminalState"] == "Completed"
-    auths = [r["auth"] for r in apiserver.requests]
+    auths = [r.auth for r in apiserver.requests]
     assert len(set(auths)) == len(auths)  # every client minted its own token
 
 
 async def test_watch_backs_off_on_503_then_falls_back_to_polling(apiserver, fast_retries, monkeypatch):
     monkeypatch.setattr(retry, "ATTEMPTS", 2)
     apiserver.put("ml", jobset_body())
-    apiserver.pending_errors += [503, 429]  # two watch requests in a row fail: watching does not work here
+    apiserver.errors_next += [503, 429]  # two watch requests in a row fail: watching does not work here
     api = async_api(apiserver, poll_interval=0.01)
     task = asyncio.ensure_future(_collect(api, resource_version="1"))
     while not api.polling:
@@ -173,14 +173,14 @@ async def test_watch_backs_off_on_503_then_falls_back_to_polling(apiserver, fast
     events = await asyncio.wait_for(task, 20)
     assert events[-1].obj["status"]["terminalState"] == "Completed"
     # the watch answered 503 then 429: ATTEMPTS=2 consecutive failures, then polling (GETs) found the change
-    assert sum(1 for r in apiserver.requests if r["query"].get("watch")) == 2
-    assert apiserver.requests[-1]["method"] == "GET" and not apiserver.requests[-1]["query"].get("watch")
+    assert sum(1 for r in apiserver.requests if r.query.get("watch")) == 2
+    assert apiserver.requests[-1].method == "GET" and not apiserver.requests[-1].query.get("watch")
 
 
 async def test_async_get_and_delete(apiserver, fast_retries):
     apiserver.put("ml", jobset_body())
     api = async_api(apiserver)
-    apiserver.pending_errors.append(503)
+    apiserver.errors_next.append(503)
     assert (await api.get("ml", "train"))["metadata"]["name"] == "train"
     await api.delete("ml", "train")
     await api.delete("ml", "train")
@@ -204,7 +204,7 @@ async def test_watch_timeout_polling_returns_to_watching(apiserver, fast_retries
     """Polling is a fallback: after rewatch_after seconds of it the adapter watches again."""
     monkeypatch.setattr(retry, "ATTEMPTS", 2)
     apiserver.put("ml", jobset_body())
-    apiserver.pending_errors += [503, 503]  # two watch requests in a row fail: polling stands in
+    apiserver.errors_next += [503, 503]  # two watch requests in a row fail: polling stands in
     api = async_api(apiserver, poll_interval=0.02, rewatch_after=0.3)
     task = asyncio.ensure_future(_collect(api, resource_version="1"))
     while not api.polling:
@@ -215,6 +215,6 @@ async def test_watch_timeout_polling_returns_to_watching(apiserver, fast_retries
     apiserver.set_status("ml", "train", status_completed())
     events = await asyncio.wait_for(task, 20)
     assert events[-1].obj["status"]["terminalState"] == "Completed"
-    kinds = ["watch" if r["query"].get("watch") else "get" for r in apiserver.requests]
+    kinds = ["watch" if r.query.get("watch") else "get" for r in apiserver.requests]
     assert kinds[:2] == ["watch", "watch"] and "get" in kinds[2:]
     assert kinds[-1] == "watch" or "watch" in kinds[kinds.index("get"):]  # watching again after the polls

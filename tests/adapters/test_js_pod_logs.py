@@ -1,22 +1,18 @@
-"""Pod logs through the real kubernetes client, against a core/v1 double and against the local cluster.
+"""Pod logs through the real kubernetes client, against the Kubernetes API double and against the local cluster.
 
-The double answers as the Kubernetes API documents (API reference, Pod v1 "read log"): `tailLines` keeps the last
-N lines, `limitBytes` stops after N bytes, `sinceSeconds` keeps lines newer than now - N, `timestamps=true`
-prefixes each line with its RFC 3339 time and a space; pods are listed by `labelSelector`.
+The double (tests/doubles/kubernetes.py) answers as the Kubernetes API documents (API reference, Pod v1 "read
+log"): `tailLines` keeps the last N lines, `limitBytes` stops after N bytes, `sinceSeconds` keeps lines newer than
+now - N, `timestamps=true` prefixes each line with its RFC 3339 time and a space; pods are listed by `labelSelector`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import threading
 import time
-from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from tests.doubles.kubernetes import KubernetesApiDouble
 from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
 from mtc_provider.adapters.pod_logs import (
     KubernetesPodLogs,
@@ -27,101 +23,39 @@ from mtc_provider.adapters.pod_logs import (
 )
 
 
-class CoreV1Double:
-    def __init__(self) -> None:
-        self.pods: dict[str, dict] = {}
-        self.logs: dict[str, list[tuple[float, str]]] = {}
-        self.requests: list[str] = []
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def add_pod(self, name: str, job_index: int, host: int, phase: str = "Running", exit_code: int | None = None,
-                reason: str = "", jobset: str = "train") -> None:
-        state = {"terminated": {"exitCode": exit_code, "reason": reason}} if exit_code is not None else {"running": {}}
-        self.pods[name] = {
-            "metadata": {"name": name, "namespace": "default", "labels": {
-                "jobset.sigs.k8s.io/jobset-name": jobset, "jobset.sigs.k8s.io/job-index": str(job_index),
-                "batch.kubernetes.io/job-completion-index": str(host)}},
-            "status": {"phase": phase, "containerStatuses": [{"name": "jax-tpu", "ready": False, "restartCount": 0,
-                                                              "image": "i", "imageID": "", "state": state}]},
-        }
-        self.logs.setdefault(name, [])
-
-    def write(self, pod: str, *lines: str, at: float | None = None) -> None:
-        for line in lines:
-            self.logs[pod].append((at if at is not None else time.time(), line))
-
-    def _handler(self):
-        double = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                url = urlparse(self.path)
-                query = {k: v[0] for k, v in parse_qs(url.query).items()}
-                double.requests.append(self.path)
-                parts = url.path.strip("/").split("/")  # api v1 namespaces NS pods [NAME log]
-                if len(parts) == 5:
-                    want = dict(t.split("=", 1) for t in filter(None, query.get("labelSelector", "").split(",")))
-                    items = [p for p in double.pods.values()
-                             if all(p["metadata"]["labels"].get(k) == v for k, v in want.items())]
-                    return self._send(200, json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": {},
-                                                       "items": items}), "application/json")
-                entries = double.logs[parts[5]]
-                if "sinceSeconds" in query:
-                    entries = [e for e in entries if e[0] >= time.time() - int(query["sinceSeconds"])]
-                if "tailLines" in query:
-                    entries = entries[-int(query["tailLines"]):] if int(query["tailLines"]) else []
-                # The API server parses booleans with Go's strconv.ParseBool (the client sends "True").
-                stamp = query.get("timestamps") in ("1", "t", "T", "TRUE", "true", "True")
-                text = "".join(
-                    (datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f000Z ") if stamp else "")
-                    + line + "\n" for t, line in entries)
-                body = text.encode()[: int(query["limitBytes"])] if "limitBytes" in query else text.encode()
-                return self._send(200, body, "text/plain")
-
-            def _send(self, code: int, body, content_type: str) -> None:
-                data = body.encode() if isinstance(body, str) else body
-                self.send_response(code)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def add_pod(core: KubernetesApiDouble, name: str, job_index: int, host: int, phase: str = "Running",
+            exit_code: int | None = None, reason: str = "", jobset: str = "train") -> None:
+    """A pod of a JobSet's job as the JobSet controller labels it, with its container's state."""
+    state = {"terminated": {"exitCode": exit_code, "reason": reason}} if exit_code is not None else {"running": {}}
+    core.pods.append({
+        "metadata": {"name": name, "namespace": "default", "labels": {
+            "jobset.sigs.k8s.io/jobset-name": jobset, "jobset.sigs.k8s.io/job-index": str(job_index),
+            "batch.kubernetes.io/job-completion-index": str(host)}},
+        "status": {"phase": phase, "containerStatuses": [{"name": "jax-tpu", "ready": False, "restartCount": 0,
+                                                          "image": "i", "imageID": "", "state": state}]},
+    })
 
 
 @pytest.fixture
 def core():
-    double = CoreV1Double()
+    double = KubernetesApiDouble().start()
     yield double
     double.stop()
 
 
-def factory(double: CoreV1Double):
+def factory(double: KubernetesApiDouble):
     from kubernetes import client
 
     return lambda: client.ApiClient(client.Configuration(host=double.url))
 
 
 def test_failed_pods_tails_leader_first(core) -> None:
-    core.add_pod("train-slice-0-0-aaaaa", 0, 0, "Failed", 1, "Error")
-    core.add_pod("train-slice-0-1-bbbbb", 0, 1, "Running")
-    core.add_pod("train-slice-1-0-ccccc", 1, 0, "Failed", 137, "OOMKilled")
-    core.add_pod("other-slice-0-0-ddddd", 0, 0, "Failed", 1, "Error", jobset="other")
-    core.write("train-slice-0-0-aaaaa", *[f"step {i}" for i in range(200)], "ValueError: bad config")
-    core.write("train-slice-1-0-ccccc", "loading", "Killed")
+    add_pod(core, "train-slice-0-0-aaaaa", 0, 0, "Failed", 1, "Error")
+    add_pod(core, "train-slice-0-1-bbbbb", 0, 1, "Running")
+    add_pod(core, "train-slice-1-0-ccccc", 1, 0, "Failed", 137, "OOMKilled")
+    add_pod(core, "other-slice-0-0-ddddd", 0, 0, "Failed", 1, "Error", jobset="other")
+    core.write_log("train-slice-0-0-aaaaa", *[f"step {i}" for i in range(200)], "ValueError: bad config")
+    core.write_log("train-slice-1-0-ccccc", "loading", "Killed")
     logs = KubernetesPodLogs(factory(core), container="jax-tpu")
     lines = failed_pod_tails(logs, "default", "train", lines=3)
     assert lines == [
@@ -133,23 +67,24 @@ def test_failed_pods_tails_leader_first(core) -> None:
         "----- end of train-slice-1-0-ccccc -----",
     ]
     # Bounded on the server: the tail and the byte limit travel in the request.
-    log_request = next(r for r in core.requests if "/log?" in r)
-    assert "tailLines=3" in log_request and "limitBytes=" in log_request and "container=jax-tpu" in log_request
+    log_request = next(r for r in core.requests if r.path.endswith("/log"))
+    assert (log_request.query["tailLines"], log_request.query["container"]) == ("3", "jax-tpu")
+    assert "limitBytes" in log_request.query
 
 
 def test_leader_log_is_followed_without_repeating_lines(core) -> None:
-    core.add_pod("train-slice-0-1-bbbbb", 0, 1)
-    core.add_pod("train-slice-0-0-aaaaa", 0, 0)
+    add_pod(core, "train-slice-0-1-bbbbb", 0, 1)
+    add_pod(core, "train-slice-0-0-aaaaa", 0, 0)
     now = time.time()
-    core.write("train-slice-0-0-aaaaa", "start", "step 1", at=now - 1)
-    core.write("train-slice-0-1-bbbbb", "not the leader", at=now - 1)
+    core.write_log("train-slice-0-0-aaaaa", "start", "step 1", at=now - 1)
+    core.write_log("train-slice-0-1-bbbbb", "not the leader", at=now - 1)
     follower = LeaderLogFollower(KubernetesPodLogs(factory(core)), "default", "train", max_lines=10)
     assert follower.poll() == ["start", "step 1"]
     assert follower.poll() == []
-    core.write("train-slice-0-0-aaaaa", "step 2", "step 3", at=time.time() + 0.01)
+    core.write_log("train-slice-0-0-aaaaa", "step 2", "step 3", at=time.time() + 0.01)
     assert follower.poll() == ["step 2", "step 3"]
     assert follower.pod == "train-slice-0-0-aaaaa"
-    assert any("sinceSeconds=" in r for r in core.requests)
+    assert any("sinceSeconds" in r.query for r in core.requests)
 
 
 def test_reading_logs_never_fails_the_task(core, caplog) -> None:
@@ -174,8 +109,8 @@ def test_the_hook_reads_failed_pods_through_a_kubeconfig(core, tmp_path) -> None
 
     from mtc_provider.hooks.jobset import MtcJobSetHook
 
-    core.add_pod("train-slice-0-0-aaaaa", 0, 0, "Failed", 2, "Error")
-    core.write("train-slice-0-0-aaaaa", "ImportError: no module named maxtext")
+    add_pod(core, "train-slice-0-0-aaaaa", 0, 0, "Failed", 2, "Error")
+    core.write_log("train-slice-0-0-aaaaa", "ImportError: no module named maxtext")
     config = tmp_path / "kubeconfig"
     config.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "c",

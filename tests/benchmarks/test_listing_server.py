@@ -1,4 +1,4 @@
-"""The sensing benchmark's listing server answers `objects.list` as GCS documents it (paging at 1,000,
+"""The GCS double (tests/doubles/gcs.py, the sensing benchmark's GCS) answers `objects.list` as GCS documents it (paging at 1,000,
 startOffset, matchGlob), driven here by the real google-cloud-storage client.
 https://cloud.google.com/storage/docs/json_api/v1/objects/list"""
 
@@ -9,7 +9,7 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
-from benchmarks.listing_server import ListingServer
+from tests.doubles.gcs import GcsDouble
 from mtc_local.gcs.listing import glob_regex
 
 
@@ -27,7 +27,7 @@ def test_match_glob_follows_the_documented_syntax(glob, name, matches):
 
 @pytest.fixture
 def client_and_server():
-    with ListingServer() as server:
+    with GcsDouble() as server:
         server.seed("b", [f"run/{step}/{f}" for step in range(1, 2501) for f in ("commit_success.txt", "d/0")])
         client = storage.Client(project="p", credentials=AnonymousCredentials(),
                                 client_options=ClientOptions(api_endpoint=server.url))

@@ -41,8 +41,8 @@ def seed(tmp_path, apiserver) -> None:
     apiserver.put("default", attempt_body(tmp_path, "llama-x-a1", 1))
     apiserver.put("default", attempt_body(tmp_path, "llama-x-a2", 2))
     apiserver.put("default", attempt_body(tmp_path, "other-a1", 1, run_name="other"))
-    apiserver.objects[("default", "llama-x-a1")]["status"] = status_failed()
-    apiserver.objects[("default", "llama-x-a2")]["status"] = status_running(restarts=1)
+    apiserver.jobsets[("default", "llama-x-a1")]["status"] = status_failed()
+    apiserver.jobsets[("default", "llama-x-a2")]["status"] = status_running(restarts=1)
     finalize(str(tmp_path / "out" / "llama" / "checkpoints"), 60)
 
 

@@ -35,7 +35,7 @@ def test_unlock_deletes_the_lock_and_says_who_held_it(tmp_path, apiserver, fast_
     config = kubeconfig(tmp_path, apiserver)
     lock = _hold(_api(config))
     apiserver.put("default", attempt_body(tmp_path, "llama-x-a1", 1))
-    apiserver.objects[("default", "llama-x-a1")]["status"] = status_failed()  # ended: no writer left
+    apiserver.jobsets[("default", "llama-x-a1")]["status"] = status_failed()  # ended: no writer left
     result = runner.invoke(app, ["unlock", "llama", "--kubeconfig", config])
     assert result.exit_code == 0, result.output
     assert f"deleted run lock default/{lock.name}" in result.stdout
@@ -49,7 +49,7 @@ def test_unlock_is_refused_while_a_jobset_of_the_run_is_live(tmp_path, apiserver
     config = kubeconfig(tmp_path, apiserver)
     _hold(_api(config))
     apiserver.put("default", attempt_body(tmp_path, "llama-x-a2", 2))
-    apiserver.objects[("default", "llama-x-a2")]["status"] = status_running()
+    apiserver.jobsets[("default", "llama-x-a2")]["status"] = status_running()
     result = runner.invoke(app, ["unlock", "llama", "--kubeconfig", config])
     assert result.exit_code == 1 and "llama-x-a2" in result.stderr and "--force" in result.stderr
     assert len(apiserver.configmaps) == 1

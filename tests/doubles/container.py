@@ -12,7 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.doubles.base import FakeServer, HttpError, match
+from tests.doubles.google import GoogleApiDouble
+from tests.doubles.http import HttpError, match
 
 CLUSTER = r"/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/clusters/(?P<cluster>[^/:]+)"
 
@@ -23,7 +24,7 @@ def base_cluster(name: str = "mtc", version: str = "1.32.4-gke.1415000") -> dict
             "addonsConfig": {"httpLoadBalancing": {"disabled": False}}, "nodePools": []}
 
 
-class FakeContainerServer(FakeServer):
+class FakeContainerServer(GoogleApiDouble):
     def __init__(self, project_number: str = "123456789012", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.clusters: dict[str, dict[str, Any]] = {}

@@ -76,4 +76,4 @@ def test_over_http_with_a_kubeconfig(tmp_path, apiserver, fast_retries) -> None:
     assert created["metadata"]["name"] == "llama-a1"
     assert [a.name for a in hook.find_by_run("llama")] == ["llama-a1"]
     assert hook.status("llama-a1").phase == "pending"
-    assert apiserver.requests[0]["auth"] == "Bearer t0k3n"
+    assert apiserver.requests[0].auth == "Bearer t0k3n"

@@ -1,4 +1,5 @@
-"""Fake servers for the GCP control-plane tests; all bind 127.0.0.1 and are stopped by the fixtures."""
+"""The doubles of the GCP control-plane tests (tests/doubles: the Container API, GCS, the cluster's Kubernetes API);
+all bind 127.0.0.1 and are stopped by the fixtures."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ import pytest
 from mtc_provider.adapters import retry
 
 from tests.doubles.container import FakeContainerServer, base_cluster
-from tests.doubles.gcs import FakeGcsServer
-from tests.doubles.kubernetes import FakeKubernetesServer
+from tests.doubles.gcs import GcsDouble
+from tests.doubles.kubernetes import KubernetesApiDouble
 
 PROJECT = "proj"
 NUMBER = "123456789012"
@@ -63,7 +64,8 @@ def k8s(tls):
     from mtc_provider.core.checkpoint_config import build_checkpoint_configuration  # noqa: F401 - contract present
     from tests.support.tests_reference import crd_spec_fields
 
-    server = FakeKubernetesServer(spec_fields=crd_spec_fields(), ssl_context=tls[0]).start()
+    # The cluster's API server, over TLS; the MTC CSI driver's CheckpointConfiguration pruned to its CRD's schema.
+    server = KubernetesApiDouble(spec_fields=crd_spec_fields(), ssl_context=tls[0]).start()
     yield server
     server.stop()
 
@@ -81,7 +83,7 @@ def container(k8s, tls):
 
 @pytest.fixture
 def gcs():
-    server = FakeGcsServer(NUMBER).start()
+    server = GcsDouble(NUMBER).start()
     yield server
     server.stop()
 

@@ -45,9 +45,10 @@ def fast_retries(monkeypatch):
 
 @pytest.fixture
 def apiserver():
-    from tests.doubles.js_apiserver import FakeApiServer
+    """The Kubernetes API double (tests/doubles/kubernetes.py) over plain HTTP, as a kubeconfig reaches it."""
+    from tests.doubles.kubernetes import KubernetesApiDouble
 
-    server = FakeApiServer().start()
+    server = KubernetesApiDouble().start()
     yield server
     server.stop()
 

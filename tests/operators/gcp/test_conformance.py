@@ -1,7 +1,7 @@
 """Every request the GCP operators send, in the setup DAG's order, checked against Google's discovery documents.
 
 The operators run through the real client libraries (google-cloud-container REST, google-cloud-storage,
-google-cloud-resource-manager) against the fakes, which record each request as sent (`FakeServer.exchanges`).
+google-cloud-resource-manager) against the fakes, which record each request as sent (`HttpDouble.requests`, tests/doubles/http.py).
 Each request is matched to exactly one discovery method (HTTP method + path template with its parameter
 patterns) and checked: the query parameters are the method's or the API's standard ones, with their types and
 enums; every required parameter is present; the body follows the method's request schema: no field the schema
@@ -239,7 +239,7 @@ class TI:
 
 
 def api_calls(server) -> list[tuple[str, str, dict[str, list[str]], Any]]:
-    return [exchange for exchange in server.exchanges if not AUTH_PATHS.search(exchange[1])]
+    return [(r.method, r.path, r.query_lists, r.body) for r in server.requests if not AUTH_PATHS.search(r.path)]
 
 
 @pytest.fixture

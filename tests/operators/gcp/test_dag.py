@@ -65,7 +65,7 @@ def test_gke_setup_dag_then_second_run_changes_nothing(dags, container, gcs, k8s
     # What `mtc plan` lists is exactly what the operator bound.
     assert binding["members"] == sorted(bucket_members(PROJECT, NUMBER, "training", "trainer"))
     assert binding["members"] == sorted(_planned_members())
-    assert k8s.objects["mtc-config"]["spec"]["cloudStorageBucketName"] == "ckpt"
+    assert k8s.checkpoint_configurations["mtc-config"]["spec"]["cloudStorageBucketName"] == "ckpt"
     assert container.writes == 4  # two cluster updates, two node pools
     before = writes(container, gcs, k8s)
 
@@ -83,7 +83,7 @@ def test_setup_dag_on_the_minimum_version_refuses_before_any_change(dags, contai
     assert run.state == "failed" and states["readiness"] == "failed", states
     assert writes(container, gcs, k8s) == (0, 0, 0, 0)
     # Readiness only asks the cluster's API server SelfSubjectAccessReviews (the RBAC checks): questions, no objects.
-    assert gcs.requests == [] and [r for r in k8s.requests if "/selfsubjectaccessreviews" not in r[1]] == []
+    assert gcs.requests == [] and [r for r in k8s.requests if "/selfsubjectaccessreviews" not in r.path] == []
 
 
 def test_readiness_operator_fails_at_once_with_the_report(dags, container, gcp_connection):

@@ -70,7 +70,7 @@ def setup_connection(monkeypatch, container, gcs, k8s, keyfile_pem):
 
 
 def _tokens(server) -> set[str]:
-    return {token for _, path, token in server.requests if path != "/token" and ":generateAccessToken" not in path}
+    return {r.token for r in server.requests if r.path != "/token" and ":generateAccessToken" not in r.path}
 
 
 def test_impersonation_parameters_are_templated_on_every_gcp_operator_and_the_sensor():
@@ -126,7 +126,7 @@ def test_impersonation_reaches_the_deferred_operation_poll(setup_connection, con
         "gcp_conn_id": "mtc_setup_gcp", "impersonation_chain": SA, "project_id": PROJECT}
     before = len(container.requests)
     trigger._poll()  # what the triggerer runs, rebuilt from the serialized kwargs
-    assert {t for _, p, t in container.requests[before:] if "/operations/" in p} == {f"impersonated-{SA}"}
+    assert {r.token for r in container.requests[before:] if "/operations/" in r.path} == {f"impersonated-{SA}"}
 
 
 def test_impersonation_operator_project_id_takes_precedence_over_the_targets(setup_connection, container):
@@ -166,7 +166,7 @@ def test_dns_endpoint_is_where_the_kubernetes_client_goes(monkeypatch, gcp_conne
         task_id="c", name="mtc-config", bucket_name="ckpt", slices=SLICES, sizing=SIZING, api_endpoint=container.url,
         **cluster_args)
     assert op.execute({"ti": TI()})["action"] == "created"
-    assert k8s.writes == 1 and "mtc-config" in k8s.objects
+    assert k8s.writes == 1 and "mtc-config" in k8s.checkpoint_configurations
 
 
 def test_google_parameters_without_target_name_the_cluster_every_gcp_call_uses(setup_connection, container, gcs):

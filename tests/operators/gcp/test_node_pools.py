@@ -31,8 +31,7 @@ class TI:
 
 
 def created_pools(container) -> list[dict]:
-    return [body["nodePool"] for method, path, _, body in container.exchanges
-            if method == "POST" and path.endswith("/nodePools")]
+    return [r.body["nodePool"] for r in container.requests if r.method == "POST" and r.path.endswith("/nodePools")]
 
 
 def run(container, location=LOCATION, **kwargs):
@@ -94,7 +93,7 @@ def test_regional_cluster_without_tpu_zone_or_bad_pool_settings_are_refused_befo
     with pytest.raises(SpecError) as caught:
         run(container, **kwargs)
     assert allowed in str(caught.value) and repr(value).strip("'") in str(caught.value)
-    assert container.exchanges == []  # not even a token request
+    assert container.requests == []  # not even a token request
     assert container.writes == 0
 
 

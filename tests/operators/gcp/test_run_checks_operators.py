@@ -50,7 +50,7 @@ def test_checkpoint_configuration_operator_honours_allow_any_buffer(container, k
     # The error says to set allow_any_buffer: with it, the 30% buffer is applied (the guide's walk-through: 70e9
     # parameters x 12 bytes on 8 hosts = 105 GB per host, doubled 210 GB, x 1.3 = 273 GB = 254.25 GiB -> 255Gi).
     _apply(container, sizing={"parameters": 70e9, "buffer": 0.3, "allow_any_buffer": True}).execute({"ti": TI()})
-    assert k8s.objects["mtc-config"]["spec"]["inMemoryVolumeSize"] == "255Gi"
+    assert k8s.checkpoint_configurations["mtc-config"]["spec"]["inMemoryVolumeSize"] == "255Gi"
 
 
 def test_checkpoint_configuration_operator_refuses_single_host_multislice_on_gke(container, k8s, gcp_connection):

@@ -12,10 +12,8 @@ import json
 import ssl
 import stat
 import textwrap
-import threading
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from mtc_local.cluster.lifecycle import answers
 from mtc_local.shared import auth
 from mtc_local.runner.environment import workload_environment
 from mtc_local.shared.state import read_json, write_json
+from tests.doubles.kubernetes import KubernetesApiDouble
 from tests.support.local_cluster import make_jobset, processes_mentioning, terminal, wait_for
 
 NS = "default"
@@ -84,27 +83,16 @@ def test_a_port_that_is_not_this_homes_cluster_is_not_trusted(api: LocalCluster)
     api.list(NS, "")
     assert answers(api.home)
 
-    class Impostor(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            data = json.dumps({"gitVersion": "v1.32.0"}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    impostor = ThreadingHTTPServer(("127.0.0.1", 0), Impostor)
-    threading.Thread(target=impostor.serve_forever, daemon=True).start()
+    # Another server on the port: the Kubernetes API double answers /version too, but over plain HTTP and without
+    # the home's CA or token.
+    impostor = KubernetesApiDouble().start()
     real = read_json(api.home.supervisor_file)
     try:
-        write_json(api.home.supervisor_file, {**real, "api_port": impostor.server_address[1]})
+        write_json(api.home.supervisor_file, {**real, "api_port": impostor.port})
         assert not answers(api.home, timeout=2)
     finally:
         write_json(api.home.supervisor_file, real)
-        impostor.shutdown()
-        impostor.server_close()
+        impostor.stop()
 
 
 def test_a_token_others_can_read_is_refused(tmp_path: Path):

@@ -117,7 +117,7 @@ def test_401_expired_token_is_refreshed_and_the_call_continues(container):
     credentials = RefreshingCredentials()
     assert gke(container, credentials).describe()["name"] == CLUSTER
     assert credentials.refreshes == 1
-    assert [t for m, p, t in container.requests] == ["token-expired", "token-fresh-1"]
+    assert [r.token for r in container.requests] == ["token-expired", "token-fresh-1"]
 
 
 def test_project_number_from_resource_manager(container):
@@ -283,7 +283,7 @@ def test_checkpoint_configuration_create_update_noop(k8s, tls):
     assert api.apply(desired).action == "unchanged" and k8s.writes == 1
     updated = api.apply(body(bucket="other"))
     assert updated.action == "updated" and k8s.writes == 2
-    stored = k8s.objects["mtc-config"]
+    stored = k8s.checkpoint_configurations["mtc-config"]
     assert stored["spec"]["cloudStorageBucketName"] == "other"
     assert stored["metadata"]["uid"] == "uid-mtc-config"  # replaced in place, not deleted and recreated
     assert stored["spec"] == desired["spec"] | {"cloudStorageBucketName": "other"}  # nothing pruned
@@ -297,13 +297,13 @@ def test_checkpoint_configuration_stale_resource_version_is_retried(k8s, tls):
     def racing(method, path, query, payload):
         if method == "PUT" and not getattr(racing, "done", False):
             racing.done = True
-            k8s.version += 1
-            k8s.objects["mtc-config"]["metadata"]["resourceVersion"] = str(k8s.version)
+            k8s.rv += 1
+            k8s.checkpoint_configurations["mtc-config"]["metadata"]["resourceVersion"] = str(k8s.rv)
         return original(method, path, query, payload)
 
     k8s.route = racing
     assert api.apply(body(size="80Gi")).action == "updated"
-    assert k8s.objects["mtc-config"]["spec"]["inMemoryVolumeSize"] == "80Gi"
+    assert k8s.checkpoint_configurations["mtc-config"]["spec"]["inMemoryVolumeSize"] == "80Gi"
     assert k8s.count("PUT") == 2
 
 
@@ -311,7 +311,7 @@ def test_checkpoint_configuration_401_rebuilds_client_with_fresh_token(k8s, tls)
     k8s.expired_tokens.add("old")
     api = CheckpointConfigurationApi(k8s_factory(k8s, tls, iter(["old", "new", "new", "new"])))
     assert api.apply(body()).action == "created"
-    assert [t for _, _, t in k8s.requests] == ["old", "new", "new"]
+    assert [r.token for r in k8s.requests] == ["old", "new", "new"]
 
 
 def test_checkpoint_configuration_403_names_the_permission(k8s, tls):

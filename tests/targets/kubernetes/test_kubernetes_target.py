@@ -9,8 +9,6 @@ discovery answers 404 for an API group the cluster does not serve
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
@@ -28,6 +26,7 @@ from mtc_provider.operators.gcp import (
 )
 from mtc_provider.operators.jobset import MtcJobSetOperator
 from mtc_provider.target import KubernetesTarget, target_from_dict
+from tests.doubles.kubernetes import KubernetesApiDouble
 
 SLICES = {"tpu_type": "v6e", "topology": "2x2", "num_slices": 2, "machine_type": "ct6e-standard-4t"}
 CONN = "k8s_own_cluster"
@@ -98,45 +97,14 @@ def test_a_fault_plan_is_refused_on_a_kubernetes_target_before_any_call():
         launch.execute({"ti": TI()})
 
 
-def _discovery_without_jobset() -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            if self.path == "/apis/checkpointing.gke.io/v1":
-                body = {"kind": "APIResourceList", "groupVersion": "checkpointing.gke.io/v1",
-                        "resources": [{"name": "checkpointconfigurations", "singularName": "checkpointconfiguration",
-                                       "namespaced": False, "kind": "CheckpointConfiguration",
-                                       "verbs": ["get", "list", "create", "update", "delete"]}]}
-                code = 200
-            else:
-                body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}
-                code = 404
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
 def test_a_cluster_without_jobset_is_reported_with_the_install_command():
     from kubernetes import client as k8s
 
     from mtc_provider.core.readiness import evaluate_kubernetes
 
-    server = _discovery_without_jobset()
-    try:
-        config = k8s.Configuration(host=f"http://127.0.0.1:{server.server_address[1]}")
-        served = served_resources(k8s.ApiClient(config))
-    finally:
-        server.shutdown()
-        server.server_close()
+    # A cluster without JobSet installed: discovery of jobset.x-k8s.io/v1alpha2 is a 404 (tests/doubles/kubernetes.py).
+    with KubernetesApiDouble(served={"checkpointconfigurations", "configmaps", "pods"}) as server:
+        served = served_resources(k8s.ApiClient(k8s.Configuration(host=server.url)))
     assert served == {"jobsets.jobset.x-k8s.io/v1alpha2": False,
                       "checkpointconfigurations.checkpointing.gke.io/v1": True}
     jobset = evaluate_kubernetes(served)[0]
