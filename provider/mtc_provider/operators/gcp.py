@@ -177,8 +177,9 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
 class MtcEnableCheckpointingOperator(MtcGcpBaseOperator):
     """Opt-in: Workload Identity pool first, then the two addons (two updates, the guide's order).
 
-    :param target: the GKE cluster (GkeTarget or a dict); on a local or kubernetes target the operator
-        changes nothing and its result says why.
+    Its ``target`` (operators.base.TargetMixin) is the GKE cluster; on a local or kubernetes target the operator
+    changes nothing and its result says why.
+
     :param api_endpoint: a Container API endpoint override; None: the default.
     :param deferrable: wait for the cluster updates in the triggerer.
     :param poll_interval: seconds between polls of each cluster update.
