@@ -24,12 +24,17 @@ class Resource:
 
     @property
     def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
+        return f"{self.group}/{self.version}" if self.group else self.version  # "" is the core group: "v1"
 
     @property
     def qualified_name(self) -> str:
-        """`<plural>.<group>`, as in RBAC rules and the API server's error messages."""
-        return f"{self.plural}.{self.group}"
+        """`<plural>.<group>` (`pods` in the core group), as in RBAC rules and the API server's error messages."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def group_kind(self) -> str:
+        """`JobSet.jobset.x-k8s.io`, `ConfigMap`: how the API server's 422 messages name a kind."""
+        return f"{self.kind}.{self.group}" if self.group else self.kind
 
     @property
     def served_key(self) -> str:

@@ -32,17 +32,17 @@ def _details(resource: Resource, name: str) -> dict[str, Any]:
 
 
 def not_found(resource: Resource, name: str) -> StatusError:
-    return StatusError(404, "NotFound", f'{resource.qualified} "{name}" not found', _details(resource, name))
+    return StatusError(404, "NotFound", f'{resource.qualified_name} "{name}" not found', _details(resource, name))
 
 
 def already_exists(resource: Resource, name: str, being_deleted: bool = False) -> StatusError:
     prefix = "object is being deleted: " if being_deleted else ""
-    return StatusError(409, "AlreadyExists", f'{prefix}{resource.qualified} "{name}" already exists',
+    return StatusError(409, "AlreadyExists", f'{prefix}{resource.qualified_name} "{name}" already exists',
                        _details(resource, name))
 
 
 def conflict(resource: Resource, name: str) -> StatusError:
-    return StatusError(409, "Conflict", f'Operation cannot be fulfilled on {resource.qualified} "{name}": the object '
+    return StatusError(409, "Conflict", f'Operation cannot be fulfilled on {resource.qualified_name} "{name}": the object '
                        "has been modified; please apply your changes to the latest version and try again",
                        _details(resource, name))
 

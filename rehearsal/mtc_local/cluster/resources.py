@@ -6,6 +6,7 @@ Discovery: https://kubernetes.io/docs/concepts/overview/kubernetes-api/#discover
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,41 +17,26 @@ WRITE_VERBS = ("create", "delete", "update", "patch")
 
 
 @dataclass(frozen=True)
-class Resource:
-    group: str  # "" for the core group
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool
-    verbs: tuple[str, ...]
+class Resource(vocabulary.Resource):
+    """A resource the local API server serves: the core's identity of it, and what discovery lists of it."""
+
+    verbs: tuple[str, ...] = ()
     short_names: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()
 
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def qualified(self) -> str:
-        """`jobsets.jobset.x-k8s.io`, `pods`: how API server messages name a resource."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-    @property
-    def group_kind(self) -> str:
-        """`JobSet.jobset.x-k8s.io`, `ConfigMap`: how 422 messages name a kind."""
-        return f"{self.kind}.{self.group}" if self.group else self.kind
+    @classmethod
+    def serving(cls, identity: vocabulary.Resource, verbs: tuple[str, ...], short_names: tuple[str, ...] = (),
+                subresources: tuple[str, ...] = ()) -> Resource:
+        """One of the provider's resources (its identity from the core vocabulary), as this server serves it."""
+        return cls(**dataclasses.asdict(identity), verbs=verbs, short_names=short_names, subresources=subresources)
 
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False, ("create", "get", "list", "watch"), ("ns",))
 PODS = Resource("", "v1", "pods", "Pod", True, READ_VERBS + ("delete",), ("po",), ("log", "status"))
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True, READ_VERBS + WRITE_VERBS, ("cm",))
 # The custom resources: their identities are the core vocabulary's (what the provider's adapters call).
-JOBSETS = Resource(vocabulary.JOBSET.group, vocabulary.JOBSET.version, vocabulary.JOBSET.plural,
-                   vocabulary.JOBSET.kind, vocabulary.JOBSET.namespaced, READ_VERBS + ("create", "delete", "patch"),
-                   ("js",), ("status",))
-_CPC = vocabulary.CHECKPOINT_CONFIGURATION
-CHECKPOINT_CONFIGURATIONS = Resource(_CPC.group, _CPC.version, _CPC.plural, _CPC.kind, _CPC.namespaced,
-                                     READ_VERBS + WRITE_VERBS)
+JOBSETS = Resource.serving(vocabulary.JOBSET, READ_VERBS + ("create", "delete", "patch"), ("js",), ("status",))
+CHECKPOINT_CONFIGURATIONS = Resource.serving(vocabulary.CHECKPOINT_CONFIGURATION, READ_VERBS + WRITE_VERBS)
 # Create-only, never stored: "may I?" for the token's own user (local/cluster/access.py answers it).
 SELF_SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
                                        "SelfSubjectAccessReview", False, ("create",))
