@@ -74,7 +74,16 @@ class JobSetRun:
         return {r["index"] for r in read_jsonl(self.run_faults_file)} if self.run_faults_file else set()
 
     def save(self, previous: dict[str, Any] | None) -> None:
-        """Write the object when it changed, bumping resourceVersion (watchers key on it)."""
+        """Write the object when it changed, bumping resourceVersion (watchers key on it).
+
+        The pods first, then the JobSet: in Kubernetes a pod's terminated status comes from the kubelet before the
+        Job controller counts it and JobSet's controller completes the JobSet, so a client that sees the JobSet
+        Completed finds its pods terminated (the other order let a reader see a Completed JobSet whose pods had no
+        terminated state yet)."""
+        records = [pod.record() for pod in self.pods.values()]
+        if records != self._written_pods:
+            write_json(self.pods_file, {"created": self.created, "pods": records})
+            self._written_pods = records
         self.obj["status"]["replicatedJobsStatus"] = self._replicated_jobs_status()
         if previous is None or previous != self.obj:
             meta = self.obj["metadata"]
@@ -83,10 +92,6 @@ class JobSetRun:
             else:
                 meta["resourceVersion"] = str(int(meta.get("resourceVersion", "0")) + 1)
             write_json(self.state_file, self.obj)
-        records = [pod.record() for pod in self.pods.values()]
-        if records != self._written_pods:
-            write_json(self.pods_file, {"created": self.created, "pods": records})
-            self._written_pods = records
 
     def snapshot(self) -> dict[str, Any]:
         return copy.deepcopy(self.obj)
