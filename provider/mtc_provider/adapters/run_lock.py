@@ -23,8 +23,6 @@ from mtc_provider.core import labels as L
 
 HOLDER, HISTORY, ATTEMPTS, OWNER = "holder", "history", "attempts", "owner"
 KEYS = (HOLDER, HISTORY, ATTEMPTS, OWNER)
-# goodput outcomes of an attempt record (core.goodput.Attempt)
-FINISHED, DISRUPTED, FAILED_OUTCOME = "finished", "disrupted", "failed"
 
 
 class LockHeld(Exception):
@@ -159,8 +157,9 @@ class RunLock:
         raise ApiError(409, f"lock {self.name} kept changing under us", "Conflict")
 
     def close_attempt(self, name: str, outcome: str, restarts: int, latest: int | None, reason: str) -> None:
-        """Close the record of the attempt whose JobSet is `name` (end time, outcome, in-cluster restarts, newest
-        step, why): the launch operator's end of an attempt and the trigger's end of a retry (triggers.attempt_end)."""
+        """Close the record of the attempt whose JobSet is `name` (end time, outcome: core.goodput's, in-cluster
+        restarts, newest step, why): the launch operator's end of an attempt and the trigger's end of a retry
+        (triggers.attempt_end)."""
         def change(data: dict[str, Any]) -> None:
             for record in data[ATTEMPTS]:
                 if record.get("jobset") == name and record.get("end") is None:

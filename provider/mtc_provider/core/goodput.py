@@ -16,7 +16,9 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
-END_EVENTS = {"preempted": "disrupted", "error": "failed", "finish": "finished"}
+# An attempt's outcome (Attempt.outcome), as the launch operator and the trigger record it in the run lock.
+FINISHED, DISRUPTED, FAILED_OUTCOME = "finished", "disrupted", "failed"
+END_EVENTS = {"preempted": DISRUPTED, "error": FAILED_OUTCOME, "finish": FINISHED}
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,8 @@ def _close_attempt(trigger: Any, api: Any, ti: Any, state: JobSetState, restarts
                    reason: str) -> None:
     """The attempt's record closed in the run lock as the worker closes it (RunLock.close_attempt), blocking (off
     the loop)."""
-    from mtc_provider.adapters.run_lock import DISRUPTED, RunLock, lock_api
+    from mtc_provider.adapters.run_lock import RunLock, lock_api
+    from mtc_provider.core.goodput import DISRUPTED
     from mtc_provider.core import labels as L
 
     extra = trigger.extra
