@@ -115,8 +115,8 @@ def compute_goodput(timeline: Timeline) -> GoodputReport:
     ordered = sorted(attempts, key=lambda a: a.start)
     badput["downtime"] = sum(max(0.0, b.start - a.end) for a, b in zip(ordered, ordered[1:]))
     badput["other"] = max(0.0, elapsed - productive - sum(v for k, v in badput.items() if k != "other"))
-    recovery = [_recovery(timeline, i) for i, a in enumerate(attempts) if a.outcome != "finished" and i + 1 < len(attempts)]
-    disruptions = sum(1 for a in attempts[:-1] if a.outcome != "finished")
+    recovery = [_recovery(timeline, i) for i, a in enumerate(attempts) if a.outcome != FINISHED and i + 1 < len(attempts)]
+    disruptions = sum(1 for a in attempts[:-1] if a.outcome != FINISHED)
     return GoodputReport(elapsed, productive, productive / elapsed if elapsed > 0 else 0.0,
                          {k: round(v, 9) for k, v in badput.items()}, recovery, disruptions, last_productive, ideal)
 
@@ -153,7 +153,7 @@ def _restored_step_after(timeline: Timeline) -> dict[int, int]:
     """For each disrupted attempt, the step the next attempt resumed from (0 when it started over)."""
     out = {}
     for index, attempt in enumerate(timeline.attempts[:-1]):
-        if attempt.outcome == "finished":
+        if attempt.outcome == FINISHED:
             continue
         restores = [r.step for r in timeline.restores if r.attempt == index + 1]
         out[index] = max(restores) if restores else 0
@@ -185,7 +185,7 @@ def timeline_from_workload_events(events: Iterable[Mapping[str, Any]], process: 
         ts, kind = float(e["ts"]), e["event"]
         if kind == "start":
             if current is not None:
-                close(current["last"], "disrupted")
+                close(current["last"], DISRUPTED)
             current = {"start": ts, "last": ts}
             continue
         if current is None:
@@ -203,7 +203,7 @@ def timeline_from_workload_events(events: Iterable[Mapping[str, Any]], process: 
             close(ts, END_EVENTS[kind])
             current = None
     if current is not None:
-        close(current["last"], "disrupted")
+        close(current["last"], DISRUPTED)
     return timeline
 
 
