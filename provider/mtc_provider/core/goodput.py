@@ -16,8 +16,8 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
-# An attempt's outcome (Attempt.outcome), as the launch operator and the trigger record it in the run lock.
-FINISHED, DISRUPTED, FAILED_OUTCOME = "finished", "disrupted", "failed"
+from mtc_provider.core.outcomes import DISRUPTED, FAILED_OUTCOME, FINISHED
+
 END_EVENTS = {"preempted": DISRUPTED, "error": FAILED_OUTCOME, "finish": FINISHED}
 
 

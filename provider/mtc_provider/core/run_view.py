@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from mtc_provider.core.outcomes import DISRUPTED, FAILED_OUTCOME, FINISHED
 from mtc_provider.core.progress_report import format_duration
 
 LAUNCH_OPERATOR = "MtcJobSetOperator"
@@ -149,8 +150,8 @@ def attempts_view(records: RunFacts) -> list[dict[str, Any]]:
         if seen:
             step = max(seen) if step is None else max(step, max(seen))
         outcome = record.get("outcome") or (None if t is None else _outcome_of(t.state))
-        if not record and outcome == "failed" and number < max(tries):  # Airflow tried again: a resubmission
-            outcome = "disrupted"
+        if not record and outcome == FAILED_OUTCOME and number < max(tries):  # Airflow tried again: a resubmission
+            outcome = DISRUPTED
         rows.append({"try": number, "jobset": jobset, "start": start, "end": end,
                      "outcome": outcome or "running", "restarts": restarts, "step": step,
                      "state": t.state if t else None, "reason": record.get("reason") or ""})
@@ -158,7 +159,7 @@ def attempts_view(records: RunFacts) -> list[dict[str, Any]]:
 
 
 def _outcome_of(state: str | None) -> str | None:
-    return {"success": "finished", "failed": "failed", "up_for_retry": "disrupted"}.get(state or "")
+    return {"success": FINISHED, "failed": FAILED_OUTCOME, "up_for_retry": DISRUPTED}.get(state or "")
 
 
 def checkpoints_view(records: RunFacts) -> list[dict[str, Any]]:

@@ -38,7 +38,7 @@ from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 from mtc_provider.adapters.kubernetes import Forbidden
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore, NotFound
 from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, LockHeld, RunLock, lock_api
-from mtc_provider.core.goodput import DISRUPTED, FAILED_OUTCOME, FINISHED
+from mtc_provider.core.outcomes import DISRUPTED, FAILED_OUTCOME, FINISHED
 from mtc_provider.targets import backend_for
 from mtc_provider.core import labels as L
 from mtc_provider.core import vocabulary as V

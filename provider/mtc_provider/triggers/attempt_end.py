@@ -94,7 +94,7 @@ def _close_attempt(trigger: Any, api: Any, ti: Any, state: JobSetState, restarts
     """The attempt's record closed in the run lock as the worker closes it (RunLock.close_attempt), blocking (off
     the loop)."""
     from mtc_provider.adapters.run_lock import RunLock, lock_api
-    from mtc_provider.core.goodput import DISRUPTED
+    from mtc_provider.core.outcomes import DISRUPTED
     from mtc_provider.core import labels as L
 
     extra = trigger.extra
