@@ -290,7 +290,10 @@ def main() -> None:
     finally:
         killed = server.stop()
         span_records = spans.read(str(spans_path)) if spans_path else []
-        if not os.environ.get("MTC_BENCH_KEEP"):
+        failed = any(r.get("error") for rows in results.values() for r in rows)
+        if failed:  # the Airflow logs and the cluster's state are what explain a failed run
+            print(f"a run failed: its Airflow and cluster files are kept in {scratch}", flush=True)
+        elif not os.environ.get("MTC_BENCH_KEEP"):
             shutil.rmtree(scratch, ignore_errors=True)
     summary = {}
     for dag_id, rows in results.items():
