@@ -61,7 +61,7 @@ from mtc_provider.core.resubmission import (
     resubmission_line,
 )
 from mtc_provider.core.jobset_names import attempt_name
-from mtc_provider.core.launch import attempt_of, needs_latest_step, plan_launch
+from mtc_provider.core.launch import attempt_of, history_of, needs_latest_step, plan_launch
 from mtc_provider.core.run_summary import FAILED as FAILED_RUN, RETRYING, RUNNING, SUCCEEDED as SUCCEEDED_RUN
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
@@ -532,6 +532,18 @@ class MtcJobSetOperator(JobSetTargetMixin):
             self._wait_for_deletion(api, namespace, plan.waiting_for)
 
         by_name = {o["metadata"]["name"]: o for o in found}
+        own = by_name.get(self._rendered[0])
+        if plan.kind not in (REATTACH, TAKE_RESULT) and own is not None and evaluate_jobset(own).ended:
+            # This try's own attempt ended while the try was not watching it (the try watches it again after an
+            # event that was not its own, or a failed trigger): that end decides the try, as its trigger's event
+            # would have; it is never deleted and resubmitted under its own name.
+            state = evaluate_jobset(own)
+            self.log.info("JobSet %s of this try already ended (%s): its end decides this try", state.name,
+                          state.phase)
+            own_history = list(lock_data[HISTORY]) or history_of(own)
+            return self._recorded(context, namespace, checkpoint_dir, target_step, None, lambda: self._finish(
+                context, connection, lock, state, attempt_of(own), own_history, store, checkpoint_dir, target_step,
+                state.restarts))
         history = list(plan.history)
         previous_step = plan.start_step
         if plan.kind == REATTACH:

@@ -18,7 +18,7 @@ from airflow.sdk.exceptions import TaskDeferred
 
 from mtc_provider.core.jobset_events import DELETED, ERROR, JobSetEvent
 from mtc_provider.operators.jobset import JobSetAttemptFailed, MAX_WATCH_FAILURES
-from tests.doubles.memory_jobset import status_running
+from tests.doubles.memory_jobset import status_failed, status_running
 from tests.support.js_helpers import FakeTI, launch, run_try
 
 
@@ -69,6 +69,20 @@ def test_a_late_event_of_this_tasks_earlier_try_does_not_end_the_next_try(cluste
         _resumed(tmp_path, "prel1").execute_complete({"ti": ti, "run_id": ti.run_id}, _event(first, ERROR, "x"))
     assert again.value.trigger.name == first.name and again.value.trigger.extra["owner"]["try_number"] == 2
     assert cluster.deleted == [] and len(cluster.created) == 1
+
+
+def test_when_this_tries_jobset_ended_meanwhile_its_end_decides_and_nothing_is_resubmitted(cluster, tmp_path):
+    """The foreign event took the place of this try's own trigger, which never ran: watching again finds the
+    attempt ended (a retryable failure), and that end decides the try, as its own event would have."""
+    cluster.plan([status_running()], [status_running(), status_failed()])
+    earlier = _deferred(tmp_path, "prel1", FakeTI(run_id="prel1"))
+    ti = FakeTI(run_id="prel2")
+    mine = _deferred(tmp_path, "prel2", ti)
+    cluster.advance("default", mine.name)  # running ...
+    cluster.advance("default", mine.name)  # ... Failed
+    with pytest.raises(JobSetAttemptFailed, match="resubmitting .try 2"):
+        _resumed(tmp_path, "prel2").execute_complete({"ti": ti, "run_id": ti.run_id}, _event(earlier, DELETED))
+    assert cluster.deleted == [] and len(cluster.created) == 2  # kept for the next try, which deletes it
 
 
 def test_this_tries_own_error_event_still_ends_it(cluster, tmp_path):
