@@ -81,7 +81,7 @@ class Supervisor:
         self.lock = threading.RLock()
         self.runs: dict[tuple[str, str], JobSetRun] = {}
         self.orphans: dict[tuple[str, str], JobSetRun] = {}  # JobSets deleted with Orphan: their pods run on
-        self.closing = False
+        self.closing = False  # set (under the lock) when it exits: no JobSet is created from then on
         self.store = store or Store()
         self.published_pods: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}  # JobSet -> pod name -> object
         self.pod_index: dict[tuple[str, str], Pod] = {}  # (namespace, pod name) -> the process, for its log
@@ -117,6 +117,9 @@ class Supervisor:
 
     def create_jobset(self, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
+            if self.closing:  # exiting for idleness: a JobSet made now would be left to the next supervisor
+                raise api_errors.StatusError(503, "ServiceUnavailable", "the local cluster is shutting down (idle); "
+                                             "try again: the next request starts it")
             return self._create_checked(namespace, obj)
 
     def delete_jobset(self, namespace: str, name: str, propagation: str) -> dict[str, Any] | None:

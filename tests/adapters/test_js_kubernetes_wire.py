@@ -152,6 +152,22 @@ async def test_watch_relists_on_410_gone(apiserver, fast_retries):
     assert apiserver.requests[3].query["resourceVersion"] == "2"
 
 
+async def test_watch_relist_after_410_that_finds_the_jobset_gone_is_its_deletion(apiserver, fast_retries):
+    """The relist after 410 Gone (https://kubernetes.io/docs/reference/using-api/api-concepts/#410-gone-responses)
+    is the truth: a JobSet it does not find was deleted (its DELETED event went with the expired history), not a
+    broken watch (an ERROR event, which ends the attempt as "lost track")."""
+    apiserver.put("ml", jobset_body())
+    apiserver.watch_gone = 1
+    del apiserver.jobsets[("ml", "train")]  # deleted, and the event compacted away
+    events = await asyncio.wait_for(_collect(async_api(apiserver), resource_version="1"), 20)
+    assert [e.type for e in events] == ["DELETED"] and events[0].obj["metadata"]["name"] == "train"
+
+
+async def test_watch_from_now_of_a_jobset_already_gone_is_its_deletion(apiserver, fast_retries):
+    events = await asyncio.wait_for(_collect(async_api(apiserver)), 20)
+    assert [e.type for e in events] == ["DELETED"]
+
+
 async def test_watch_survives_401_mid_watch_with_a_fresh_token(apiserver, fast_retries):
     apiserver.put("ml", jobset_body())
     apiserver.script += [status_running(), "401", status_completed()]

@@ -399,7 +399,11 @@ class AsyncKubernetesJobSetApi:
         an outage out, and calls watch again with the last resourceVersion.
         """
         if resource_version is None:
-            obj = await self.get(namespace, name)
+            try:
+                obj = await self.get(namespace, name)
+            except NotFound:  # nothing to watch: gone already, as the polling fallback says it
+                yield WatchEvent("DELETED", {"metadata": {"name": name, "namespace": namespace}})
+                return
             resource_version = obj["metadata"]["resourceVersion"]
             yield WatchEvent("ADDED", obj)
         failures = 0
@@ -429,7 +433,11 @@ class AsyncKubernetesJobSetApi:
             except ApiError as exc:
                 if exc.status == 410:  # our resourceVersion is too old: relist and resume from now
                     log.info("watch of %s/%s: 410 Gone, relisting", namespace, name)
-                    obj = await self.get(namespace, name)
+                    try:
+                        obj = await self.get(namespace, name)
+                    except NotFound:  # deleted meanwhile, its DELETED event compacted away with our version
+                        yield WatchEvent("DELETED", {"metadata": {"name": name, "namespace": namespace}})
+                        return
                     resource_version = obj["metadata"]["resourceVersion"]
                     yield WatchEvent("MODIFIED", obj)
                 elif isinstance(exc, retry.Unauthorized):  # token expired mid-watch: reconnect, fresh token

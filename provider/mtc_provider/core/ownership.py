@@ -87,3 +87,25 @@ def describe_owner(owner: Mapping[str, Any]) -> str:
             f", try {owner.get('try_number')}")
     map_index = owner.get("map_index")
     return text + (f", map index {map_index}" if isinstance(map_index, int) and map_index >= 0 else "")
+
+
+OWNER_KEYS = ("dag_id", "run_id", "task_id", "map_index", "try_number")
+
+
+def foreign_event(deferred_by: Mapping[str, Any] | None, resumed: Mapping[str, Any]) -> str:
+    """Why a trigger event is not this try's ("" when it is): `deferred_by` is the owner (task_owner) of the try
+    that deferred, echoed back in the event; `resumed` the owner of the try Airflow resumed with it.
+
+    Airflow resumes whatever task instance is deferred on a trigger id when that id's event or failure arrives
+    (airflow-core models/trigger.py@3.3.2 `Trigger.submit_event`, `submit_failure`), and the triggerer keys its
+    running triggers, events and failures by id (jobs/triggerer_job_runner.py@3.3.2 `update_triggers`). On SQLite
+    the trigger id is a rowid without AUTOINCREMENT, so a new trigger reuses the id of the newest one deleted: an
+    event of an earlier trigger can reach the next task instance deferred on that id. An event that names no owner
+    (a trigger serialized before owners were echoed) is taken as this try's, as before."""
+    if not deferred_by:
+        return ""
+    differs = [key for key in OWNER_KEYS if key in deferred_by and deferred_by.get(key) != resumed.get(key)]
+    if not differs:
+        return ""
+    return (f"the event is of {describe_owner(deferred_by)}'s trigger, and Airflow resumed "
+            f"{describe_owner(resumed)} with it ({', '.join(differs)} differ)")

@@ -22,6 +22,7 @@ What to do in a try is decided by pure functions (core.launch.plan_launch, core.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
 import json
@@ -44,7 +45,7 @@ from mtc_provider.core import labels as L
 from mtc_provider.core import vocabulary as V
 from mtc_provider.core.customization import CustomizationSpec
 from mtc_provider.core.errors import SpecError
-from mtc_provider.core.ownership import describe_owner, kill_verdict, owner_gone
+from mtc_provider.core.ownership import describe_owner, foreign_event, kill_verdict, owner_gone
 from mtc_provider.core.ownership import task_owner as _owner
 from mtc_provider.core.resubmission import (
     DEFAULT_CRASH_LOOP_ATTEMPTS,
@@ -60,7 +61,7 @@ from mtc_provider.core.resubmission import (
     resubmission_line,
 )
 from mtc_provider.core.jobset_names import attempt_name
-from mtc_provider.core.launch import attempt_of, needs_latest_step, plan_launch
+from mtc_provider.core.launch import attempt_of, history_of, needs_latest_step, plan_launch
 from mtc_provider.core.run_summary import FAILED as FAILED_RUN, RETRYING, RUNNING, SUCCEEDED as SUCCEEDED_RUN
 from mtc_provider.core.status import JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
@@ -92,6 +93,8 @@ except ImportError:  # pragma: no cover - older Airflow
 STEP_HISTORY_ANNOTATION = f"{L.PREFIX}/step-history"
 XCOM_KEY = "jobset"
 ATTEMPTS_XCOM_KEY = "attempts"
+WATCH_FAILURES_XCOM_KEY = "mtc_watch_failures"  # failed triggers of this try (resume_execution's bound)
+MAX_WATCH_FAILURES = 3
 RUN_XCOM_KEY = "mtc_run"  # checkpoint_dir, target_step, run_name: pushed at each try's launch, for the run view
 PROGRESS_XCOM_KEY = "progress"  # the latest progress figures of the watch (core.progress_report)
 WAIT_FOR_CHECKPOINT = "checkpoint"
@@ -529,6 +532,18 @@ class MtcJobSetOperator(JobSetTargetMixin):
             self._wait_for_deletion(api, namespace, plan.waiting_for)
 
         by_name = {o["metadata"]["name"]: o for o in found}
+        own = by_name.get(self._rendered[0])
+        if plan.kind not in (REATTACH, TAKE_RESULT) and own is not None and evaluate_jobset(own).ended:
+            # This try's own attempt ended while the try was not watching it (the try watches it again after an
+            # event that was not its own, or a failed trigger): that end decides the try, as its trigger's event
+            # would have; it is never deleted and resubmitted under its own name.
+            state = evaluate_jobset(own)
+            self.log.info("JobSet %s of this try already ended (%s): its end decides this try", state.name,
+                          state.phase)
+            own_history = list(lock_data[HISTORY]) or history_of(own)
+            return self._recorded(context, namespace, checkpoint_dir, target_step, None, lambda: self._finish(
+                context, connection, lock, state, attempt_of(own), own_history, store, checkpoint_dir, target_step,
+                state.restarts))
         history = list(plan.history)
         previous_step = plan.start_step
         if plan.kind == REATTACH:
@@ -599,7 +614,9 @@ class MtcJobSetOperator(JobSetTargetMixin):
                    "checkpoint_dir": checkpoint_dir, "run_name": checkpointing.run_name, "namespace": namespace,
                    # a plain retry may end in the triggerer (triggers.attempt_end); never the last try
                    "end_retry_in_trigger": bool(self.deferrable) and not self._last_try(ti),
-                   "crash_loop_attempts": self.crash_loop_attempts, "completion": self._completion},
+                   "crash_loop_attempts": self.crash_loop_attempts, "completion": self._completion,
+                   # the try that deferred: an event Airflow resumes another try with is not that try's end
+                   "owner": _owner(ti)},
         )
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
@@ -696,6 +713,11 @@ class MtcJobSetOperator(JobSetTargetMixin):
         return owner_gone(lookup, describe_owner(owner), error)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        ti = context.get("ti") if isinstance(context, Mapping) else None
+        foreign = foreign_event((event.get("extra") or {}).get("owner"), _owner(ti)) if ti is not None else ""
+        if foreign:  # not this attempt's end, whatever it says: this try's own JobSet is watched again
+            return self._watch_again(context, f"{foreign}; its {event.get('kind')} of JobSet "
+                                              f"{event.get('namespace')}/{event.get('name')} is not this try's")
         try:
             try:
                 return self._complete(context, event)
@@ -706,6 +728,48 @@ class MtcJobSetOperator(JobSetTargetMixin):
         except OrchestratorFault as fault:
             self._keep_for_teardown(context, fault)
             raise
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
+        """A trigger that failed (Airflow's `__fail__`: it raised, or exited without an event) lost the watch, not
+        the attempt: the JobSet does not depend on its watcher. The try watches its JobSet again (a live one is
+        reattached to, as a retry would, without spending the retry), at most MAX_WATCH_FAILURES times per try;
+        then, and on a trigger timeout, Airflow's own handling (TaskDeferralError). The failure may not even be this
+        try's: Airflow fails whatever is deferred on the failed trigger's id (core.ownership.foreign_event)."""
+        from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
+
+        kwargs = next_kwargs or {}
+        ti = context.get("ti") if isinstance(context, Mapping) else None
+        if next_method != TRIGGER_FAIL_REPR or kwargs.get("error") == TriggerFailureReason.TRIGGER_TIMEOUT \
+                or ti is None:
+            return super().resume_execution(next_method, next_kwargs, context)
+        failures = self._watch_failures(ti) + 1
+        if failures > MAX_WATCH_FAILURES:
+            self.log.error("the trigger watching this try's JobSet failed %d times: Airflow's trigger failure "
+                           "ends the try", failures)
+            return super().resume_execution(next_method, next_kwargs, context)
+        with contextlib.suppress(Exception):  # the count is a bound, never a reason to end the try
+            ti.xcom_push(key=WATCH_FAILURES_XCOM_KEY, value={"try_number": ti.try_number, "failures": failures})
+        traceback = kwargs.get("traceback")
+        text = "".join(traceback) if isinstance(traceback, list) else str(traceback or "")
+        self.log.warning("the trigger failed (%s)%s", kwargs.get("error") or "unknown",
+                         f":\n{text.rstrip()}" if text else "")
+        return self._watch_again(context, f"the trigger failed ({kwargs.get('error') or 'unknown'}; "
+                                          f"{failures} of at most {MAX_WATCH_FAILURES} this try)")
+
+    def _watch_failures(self, ti: Any) -> int:
+        try:
+            seen = ti.xcom_pull(task_ids=ti.task_id, key=WATCH_FAILURES_XCOM_KEY)
+        except Exception:  # noqa: BLE001 - unreadable: counted from here
+            return 0
+        if isinstance(seen, Mapping) and seen.get("try_number") == ti.try_number:
+            return int(seen.get("failures") or 0)
+        return 0
+
+    def _watch_again(self, context: Any, why: str) -> Any:
+        """Not this attempt's end: the try runs its launch again, which reattaches to its live JobSet (or takes
+        the result of an ended one) and defers with a new trigger; nothing is deleted, no retry is spent."""
+        self.log.warning("%s: not this attempt's end; this try watches its own JobSet again (no retry spent)", why)
+        return self.execute(context)
 
     def _complete(self, context: Any, event: dict[str, Any]) -> Any:
         ev = JobSetEvent.from_payload(event)

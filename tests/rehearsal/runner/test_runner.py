@@ -220,6 +220,26 @@ def test_supervisor_exits_when_idle(home, workload, monkeypatch):
         api.get(NS, "idle")
 
 
+def test_a_create_while_the_supervisor_exits_for_idleness_is_refused_before_any_side_effect(tmp_path, workload):
+    """Its loop found it idle (under the lock) and it is exiting: a JobSet created then would run pods nobody owns
+    until the next supervisor kills and restarts them (recover). 503, which the client retries: by then the next
+    request has started a new supervisor."""
+    from mtc_local.cluster import errors
+    from mtc_local.supervisor import Supervisor, new_store
+
+    where = Home.of(tmp_path / "closing")
+    where.root.mkdir()
+    supervisor = Supervisor(where, new_store(where))
+    supervisor.closing = True
+    try:
+        with pytest.raises(errors.StatusError) as refused:
+            supervisor.create_jobset(NS, make_jobset("late", workload))
+        assert refused.value.code == 503 and refused.value.reason == "ServiceUnavailable"
+        assert not supervisor.busy and not where.jobset_file(NS, "late").exists()
+    finally:
+        supervisor.kill_everything()
+
+
 async def test_async_watch_yields_added_then_modified_until_terminal(home, workload):
     api = AsyncKubernetesJobSetApi(async_client_factory(home), poll_interval=0.05)
     LocalCluster(home).create(NS, make_jobset("watch", workload, args=["steps=4", "fail_at=2", "fail_pid=1",
