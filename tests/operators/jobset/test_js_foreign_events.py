@@ -147,10 +147,10 @@ def test_airflow_on_sqlite_resumes_the_next_deferred_task_with_a_deleted_trigger
     load_bundle_dags(monkeypatch, tmp_path, "mtc_jobset_dags.py")
     day = dt.datetime(2026, 4, 1, tzinfo=dt.timezone.utc)
     with create_session() as session:
-        for trigger in session.query(Trigger):  # this test's trigger table starts empty, as the benchmark's does
-            session.delete(trigger)
         first = make_dag_run(session, "mtc_retry_deferrable", day, state="deferred")
         second = make_dag_run(session, "mtc_retry_deferrable", day + dt.timedelta(days=1), state="running")
+        # The newest trigger (the largest rowid): deleted, its id is the next one's. Other tests' triggers (an
+        # AssetWatcher's) stay: they cannot be deleted under their watchers, and they have smaller ids.
         old = Trigger(classpath="mtc_provider.triggers.jobset.JobSetTrigger", kwargs={})
         session.add(old)
         session.flush()
