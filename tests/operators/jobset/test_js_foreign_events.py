@@ -146,11 +146,14 @@ def test_airflow_on_sqlite_resumes_the_next_deferred_task_with_a_deleted_trigger
 
     load_bundle_dags(monkeypatch, tmp_path, "mtc_jobset_dags.py")
     day = dt.datetime(2026, 4, 1, tzinfo=dt.timezone.utc)
+    # Earlier tests' unused triggers go first, by Airflow's own clean-up (which keeps an AssetWatcher's): the one
+    # below is then the only trigger the clean-up after "Mark failed" deletes, so the next id is exactly its id.
+    Trigger.clean_unused()
     with create_session() as session:
         first = make_dag_run(session, "mtc_retry_deferrable", day, state="deferred")
         second = make_dag_run(session, "mtc_retry_deferrable", day + dt.timedelta(days=1), state="running")
-        # The newest trigger (the largest rowid): deleted, its id is the next one's. Other tests' triggers (an
-        # AssetWatcher's) stay: they cannot be deleted under their watchers, and they have smaller ids.
+        # The newest trigger (the largest rowid): deleted, its id is the next one's. Triggers still in use stay,
+        # with smaller ids.
         old = Trigger(classpath="mtc_provider.triggers.jobset.JobSetTrigger", kwargs={})
         session.add(old)
         session.flush()
