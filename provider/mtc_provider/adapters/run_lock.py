@@ -157,7 +157,7 @@ class RunLock:
         raise ApiError(409, f"lock {self.name} kept changing under us", "Conflict")
 
     def close_attempt(self, name: str, outcome: str, restarts: int, latest: int | None, reason: str) -> None:
-        """Close the record of the attempt whose JobSet is `name` (end time, outcome: core.goodput's, in-cluster
+        """Close the record of the attempt whose JobSet is `name` (end time, outcome: core.outcomes', in-cluster
         restarts, newest step, why): the launch operator's end of an attempt and the trigger's end of a retry
         (triggers.attempt_end)."""
         def change(data: dict[str, Any]) -> None:
