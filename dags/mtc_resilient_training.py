@@ -194,13 +194,17 @@ with DAG(
         chart_path=planned("chart_path"),
     )
 
+    # `plan` is a setup too: Airflow runs a teardown when at least one of its setups succeeded
+    # (ALL_DONE_SETUP_SUCCESS), so a failed `train` is still followed by the teardown, which deletes what is left
+    # of the run (unless `train` kept it for the orchestrator's own trouble: jobset_kept). A failed plan launched
+    # nothing: the teardown is then upstream_failed and touches no cluster.
     teardown = MtcDeleteJobSetOperator(
         task_id="teardown",
         target=planned("target"),
         namespace=planned("namespace"),
         run_name=PLANNED_RUN_NAME,
         launch_task_id="train",
-    ).as_teardown(setups=train)
+    ).as_teardown(setups=[plan_task.operator, train])
 
     @task
     def remember_advice(report: dict | None = None, run_name: str | None = None) -> dict | None:
