@@ -9,6 +9,11 @@ The lock records its owner (DAG, run, task, map index, try: the raw Airflow ids,
 (`holder`). A launch that finds another owner's lock asks Airflow whether that owner is provably gone (its task
 instance ended, or its DAG run no longer exists: `owner_gone`) and only then takes the lock over, with a
 compare-and-set on the lock's resourceVersion; anything else is LockHeld, whose message names `mtc unlock`.
+
+It also records the Airflow deployment that wrote it (`adapters.deployment`): a lock of another deployment is never
+ours (its run ids may be the same: scheduled runs of one DAG) and never taken over (our Airflow cannot say whether
+its owner is gone), and the teardown and release leave it alone. A lock written before deployments were recorded is
+taken as this deployment's.
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ from typing import Any, Callable, Mapping
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound, RunLockApi
 from mtc_provider.core import labels as L
 
-HOLDER, HISTORY, ATTEMPTS, OWNER = "holder", "history", "attempts", "owner"
-KEYS = (HOLDER, HISTORY, ATTEMPTS, OWNER)
+HOLDER, HISTORY, ATTEMPTS, OWNER, DEPLOYMENT = "holder", "history", "attempts", "owner", "deployment"
+KEYS = (HOLDER, HISTORY, ATTEMPTS, OWNER, DEPLOYMENT)
 
 
 class LockHeld(Exception):
@@ -47,8 +52,11 @@ class RunLock:
     """The lock of one run name, held by one task of one DAG run (its run labels; `owner`: its Airflow ids)."""
 
     def __init__(self, api: RunLockApi, namespace: str, run_name: str, holder: Mapping[str, str],
-                 owner: Mapping[str, Any] | None = None) -> None:
+                 owner: Mapping[str, Any] | None = None, deployment: str | None = None) -> None:
+        from mtc_provider.adapters.deployment import current_deployment
+
         self.api = api
+        self.deployment = deployment or current_deployment()
         self.namespace = namespace
         self.name = L.lock_name(run_name)
         self.holder = dict(holder)
@@ -67,7 +75,7 @@ class RunLock:
     @staticmethod
     def _data(obj: Mapping[str, Any]) -> dict[str, Any]:
         raw = obj.get("data") or {}
-        out: dict[str, Any] = {HOLDER: {}, HISTORY: [], ATTEMPTS: [], OWNER: {}}
+        out: dict[str, Any] = {HOLDER: {}, HISTORY: [], ATTEMPTS: [], OWNER: {}, DEPLOYMENT: ""}
         for key in out:
             try:
                 out[key] = json.loads(raw[key]) if key in raw else out[key]
@@ -76,7 +84,23 @@ class RunLock:
         return out
 
     def _fresh(self) -> dict[str, Any]:
-        return {HOLDER: self.holder, HISTORY: [], ATTEMPTS: [], OWNER: self.owner}
+        return {HOLDER: self.holder, HISTORY: [], ATTEMPTS: [], OWNER: self.owner, DEPLOYMENT: self.deployment}
+
+    def _elsewhere(self, data: Mapping[str, Any]) -> str:
+        """Why a lock's contents are another deployment's ("" when they are this one's, or record none)."""
+        theirs = data.get(DEPLOYMENT) or ""
+        if not theirs or theirs == self.deployment:
+            return ""
+        return (f"it was written by another Airflow deployment ({theirs}; this one is {self.deployment}), whose "
+                "task instances this Airflow cannot ask about; if both are one deployment, set [mtc] deployment_id "
+                "alike on all its components")
+
+    def held_elsewhere(self) -> str:
+        """Why the lock belongs to another Airflow deployment ("" when it is absent or this deployment's)."""
+        try:
+            return self._elsewhere(self._data(self.api.get_lock(self.namespace, self.name)))
+        except NotFound:
+            return ""
 
     def acquire(self, owner_gone: Callable[[Mapping[str, Any]], tuple[bool, str]] | None = None) -> dict[str, Any]:
         """Hold the lock: create it, find it ours (an earlier try: the owner's try is updated), or take it over
@@ -93,13 +117,16 @@ class RunLock:
         data = self._data(obj)
         version = obj.get("metadata", {}).get("resourceVersion")
         self._known = (data, version)
+        where = f"{self.namespace}/{self.name}"
+        elsewhere = self._elsewhere(data)
+        if elsewhere:  # checked before the holder: another deployment's runs may carry the same ids
+            raise LockHeld(where, data[HOLDER], elsewhere)
         if data[HOLDER] == self.holder:
-            if self.owner and data[OWNER] != self.owner:  # a newer try of the same task: record it
-                data[OWNER] = self.owner
+            if self.owner and (data[OWNER] != self.owner or not data[DEPLOYMENT]):  # a newer try: record it
+                data[OWNER], data[DEPLOYMENT] = self.owner, self.deployment
                 with contextlib.suppress(LockHeld):  # advisory: the holder (the run labels) is what counts
                     self._replace_or_held(data, version, data)
             return data
-        where = f"{self.namespace}/{self.name}"
         if not data[OWNER]:
             raise LockHeld(where, data[HOLDER], "it records no owner to ask Airflow about (written by an older "
                                                 "provider version, or by hand)")
@@ -127,7 +154,7 @@ class RunLock:
         try:
             return self._data(self.api.get_lock(self.namespace, self.name))
         except NotFound:
-            return {HOLDER: {}, HISTORY: [], ATTEMPTS: [], OWNER: {}}
+            return {HOLDER: {}, HISTORY: [], ATTEMPTS: [], OWNER: {}, DEPLOYMENT: ""}
 
     def update(self, change: Callable[[dict[str, Any]], None], tries: int = 5) -> dict[str, Any]:
         """Read, change, compare-and-set; re-read on a conflict. No lock (released): nothing to record."""
@@ -168,12 +195,12 @@ class RunLock:
         self.update(change)
 
     def release(self) -> None:
-        """Delete the lock when it is ours."""
+        """Delete the lock when it is ours (this holder, this deployment)."""
         try:
             data = self._data(self.api.get_lock(self.namespace, self.name))
         except NotFound:
             return
-        if data[HOLDER] == self.holder:
+        if data[HOLDER] == self.holder and not self._elsewhere(data):
             self.api.delete_lock(self.namespace, self.name)
 
 

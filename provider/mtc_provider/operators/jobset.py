@@ -1090,6 +1090,12 @@ class MtcDeleteJobSetOperator(JobSetTargetMixin):
         else:
             ti = context["ti"]
             run_labels = L.run_labels(ti.dag_id, ti.run_id, self.launch_task_id, self.run_name)
+            lock = RunLock(lock_api(self._connection(), api), self.namespace, self.run_name, run_labels)
+            elsewhere = lock.held_elsewhere()
+            if elsewhere:  # its JobSets may carry this run's labels: nothing here is ours to delete
+                self.log.warning("teardown deletes nothing of run %s: its run lock %s/%s says %s", self.run_name,
+                                 self.namespace, lock.name, elsewhere)
+                return []
             found = api.list(self.namespace, L.selector(run_labels))
             kept, who = kept_failed(found, keep), describe_owner(_owner(ti))
             for name in sorted(kept):
@@ -1101,6 +1107,5 @@ class MtcDeleteJobSetOperator(JobSetTargetMixin):
             self.log.info("deleting JobSet %s/%s (checkpoints are kept): %s", self.namespace, name, why)
             api.delete(self.namespace, name, reason=V.DELETE_TEARDOWN)
         if not self.name:  # the run is over: free its run name (the lock of that launch task, if still held)
-            connection = self._connection()
-            RunLock(lock_api(connection, api), self.namespace, self.run_name, run_labels).release()
+            lock.release()
         return names

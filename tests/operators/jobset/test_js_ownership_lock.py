@@ -186,3 +186,27 @@ def test_sync_worker_sigterm_while_running_keeps_the_jobset(dags, tmp_path, clus
     assert dr.state == "success" and cluster.deleted == []
     (line,) = [x for x in lines() if "JobSet" in x and ("kept" in x or "deleting" in x)]
     assert "kept" in line and "is still alive (state running)" in line
+
+
+def test_stale_lock_of_an_owner_up_for_retry_is_kept(dags, tmp_path, cluster, capsys):
+    """up_for_retry is a try that Airflow will run again (its next try reattaches to its JobSet): not gone."""
+    held = _held_by_a_run_left(cluster, 18, "up_for_retry")
+    cluster.plan([status_running(), _reach(tmp_path, 100, status_completed())])
+    dr, ti = _run_new(dags, 19)
+    assert dr.state == "failed" and cluster.created == []
+    assert held.read()["owner"]["run_id"] == held.owner["run_id"]
+    assert "is still up_for_retry" in capsys.readouterr().out
+
+
+def test_stale_lock_is_kept_when_airflow_cannot_be_asked(dags, tmp_path, cluster, monkeypatch, capsys):
+    """The execution API down while a launch asks about the lock's owner: unknown is never gone."""
+    from mtc_provider.adapters import task_state
+
+    held = _held_by_a_run_left(cluster, 20, "failed")  # would be taken over, could Airflow be asked
+    monkeypatch.setattr(task_state, "try_lookup",
+                        lambda owner: (None, "ConnectError: [Errno 111] Connection refused"))
+    cluster.plan([status_running(), _reach(tmp_path, 100, status_completed())])
+    dr, _ = _run_new(dags, 21)
+    assert dr.state == "failed" and cluster.created == []
+    assert held.read()["owner"]["run_id"] == held.owner["run_id"]
+    assert "could not ask Airflow about" in capsys.readouterr().out

@@ -1,0 +1,106 @@
+"""The run lock records the Airflow deployment that wrote it (issue #33 item 7): a second deployment sharing a
+namespace and a run name is refused, never taken over, and its teardown and release leave the lock alone.
+
+Why: a deployment asks its own Airflow whether a lock's owner is gone, and about another deployment's task instance
+its Airflow finds no row, which `owner_gone` rightly calls gone for its own runs (a deleted DAG run). The locks live in
+the in-memory cluster (tests/doubles/memory_jobset.py), whose ConfigMaps keep data as the API server does.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mtc_provider.adapters.run_lock import DEPLOYMENT, LockHeld, RunLock
+from mtc_provider.core import labels as L
+from mtc_provider.core.ownership import TaskLookup, owner_gone
+from tests.doubles.memory_jobset import MemoryJobSetApi, MemoryJobSetCluster
+
+NS, RUN = "ml", "llama"
+HOLDER = L.run_labels("train_dag", "scheduled__2026-03-01T00:00:00+00:00", "train", RUN)  # the same ids in both
+OWNER = {"dag_id": "train_dag", "run_id": "scheduled__2026-03-01T00:00:00+00:00", "task_id": "train",
+         "map_index": -1, "try_number": 1}
+
+
+def _lock(api, deployment: str, holder=HOLDER, owner=OWNER) -> RunLock:
+    return RunLock(api, NS, RUN, holder, owner, deployment=deployment)
+
+
+def _always_gone(owner):
+    return True, "the DAG run no longer exists"
+
+
+@pytest.fixture
+def api():
+    return MemoryJobSetApi(MemoryJobSetCluster())
+
+
+def test_another_deployments_lock_with_the_same_ids_is_not_ours(api):
+    _lock(api, "http://airflow-a:8080/execution/").acquire()
+    with pytest.raises(LockHeld, match=r"another Airflow deployment \(http://airflow-a:8080/execution/; this one "
+                                       r"is http://airflow-b:8080/execution/\)"):
+        _lock(api, "http://airflow-b:8080/execution/").acquire(owner_gone=_always_gone)
+
+
+def test_another_deployments_lock_is_never_taken_over(api):
+    first = _lock(api, "a")
+    first.acquire()
+    other = L.run_labels("other_dag", "manual__1", "train", RUN)
+    with pytest.raises(LockHeld, match="another Airflow deployment"):
+        _lock(api, "b", holder=other, owner={**OWNER, "dag_id": "other_dag"}).acquire(owner_gone=_always_gone)
+    assert first.read()[DEPLOYMENT] == "a" and first.read()["owner"] == OWNER
+
+
+def test_the_same_deployment_still_takes_over_a_gone_owner(api):
+    _lock(api, "a").acquire()
+    other = L.run_labels("other_dag", "manual__1", "train", RUN)
+    newer = _lock(api, "a", holder=other, owner={**OWNER, "dag_id": "other_dag"})
+    newer.acquire(owner_gone=_always_gone)
+    assert newer.taken_over and newer.read()["holder"] == other
+
+
+def test_release_and_teardown_leave_another_deployments_lock(api):
+    _lock(api, "a").acquire()
+    theirs = _lock(api, "b")
+    assert "another Airflow deployment (a; this one is b)" in theirs.held_elsewhere()
+    theirs.release()
+    assert _lock(api, "a").read()[DEPLOYMENT] == "a"  # still there
+    ours = _lock(api, "a")
+    assert ours.held_elsewhere() == ""
+    ours.release()
+    assert ours.read()["holder"] == {}  # gone
+
+
+def test_a_lock_from_before_deployments_is_this_deployments_and_gets_recorded(api):
+    old = _lock(api, "a")
+    old.acquire()
+    body = api.get_lock(NS, old.name)
+    del body["data"][DEPLOYMENT]  # as an older provider version wrote it
+    api.replace_lock(NS, old.name, body)
+    again = _lock(api, "b")
+    again.acquire()
+    assert again.read()[DEPLOYMENT] == "b"
+
+
+def test_the_deployment_is_the_configured_id_else_the_execution_api(monkeypatch):
+    from mtc_provider.adapters.deployment import current_deployment
+
+    monkeypatch.delenv("AIRFLOW__MTC__DEPLOYMENT_ID", raising=False)
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "http://api.example:8080/execution/")
+    assert current_deployment() == "http://api.example:8080/execution/"
+    monkeypatch.setenv("AIRFLOW__MTC__DEPLOYMENT_ID", "team-a-prod")
+    assert current_deployment() == "team-a-prod"
+
+
+@pytest.mark.parametrize("lookup, gone", [
+    (None, False),  # Airflow could not be asked: unknown is never gone
+    (TaskLookup(True, "up_for_retry"), False),  # its next try reattaches
+    (TaskLookup(True, None), False),  # cleared: it runs again
+    (TaskLookup(True, "deferred"), False), (TaskLookup(True, "running"), False),
+    (TaskLookup(True, "queued"), False), (TaskLookup(True, "scheduled"), False),
+    (TaskLookup(True, "up_for_reschedule"), False), (TaskLookup(True, "restarting"), False),
+    (TaskLookup(True, "failed"), True), (TaskLookup(True, "success"), True), (TaskLookup(True, "skipped"), True),
+    (TaskLookup(True, "upstream_failed"), True), (TaskLookup(True, "removed"), True),
+    (TaskLookup(False), True),  # its DAG run was deleted
+], ids=lambda v: repr(v) if not isinstance(v, bool) else "")
+def test_owner_gone_over_every_state(lookup, gone):
+    assert owner_gone(lookup, "DAG d, run r, task t, try 1", "ConnectError")[0] is gone
