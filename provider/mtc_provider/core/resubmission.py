@@ -156,20 +156,6 @@ def decide_stalled(latest_step: int | None, target_step: int, step_history: Sequ
     return Decision(RETRY, f"{why} ({reached}); resubmitting")
 
 
-# Task instance states in which the task is still meant to run: a SIGTERM then comes from the worker (a deploy,
-# a scale-down), not from a user, and must not stop training.
-STILL_RUNNING_STATES = frozenset({"running", "deferred", "queued", "scheduled", "up_for_reschedule"})
-
-
-def should_delete_on_kill(ti_state: str | None) -> bool:
-    """Delete the JobSet on on_kill only when a user ended the try: marked it failed/success or cleared it.
-
-    `ti_state` is the state the API server holds now; None means it could not be read: keep the JobSet (a
-    retry reattaches to it; deleting on a guess would throw away training).
-    """
-    return ti_state is not None and str(ti_state).lower() not in STILL_RUNNING_STATES
-
-
 def resubmission_line(reason: str, resume_step: int | None, try_number: int, max_tries: int | None,
                       target_step: int | None = None) -> str:
     """The one line that says an attempt ended as expected and the next one follows (not an error):

@@ -36,7 +36,8 @@ from tests.doubles.memory_jobset import (
     status_running,
 )
 from mtc_provider.core import labels as L
-from mtc_provider.core.resubmission import SUBMIT, TAKE_RESULT, plan_try, should_delete_on_kill
+from mtc_provider.core.ownership import TaskLookup, kill_verdict
+from mtc_provider.core.resubmission import SUBMIT, TAKE_RESULT, plan_try
 from mtc_provider.core.status import evaluate_jobset
 from mtc_provider.operators.jobset import JobSetAttemptFailed
 from mtc_provider.core.jobset_events import ENDED, JobSetEvent
@@ -306,10 +307,21 @@ def test_stall_timeout_reaches_the_trigger(cluster, tmp_path):
 
 
 # --- 9. worker_sigterm -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("state, deletes", [("running", False), (None, False), ("deferred", False),
-                                            ("failed", True), ("restarting", True), ("success", True)])
-def test_worker_sigterm_deletes_only_on_a_users_kill(state, deletes):
-    assert should_delete_on_kill(state) is deletes
+@pytest.mark.parametrize("state, deletes, run_over", [
+    ("running", False, False), ("deferred", False, False), ("queued", False, False), ("scheduled", False, False),
+    ("up_for_retry", False, False),  # its next try reattaches to the JobSet
+    ("up_for_reschedule", False, False),
+    (None, True, False), ("restarting", True, False),  # a user's clear: the new try starts a new attempt
+    ("failed", True, True), ("success", True, True), ("skipped", True, True), ("upstream_failed", True, True),
+    ("removed", True, True),
+    ("no row", True, True),  # the DAG run was deleted
+    ("unknown", False, False),  # Airflow could not be asked: keep
+])
+def test_worker_sigterm_deletes_only_on_a_users_kill(state, deletes, run_over):
+    """The one live kill rule (core.ownership.kill_verdict), over every state Airflow can answer."""
+    lookup = {"no row": TaskLookup(False), "unknown": None}.get(state, TaskLookup(True, state))
+    verdict = kill_verdict(lookup, "DAG d, run r, task train, try 2", "ReadTimeout")
+    assert (verdict.delete, verdict.run_over) == (deletes, run_over), verdict.reason
 
 
 @pytest.mark.parametrize("state, deletes", [("running", False), ("failed", True)])
