@@ -34,7 +34,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from mtc_provider import targets
 from mtc_provider.adapters import metrics
-from mtc_provider.adapters.retry import ApiUnreachable
+from mtc_provider.adapters.retry import ApiUnreachable, Retryable, describe_failure
 from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 from mtc_provider.adapters.kubernetes import Forbidden
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore, NotFound
@@ -999,7 +999,13 @@ class MtcJobSetOperator(JobSetTargetMixin):
             return
         self.log.warning("deleting JobSet %s/%s (checkpoints are kept): %s", namespace, name, verdict.reason)
         api = targets.jobset_api(connection)
-        api.delete(namespace, name, reason=V.DELETE_USER_KILL)
+        try:  # Airflow SIGKILLs this process 5 s after its SIGTERM: no time to wait an outage out here
+            api.delete(namespace, name, reason=V.DELETE_USER_KILL)
+        except (Retryable, ApiUnreachable) as exc:
+            from mtc_provider.adapters.kill_delete import handoff
+
+            self.log.warning("%s", handoff(f"{namespace}/{name}", describe_failure(exc), namespace, name))
+            return
         RunLock(lock_api(connection, api), namespace, ids["run_name"],
                 L.run_labels(ids["dag_id"], ids["run_id"], ids["task_id"], ids["run_name"])).release()
 

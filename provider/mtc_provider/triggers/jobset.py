@@ -619,7 +619,7 @@ class JobSetTrigger(BaseTrigger):
         from mtc_provider.adapters.task_state import atry_lookup
         from mtc_provider.core.ownership import describe_owner, kill_verdict
 
-        where = f"{self.namespace}/{self.name}"
+        where, started = f"{self.namespace}/{self.name}", time.monotonic()
         if not self.delete_on_kill:
             self.log.info("trigger cancelled: JobSet %s kept (delete_on_kill is off)", where)
             return
@@ -637,7 +637,14 @@ class JobSetTrigger(BaseTrigger):
                              "jobset -n %s %s", where, verdict.reason, self.namespace, self.name)
             return
         self.log.warning("deleting JobSet %s (checkpoints are kept): %s", where, verdict.reason)
-        await self._api().delete(self.namespace, self.name, reason=DELETE_USER_KILL)
+        from mtc_provider.adapters.kill_delete import adelete_within, handoff, trigger_budget
+
+        api = self._api()
+        failed = await adelete_within(lambda: api.delete(self.namespace, self.name, reason=DELETE_USER_KILL),
+                                      trigger_budget(time.monotonic() - started))
+        if failed:  # the lock stays too: the teardown releases it with the JobSet
+            self.log.warning("%s", handoff(where, failed, self.namespace, self.name))
+            return
         if verdict.run_over and ti is not None and self.extra.get("run_name"):
             await asyncio.to_thread(self._release_lock, ti)
 
