@@ -126,12 +126,17 @@ def forbidden(exc: BaseException, method: str, namespace: str | None, where: str
     if isinstance(exc, Forbidden) or not isinstance(exc, retry.PermissionDenied):
         return exc
     verb = next((v for prefix, v in _VERBS if method.startswith(prefix)), method)
+    if method == OPEN_CLIENT or str(exc).startswith("minting a token was refused"):  # retry.identity_error
+        return Forbidden(str(exc), "mint a token to reach", "the Kubernetes API", namespace or "", where)
     if "custom_object" in method:
         resource = f"{PLURAL}.{GROUP}"
     else:  # core/v1: list_namespaced_pod -> pods, read_namespaced_config_map -> configmaps
         resource = method.rsplit("namespaced_", 1)[-1].replace("_", "") + "s"
     message = str(exc).split(": ", 1)[-1]
     return Forbidden(message, verb, resource, namespace or "", where)
+
+
+OPEN_CLIENT = "open a client"  # mapped_errors' method while a client (and its token) is made
 
 
 @contextlib.contextmanager
@@ -191,7 +196,8 @@ class KubernetesJobSetApi:
         from kubernetes import client as k8s
 
         def once() -> Any:
-            api_client = self.client_factory()  # a fresh client, so a fresh token, per attempt
+            with mapped_errors(OPEN_CLIENT, kwargs.get("namespace"), self.where):  # minting a token may fail
+                api_client = self.client_factory()  # a fresh client, so a fresh token, per attempt
             for header, value in (headers or {}).items():  # per client: every client version has this (no _headers)
                 api_client.set_default_header(header, value)
             # (connect, read): kubernetes 32's REST client ignores a float (it takes an int or a tuple)

@@ -8,6 +8,7 @@ jitter, everything else surfaces at once as a typed ApiError (403 names the perm
 from __future__ import annotations
 
 import json
+import re
 
 import functools
 import logging
@@ -117,10 +118,37 @@ def status_of(exc: BaseException) -> int | None:
     return None
 
 
+_CODE_RE = re.compile(r'(?:"code"\s*:\s*|[Ss]tatus:?\s*|HTTP\s+)(?P<code>[1-5]\d\d)\b')
+_REFUSED = ("invalid_grant", "permission_denied", "denied", "unauthorized_client", "invalid_client")
+
+
+def identity_error(exc: BaseException) -> ApiError | None:
+    """A failed token mint (google.auth: IAM Credentials for an impersonation chain, the metadata server for Workload
+    Identity, STS) as the provider's hierarchy: an outage of the identity service is Retryable, like an API outage
+    (bounded by the same outage budget); a refusal (400/401/403, invalid_grant, a denied permission) is a
+    PermissionDenied, like a 403. None: not a google.auth error. google.auth raises RefreshError with the service's
+    answer in its text (impersonated_credentials `_make_iam_token_request`, compute_engine `_metadata`), and
+    TransportError when no answer came."""
+    if not type(exc).__module__.startswith("google.auth"):
+        return None
+    text = f"{type(exc).__name__}: {exc}"[:500]
+    match = _CODE_RE.search(text)
+    code = int(match.group("code")) if match else 0
+    if type(exc).__name__ in ("TransportError", "TimeoutError") or getattr(exc, "retryable", False):
+        return Retryable(code if code >= 500 or code == 429 else 0, f"minting a token failed: {text}",
+                         "TokenUnavailable")
+    if code in (400, 401, 403) or any(marker in text.lower() for marker in _REFUSED):
+        return PermissionDenied(f"minting a token was refused: {text}")
+    return Retryable(code if code >= 500 or code == 429 else 0, f"minting a token failed: {text}", "TokenUnavailable")
+
+
 def map_error(exc: BaseException, permission: str = "", already_exists_on_409: bool = True) -> BaseException:
     """Turn a client library's HTTP error into our hierarchy; anything else is returned unchanged."""
     if isinstance(exc, ApiError):
         return exc
+    identity = identity_error(exc)
+    if identity is not None:
+        return identity
     status = status_of(exc)
     if status is None:
         return exc
