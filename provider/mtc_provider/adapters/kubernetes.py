@@ -164,7 +164,7 @@ def _async_retrying() -> tenacity.AsyncRetrying:
         retry=tenacity.retry_if_exception_type(_retrying_types()),
         stop=tenacity.stop_after_attempt(retry.ATTEMPTS),
         wait=retry.wait_honouring_retry_after(retry.INITIAL_WAIT, retry.MAX_WAIT),
-        before_sleep=tenacity.before_sleep_log(log, logging.WARNING),
+        before_sleep=tenacity.before_sleep_log(log, logging.DEBUG),  # OutageClock logs outages
         reraise=True,
     )
 

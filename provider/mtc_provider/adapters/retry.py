@@ -221,7 +221,7 @@ def policy(retry_types: tuple[type[BaseException], ...] = (Retryable,)) -> Calla
                 retry=tenacity.retry_if_exception_type(retry_types),
                 stop=tenacity.stop_after_attempt(ATTEMPTS),
                 wait=wait_honouring_retry_after(INITIAL_WAIT, MAX_WAIT),
-                before_sleep=tenacity.before_sleep_log(log, logging.WARNING),
+                before_sleep=tenacity.before_sleep_log(log, logging.DEBUG),  # OutageClock logs outages
                 reraise=True,
             )
             return retrying(fn, *args, **kwargs)
