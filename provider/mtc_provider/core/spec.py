@@ -316,10 +316,12 @@ class SizingSpec:
     buffer: float = 0.15
     # The guide advises a 10-15% buffer; another value must be asked for explicitly.
     allow_any_buffer: bool = False
+    # A ramdisk above the node's allocatable memory (core.sizing.allocatable_memory_bytes) is refused unless asked.
+    allow_ramdisk_above_allocatable: bool = False
 
     def __post_init__(self) -> None:
-        require(isinstance(self.allow_any_buffer, bool), "sizing.allow_any_buffer", self.allow_any_buffer,
-                "true or false")
+        for name in ("allow_any_buffer", "allow_ramdisk_above_allocatable"):
+            require(isinstance(getattr(self, name), bool), f"sizing.{name}", getattr(self, name), "true or false")
 
     def size(self, hosts_per_slice: int) -> RamdiskSize:
         """The ramdisk per host, the guide's way (every place that sizes one calls this: allow_any_buffer too)."""
