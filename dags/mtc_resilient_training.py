@@ -92,6 +92,11 @@ PARAMS = {
     "stall_timeout": Param(None, type=["null", "integer"], minimum=1, title="Stall timeout (s)", section=RUN,
                            description="Seconds without a new checkpoint before an attempt is resubmitted; "
                                        "empty: 120 locally, 1800 on GKE (compilation and restore take minutes)"),
+    "startup_timeout": Param(None, type=["null", "integer"], minimum=1, title="Startup timeout (s)", section=RUN,
+                             description="Seconds one start of the pods may take before the attempt is given up "
+                                         "(pods stuck in ContainerCreating or unscheduled); empty: derived from the "
+                                         "run (image pull + nodes + ramdisk mount: 1804 s for 2 slices on GKE, "
+                                         "960 s locally; docs/troubleshooting.md)"),
     "pod_logs": Param(True, type="boolean", title="Live pod logs", section=RUN,
                       description="Stream the leader pod's log into the train task's log while it waits "
                                   "(bounded: 100 lines and 32 KiB per read)"),
@@ -165,6 +170,7 @@ with DAG(
         # Scaled with the target: seconds locally, minutes on GKE. Deferrable: a worker's restart (a deploy, a
         # scale-down) never touches the JobSet, and no worker slot is held for hours.
         stall_timeout=planned("stall_timeout"),
+        startup_timeout=planned("startup_timeout"),  # bounded by default (core.startup)
         poll_interval=planned("poll_interval"),
         progress_interval=PROGRESS_INTERVAL,
         keep_failed_attempts="{{ params.keep_failed_attempts }}",

@@ -37,11 +37,12 @@ def test_training_graph(dagbag):
     train = dag.get_task("train")
     assert train.retries >= 3
     assert dag.get_task("teardown").is_teardown
+    assert "startup_timeout" in str(train.startup_timeout)  # the plan's derived bound (core.startup), never None
     # The run description's sections, one to one with the `mtc` YAML (core.run; examples/*.yaml).
     assert set(dag.params.keys()) == {"target", "kubernetes_conn_id", "bucket", "cluster", "customization", "slices",
                                       "checkpoint_configuration_name",
                                       "sizing", "checkpointing", "workload", "poll_interval", "stall_timeout",
-                                      "fault_plan", "apply_advice", "keep_failed_attempts", "pod_logs",
+                                      "startup_timeout", "fault_plan", "apply_advice", "keep_failed_attempts", "pod_logs",
                                       "pod_logs_interval"}
     assert set(dag.params["checkpointing"]) >= {
         "enable_checkpointing", "enable_emergency_checkpoint", "async_checkpointing", "local_checkpoint_directory",

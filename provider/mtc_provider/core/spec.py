@@ -346,6 +346,7 @@ class RunConfig:
     kubernetes_conn_id: str = "kubernetes_default"  # the kubernetes target's Airflow connection
     poll_interval: float | None = None  # seconds between JobSet status checks; None: the target's (core.run)
     stall_timeout: float | None = None  # seconds without a new checkpoint; None: the target's (core.run)
+    startup_timeout: float | None = None  # seconds one start of the pods may take; None: core.startup's budget
     fault_plan: tuple[Mapping[str, Any], ...] = ()  # the local target's injected faults (docs: local target)
 
     def __post_init__(self) -> None:
@@ -353,7 +354,7 @@ class RunConfig:
         if self.target == "kubernetes":
             require(isinstance(self.kubernetes_conn_id, str) and bool(self.kubernetes_conn_id), "kubernetes_conn_id",
                     self.kubernetes_conn_id, "an Airflow Kubernetes connection id")
-        for name in ("poll_interval", "stall_timeout"):
+        for name in ("poll_interval", "stall_timeout", "startup_timeout"):
             value = getattr(self, name)
             lowest = MIN_POLL_INTERVAL_S if name == "poll_interval" else 1
             require(value is None or isinstance(value, (int, float)) and not isinstance(value, bool)
