@@ -154,6 +154,10 @@ with DAG(
         target=planned("target"),
         slices=planned("slices"),
         sizing=planned("sizing"),
+        # The CheckpointConfiguration must serve this run: nodeSelector = the slices' machine type, its bucket the
+        # run's, inMemoryVolumeSize >= the run's ramdisk (core.configuration_match; not checked on the local target).
+        checkpoint_configuration_name="{{ ti.xcom_pull(task_ids='plan')['description']['checkpoint_configuration_name'] }}",
+        bucket_name="{{ (ti.xcom_pull(task_ids='plan')['description']['bucket'] or {}).get('name') }}",
         retries=0,
     )
 

@@ -27,8 +27,9 @@ def by_name(checks):
 
 
 def test_ready_cluster_passes_every_check():
-    checks = evaluate_cluster(ready_cluster(), SLICES, "proj", "us-central1", {"spec": {"cloudStorageBucketName": "b"}},
-                              "cfg")
+    configuration = {"spec": {"cloudStorageBucketName": "b",
+                              "nodeSelector": {"node.kubernetes.io/instance-type": "ct6e-standard-4t"}}}
+    checks = evaluate_cluster(ready_cluster(), SLICES, "proj", "us-central1", configuration, "cfg")
     assert all_ok(checks), [c for c in checks if not c.ok]
     assert [c.name for c in checks] == ["workload_identity_pool", "high_scale_checkpointing_addon",
                                         "gcs_fuse_csi_driver_addon", "control_plane_version", "not_autopilot",

@@ -52,6 +52,20 @@ def checked_run(target_kind: str, slices: SliceSpec | dict[str, Any], sizing: di
     return spec, check_run(target_kind, spec, sizing=spec_from_dict(SizingSpec, "sizing", sizing or {}))
 
 
+def checked_configuration_names(configuration_name: str | None, bucket_name: str | None) -> str | None:
+    """The CheckpointConfiguration's name and the run's bucket as readiness takes them (field, value, allowed before
+    any call); the bucket, or None when not given."""
+    from mtc_provider.core.locations import check_bucket_name
+    from mtc_provider.core.names import check_checkpoint_configuration_name
+
+    if configuration_name:
+        check_checkpoint_configuration_name(configuration_name, "checkpoint_configuration_name")
+    if bucket_name in (None, ""):
+        return None
+    check_bucket_name(bucket_name, "bucket_name")
+    return bucket_name
+
+
 # Every GCP operator templates its target, the google provider's parameters, the endpoint override and the poll.
 COMMON_FIELDS = (*TARGET_FIELDS, "api_endpoint", "poll_interval")
 
@@ -130,20 +144,24 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
     :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type): the node pools to look for.
     :param sizing: {parameters, bytes_per_parameter, buffer, allow_any_buffer}: the ramdisk must fit the machine
         type's memory (refused before any call, as `mtc plan` refuses it); None: the guide's defaults.
-    :param checkpoint_configuration_name: also check this CheckpointConfiguration exists; None: skip the check.
+    :param checkpoint_configuration_name: also check this CheckpointConfiguration exists and serves the run: its
+        nodeSelector selects the slices' machine type, its bucket is `bucket_name` (when given) and its
+        inMemoryVolumeSize holds the ramdisk of `sizing` (when given); None: skip the check.
+    :param bucket_name: the run's bucket, which the CheckpointConfiguration must back the ramdisk up to.
     :param fixed_by_later_tasks: names of checks that later tasks fix (templated); None: every check must pass.
     """
 
     template_fields: Sequence[str] = (*COMMON_FIELDS, "slices", "sizing", "checkpoint_configuration_name",
-                                      "fixed_by_later_tasks")
+                                      "bucket_name", "fixed_by_later_tasks")
 
     def __init__(self, *, slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None = None,
-                 checkpoint_configuration_name: str | None = None,
+                 checkpoint_configuration_name: str | None = None, bucket_name: str | None = None,
                  fixed_by_later_tasks: Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.slices = slices
         self.sizing = sizing
         self.checkpoint_configuration_name = checkpoint_configuration_name
+        self.bucket_name = bucket_name
         self.fixed_by_later_tasks = fixed_by_later_tasks
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -151,12 +169,13 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
 
         target = self._target()
         spec, checked = checked_run(target.kind, self.slices, self.sizing)  # bad input fails before any call
+        bucket_name = checked_configuration_names(self.checkpoint_configuration_name, self.bucket_name)
         for warning in checked.warnings:
             self.log.warning("%s", warning)
         slices = dataclasses.asdict(spec)
         backend = self.backend(target)
         self.persist_cluster_link(context, backend)
-        checks = backend.cluster.readiness(slices, self.sizing, self.checkpoint_configuration_name)
+        checks = backend.cluster.readiness(slices, self.sizing, self.checkpoint_configuration_name, bucket_name)
         blocking, to_change = preflight(checks, list(self.fixed_by_later_tasks or []))
         report = {"target": target.kind, "ready": all_ok(checks), "checks": [c.to_dict() for c in checks],
                   "blocking": [c.name for c in blocking], "will_change": [c.name for c in to_change]}
