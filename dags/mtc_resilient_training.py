@@ -158,6 +158,9 @@ with DAG(
         # run's, inMemoryVolumeSize >= the run's ramdisk (core.configuration_match; not checked on the local target).
         checkpoint_configuration_name="{{ ti.xcom_pull(task_ids='plan')['description']['checkpoint_configuration_name'] }}",
         bucket_name="{{ (ti.xcom_pull(task_ids='plan')['description']['bucket'] or {}).get('name') }}",
+        # Spot or reservation runs need node pools of that capacity (core.capacity; checked on GKE).
+        capacity="{{ ti.xcom_pull(task_ids='plan')['customization']['capacity'] }}",
+        reservation="{{ ti.xcom_pull(task_ids='plan')['customization']['reservation'] }}",
         retries=0,
     )
 

@@ -148,6 +148,7 @@ def evaluate_cluster(
     checkpoint_configuration_name: str | None = None,
     bucket_name: str | None = None,
     ramdisk: RamdiskSize | None = None,
+    capacity: tuple[str, str] = ("on-demand", ""),
 ) -> list[Check]:
     """Every check of the guide's "Configure the GKE cluster" section, in the order a user would fix them.
 
@@ -190,11 +191,31 @@ def evaluate_cluster(
     ))
 
     checks.append(workload_metadata_check(cluster, slices, project_id, location))
+    if capacity[0] != "on-demand":
+        checks.append(capacity_check(cluster, slices, project_id, location, capacity))
 
     if checkpoint_configuration_name:
         checks.append(configuration_check(checkpoint_configuration, checkpoint_configuration_name, slices,
                                           bucket_name, ramdisk))
     return checks
+
+
+def capacity_check(cluster: Mapping[str, Any], slices: SliceSpec, project_id: str, location: str,
+                   capacity: tuple[str, str]) -> Check:
+    """Spot or reservation runs (customization.capacity) select nodes of that capacity only: count those pools."""
+    from mtc_provider.core.capacity import describe, pool_capacity
+
+    wanted = max(slices.num_slices, 2)
+    shaped = {p["name"] for p in tpu_node_pools(cluster) if p["name"] in matching_node_pools(cluster, slices)}
+    pools = [p for p in cluster.get("nodePools") or [] if p.get("name") in shaped]
+    observed = [f"{p['name']} ({describe(*pool_capacity(p))})" for p in pools]
+    ok = sum(pool_capacity(p) == capacity for p in pools) >= wanted
+    flag = "--spot" if capacity[0] == "spot" else f"--reservation-affinity=specific --reservation={capacity[1]}"
+    return Check("tpu_node_pools_capacity", ok, observed,
+                 f">= {wanted} node pools of {slices.machine_type} {slices.topology} with capacity "
+                 f"{describe(*capacity)} (the run's customization.capacity: its pods select only those nodes)",
+                 f"{gcloud_create_node_pool(cluster.get('name', ''), location, project_id, '<POOL_NAME>', slices, _tpu_zone(location))} "
+                 f"{flag}  (or MtcCreateTpuNodePoolsOperator with capacity={capacity[0]!r})")
 
 
 def _tpu_zone(location: str) -> str:

@@ -37,7 +37,8 @@ class GkeCluster:
         return self._client_factory(self.control_plane().describe())  # endpoint and CA, once
 
     def readiness(self, slices: dict[str, Any], sizing: dict[str, Any] | None,
-                  checkpoint_configuration_name: str | None, bucket_name: str | None = None) -> list[Any]:
+                  checkpoint_configuration_name: str | None, bucket_name: str | None = None,
+                  capacity: tuple[str, str] = ("on-demand", "")) -> list[Any]:
         from mtc_provider.core.readiness import evaluate_cluster, run_ramdisk
         from mtc_provider.core.tpu import SliceSpec
 
@@ -53,7 +54,8 @@ class GkeCluster:
 
         spec = SliceSpec(**slices)
         return evaluate_cluster(cluster, spec, self.target.project_id, self.target.location, config,
-                                checkpoint_configuration_name, bucket_name, run_ramdisk(spec, sizing)) + rbac_checks(self._client_factory(cluster),
+                                checkpoint_configuration_name, bucket_name, run_ramdisk(spec, sizing),
+                                tuple(capacity)) + rbac_checks(self._client_factory(cluster),
                                                                              self.target.namespace)
 
 

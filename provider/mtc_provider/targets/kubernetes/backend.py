@@ -58,7 +58,8 @@ class KubernetesCluster:
         return KubernetesHook(conn_id=self.target.kubernetes_conn_id).get_conn
 
     def readiness(self, slices: dict[str, Any], sizing: dict[str, Any] | None,
-                  checkpoint_configuration_name: str | None, bucket_name: str | None = None) -> list[Any]:
+                  checkpoint_configuration_name: str | None, bucket_name: str | None = None,
+                  capacity: tuple[str, str] = ("on-demand", "")) -> list[Any]:
         from mtc_provider.adapters.checkpoint_configuration import (
             CheckpointConfigurationApi,
         )
