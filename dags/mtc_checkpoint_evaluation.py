@@ -10,7 +10,9 @@ it follows is set by MTC_EVAL_RUN_NAME and MTC_EVAL_CHECKPOINT_DIR (default: the
   one-shot evaluation JobSet on GKE (MaxText's decode entry with load_parameters_path=<step>/items), done
   when the JobSet completes (wait_for="completion"); a retryable failure is resubmitted by Airflow's retries.
   Cluster and workload come from MTC_EVAL_PROJECT_ID, MTC_EVAL_LOCATION, MTC_EVAL_CLUSTER, MTC_EVAL_IMAGE,
-  MTC_EVAL_NAMESPACE and MTC_EVAL_SLICES (JSON SliceSpec fields).
+  MTC_EVAL_NAMESPACE and MTC_EVAL_SLICES (JSON SliceSpec fields). Before each evaluation `readiness` checks the
+  cluster, with the CheckpointConfiguration MTC_EVAL_CHECKPOINT_CONFIGURATION (default mtc-checkpoint-config):
+  its nodeSelector must select the slices' machine type and its bucket must be the checkpoints' bucket.
 
 This file imports only Airflow's SDK and the provider's thin glue at parse time.
 """
@@ -50,7 +52,14 @@ with DAG(
     tags=["mtc", "evaluation"],
 ) as dag:
     if ON_GKE:
+        from mtc_provider.operators.gcp import MtcClusterReadinessOperator
         from mtc_provider.operators.jobset import MtcJobSetOperator
+
+        EVAL_TARGET = {"kind": "gke", "project_id": os.environ.get("MTC_EVAL_PROJECT_ID", ""),
+                       "location": os.environ.get("MTC_EVAL_LOCATION", ""),
+                       "cluster_name": os.environ.get("MTC_EVAL_CLUSTER", "")}
+        EVAL_SLICES = json.loads(os.environ.get("MTC_EVAL_SLICES") or json.dumps(DEFAULT_EVAL_SLICES))
+        BUCKET = CHECKPOINT_DIR[len("gs://"):].split("/", 1)[0]
 
         @task
         def plan_eval(triggering_asset_events=None) -> dict:
@@ -71,12 +80,10 @@ with DAG(
         evaluate_on_gke = MtcJobSetOperator(
             task_id="evaluate_on_gke",
             wait_for="completion",
-            target={"kind": "gke", "project_id": os.environ.get("MTC_EVAL_PROJECT_ID", ""),
-                    "location": os.environ.get("MTC_EVAL_LOCATION", ""),
-                    "cluster_name": os.environ.get("MTC_EVAL_CLUSTER", "")},
-            slices=json.loads(os.environ.get("MTC_EVAL_SLICES") or json.dumps(DEFAULT_EVAL_SLICES)),
+            target=EVAL_TARGET,
+            slices=EVAL_SLICES,
             checkpointing={"run_name": f"{RUN_NAME}-eval",
-                           "base_output_directory": "gs://" + CHECKPOINT_DIR[len("gs://"):].split("/", 1)[0],
+                           "base_output_directory": f"gs://{BUCKET}",
                            "steps": 1, "enable_checkpointing": False},
             workload={"jobset_name": planned("jobset_name", task_id="plan_eval"),
                       "image": os.environ.get("MTC_EVAL_IMAGE", ""),
@@ -86,7 +93,12 @@ with DAG(
             retries=2,
             retry_delay=datetime.timedelta(seconds=30),
         )
-        plan_eval() >> evaluate_on_gke
+        readiness = MtcClusterReadinessOperator(
+            task_id="readiness", target=EVAL_TARGET, slices=EVAL_SLICES, bucket_name=BUCKET,
+            checkpoint_configuration_name=os.environ.get("MTC_EVAL_CHECKPOINT_CONFIGURATION", "mtc-checkpoint-config"),
+            retries=0,
+        )
+        plan_eval() >> readiness >> evaluate_on_gke
     else:
 
         @task

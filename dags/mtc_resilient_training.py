@@ -92,6 +92,11 @@ PARAMS = {
     "stall_timeout": Param(None, type=["null", "integer"], minimum=1, title="Stall timeout (s)", section=RUN,
                            description="Seconds without a new checkpoint before an attempt is resubmitted; "
                                        "empty: 120 locally, 1800 on GKE (compilation and restore take minutes)"),
+    "startup_timeout": Param(None, type=["null", "integer"], minimum=1, title="Startup timeout (s)", section=RUN,
+                             description="Seconds one start of the pods may take before the attempt is given up "
+                                         "(pods stuck in ContainerCreating or unscheduled); empty: derived from the "
+                                         "run (image pull + nodes + ramdisk mount: 1804 s for 2 slices on GKE, "
+                                         "960 s locally; docs/troubleshooting.md)"),
     "pod_logs": Param(True, type="boolean", title="Live pod logs", section=RUN,
                       description="Stream the leader pod's log into the train task's log while it waits "
                                   "(bounded: 100 lines and 32 KiB per read)"),
@@ -149,6 +154,13 @@ with DAG(
         target=planned("target"),
         slices=planned("slices"),
         sizing=planned("sizing"),
+        # The CheckpointConfiguration must serve this run: nodeSelector = the slices' machine type, its bucket the
+        # run's, inMemoryVolumeSize >= the run's ramdisk (core.configuration_match; not checked on the local target).
+        checkpoint_configuration_name="{{ ti.xcom_pull(task_ids='plan')['description']['checkpoint_configuration_name'] }}",
+        bucket_name="{{ (ti.xcom_pull(task_ids='plan')['description']['bucket'] or {}).get('name') }}",
+        # Spot or reservation runs need node pools of that capacity (core.capacity; checked on GKE).
+        capacity="{{ ti.xcom_pull(task_ids='plan')['customization']['capacity'] }}",
+        reservation="{{ ti.xcom_pull(task_ids='plan')['customization']['reservation'] }}",
         retries=0,
     )
 
@@ -165,6 +177,7 @@ with DAG(
         # Scaled with the target: seconds locally, minutes on GKE. Deferrable: a worker's restart (a deploy, a
         # scale-down) never touches the JobSet, and no worker slot is held for hours.
         stall_timeout=planned("stall_timeout"),
+        startup_timeout=planned("startup_timeout"),  # bounded by default (core.startup)
         poll_interval=planned("poll_interval"),
         progress_interval=PROGRESS_INTERVAL,
         keep_failed_attempts="{{ params.keep_failed_attempts }}",

@@ -29,8 +29,8 @@ from mtc_local.cluster import kubeconfig, pki
 from mtc_local.cluster.access import Access
 from mtc_local.cluster.apiserver import ApiServer
 from mtc_local.cluster.lifecycle import STAY_FILE
-from mtc_local.cluster.pods import pod_object
-from mtc_local.cluster.resources import CHECKPOINT_CONFIGURATIONS, CONFIGMAPS, JOBSETS, NAMESPACES, PODS
+from mtc_local.cluster.pods import pod_events, pod_object
+from mtc_local.cluster.resources import CHECKPOINT_CONFIGURATIONS, CONFIGMAPS, EVENTS, JOBSETS, NAMESPACES, PODS
 from mtc_local.cluster.store import Store
 from mtc_local.shared import auth
 from mtc_local.runner.faults import parse_plan
@@ -95,7 +95,8 @@ class Supervisor:
         return run
 
     def sync_pods(self, run: JobSetRun) -> None:
-        """The run's current pods as Pod objects: ADDED / MODIFIED when they change, DELETED when they go."""
+        """The run's current pods as Pod objects, and the kubelet's events about them (cluster.pods.pod_events):
+        ADDED / MODIFIED when they change, DELETED when they go."""
         key = (run.namespace, run.name)
         published = self.published_pods.setdefault(key, {})
         desired = {}
@@ -104,12 +105,17 @@ class Supervisor:
                 continue
             desired[pod.object_name] = pod_object(run.obj, pod)
             self.pod_index[(run.namespace, pod.object_name)] = pod
+            for event in pod_events(desired[pod.object_name], pod):
+                desired[f"event/{event['metadata']['name']}"] = event
         for name, obj in desired.items():
             if published.get(name) != obj:
                 published[name] = json.loads(json.dumps(obj))
-                self.store.put(PODS, obj)
+                self.store.put(EVENTS if name.startswith("event/") else PODS, obj)
         for name in [n for n in published if n not in desired]:
-            self.store.remove(PODS, run.namespace, name)
+            if name.startswith("event/"):
+                self.store.remove(EVENTS, run.namespace, name[len("event/"):])
+            else:
+                self.store.remove(PODS, run.namespace, name)
             del published[name]
             self.pod_index.pop((run.namespace, name), None)
         if not published:

@@ -7,7 +7,7 @@ CONFIG = {"metadata": {"name": "c"}, "spec": {"cloudStorageBucketName": "b"}}
 
 
 def test_both_apis_served_and_the_configuration_present_is_ready():
-    checks = evaluate_kubernetes(BOTH, CONFIG, "c")
+    checks = evaluate_kubernetes(BOTH, CONFIG, "c")  # no slices given: existence only
     assert all_ok(checks) and checks[-1].observed == "c (bucket b)"
 
 

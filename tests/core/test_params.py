@@ -132,3 +132,21 @@ def test_author_settings_come_from_arguments_not_the_form():
         training_run(form(**{**GKE, "workload": {**IMAGE, "command": ["rm", "-rf", "/"]}}), "/unused",
                      command=trainer)
     assert err.value.field == "workload.command"
+
+
+def test_every_run_is_bounded_at_startup_by_a_default_derived_from_the_run():
+    """Issue 32 (4): the training DAG set no startup_timeout, so pods stuck in ContainerCreating waited for ever.
+    Left out, it is core.startup's budget: image pull (900 s) + nodes (600 s + 60 s per further slice) + ramdisk
+    mount (244 s: two retries at the kubelet's 2m2s back-off); set, the description's own value."""
+    from mtc_provider.core.startup import startup_budget
+
+    local = training_run(FORM, "/home/u/.mtc/local")
+    assert local["startup_timeout"] == 960.0 and local["description"]["startup_timeout"] == 960.0
+    gke = training_run(form(**GKE), "/unused")
+    slices = gke["description"]["slices"]["num_slices"]
+    assert gke["startup_timeout"] == startup_budget("gke", slices).total == 900 + 600 + 60 * (slices - 1) + 244
+    assert gke["startup_budget"].startswith(f"startup_timeout {gke['startup_timeout']:.0f}s = image pull 900s")
+    assert training_run(form(startup_timeout=3600), "/home/u/.mtc/local")["startup_timeout"] == 3600
+    with pytest.raises(SpecError, match="startup_timeout: 0 is not allowed"):
+        training_run(form(startup_timeout=0), "/home/u/.mtc/local")
+

@@ -27,8 +27,9 @@ def by_name(checks):
 
 
 def test_ready_cluster_passes_every_check():
-    checks = evaluate_cluster(ready_cluster(), SLICES, "proj", "us-central1", {"spec": {"cloudStorageBucketName": "b"}},
-                              "cfg")
+    configuration = {"spec": {"cloudStorageBucketName": "b",
+                              "nodeSelector": {"node.kubernetes.io/instance-type": "ct6e-standard-4t"}}}
+    checks = evaluate_cluster(ready_cluster(), SLICES, "proj", "us-central1", configuration, "cfg")
     assert all_ok(checks), [c for c in checks if not c.ok]
     assert [c.name for c in checks] == ["workload_identity_pool", "high_scale_checkpointing_addon",
                                         "gcs_fuse_csi_driver_addon", "control_plane_version", "not_autopilot",
@@ -138,3 +139,28 @@ def test_conditional_binding_does_not_count_as_granted():
     new, added, already = add_members(policy, ROLE, ["m1"])
     assert added == ["m1"] and already == []
     assert len(new["bindings"]) == 2 and new["bindings"][0]["condition"]
+
+
+def test_spot_and_reservation_runs_need_node_pools_of_that_capacity():
+    """Issue 32 (4): customization.capacity made the pods select Spot or reservation nodes, but readiness counted
+    on-demand pools as ready; the pods then stayed Pending. GKE's Container API shapes (core.capacity)."""
+    from mtc_provider.core.capacity import RESERVATION_KEY, pool_capacity
+
+    cluster = ready_cluster()
+    assert "tpu_node_pools_capacity" not in by_name(evaluate_cluster(cluster, SLICES, "proj", "us-central1"))
+    spot = by_name(evaluate_cluster(cluster, SLICES, "proj", "us-central1", capacity=("spot", "")))
+    check = spot["tpu_node_pools_capacity"]
+    assert not check.ok and check.observed == ["a (on-demand)", "b (on-demand)"] and "--spot" in check.fix
+    for pool in cluster["nodePools"][1:]:
+        pool["config"]["spot"] = True
+    assert by_name(evaluate_cluster(cluster, SLICES, "proj", "us-central1", capacity=("spot", "")))[
+        "tpu_node_pools_capacity"].ok
+    reserved = {"consumeReservationType": "SPECIFIC_RESERVATION", "key": RESERVATION_KEY, "values": ["tpu-res"]}
+    for pool in cluster["nodePools"][1:]:
+        pool["config"].pop("spot")
+        pool["config"]["reservationAffinity"] = reserved
+    assert pool_capacity(cluster["nodePools"][1]) == ("reservation", "tpu-res")
+    wrong = by_name(evaluate_cluster(cluster, SLICES, "proj", "us-central1", capacity=("reservation", "other")))
+    assert not wrong["tpu_node_pools_capacity"].ok and "--reservation=other" in wrong["tpu_node_pools_capacity"].fix
+    assert by_name(evaluate_cluster(cluster, SLICES, "proj", "us-central1", capacity=("reservation", "tpu-res")))[
+        "tpu_node_pools_capacity"].ok

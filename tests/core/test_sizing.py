@@ -54,3 +54,40 @@ def test_buffer_outside_the_guides_range_needs_opt_in() -> None:
 
 def test_walkthrough_prints_a_ten_percent_buffer() -> None:
     assert ramdisk_size(70e9, 32, buffer="0.10").walkthrough()[3].startswith("With a 10% buffer")
+
+
+# GKE "Plan GKE Standard node sizes", node allocatable resources: the reservation formula gives these figures
+# (facts.md: about 698.7 of 720 GiB, 432.2 of 448, 181.3 of 192).
+@pytest.mark.parametrize("memory_gib, allocatable_gib", [(720, "698.7"), (448, "432.2"), (192, "181.3"),
+                                                         (48, "43.4")])
+def test_allocatable_memory_follows_gkes_reservation_formula(memory_gib, allocatable_gib) -> None:
+    from mtc_provider.core.sizing import allocatable_memory_bytes
+
+    assert f"{Decimal(allocatable_memory_bytes(memory_gib * 2**30)) / 2**30:.1f}" == allocatable_gib
+
+
+def test_a_ramdisk_above_allocatable_memory_is_refused_unless_allowed() -> None:
+    from mtc_provider.core.errors import SpecError
+    from mtc_provider.core.sizing import check_fits_host
+
+    # 55.2e9 parameters on 2 hosts: 710Gi per host, above 698.7 GiB allocatable of 720 GiB (ct6e-standard-4t).
+    size = ramdisk_size(55.2e9, 2)
+    assert size.quantity == "710Gi"
+    with pytest.raises(SpecError) as refused:
+        check_fits_host(size, "ct6e-standard-4t", 720 * 2**30)
+    assert refused.value.field == "sizing.parameters"
+    assert "698.7 GiB of the 720 GiB" in refused.value.allowed
+    assert "sizing.allow_ramdisk_above_allocatable: true" in refused.value.allowed
+    warning = check_fits_host(size, "ct6e-standard-4t", 720 * 2**30, allow_above_allocatable=True)
+    assert warning and "allowed by sizing.allow_ramdisk_above_allocatable" in warning
+    # just below allocatable: a warning only (most of the memory), as before
+    assert "takes" in check_fits_host(ramdisk_size(54e9, 2), "ct6e-standard-4t", 720 * 2**30)
+
+
+def test_the_override_is_a_field_of_the_run_description() -> None:
+    from mtc_provider.core.errors import SpecError
+    from mtc_provider.core.spec import SizingSpec
+
+    assert SizingSpec(allow_ramdisk_above_allocatable=True).allow_ramdisk_above_allocatable
+    with pytest.raises(SpecError, match="sizing.allow_ramdisk_above_allocatable: 'yes'"):
+        SizingSpec(allow_ramdisk_above_allocatable="yes")

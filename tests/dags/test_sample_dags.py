@@ -37,11 +37,15 @@ def test_training_graph(dagbag):
     train = dag.get_task("train")
     assert train.retries >= 3
     assert dag.get_task("teardown").is_teardown
+    assert "startup_timeout" in str(train.startup_timeout)  # the plan's derived bound (core.startup), never None
+    readiness = dag.get_task("readiness")  # checks the run's CheckpointConfiguration against the run
+    assert "checkpoint_configuration_name" in str(readiness.checkpoint_configuration_name)
+    assert "bucket" in str(readiness.bucket_name)
     # The run description's sections, one to one with the `mtc` YAML (core.run; examples/*.yaml).
     assert set(dag.params.keys()) == {"target", "kubernetes_conn_id", "bucket", "cluster", "customization", "slices",
                                       "checkpoint_configuration_name",
                                       "sizing", "checkpointing", "workload", "poll_interval", "stall_timeout",
-                                      "fault_plan", "apply_advice", "keep_failed_attempts", "pod_logs",
+                                      "startup_timeout", "fault_plan", "apply_advice", "keep_failed_attempts", "pod_logs",
                                       "pod_logs_interval"}
     assert set(dag.params["checkpointing"]) >= {
         "enable_checkpointing", "enable_emergency_checkpoint", "async_checkpointing", "local_checkpoint_directory",
@@ -167,9 +171,11 @@ def _load_evaluation_dag(env: dict[str, str]) -> dict:
         f"spec = importlib.util.spec_from_file_location('dagfile', {str(REPO / 'dags' / 'mtc_checkpoint_evaluation.py')!r})\n"
         "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
         "dag = module.dag\n"
-        "tasks = {t.task_id: {'wait_for': getattr(t, 'wait_for', None), 'upstream': sorted(t.upstream_task_ids),"
+        "tasks = {t.task_id: {'wait_for': getattr(t, 'wait_for', None) if t.task_id != 'readiness' else None, 'upstream': sorted(t.upstream_task_ids),"
         " 'workload': getattr(t, 'workload', None), 'checkpointing': getattr(t, 'checkpointing', None),"
-        " 'slices': getattr(t, 'slices', None), 'target': getattr(t, 'target', None)} for t in dag.tasks}\n"
+        " 'slices': getattr(t, 'slices', None), 'target': getattr(t, 'target', None),"
+        " **({'checkpoint_configuration_name': t.checkpoint_configuration_name, 'bucket_name': t.bucket_name}"
+        " if t.task_id == 'readiness' else {})} for t in dag.tasks}\n"
         f"heavy = sorted(m for m in {HEAVY!r} if m in sys.modules)\n"
         "print(json.dumps({'tasks': tasks, 'heavy': heavy, 'uri': module.checkpoints.uri,"
         " 'max_active_runs': dag.max_active_runs}))\n"
@@ -186,9 +192,14 @@ def test_evaluation_on_a_gs_checkpoint_dir_launches_a_one_shot_jobset_on_gke():
         "MTC_EVAL_IMAGE": "us-docker.pkg.dev/p/maxtext:1", "MTC_EVAL_SLICES": '{"tpu_type": "v5e", "topology": "4x4", "num_slices": 2}',
     })
     tasks = loaded["tasks"]
-    assert set(tasks) == {"plan_eval", "evaluate_on_gke"}
+    assert set(tasks) == {"plan_eval", "readiness", "evaluate_on_gke"}
     gke = tasks["evaluate_on_gke"]
-    assert gke["wait_for"] == "completion" and gke["upstream"] == ["plan_eval"]
+    assert gke["wait_for"] == "completion" and gke["upstream"] == ["readiness"]
+    # Readiness is given the CheckpointConfiguration's name and the bucket it must name (issue 32, problem 4).
+    readiness = tasks["readiness"]
+    assert readiness["upstream"] == ["plan_eval"] and readiness["bucket_name"] == "bucket"
+    assert readiness["checkpoint_configuration_name"] == "mtc-checkpoint-config"
+    assert readiness["slices"] == gke["slices"] and readiness["target"] == gke["target"]
     assert gke["target"] == {"kind": "gke", "project_id": "proj", "location": "us-east5", "cluster_name": "tpu"}
     assert gke["slices"] == {"tpu_type": "v5e", "topology": "4x4", "num_slices": 2}
     assert gke["checkpointing"] == {"run_name": "run-eval", "base_output_directory": "gs://bucket", "steps": 1,

@@ -61,7 +61,7 @@ class MemoryTarget:
 
 
 class MemoryCluster:
-    def readiness(self, slices, sizing, checkpoint_configuration_name):
+    def readiness(self, slices, sizing, checkpoint_configuration_name, bucket_name=None, capacity=("on-demand", "")):
         return []
 
     def kubernetes_client_factory(self):

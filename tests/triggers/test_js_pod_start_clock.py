@@ -108,3 +108,73 @@ def test_a_failed_pod_listing_during_an_outage_does_not_stop_following_the_pods(
     assert check(t, api, 10, now) is None
     kind, message = check(t, api, 71, now)
     assert kind == UNSTARTABLE and PULL[1] in message
+
+
+# An Event as the API server lists it (https://kubernetes.io/docs/reference/kubernetes-api/cluster-resources/event-v1/):
+# the kubelet's FailedMount when the MTC CSI driver cannot mount the ramdisk.
+def failed_mount(pod_name: str, count: int = 3, node: str = "gke-tpu-node-7") -> dict:
+    return {"kind": "Event", "involvedObject": {"kind": "Pod", "namespace": "ml", "name": pod_name},
+            "reason": "FailedMount", "type": "Warning", "count": count, "lastTimestamp": "2026-12-02T03:00:00Z",
+            "message": 'MountVolume.SetUp failed for volume "ramdisk" : rpc error: code = Internal desc = '
+                       'no CheckpointConfiguration selects this node',
+            "source": {"component": "kubelet", "host": node}}
+
+
+class PodsAndEvents(Pods):
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[dict] = []
+        self.event_lists = 0
+
+    async def list_pod_events(self, namespace: str) -> list[dict]:
+        self.event_lists += 1
+        return self.events
+
+
+def test_pods_stuck_in_container_creating_are_logged_with_their_mount_events_and_the_timeout_names_them(capsys):
+    """Issue 32 (4): before, a scheduled pod stuck in ContainerCreating was neither logged nor explained."""
+    now, api = [0.0], PodsAndEvents()
+    t = trigger(now, startup_timeout=600)
+    t.capacity_log_interval = 300
+    api.items = [pod("a0", waiting=("ContainerCreating", ""), attempt=0), pod("b0", "Running", attempt=0)]
+    api.events = [failed_mount("a0"), failed_mount("someone-elses-pod")]
+    assert check(t, api, 0, now) is None
+    assert check(t, api, 100, now) is None  # not yet time for another line (nor another events list)
+    assert check(t, api, 301, now) is None
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "waiting for the pods to start" in ln]
+    assert len(lines) == 2 and api.event_lists == 2, lines
+    assert ("pod a0 on node gke-tpu-node-7: FailedMount (x3): MountVolume.SetUp failed for volume \"ramdisk\"" in
+            lines[1]) and "someone-elses-pod" not in lines[1] and "ContainerCreating" in lines[1]
+    kind, message = check(t, api, 601, now)
+    assert kind == STARTUP_TIMEOUT and "waiting for pod a0 container jax-tpu: ContainerCreating" in message
+    assert "Kubernetes events: pod a0 on node gke-tpu-node-7: FailedMount (x3)" in message
+
+
+def test_an_events_list_that_fails_is_logged_once_and_the_startup_clock_still_decides(capsys):
+    class Refused(PodsAndEvents):
+        async def list_pod_events(self, namespace: str) -> list[dict]:
+            raise PermissionError("events is forbidden")
+
+    now, api = [0.0], Refused()
+    t = trigger(now, startup_timeout=10)
+    api.items = [pod("a0", waiting=("ContainerCreating", ""), attempt=0)]
+    t.capacity_log_interval = 1
+    assert check(t, api, 0, now) is None
+    assert check(t, api, 5, now) is None
+    assert capsys.readouterr().out.count("could not list the events") == 1
+    kind, message = check(t, api, 11, now)
+    assert kind == STARTUP_TIMEOUT and "Kubernetes events" not in message
+
+
+def test_volume_event_lines_keep_the_newest_per_pod_and_bound_the_count():
+    from mtc_provider.core.pod_events import volume_event_lines
+
+    older = {**failed_mount("a0", count=1), "lastTimestamp": "2026-12-02T02:00:00Z", "message": "old"}
+    attach = {**failed_mount("b0", node=""), "reason": "FailedAttachVolume", "message": "attach failed"}
+    pods = [pod("a0", attempt=0), {**pod("b0", attempt=0), "spec": {"nodeName": "node-b"}}]
+    lines = volume_event_lines([older, failed_mount("a0"), attach, {**failed_mount("a0"), "reason": "Pulled"}], pods)
+    assert lines[0].startswith("pod a0 on node gke-tpu-node-7: FailedMount (x3): MountVolume.SetUp failed")
+    assert lines[1] == "pod b0 on node node-b: FailedAttachVolume (x3): attach failed"
+    many = [pod(f"p{i}", attempt=0) for i in range(8)]
+    bounded = volume_event_lines([failed_mount(f"p{i}") for i in range(8)], many)
+    assert len(bounded) == 6 and bounded[-1] == "... and 3 more pods with volume events"

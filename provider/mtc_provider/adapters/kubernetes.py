@@ -359,6 +359,21 @@ class AsyncKubernetesJobSetApi:
                     self.answers += 1
                     return [api_client.sanitize_for_serialization(p) for p in pods.items]
 
+    async def list_pod_events(self, namespace: str) -> list[dict[str, Any]]:
+        """The Warning events about pods in `namespace` (core/v1 events, fieldSelector involvedObject.kind=Pod and
+        type=Warning: https://kubernetes.io/docs/reference/kubernetes-api/cluster-resources/event-v1/), as plain
+        dicts; the caller keeps those of its own pods (core.pod_events)."""
+        from kubernetes_asyncio import client as k8s
+
+        async for attempt in _async_retrying():
+            with attempt, mapped_errors("list_namespaced_event", namespace, self.where):
+                async with self._client() as api_client:
+                    api = k8s.CoreV1Api(api_client)
+                    found = await api.list_namespaced_event(namespace, field_selector="involvedObject.kind=Pod,"
+                                                            "type=Warning", _request_timeout=self.request_timeout)
+                    self.answers += 1
+                    return [api_client.sanitize_for_serialization(e) for e in found.items]
+
     def _counting(self, list_fn: Callable[..., Any]) -> Callable[..., Any]:
         """The watch's request: counts an opened stream as an answer; a non-2xx answer raises with its headers
         (kubernetes_asyncio reads a streamed error body as an event and loses Retry-After)."""

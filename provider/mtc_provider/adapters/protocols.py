@@ -118,8 +118,10 @@ class ClusterControl(Protocol):
     """A target's cluster: its readiness, a Kubernetes client for cluster-scoped objects, and its control plane."""
 
     def readiness(self, slices: dict[str, Any], sizing: dict[str, Any] | None,
-                  checkpoint_configuration_name: str | None) -> list[Any]:
-        """The core's readiness checks (core.readiness.Check) for these slices; blocking."""
+                  checkpoint_configuration_name: str | None, bucket_name: str | None = None,
+                  capacity: tuple[str, str] = ("on-demand", "")) -> list[Any]:
+        """The core's readiness checks (core.readiness.Check) for these slices; blocking. A named
+        CheckpointConfiguration must serve the slices (and `bucket_name`, and the ramdisk of `sizing`, when given)."""
 
     def kubernetes_client_factory(self) -> Any:
         """A callable returning a kubernetes.client.ApiClient (the CheckpointConfiguration is applied through it)."""

@@ -2,7 +2,7 @@
 
 Shared by the form's validation (core.params) and the runner's parser (local.runner.faults), so both accept and
 reject the same plans:
-- start kinds (image_pull, unschedulable) act when the attempt's pods are created: `at_step` absent or 0, no
+- start kinds (image_pull, unschedulable, mount_failure) act when the attempt's pods are created: `at_step` absent or 0, no
   `at_seconds`; optional `seconds`: after that long the pods are pulled / scheduled and run (capacity arrives
   later); without it they stay Pending for ever; optional `at_restart` N: they act on the first start of a
   JobSet's pods at in-cluster restart N or later (a restart's new node that cannot pull the image), not at creation.

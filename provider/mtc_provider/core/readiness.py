@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
 from mtc_provider.core.iam import workload_identity_pool
+from mtc_provider.core.sizing import RamdiskSize
 from mtc_provider.core.tpu import TPU_TYPES, SliceSpec
 from mtc_provider.core.versions import MTC_MIN_VERSION_EXCLUSIVE, is_later_than
 from mtc_provider.core.vocabulary import CHECKPOINT_CONFIGURATION, JOBSET
@@ -145,11 +146,15 @@ def evaluate_cluster(
     location: str,
     checkpoint_configuration: Mapping[str, Any] | None = None,
     checkpoint_configuration_name: str | None = None,
+    bucket_name: str | None = None,
+    ramdisk: RamdiskSize | None = None,
+    capacity: tuple[str, str] = ("on-demand", ""),
 ) -> list[Check]:
     """Every check of the guide's "Configure the GKE cluster" section, in the order a user would fix them.
 
     `checkpoint_configuration_name` asks for the CheckpointConfiguration check; `checkpoint_configuration`
-    is that object as read from the cluster (None when absent).
+    is that object as read from the cluster (None when absent); it must serve `slices` (and `bucket_name` and
+    `ramdisk` when given: configuration_check).
     """
     name = cluster.get("name", "")
     pool = workload_identity_pool(project_id)
@@ -186,10 +191,31 @@ def evaluate_cluster(
     ))
 
     checks.append(workload_metadata_check(cluster, slices, project_id, location))
+    if capacity[0] != "on-demand":
+        checks.append(capacity_check(cluster, slices, project_id, location, capacity))
 
     if checkpoint_configuration_name:
-        checks.append(configuration_check(checkpoint_configuration, checkpoint_configuration_name))
+        checks.append(configuration_check(checkpoint_configuration, checkpoint_configuration_name, slices,
+                                          bucket_name, ramdisk))
     return checks
+
+
+def capacity_check(cluster: Mapping[str, Any], slices: SliceSpec, project_id: str, location: str,
+                   capacity: tuple[str, str]) -> Check:
+    """Spot or reservation runs (customization.capacity) select nodes of that capacity only: count those pools."""
+    from mtc_provider.core.capacity import describe, pool_capacity
+
+    wanted = max(slices.num_slices, 2)
+    shaped = {p["name"] for p in tpu_node_pools(cluster) if p["name"] in matching_node_pools(cluster, slices)}
+    pools = [p for p in cluster.get("nodePools") or [] if p.get("name") in shaped]
+    observed = [f"{p['name']} ({describe(*pool_capacity(p))})" for p in pools]
+    ok = sum(pool_capacity(p) == capacity for p in pools) >= wanted
+    flag = "--spot" if capacity[0] == "spot" else f"--reservation-affinity=specific --reservation={capacity[1]}"
+    return Check("tpu_node_pools_capacity", ok, observed,
+                 f">= {wanted} node pools of {slices.machine_type} {slices.topology} with capacity "
+                 f"{describe(*capacity)} (the run's customization.capacity: its pods select only those nodes)",
+                 f"{gcloud_create_node_pool(cluster.get('name', ''), location, project_id, '<POOL_NAME>', slices, _tpu_zone(location))} "
+                 f"{flag}  (or MtcCreateTpuNodePoolsOperator with capacity={capacity[0]!r})")
 
 
 def _tpu_zone(location: str) -> str:
@@ -249,20 +275,44 @@ def changes_summary(to_change: Sequence[Check]) -> str:
     return "\n".join(lines)
 
 
-def configuration_check(configuration: Mapping[str, Any] | None, name: str) -> Check:
-    """The named CheckpointConfiguration exists (`configuration` as read from the cluster; None when absent)."""
-    present = configuration is not None
-    bucket = _get(configuration or {}, "spec.cloudStorageBucketName")
-    return Check("checkpoint_configuration", present, f"{name} (bucket {bucket})" if present else None,
-                 f"CheckpointConfiguration {name}",
-                 "MtcApplyCheckpointConfigurationOperator (or kubectl apply -f checkpoint-configuration.yaml)")
+def run_ramdisk(slices: SliceSpec, sizing: Mapping[str, Any] | None) -> RamdiskSize | None:
+    """The run's ramdisk per host from a readiness caller's `sizing` dict; None when no sizing was given (the
+    CheckpointConfiguration's inMemoryVolumeSize is then not checked)."""
+    from mtc_provider.core.spec import SizingSpec, spec_from_dict
+
+    return None if sizing is None else spec_from_dict(SizingSpec, "sizing", sizing).size(slices.hosts_per_slice)
+
+
+def configuration_check(configuration: Mapping[str, Any] | None, name: str, slices: SliceSpec | None = None,
+                        bucket_name: str | None = None, ramdisk: RamdiskSize | None = None) -> Check:
+    """The named CheckpointConfiguration exists (`configuration` as read from the cluster; None when absent) and,
+    given the run's slices (and its bucket, its ramdisk), serves it: core.configuration_match names each field that
+    does not."""
+    from mtc_provider.core.configuration_match import configuration_mismatches
+
+    fix = "MtcApplyCheckpointConfigurationOperator (or kubectl apply -f checkpoint-configuration.yaml)"
+    if configuration is None:
+        return Check("checkpoint_configuration", False, None, f"CheckpointConfiguration {name}", fix)
+    bucket = _get(configuration, "spec.cloudStorageBucketName")
+    if slices is None:
+        return Check("checkpoint_configuration", True, f"{name} (bucket {bucket})", f"CheckpointConfiguration {name}",
+                     fix)
+    problems = configuration_mismatches(configuration, slices.machine_type, bucket_name, ramdisk)
+    wanted = [f"nodeSelector {slices.machine_type}"] + ([f"bucket {bucket_name}"] if bucket_name else []) + (
+        [f"inMemoryVolumeSize >= {ramdisk.quantity}"] if ramdisk else [])
+    observed = "; ".join(f"CheckpointConfiguration {name} {p}" for p in problems) or f"{name} (bucket {bucket})"
+    return Check("checkpoint_configuration", not problems, observed,
+                 f"CheckpointConfiguration {name} serving this run: {', '.join(wanted)}",
+                 f"{fix} with the run's slices, bucket and sizing (it replaces the spec), or kubectl edit "
+                 f"checkpointconfiguration {name}")
 
 
 JOBSET_INSTALL = "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/latest/download/manifests.yaml"
 
 
 def evaluate_kubernetes(served: Mapping[str, bool], checkpoint_configuration: Mapping[str, Any] | None = None,
-                        checkpoint_configuration_name: str | None = None) -> list[Check]:
+                        checkpoint_configuration_name: str | None = None, slices: SliceSpec | None = None,
+                        bucket_name: str | None = None, ramdisk: RamdiskSize | None = None) -> list[Check]:
     """A cluster reached through a plain Kubernetes connection: the APIs the provider needs are served.
 
     `served` maps `<plural>.<group>/<version>` to whether the cluster's discovery lists it. Node pools and
@@ -278,7 +328,8 @@ def evaluate_kubernetes(served: Mapping[str, bool], checkpoint_configuration: Ma
         ok = bool(served.get(resource.served_key))
         checks.append(Check(name, ok, "served" if ok else "not served", f"{resource.served_key} served", fix))
     if checkpoint_configuration_name:
-        checks.append(configuration_check(checkpoint_configuration, checkpoint_configuration_name))
+        checks.append(configuration_check(checkpoint_configuration, checkpoint_configuration_name, slices,
+                                          bucket_name, ramdisk))
     return checks
 
 

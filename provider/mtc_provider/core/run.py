@@ -2,7 +2,8 @@
 the `mtc` YAML (`mtc plan`/`mtc render`/`mtc run`) or operator arguments.
 
 The description has the YAML's sections (target, cluster, bucket, slices, sizing, checkpointing, workload,
-customization, kubernetes_conn_id, poll_interval, stall_timeout, fault_plan); the DAG's form has the same sections.
+customization, kubernetes_conn_id, poll_interval, stall_timeout, startup_timeout, fault_plan); the DAG's form has
+the same sections.
 `parse_run` fills what the target decides when a value is left out (`complete`: every target-dependent default is
 written here, once), then `RunConfig.from_dict` validates. `run_plan` turns the validated description into the
 plain dicts the training DAG's tasks take.
@@ -19,6 +20,7 @@ from mtc_provider.core.errors import SpecError, require
 from mtc_provider.core.flag_table import LOCAL_MODEL_FLAGS, LOCAL_RUN_FLAGS
 from mtc_provider.core.maxtext import FLAG_KEY_RE, check_container_flags, last_step, render_value
 from mtc_provider.core.spec import LOCAL_IMAGE, RunConfig, spec_to_dict
+from mtc_provider.core.startup import startup_budget
 from mtc_provider.core.tpu import default_topology
 from mtc_provider.core.vocabulary import DEFAULT_POLL_INTERVAL_S
 
@@ -128,6 +130,8 @@ def parse_run(description: Mapping[str, Any], local_home: str | None = None) -> 
                 list(config.workload.command), " or ".join(str(list(c)) for c in LOCAL_WORKLOADS.values())
                 + " on the local target (the JAX workload, or the light one for load tests)")
     check_container_flags(config.checkpointing, config.workload)  # cross-section rules (layout vs flags)
+    if config.startup_timeout is None:  # bounded by default: core.startup's budget for this run
+        object.__setattr__(config, "startup_timeout", startup_budget(config.target, config.slices.num_slices).total)
     return config
 
 
@@ -185,5 +189,7 @@ def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_clou
         "digest": launch_digest(config.target, description),
         "poll_interval": float(config.poll_interval),
         "stall_timeout": config.stall_timeout,
+        "startup_timeout": config.startup_timeout,  # core.startup's budget unless the description set one
+        "startup_budget": startup_budget(config.target, config.slices.num_slices).line(),
     }
 

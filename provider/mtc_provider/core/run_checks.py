@@ -40,5 +40,6 @@ def check_run(target: str, slices: SliceSpec, *, workload: WorkloadSpec | None =
     if sizing is None:
         return RunChecks()
     size = sizing.size(slices.hosts_per_slice)
-    warning = check_fits_host(size, slices.machine_type, slices.host_memory_bytes)
+    warning = check_fits_host(size, slices.machine_type, slices.host_memory_bytes,
+                              allow_above_allocatable=sizing.allow_ramdisk_above_allocatable)
     return RunChecks(size, (warning,) if warning else ())

@@ -4,8 +4,10 @@ checkpoint = parameters x bytes per parameter (12 by default: weights plus optim
 shard      = checkpoint / hosts in the slice
 ramdisk    = 2 x shard, plus a 10-15% buffer (15% by default)
 
-The ramdisk is tmpfs in the TPU host's memory: a ramdisk that does not fit the machine type's memory is refused,
-one that takes most of it is reported as a warning (the training process needs that memory too).
+The ramdisk is tmpfs in the TPU host's memory: a ramdisk that does not fit the machine type's memory is refused;
+one above the node's allocatable memory (what GKE leaves to pods: `allocatable_memory_bytes`) is refused unless
+the run sets `sizing.allow_ramdisk_above_allocatable: true`; one that takes most of the memory is reported as a
+warning (the training process needs that memory too).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from mtc_provider.core.errors import SpecError, positive_int
 
 GB = 10**9
 GiB = 2**30
+MiB = 2**20
 DEFAULT_BYTES_PER_PARAMETER = 12
 DEFAULT_BUFFER = Decimal("0.15")
 BUFFER_RANGE = (Decimal("0.10"), Decimal("0.15"))
@@ -104,10 +107,43 @@ def ramdisk_size(
     return RamdiskSize(int(params), per_param, hosts, buf, checkpoint, shard, doubled, total)
 
 
-def check_fits_host(size: RamdiskSize, machine_type: str, host_memory_bytes: int) -> str | None:
-    """Refuse a ramdisk that cannot fit the host's memory; a warning when it takes most of it, else None."""
+# GKE reserves memory on every Standard node for the kubelet, the container runtime and the OS, and keeps an
+# eviction threshold free: what is left is the node's allocatable memory, all that pods (and a tmpfs volume, whose
+# pages are charged to the pod) may use. GKE "Plan GKE Standard node sizes", "Node allocatable resources"
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations):
+# 255 MiB on machines under 1 GiB; else 25% of the first 4 GiB, 20% of the next 4 GiB (up to 8), 10% of the next
+# 8 GiB (up to 16), 6% of the next 112 GiB (up to 128) and 2% of any memory above 128 GiB; plus a 100 MiB eviction
+# threshold.
+MEMORY_RESERVATION_TIERS: tuple[tuple[int | None, Decimal], ...] = (
+    (4, Decimal("0.25")), (8, Decimal("0.20")), (16, Decimal("0.10")), (128, Decimal("0.06")), (None, Decimal("0.02")))
+SMALL_MACHINE_RESERVATION_BYTES = 255 * MiB
+EVICTION_THRESHOLD_BYTES = 100 * MiB
+ALLOCATABLE_DOC = "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes"
+
+
+def allocatable_memory_bytes(memory_bytes: int) -> int:
+    """The memory GKE leaves to pods on a node with `memory_bytes` (its reservation formula, above): about 698.7 GiB
+    of 720 on ct6e-standard-4t, 432.2 of 448 on ct5p-hightpu-4t, 181.3 of 192 on ct5lp-hightpu-4t."""
+    if memory_bytes < GiB:
+        reserved = Decimal(SMALL_MACHINE_RESERVATION_BYTES)
+    else:
+        reserved, floor = Decimal(0), 0
+        for ceiling, share in MEMORY_RESERVATION_TIERS:
+            top = memory_bytes if ceiling is None else min(memory_bytes, ceiling * GiB)
+            if top > floor:
+                reserved += (top - floor) * share
+            floor = top if ceiling is None else ceiling * GiB
+    return int(memory_bytes - reserved) - EVICTION_THRESHOLD_BYTES
+
+
+def check_fits_host(size: RamdiskSize, machine_type: str, host_memory_bytes: int,
+                    allow_above_allocatable: bool = False) -> str | None:
+    """Refuse a ramdisk that cannot fit the host's memory, or one above the node's allocatable memory unless
+    `allow_above_allocatable`; a warning when it takes most of the memory (or is above allocatable, allowed)."""
     ramdisk = size.total_gib_rounded_up * GiB
     memory_gib = host_memory_bytes // GiB
+    allocatable = allocatable_memory_bytes(host_memory_bytes)
+    allocatable_gib = f"{Decimal(allocatable) / GiB:.1f}"
     if ramdisk >= host_memory_bytes:
         # The largest model whose ramdisk still fits: memory = 2 x (params x bytes / hosts) x (1 + buffer).
         largest = int(Decimal(host_memory_bytes) * size.hosts_per_slice
@@ -119,6 +155,19 @@ def check_fits_host(size: RamdiskSize, machine_type: str, host_memory_bytes: int
             f"{size.quantity}): fewer than {largest:,} parameters with {size.hosts_per_slice} hosts per slice, "
             "or more hosts per slice",
         )
+    if ramdisk > allocatable:
+        above = (f"the ramdisk ({size.quantity} per host) is above the {allocatable_gib} GiB of the {memory_gib} GiB "
+                 f"host memory of {machine_type} that GKE leaves to pods (node allocatable, {ALLOCATABLE_DOC})")
+        if not allow_above_allocatable:
+            largest = int(Decimal(allocatable) * size.hosts_per_slice
+                          / (2 * size.bytes_per_parameter * (1 + size.buffer)))
+            raise SpecError(
+                "sizing.parameters", size.parameters,
+                f"a model whose ramdisk per host fits the node's allocatable memory: {above}; fewer than "
+                f"{largest:,} parameters with {size.hosts_per_slice} hosts per slice, more hosts per slice, or "
+                "sizing.allow_ramdisk_above_allocatable: true if your nodes really leave more memory to pods",
+            )
+        return f"{above}: allowed by sizing.allow_ramdisk_above_allocatable; the pods may not start (FailedMount)"
     if ramdisk > host_memory_bytes * MOST_OF_HOST_MEMORY:
         share = Decimal(ramdisk) / host_memory_bytes * 100
         return (f"the ramdisk ({size.quantity} per host) takes {share:.0f}% of the {memory_gib} GiB host memory of "

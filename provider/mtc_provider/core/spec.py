@@ -316,10 +316,12 @@ class SizingSpec:
     buffer: float = 0.15
     # The guide advises a 10-15% buffer; another value must be asked for explicitly.
     allow_any_buffer: bool = False
+    # A ramdisk above the node's allocatable memory (core.sizing.allocatable_memory_bytes) is refused unless asked.
+    allow_ramdisk_above_allocatable: bool = False
 
     def __post_init__(self) -> None:
-        require(isinstance(self.allow_any_buffer, bool), "sizing.allow_any_buffer", self.allow_any_buffer,
-                "true or false")
+        for name in ("allow_any_buffer", "allow_ramdisk_above_allocatable"):
+            require(isinstance(getattr(self, name), bool), f"sizing.{name}", getattr(self, name), "true or false")
 
     def size(self, hosts_per_slice: int) -> RamdiskSize:
         """The ramdisk per host, the guide's way (every place that sizes one calls this: allow_any_buffer too)."""
@@ -344,6 +346,7 @@ class RunConfig:
     kubernetes_conn_id: str = "kubernetes_default"  # the kubernetes target's Airflow connection
     poll_interval: float | None = None  # seconds between JobSet status checks; None: the target's (core.run)
     stall_timeout: float | None = None  # seconds without a new checkpoint; None: the target's (core.run)
+    startup_timeout: float | None = None  # seconds one start of the pods may take; None: core.startup's budget
     fault_plan: tuple[Mapping[str, Any], ...] = ()  # the local target's injected faults (docs: local target)
 
     def __post_init__(self) -> None:
@@ -351,7 +354,7 @@ class RunConfig:
         if self.target == "kubernetes":
             require(isinstance(self.kubernetes_conn_id, str) and bool(self.kubernetes_conn_id), "kubernetes_conn_id",
                     self.kubernetes_conn_id, "an Airflow Kubernetes connection id")
-        for name in ("poll_interval", "stall_timeout"):
+        for name in ("poll_interval", "stall_timeout", "startup_timeout"):
             value = getattr(self, name)
             lowest = MIN_POLL_INTERVAL_S if name == "poll_interval" else 1
             require(value is None or isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -153,6 +153,8 @@ FAULT_KINDS: tuple[FaultKind, ...] = (
               when="start"),
     FaultKind("unschedulable", "slice", "hold_pending", "no capacity for the slice's pods (a stockout, a quota)",
               when="start"),
+    FaultKind("mount_failure", "slice", "hold_pending", "the MTC CSI ramdisk mount fails on the slice's nodes (no "
+              "CheckpointConfiguration selects them, the MTC node components not ready)", when="start"),
     FaultKind("listing_outage", "bucket", "fail_listings",
               "the bucket's listings fail (a revoked storage.objects.list, a rate limit, a backend error)"),
 )

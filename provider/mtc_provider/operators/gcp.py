@@ -52,6 +52,20 @@ def checked_run(target_kind: str, slices: SliceSpec | dict[str, Any], sizing: di
     return spec, check_run(target_kind, spec, sizing=spec_from_dict(SizingSpec, "sizing", sizing or {}))
 
 
+def checked_configuration_names(configuration_name: str | None, bucket_name: str | None) -> str | None:
+    """The CheckpointConfiguration's name and the run's bucket as readiness takes them (field, value, allowed before
+    any call); the bucket, or None when not given."""
+    from mtc_provider.core.locations import check_bucket_name
+    from mtc_provider.core.names import check_checkpoint_configuration_name
+
+    if configuration_name:
+        check_checkpoint_configuration_name(configuration_name, "checkpoint_configuration_name")
+    if bucket_name in (None, ""):
+        return None
+    check_bucket_name(bucket_name, "bucket_name")
+    return bucket_name
+
+
 # Every GCP operator templates its target, the google provider's parameters, the endpoint override and the poll.
 COMMON_FIELDS = (*TARGET_FIELDS, "api_endpoint", "poll_interval")
 
@@ -130,20 +144,30 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
     :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type): the node pools to look for.
     :param sizing: {parameters, bytes_per_parameter, buffer, allow_any_buffer}: the ramdisk must fit the machine
         type's memory (refused before any call, as `mtc plan` refuses it); None: the guide's defaults.
-    :param checkpoint_configuration_name: also check this CheckpointConfiguration exists; None: skip the check.
+    :param checkpoint_configuration_name: also check this CheckpointConfiguration exists and serves the run: its
+        nodeSelector selects the slices' machine type, its bucket is `bucket_name` (when given) and its
+        inMemoryVolumeSize holds the ramdisk of `sizing` (when given); None: skip the check.
+    :param bucket_name: the run's bucket, which the CheckpointConfiguration must back the ramdisk up to.
+    :param capacity: on-demand, spot or reservation (the run's customization.capacity): on GKE enough node pools of
+        the slices' shape must have that capacity (core.capacity); node pools are not visible on kubernetes.
+    :param reservation: the reservation's name when capacity is reservation.
     :param fixed_by_later_tasks: names of checks that later tasks fix (templated); None: every check must pass.
     """
 
     template_fields: Sequence[str] = (*COMMON_FIELDS, "slices", "sizing", "checkpoint_configuration_name",
-                                      "fixed_by_later_tasks")
+                                      "bucket_name", "capacity", "reservation", "fixed_by_later_tasks")
 
     def __init__(self, *, slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None = None,
-                 checkpoint_configuration_name: str | None = None,
+                 checkpoint_configuration_name: str | None = None, bucket_name: str | None = None,
+                 capacity: str = "on-demand", reservation: str = "",
                  fixed_by_later_tasks: Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.capacity = capacity
+        self.reservation = reservation
         self.slices = slices
         self.sizing = sizing
         self.checkpoint_configuration_name = checkpoint_configuration_name
+        self.bucket_name = bucket_name
         self.fixed_by_later_tasks = fixed_by_later_tasks
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -151,12 +175,17 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
 
         target = self._target()
         spec, checked = checked_run(target.kind, self.slices, self.sizing)  # bad input fails before any call
+        bucket_name = checked_configuration_names(self.checkpoint_configuration_name, self.bucket_name)
+        from mtc_provider.core.capacity import check_capacity
+
+        capacity = check_capacity(self.capacity, self.reservation)
         for warning in checked.warnings:
             self.log.warning("%s", warning)
         slices = dataclasses.asdict(spec)
         backend = self.backend(target)
         self.persist_cluster_link(context, backend)
-        checks = backend.cluster.readiness(slices, self.sizing, self.checkpoint_configuration_name)
+        checks = backend.cluster.readiness(slices, self.sizing, self.checkpoint_configuration_name, bucket_name,
+                                           capacity)
         blocking, to_change = preflight(checks, list(self.fixed_by_later_tasks or []))
         report = {"target": target.kind, "ready": all_ok(checks), "checks": [c.to_dict() for c in checks],
                   "blocking": [c.name for c in blocking], "will_change": [c.name for c in to_change]}
@@ -358,15 +387,21 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
     :param oauth_scopes: the nodes' OAuth scopes; None: gcloud's `gke-default` scopes (storage read-only for image
         pulls, logging, monitoring, ...), or cloud-platform when `node_service_account` is given.
     :param node_service_account: the nodes' Google service account; None: the Compute Engine default one.
+    :param capacity: on-demand, spot or reservation: the run's `customization.capacity`, whose node selectors its
+        pods carry (core.capacity); an existing pool of another capacity is refused.
+    :param reservation: the reservation's name when capacity is reservation.
     """
 
     template_fields: Sequence[str] = (*COMMON_FIELDS, "slices", "node_pool_prefix", "node_locations",
-                                      "oauth_scopes", "node_service_account")
+                                      "oauth_scopes", "node_service_account", "capacity", "reservation")
 
     def __init__(self, *, slices: SliceSpec | dict[str, Any], node_pool_prefix: str = "mtc-slice",
                  node_locations: list[str] | None = None, oauth_scopes: list[str] | None = None,
-                 node_service_account: str | None = None, **kwargs: Any) -> None:
+                 node_service_account: str | None = None, capacity: str = "on-demand", reservation: str = "",
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.capacity = capacity
+        self.reservation = reservation
         self.slices = slices
         self.node_pool_prefix = node_pool_prefix
         self.node_locations = node_locations
@@ -375,11 +410,14 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
 
     def pool_settings(self, target: Target) -> dict[str, Any]:
         """Zones, scopes and service account, validated (bad input fails here, before any call)."""
+        from mtc_provider.core.capacity import check_capacity
         from mtc_provider.core.node_pools import check_node_service_account, node_locations, node_scopes
 
         account = check_node_service_account(self.node_service_account)
+        capacity, reservation = check_capacity(self.capacity, self.reservation)
         return {"node_locations": node_locations(target.location, self.node_locations),
-                "oauth_scopes": node_scopes(self.oauth_scopes, account), "service_account": account}
+                "oauth_scopes": node_scopes(self.oauth_scopes, account), "service_account": account,
+                "capacity": capacity, "reservation": reservation}
 
     def execute(self, context: Any) -> dict[str, Any] | None:
         target = self._target()
@@ -401,6 +439,9 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
         api = self.backend(target).cluster.control_plane()
         pools = {pool["name"]: pool for pool in api.node_pools()}
         names = [f"{self.node_pool_prefix}-{i}" for i in range(spec.num_slices)]
+        from mtc_provider.core.capacity import check_capacity, describe, pool_capacity
+
+        wanted = check_capacity(self.capacity, self.reservation)
         for name in names:  # every existing pool's shape first: a wrong one is refused before any create
             pool = pools.get(name)
             shape = pool and ((pool.get("config") or {}).get("machineType"),
@@ -409,6 +450,10 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
                 raise SpecError("node_pool_prefix", self.node_pool_prefix,
                                 f"a prefix whose pools do not exist yet: {name} exists with {shape}, "
                                 f"not ({spec.machine_type}, {spec.topology})")
+            if pool is not None and pool_capacity(pool) != wanted:
+                raise SpecError("node_pool_prefix", self.node_pool_prefix,
+                                f"a prefix whose pools do not exist yet: {name} exists with capacity "
+                                f"{describe(*pool_capacity(pool))}, not {describe(*wanted)}")
         for name in names:
             if name not in pools:
                 if name in state["created"]:

@@ -14,7 +14,7 @@ from mtc_provider.core.errors import NotReady
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.gcp import GkeClusterLink
 from mtc_provider.operators.base import TARGET_FIELDS, TargetMixin
-from mtc_provider.operators.gcp import checked_run, slices_dict
+from mtc_provider.operators.gcp import checked_configuration_names, checked_run, slices_dict
 
 if TYPE_CHECKING:  # readiness checks and the trigger are imported where they run: DAG files stay light
     from mtc_provider.core.readiness import Check
@@ -29,22 +29,30 @@ class MtcClusterReadinessSensor(TargetMixin, BaseSensorOperator):
     :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type): the node pools to look for.
     :param sizing: {parameters, bytes_per_parameter, buffer, allow_any_buffer}: the ramdisk must fit the machine
         type's memory (refused before any call, as `mtc plan` refuses it); None: the guide's defaults.
-    :param checkpoint_configuration_name: also check this CheckpointConfiguration exists; None: skip the check.
+    :param checkpoint_configuration_name: also check this CheckpointConfiguration exists and serves the run
+        (nodeSelector, bucket, inMemoryVolumeSize: see MtcClusterReadinessOperator); None: skip the check.
+    :param bucket_name: the run's bucket, which the CheckpointConfiguration must back the ramdisk up to.
+    :param capacity: on-demand, spot or reservation: on GKE enough node pools of the slices' shape must have it.
+    :param reservation: the reservation's name when capacity is reservation.
     :param api_endpoint: a Container API endpoint override; None: the default.
     :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
     """
     template_fields: Sequence[str] = (*TARGET_FIELDS, "slices", "sizing", "checkpoint_configuration_name",
-                                      "api_endpoint")
+                                      "bucket_name", "capacity", "reservation", "api_endpoint")
     operator_extra_links = (GkeClusterLink(),)
 
     def __init__(self, *, slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None = None,
-                 checkpoint_configuration_name: str | None = None, api_endpoint: str | None = None,
+                 checkpoint_configuration_name: str | None = None, bucket_name: str | None = None,
+                 capacity: str = "on-demand", reservation: str = "", api_endpoint: str | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.slices = slices
         self.sizing = sizing
         self.checkpoint_configuration_name = checkpoint_configuration_name
+        self.bucket_name = bucket_name
+        self.capacity = capacity
+        self.reservation = reservation
         self.api_endpoint = api_endpoint
         self.deferrable = deferrable
         self._last: list[Check] = []
@@ -62,7 +70,10 @@ class MtcClusterReadinessSensor(TargetMixin, BaseSensorOperator):
         from mtc_provider.core.readiness import summary
 
         backend = backend_for(self._target(), self.api_endpoint)
-        checks = backend.cluster.readiness(slices_dict(self.slices), self.sizing, self.checkpoint_configuration_name)
+        from mtc_provider.core.capacity import check_capacity
+
+        checks = backend.cluster.readiness(slices_dict(self.slices), self.sizing, self.checkpoint_configuration_name,
+                                           self.bucket_name or None, check_capacity(self.capacity, self.reservation))
         self._last = checks
         report = self._report(context, checks)
         if not report["ready"]:
@@ -77,6 +88,10 @@ class MtcClusterReadinessSensor(TargetMixin, BaseSensorOperator):
 
         target = self._target()
         checked_run(target.kind, self.slices, self.sizing)  # the run description's checks, before any call
+        checked_configuration_names(self.checkpoint_configuration_name, self.bucket_name)
+        from mtc_provider.core.capacity import check_capacity
+
+        capacity = check_capacity(self.capacity, self.reservation)
         console = backend_for(target, self.api_endpoint).console
         if console is not None:
             GkeClusterLink.persist(context, **dataclasses.asdict(console))
@@ -90,7 +105,8 @@ class MtcClusterReadinessSensor(TargetMixin, BaseSensorOperator):
             return first.xcom_value
         self.defer(trigger=ClusterReadinessTrigger(
             target.to_dict(), slices_dict(self.slices), time.time() + float(self.timeout), self.sizing,
-            self.checkpoint_configuration_name, self.api_endpoint, float(self.poke_interval)),
+            self.checkpoint_configuration_name, self.api_endpoint, float(self.poke_interval), self.bucket_name or None,
+            list(capacity)),
             method_name="execute_complete")
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:

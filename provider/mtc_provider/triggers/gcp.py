@@ -98,14 +98,18 @@ class ClusterReadinessTrigger(BaseTrigger):
     :param slices: the SliceSpec's fields: the node pools to look for.
     :param deadline: give up at this time (unix s).
     :param sizing: {parameters, bytes_per_parameter, buffer}: checks the nodes' memory can hold the ramdisk.
-    :param checkpoint_configuration_name: also check this CheckpointConfiguration exists; None: skip the check.
+    :param checkpoint_configuration_name: also check this CheckpointConfiguration exists and serves the run;
+        None: skip the check.
     :param api_endpoint: a Container API endpoint override; None: the default.
     :param poll_interval: seconds between evaluations.
+    :param bucket_name: the run's bucket, which the CheckpointConfiguration must name.
+    :param capacity: [capacity, reservation] the TPU node pools must have (core.capacity); None: on-demand.
     """
 
     def __init__(self, target: dict[str, Any], slices: dict[str, Any], deadline: float,
                  sizing: dict[str, Any] | None = None, checkpoint_configuration_name: str | None = None,
-                 api_endpoint: str | None = None, poll_interval: float = 60.0) -> None:
+                 api_endpoint: str | None = None, poll_interval: float = 60.0, bucket_name: str | None = None,
+                 capacity: list[str] | None = None) -> None:
         super().__init__()
         self.target = target
         self.slices = slices
@@ -114,12 +118,15 @@ class ClusterReadinessTrigger(BaseTrigger):
         self.checkpoint_configuration_name = checkpoint_configuration_name
         self.api_endpoint = api_endpoint
         self.poll_interval = poll_interval
+        self.bucket_name = bucket_name
+        self.capacity = list(capacity or ["on-demand", ""])
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {"target": self.target, "slices": self.slices, "deadline": self.deadline, "sizing": self.sizing,
                  "checkpoint_configuration_name": self.checkpoint_configuration_name,
-                 "api_endpoint": self.api_endpoint, "poll_interval": self.poll_interval})
+                 "api_endpoint": self.api_endpoint, "poll_interval": self.poll_interval,
+                 "bucket_name": self.bucket_name, "capacity": self.capacity})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from mtc_provider.targets import backend_for
@@ -128,7 +135,8 @@ class ClusterReadinessTrigger(BaseTrigger):
         while True:
             try:
                 checks = await asyncio.to_thread(cluster.readiness, self.slices, self.sizing,
-                                                 self.checkpoint_configuration_name)
+                                                 self.checkpoint_configuration_name, self.bucket_name,
+                                                 tuple(self.capacity))
             except Exception as exc:  # noqa: BLE001 - the task raises it with the message
                 yield TriggerEvent(ReadinessEvent("error", [], f"{type(exc).__name__}: {exc}").to_payload())
                 return

@@ -137,6 +137,7 @@ class JobSetTrigger(BaseTrigger):
         self._pods_started: bool | None = None  # None: this api cannot list pods (the JobSet phase decides)
         self._pods_list_warned_at = float("-inf")
         self._pods_checked_at = float("-inf")
+        self._events_failing = False
         self._capacity_logged_at = float("-inf")
         self._start: StartClock | None = None  # the current start of the pods (None: all running, or not seen yet)
         self._progress_tracker = None  # finalized steps seen, for the progress line's rate (ProgressTracker)
@@ -416,8 +417,10 @@ class JobSetTrigger(BaseTrigger):
         clock. What cannot heal (InvalidImageName, a missing Secret/ConfigMap) ends the watch with the pod's own
         message at once; pull and create errors the kubelet retries are logged every capacity_log_interval and end
         it after image_pull_timeout; Unschedulable pods are logged as "waiting for capacity"; startup_timeout bounds
-        the whole start. A 403 on the pods ends the watch (forbidden); other listing errors fall back to the
-        JobSet phase.
+        the whole start. Scheduled pods that wait (ContainerCreating: an MTC CSI ramdisk that cannot be mounted) are
+        logged every capacity_log_interval with what Kubernetes says about them, their volume events (FailedMount,
+        FailedAttachVolume: reason, message, node; core.pod_events), which the startup-timeout message carries too.
+        A 403 on the pods ends the watch (forbidden); other listing errors fall back to the JobSet phase.
         """
         from mtc_provider.adapters.kubernetes import Forbidden
         from mtc_provider.core.status import evaluate_pods
@@ -427,7 +430,8 @@ class JobSetTrigger(BaseTrigger):
             return None
         self._pods_checked_at = now
         try:
-            pods = evaluate_pods(await api.list_pods(self.namespace, self.name))
+            listed = await api.list_pods(self.namespace, self.name)
+            pods = evaluate_pods(listed)
         except Forbidden as exc:  # no retry grants a permission: say so now, delete nothing
             return events.FORBIDDEN, f"watching the pods of JobSet {self.namespace}/{self.name}: {exc}"
         except Exception as exc:  # pods are advisory: the JobSet phase decides until a listing answers again
@@ -463,12 +467,39 @@ class JobSetTrigger(BaseTrigger):
         elif pods.scheduled < pods.total and log_now:
             self.log.warning("%s %s", where, pods.capacity_line())
             self._capacity_logged_at = now
-        if self.startup_timeout is not None and now - start.since > float(self.startup_timeout):
+        timed_out = self.startup_timeout is not None and now - start.since > float(self.startup_timeout)
+        if pods.scheduled and (log_now or timed_out):  # scheduled pods wait: what does Kubernetes say about them?
+            start.volume_events = await self._volume_events(api, listed) or start.volume_events
+            if log_now and not pods.healing_error and pods.scheduled == pods.total:
+                said = "; ".join(start.volume_events) or "no volume events"
+                self.log.warning("%s: waiting for the pods to start for %.0fs (%s): %s; Kubernetes events: %s", where,
+                                 now - start.since, _bound(self.startup_timeout), pods.waiting_line(), said)
+                self._capacity_logged_at = now
+        if timed_out:
             attempt = pods.restart_attempt or 0
+            said = f"; Kubernetes events: {'; '.join(start.volume_events)}" if start.volume_events else ""
             return events.STARTUP_TIMEOUT, (f"{where} did not start within startup_timeout "
                                             f"{float(self.startup_timeout):.0f}s (pods of restart attempt {attempt}): "
-                                            f"{pods.waiting_line()}")
+                                            f"{pods.waiting_line()}{said}")
         return None
+
+    async def _volume_events(self, api, pods: list[dict[str, Any]]) -> list[str]:
+        """The pods' volume events (core.pod_events), when this api lists events; a failure is logged once and
+        gives none (events are advisory: the startup clock decides)."""
+        from mtc_provider.core.pod_events import volume_event_lines
+
+        if not hasattr(api, "list_pod_events"):
+            return []
+        try:
+            found = await api.list_pod_events(self.namespace)
+        except Exception as exc:  # noqa: BLE001 - advisory, like the pod logs
+            if not self._events_failing:
+                self.log.warning("could not list the events of namespace %s (%s: %s); the pods' waiting reasons are "
+                                 "logged without them", self.namespace, type(exc).__name__, exc)
+            self._events_failing = True
+            return []
+        self._events_failing = False
+        return volume_event_lines(found, pods)
 
     async def _events(self, api) -> AsyncIterator[Any]:
         """Watch events, re-watching after a watch ends; None every poll_interval of silence.
@@ -674,6 +705,11 @@ class StartClock:
     attempt: int | None
     pull_since: float | None = None
     first_pull_error: str = ""
+    volume_events: list[str] = dataclasses.field(default_factory=list)  # the newest lines of core.pod_events
+
+
+def _bound(startup_timeout: float | None) -> str:
+    return "no startup_timeout" if startup_timeout is None else f"startup_timeout {float(startup_timeout):.0f}s"
 
 
 def _bucket(checkpoint_dir: str) -> str:

@@ -10,7 +10,12 @@ A pod held by a start fault of the fault plan is Pending without a process, as K
 -- container waiting ErrImagePull, then ImagePullBackOff, with the kubelet's message
 (https://kubernetes.io/docs/concepts/containers/images/#imagepullbackoff); `unschedulable` -- condition
 PodScheduled=False, reason Unschedulable, the scheduler's "0/N nodes are available: ..." message, no node and no
-container statuses (https://kubernetes.io/docs/concepts/scheduling-eviction/kube-scheduler/).
+container statuses (https://kubernetes.io/docs/concepts/scheduling-eviction/kube-scheduler/); `mount_failure` --
+scheduled on its node, container waiting ContainerCreating while the kubelet cannot mount the MTC CSI ramdisk, and a
+Warning event `FailedMount` (source kubelet, the node) whose count grows as the kubelet retries with its back-off
+(0.5 s doubling to 2m2s) (https://kubernetes.io/docs/tasks/debug/debug-application/debug-pods/: "My pod stays
+pending"/"waiting", and `kubectl describe pod` shows the events;
+https://kubernetes.io/docs/reference/kubernetes-api/cluster-resources/event-v1/).
 Logs: GET .../pods/{name}/log with tailLines, limitBytes, sinceSeconds, timestamps, follow
 (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#read-log-of-the-specified-pod);
 timestamps are the kubelet's fixed-width RFC 3339 with nanoseconds, here the time the runner read the line.
@@ -58,8 +63,52 @@ def _image_pull_waiting(image: str, since_created: float) -> dict[str, Any]:
     return {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}
 
 
+NODE_NAME = "localhost"
+CSI_DRIVER = "multitier-checkpoint.csi.storage.gke.io"
+# What the kubelet says when a CSI driver named in a pod is not registered on its node (kubernetes
+# pkg/volume/csi: "driver name ... not found in the list of registered CSI drivers"), as for MTC's driver on a node
+# no CheckpointConfiguration selects.
+MOUNT_FAILURE_MESSAGE = ('MountVolume.SetUp failed for volume "{volume}" : kubernetes.io/csi: mounter.SetUpAt failed '
+                         'to get CSI client: driver name ' + CSI_DRIVER + ' not found in the list of registered CSI '
+                         'drivers')
+RETRY_INITIAL_S, RETRY_MAX_S = 0.5, 122.0  # the kubelet's volume retry back-off (goroutinemap/exponentialbackoff)
+
+
+def mount_retries(elapsed: float) -> int:
+    """How many mounts the kubelet has tried `elapsed` seconds after the first (its back-off between tries)."""
+    tries, waited, delay = 1, 0.0, RETRY_INITIAL_S
+    while waited + delay <= elapsed:
+        waited, tries, delay = waited + delay, tries + 1, min(delay * 2, RETRY_MAX_S)
+    return tries
+
+
+def pod_events(pod_obj: dict[str, Any], pod: Pod) -> list[dict[str, Any]]:
+    """The Events the kubelet records about this pod now: a FailedMount warning while a mount_failure holds it."""
+    if pod.held != "mount_failure":
+        return []
+    meta = pod_obj["metadata"]
+    volumes = [v.get("name", "") for v in (pod_obj.get("spec") or {}).get("volumes") or []
+               if (v.get("csi") or {}).get("driver") == CSI_DRIVER]
+    count = mount_retries(time.time() - pod.created)
+    last = pod.created + sum(min(RETRY_INITIAL_S * 2**i, RETRY_MAX_S) for i in range(count - 1))
+    return [{
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{meta['name']}.{int(pod.created * 1e6):x}", "namespace": meta["namespace"],
+                     "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{meta['uid']}/FailedMount"))},
+        "involvedObject": {"kind": "Pod", "namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"],
+                           "apiVersion": "v1"},
+        "reason": "FailedMount", "type": "Warning",
+        "message": MOUNT_FAILURE_MESSAGE.format(volume=volumes[0] if volumes else "ramdisk"),
+        "source": {"component": "kubelet", "host": NODE_NAME},
+        "firstTimestamp": rfc3339(pod.created), "lastTimestamp": rfc3339(last), "count": count,
+        "reportingComponent": "kubelet", "reportingInstance": NODE_NAME,
+    }]
+
+
 def _container_state(pod: Pod, image: str = "") -> tuple[str, dict[str, Any], bool]:
     """(phase, container state, ready)."""
+    if pod.held == "mount_failure":  # scheduled, its volumes not mounted: the container is never created
+        return "Pending", {"waiting": {"reason": "ContainerCreating"}}, False
     if pod.held == "image_pull":
         return "Pending", {"waiting": _image_pull_waiting(image, time.time() - pod.created)}, False
     if pod.exit_code is not None:
@@ -99,7 +148,7 @@ def pod_object(jobset: dict[str, Any], pod: Pod) -> dict[str, Any]:
                    "batch.kubernetes.io/job-completion-index": str(pod.spec.host)}
     spec = template.get("spec") or {}
     unscheduled = pod.held == "unschedulable"
-    spec.update(hostname=pod.spec.name, subdomain=meta["name"], **({} if unscheduled else {"nodeName": "localhost"}))
+    spec.update(hostname=pod.spec.name, subdomain=meta["name"], **({} if unscheduled else {"nodeName": NODE_NAME}))
     spec.setdefault("restartPolicy", "Never")
     spec.setdefault("terminationGracePeriodSeconds", int(pod.rj.grace_seconds))
     containers = spec.get("containers") or [{"name": pod.rj.container_name}]

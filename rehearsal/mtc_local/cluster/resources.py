@@ -34,13 +34,15 @@ class Resource(vocabulary.Resource):
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False, ("create", "get", "list", "watch"), ("ns",))
 PODS = Resource("", "v1", "pods", "Pod", True, READ_VERBS + ("delete",), ("po",), ("log", "status"))
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True, READ_VERBS + WRITE_VERBS, ("cm",))
+# Read-only: the kubelet's events about pods (cluster/pods.py pod_events), listed as `kubectl describe pod` does.
+EVENTS = Resource("", "v1", "events", "Event", True, READ_VERBS, ("ev",))
 # The custom resources: their identities are the core vocabulary's (what the provider's adapters call).
 JOBSETS = Resource.serving(vocabulary.JOBSET, READ_VERBS + ("create", "delete", "patch"), ("js",), ("status",))
 CHECKPOINT_CONFIGURATIONS = Resource.serving(vocabulary.CHECKPOINT_CONFIGURATION, READ_VERBS + WRITE_VERBS)
 # Create-only, never stored: "may I?" for the token's own user (local/cluster/access.py answers it).
 SELF_SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
                                        "SelfSubjectAccessReview", False, ("create",))
-ALL = (NAMESPACES, PODS, CONFIGMAPS, JOBSETS, CHECKPOINT_CONFIGURATIONS, SELF_SUBJECT_ACCESS_REVIEWS)
+ALL = (NAMESPACES, PODS, EVENTS, CONFIGMAPS, JOBSETS, CHECKPOINT_CONFIGURATIONS, SELF_SUBJECT_ACCESS_REVIEWS)
 
 
 def find(group: str, version: str, plural: str) -> Resource | None:

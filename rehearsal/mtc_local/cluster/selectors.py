@@ -3,7 +3,9 @@
 Labels: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors -- equality
 (`k=v`, `k==v`, `k!=v`), set-based (`k in (a,b)`, `k notin (a,b)`), existence (`k`, `!k`); terms are ANDed.
 Fields: https://kubernetes.io/docs/concepts/overview/working-with-objects/field-selectors/ -- `metadata.name` and
-`metadata.namespace` with `=`, `==`, `!=` (every resource supports these two).
+`metadata.namespace` with `=`, `==`, `!=` (every resource supports these two); events also `involvedObject.kind`,
+`involvedObject.namespace`, `involvedObject.name`, `involvedObject.uid`, `reason`, `type` and `source` (the
+component), as the API server's event strategy selects them (kubernetes pkg/registry/core/event/strategy.go).
 """
 
 from __future__ import annotations
@@ -13,6 +15,17 @@ from typing import Any, Callable, Mapping
 
 _SET_TERM = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
 FIELDS = ("metadata.name", "metadata.namespace")
+EVENT_FIELDS = ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+                "reason", "type", "source")
+
+
+def _field(obj: Mapping[str, Any], key: str) -> str:
+    if key == "source":
+        return str((obj.get("source") or {}).get("component") or "")
+    value: Any = obj
+    for part in key.split("."):
+        value = (value or {}).get(part) if isinstance(value, Mapping) else None
+    return "" if value is None else str(value)
 
 
 class SelectorError(ValueError):
@@ -57,25 +70,27 @@ def label_matcher(selector: str | None) -> Callable[[Mapping[str, str]], bool]:
     return lambda labels: all(check(labels) for check in checks)
 
 
-def field_matcher(selector: str | None) -> Callable[[Mapping[str, Any]], bool]:
+def field_matcher(selector: str | None, kind: str = "") -> Callable[[Mapping[str, Any]], bool]:
+    """A predicate over a whole object; `kind` "Event" also allows the event fields."""
     checks: list[Callable[[Mapping[str, Any]], bool]] = []
+    allowed = FIELDS + (EVENT_FIELDS if kind == "Event" else ())
     for term in _terms(selector or ""):
         negate = "!=" in term
         key, _, value = term.replace("!=", "=").replace("==", "=").partition("=")
         key, value = key.strip(), value.strip()
-        if key not in FIELDS:
+        if key not in allowed:
             raise SelectorError(f'field label not supported: {key}')
-        attr = key.split(".", 1)[1]
-        checks.append(lambda meta, a=attr, v=value, n=negate: (meta.get(a, "") == v) != n)
-    return lambda meta: all(check(meta) for check in checks)
+        checks.append(lambda obj, k=key, v=value, n=negate: (_field(obj, k) == v) != n)
+    return lambda obj: all(check(obj) for check in checks)
 
 
-def matcher(label_selector: str | None, field_selector: str | None) -> Callable[[Mapping[str, Any]], bool]:
-    """One predicate over a whole object for both selectors."""
-    labels, fields = label_matcher(label_selector), field_matcher(field_selector)
+def matcher(label_selector: str | None, field_selector: str | None,
+            kind: str = "") -> Callable[[Mapping[str, Any]], bool]:
+    """One predicate over a whole object for both selectors (`kind`: the resource's, for its own fields)."""
+    labels, fields = label_matcher(label_selector), field_matcher(field_selector, kind)
 
     def matches(obj: Mapping[str, Any]) -> bool:
         meta = obj.get("metadata") or {}
-        return labels(meta.get("labels") or {}) and fields(meta)
+        return labels(meta.get("labels") or {}) and fields(obj)
 
     return matches

@@ -155,7 +155,7 @@ class Store:
 
     def list(self, resource: Resource, namespace: str | None, label_selector: str = "",
              field_selector: str = "") -> tuple[list[dict[str, Any]], str]:
-        matches = matcher(label_selector, field_selector)
+        matches = matcher(label_selector, field_selector, resource.kind)
         with self.cond:
             items = [copy.deepcopy(o) for (plural, ns, _), o in sorted(self.objects.items())
                      if plural == resource.plural and (namespace is None or ns == namespace) and matches(o)]
@@ -165,7 +165,7 @@ class Store:
               label_selector: str = "", field_selector: str = "", timeout: float = 300.0,
               bookmark_every: float | None = None) -> Iterator[dict[str, Any]]:
         """Watch events ({"type", "object"}) until `timeout` seconds pass; see the module docstring."""
-        matches = matcher(label_selector, field_selector)
+        matches = matcher(label_selector, field_selector, resource.kind)
         deadline = time.monotonic() + timeout
 
         def wanted(plural: str, obj: dict[str, Any]) -> bool:

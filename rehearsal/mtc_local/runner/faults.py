@@ -5,7 +5,7 @@ Carried as the JobSet annotation `mtc.local/fault-plan`, JSON: a list of faults,
 optionally with `slice` and `host`; a missing slice/host is drawn from the seeded RNG, so a plan replays the same.
 Kinds: sigkill_host (hardware failure), sigterm_slice (preemption), wipe_ramdisk (replaced node: wipe the host's
 ramdisk, then SIGKILL it), kill_slice (SIGKILL every host of a slice), hang (SIGSTOP every host of a slice),
-image_pull / unschedulable (the slice's pods of the attempt stay Pending, for `seconds` or for ever; at_step
+image_pull / unschedulable / mount_failure (the slice's pods of the attempt stay Pending, for `seconds` or for ever; at_step
 absent or 0; with `at_restart` N from the first start at in-cluster restart N on), listing_outage (the home's local GCS listings answer `status` for `seconds`); the extra fields are
 checked by core.fault_plan (the one validator, shared with the run description).
 `at_step` fires when any pod's log shows `completed step: N` with N >= at_step; `at_seconds` counts from

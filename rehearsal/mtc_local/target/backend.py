@@ -32,7 +32,10 @@ class LocalCluster:
         return client_factory(self.target.home)
 
     def readiness(self, slices: dict[str, Any], sizing: dict[str, Any] | None,
-                  checkpoint_configuration_name: str | None) -> list[Any]:
+                  checkpoint_configuration_name: str | None, bucket_name: str | None = None,
+                  capacity: tuple[str, str] = ("on-demand", "")) -> list[Any]:
+        """This machine's facts; no CheckpointConfiguration is checked (no MTC CSI driver runs here: the runner
+        mounts each host's ramdisk itself)."""
         from mtc_local.target.machine import machine_facts
         from mtc_provider.core.readiness import evaluate_local_machine
         from mtc_provider.core.spec import SizingSpec

@@ -117,3 +117,36 @@ def test_an_existing_pool_of_another_shape_is_refused_before_any_create(containe
     with pytest.raises(SpecError, match=r"mtc-slice-1 exists with \('ct6e-standard-4t', '2x4'\)"):
         run(container, node_locations=["us-central1-b"])
     assert container.writes == 0 and created_pools(container) == []
+
+
+def test_spot_and_reservation_pools_are_created_for_a_run_with_that_capacity(container, gcp_connection):
+    """Issue 32 (4): the run's customization.capacity makes its pods select Spot / reservation nodes; the operator
+    creates pools of that capacity (GKE: --spot; --reservation-affinity=specific --reservation=NAME)."""
+    run(container, node_locations=["us-central1-b"], capacity="spot")
+    assert [pool["config"].get("spot") for pool in created_pools(container)] == [True, True]
+
+
+def test_reservation_pools_consume_the_named_reservation(container, gcp_connection):
+    from google.cloud import container_v1
+
+    from mtc_provider.core.capacity import RESERVATION_KEY, pool_capacity
+
+    run(container, node_locations=["us-central1-b"], capacity="reservation", reservation="tpu-res")
+    specific = container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION  # the REST client sends enums as numbers
+    for pool in created_pools(container):
+        assert pool["config"]["reservationAffinity"] == {"consumeReservationType": int(specific),
+                                                         "key": RESERVATION_KEY, "values": ["tpu-res"]}
+        assert "spot" not in pool["config"] and pool_capacity(pool) == ("reservation", "tpu-res")
+
+
+def test_existing_pools_of_another_capacity_and_a_bad_capacity_are_refused_before_any_create(container,
+                                                                                             gcp_connection):
+    run(container, node_locations=["us-central1-b"])  # on-demand pools mtc-slice-0 and -1
+    before = len(created_pools(container))
+    with pytest.raises(SpecError, match="mtc-slice-0 exists with capacity on-demand, not spot"):
+        run(container, node_locations=["us-central1-b"], capacity="spot")
+    with pytest.raises(SpecError, match="capacity: 'preemptible' is not allowed; allowed: on-demand, spot, reservation"):
+        run(container, node_locations=["us-central1-b"], capacity="preemptible")
+    with pytest.raises(SpecError, match="reservation: '' is not allowed"):
+        run(container, node_locations=["us-central1-b"], capacity="reservation")
+    assert len(created_pools(container)) == before

@@ -99,3 +99,28 @@ def test_launch_operator_refuses_what_the_webhook_or_gke_refuses_before_any_call
     with pytest.raises(AirflowFailException, match=f"invalid spec: {field}: "):
         op.execute({"ti": TI()})
     assert container.requests == [] and k8s.requests == []
+
+
+@pytest.mark.parametrize("kwargs, field", [({"capacity": "preemptible"}, "capacity"),
+                                           ({"capacity": "reservation"}, "reservation"),
+                                           ({"bucket_name": "gs://ckpt"}, "bucket_name")])
+def test_readiness_sensor_refuses_a_bad_capacity_or_bucket_before_any_call(container, k8s, gcp_connection, kwargs,
+                                                                           field):
+    sensor = MtcClusterReadinessSensor(task_id="r", target=GkeTarget(PROJECT, LOCATION, CLUSTER),
+                                       api_endpoint=container.url, slices=SLICES, deferrable=False,
+                                       checkpoint_configuration_name="mtc-config", poke_interval=0.01, timeout=1,
+                                       **kwargs)
+    with pytest.raises(SpecError) as caught:
+        sensor.execute({})
+    assert caught.value.field == field
+    assert container.requests == [] and k8s.requests == []
+
+
+def test_the_readiness_trigger_carries_the_bucket_and_the_capacity():
+    from mtc_provider.triggers.gcp import ClusterReadinessTrigger
+
+    trigger = ClusterReadinessTrigger({"kind": "gke"}, SLICES, 0.0, checkpoint_configuration_name="mtc-config",
+                                      bucket_name="ckpt", capacity=["reservation", "tpu-res"])
+    path, kwargs = trigger.serialize()
+    again = ClusterReadinessTrigger(**kwargs)
+    assert (again.bucket_name, again.capacity) == ("ckpt", ["reservation", "tpu-res"])

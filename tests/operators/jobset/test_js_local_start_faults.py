@@ -114,3 +114,21 @@ def test_unschedulable_longer_than_startup_timeout_fails_naming_the_timeout(tmp_
         _operator(tmp_path, [{"kind": "unschedulable", "slice": 0, "seconds": 60}],
                   startup_timeout=2).execute({"ti": TI()})
     assert "waiting for capacity" in str(failed.value) and "Insufficient google.com/tpu" in str(failed.value)
+
+
+def test_a_ramdisk_that_cannot_be_mounted_is_logged_with_its_events_and_bounded_by_startup_timeout(
+        tmp_path, home, capsys):
+    """Issue 32 (4). A pod whose MTC CSI ramdisk cannot be mounted is scheduled and stays Pending, its container
+    waiting ContainerCreating; only the kubelet's Warning events say why: FailedMount, "MountVolume.SetUp failed for
+    volume ...", with the node (https://kubernetes.io/docs/tasks/debug/debug-application/debug-pods/ -- `kubectl
+    describe pod` shows them; https://kubernetes.io/docs/reference/kubernetes-api/cluster-resources/event-v1/).
+    The trigger reads them through kubernetes-asyncio from the local API server's events list, logs them while it
+    waits, and the startup-timeout failure carries them."""
+    with pytest.raises(AirflowFailException, match="did not start within startup_timeout 3s") as failed:
+        _operator(tmp_path, [{"kind": "mount_failure", "slice": 1}], startup_timeout=3).execute({"ti": TI()})
+    message = str(failed.value)
+    assert "ContainerCreating" in message and "Kubernetes events: pod r1-" in message, message
+    assert "on node localhost: FailedMount" in message and "MountVolume.SetUp failed for volume" in message
+    assert "multitier-checkpoint.csi.storage.gke.io not found in the list of registered CSI drivers" in message
+    waiting = [ln for ln in capsys.readouterr().out.splitlines() if "waiting for the pods to start" in ln]
+    assert waiting and "FailedMount" in waiting[0], waiting  # logged every capacity_log_interval while it waits

@@ -101,3 +101,18 @@ def test_label_selectors(selector, labels, expected):
 def test_an_unparsable_selector_is_refused():
     with pytest.raises(SelectorError):
         label_matcher("a b c")
+
+
+def test_event_field_selectors_as_the_api_server_reads_them():
+    """Events are selected by involvedObject.*, reason, type and source (kubernetes
+    pkg/registry/core/event/strategy.go); other resources only by metadata.name / metadata.namespace."""
+    from mtc_local.cluster.selectors import field_matcher
+
+    event = {"metadata": {"name": "p.1", "namespace": "ml"}, "involvedObject": {"kind": "Pod", "name": "p"},
+             "reason": "FailedMount", "type": "Warning", "source": {"component": "kubelet", "host": "localhost"}}
+    assert field_matcher("involvedObject.kind=Pod,type=Warning", "Event")(event)
+    assert field_matcher("involvedObject.name=p,reason=FailedMount,source=kubelet", "Event")(event)
+    assert not field_matcher("involvedObject.name!=p", "Event")(event)
+    assert field_matcher("metadata.name=p.1", "Event")(event)
+    with pytest.raises(SelectorError, match="field label not supported: involvedObject.name"):
+        field_matcher("involvedObject.name=p", "Pod")

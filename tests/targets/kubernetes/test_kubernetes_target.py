@@ -73,6 +73,41 @@ def test_readiness_names_the_missing_configuration_then_passes_once_it_is_applie
     assert "mtc_gke_cluster" not in ti.xcoms  # no Cloud Console for a plain cluster
 
 
+def test_readiness_cross_checks_the_configuration_against_the_run(connection: KubernetesTarget):
+    """Issue 32 (4): an existing CheckpointConfiguration that backs up to another bucket, selects other nodes or is
+    smaller than the run's ramdisk fails readiness, each field named with its value and what the run expects
+    (read through the real client from the local API server, which validates it against the CRD)."""
+    MtcApplyCheckpointConfigurationOperator(
+        task_id="apply", target=connection, name="mtc-config", bucket_name="ckpt-bucket", slices=SLICES,
+        sizing={"parameters": 1e8}).execute({"ti": TI()})  # 3Gi per host, for ct6e-standard-4t, to ckpt-bucket
+
+    def failed(**run) -> str:
+        ready = MtcClusterReadinessOperator(task_id="ready", target=connection, checkpoint_configuration_name="mtc-config",
+                                            **{"slices": SLICES, **run})
+        with pytest.raises(NotReady) as refused:
+            ready.execute({"ti": TI()})
+        bad = [check for check in refused.value.report if not check["ok"]]
+        assert [check["name"] for check in bad] == ["checkpoint_configuration"], bad
+        return bad[0]["observed"]
+
+    assert "spec.cloudStorageBucketName: 'ckpt-bucket'; expected 'other-bucket'" in failed(bucket_name="other-bucket")
+    assert "spec.inMemoryVolumeSize: '3Gi'; expected at least 26Gi" in failed(sizing={"parameters": 1e9})
+    v5e = {"tpu_type": "v5e", "topology": "2x2", "num_slices": 2, "machine_type": "ct5lp-hightpu-4t"}
+    assert ("spec.nodeSelector[node.kubernetes.io/instance-type]: 'ct6e-standard-4t'" in failed(slices=v5e))
+    report = MtcClusterReadinessOperator(task_id="ready", target=connection, slices=SLICES, bucket_name="ckpt-bucket",
+                                         sizing={"parameters": 1e8},
+                                         checkpoint_configuration_name="mtc-config").execute({"ti": TI()})
+    assert report["ready"]
+
+
+def test_readiness_refuses_a_bad_bucket_name_before_any_call(connection: KubernetesTarget):
+    from mtc_provider.core.errors import SpecError
+
+    with pytest.raises(SpecError, match="bucket_name: 'gs://ckpt-bucket'"):
+        MtcClusterReadinessOperator(task_id="ready", target=connection, slices=SLICES, bucket_name="gs://ckpt-bucket",
+                                    checkpoint_configuration_name="mtc-config").execute({"ti": TI()})
+
+
 def test_jobsets_go_through_the_connection(connection: KubernetesTarget):
     details = targets.connection_for(connection)
     assert details == {"kind": "kubernetes", "kubernetes_conn_id": CONN}  # no token, no server address

@@ -37,8 +37,9 @@ class GkeCluster:
         return self._client_factory(self.control_plane().describe())  # endpoint and CA, once
 
     def readiness(self, slices: dict[str, Any], sizing: dict[str, Any] | None,
-                  checkpoint_configuration_name: str | None) -> list[Any]:
-        from mtc_provider.core.readiness import evaluate_cluster
+                  checkpoint_configuration_name: str | None, bucket_name: str | None = None,
+                  capacity: tuple[str, str] = ("on-demand", "")) -> list[Any]:
+        from mtc_provider.core.readiness import evaluate_cluster, run_ramdisk
         from mtc_provider.core.tpu import SliceSpec
 
         cluster = self.control_plane().describe()
@@ -51,8 +52,10 @@ class GkeCluster:
             config = CheckpointConfigurationApi(self._client_factory(cluster)).get(checkpoint_configuration_name)
         from mtc_provider.adapters.access_review import rbac_checks
 
-        return evaluate_cluster(cluster, SliceSpec(**slices), self.target.project_id, self.target.location, config,
-                                checkpoint_configuration_name) + rbac_checks(self._client_factory(cluster),
+        spec = SliceSpec(**slices)
+        return evaluate_cluster(cluster, spec, self.target.project_id, self.target.location, config,
+                                checkpoint_configuration_name, bucket_name, run_ramdisk(spec, sizing),
+                                tuple(capacity)) + rbac_checks(self._client_factory(cluster),
                                                                              self.target.namespace)
 
 

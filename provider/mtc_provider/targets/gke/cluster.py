@@ -74,13 +74,23 @@ class GkeClusterApi:
         return [to_dict(pool) for pool in response.node_pools]
 
     def create_tpu_node_pool(self, name: str, slices: SliceSpec, node_locations: list[str] | None = None,
-                             oauth_scopes: list[str] | None = None, service_account: str | None = None) -> str:
-        """One slice = one node pool: machine type, topology, compact placement, GKE metadata server, zones, scopes.
+                             oauth_scopes: list[str] | None = None, service_account: str | None = None,
+                             capacity: str = "on-demand", reservation: str = "") -> str:
+        """One slice = one node pool: machine type, topology, compact placement, GKE metadata server, zones, scopes,
+        and its capacity: Spot VMs or a specific reservation (core.capacity).
 
         The API defaults neither the zones nor the scopes as gcloud does (core.node_pools): both are always sent.
         """
+        from mtc_provider.core.capacity import RESERVATION_KEY
         from mtc_provider.core.node_pools import node_scopes
 
+        on_capacity: dict[str, Any] = {}
+        if capacity == "spot":
+            on_capacity["spot"] = True
+        elif capacity == "reservation":
+            on_capacity["reservation_affinity"] = container_v1.ReservationAffinity(
+                consume_reservation_type=container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION,
+                key=RESERVATION_KEY, values=[reservation])
         pool = container_v1.NodePool(
             name=name,
             initial_node_count=slices.hosts_per_slice,
@@ -91,6 +101,7 @@ class GkeClusterApi:
                 service_account=service_account or "",
                 workload_metadata_config=container_v1.WorkloadMetadataConfig(
                     mode=container_v1.WorkloadMetadataConfig.Mode.GKE_METADATA),
+                **on_capacity,
             ),
             placement_policy=container_v1.NodePool.PlacementPolicy(
                 type_=container_v1.NodePool.PlacementPolicy.Type.COMPACT, tpu_topology=slices.topology),

@@ -58,11 +58,13 @@ class KubernetesCluster:
         return KubernetesHook(conn_id=self.target.kubernetes_conn_id).get_conn
 
     def readiness(self, slices: dict[str, Any], sizing: dict[str, Any] | None,
-                  checkpoint_configuration_name: str | None) -> list[Any]:
+                  checkpoint_configuration_name: str | None, bucket_name: str | None = None,
+                  capacity: tuple[str, str] = ("on-demand", "")) -> list[Any]:
         from mtc_provider.adapters.checkpoint_configuration import (
             CheckpointConfigurationApi,
         )
-        from mtc_provider.core.readiness import evaluate_kubernetes
+        from mtc_provider.core.readiness import evaluate_kubernetes, run_ramdisk
+        from mtc_provider.core.tpu import SliceSpec
 
         factory = self.kubernetes_client_factory()
         served = served_resources(factory())
@@ -71,7 +73,9 @@ class KubernetesCluster:
             config = CheckpointConfigurationApi(factory).get(checkpoint_configuration_name)
         from mtc_provider.adapters.access_review import rbac_checks
 
-        return evaluate_kubernetes(served, config, checkpoint_configuration_name) + rbac_checks(
+        spec = SliceSpec(**slices)
+        return evaluate_kubernetes(served, config, checkpoint_configuration_name, spec, bucket_name,
+                                   run_ramdisk(spec, sizing)) + rbac_checks(
             factory, self.target.namespace)
 
 
