@@ -175,13 +175,15 @@ def run_target(config: RunConfig, local_home: str, gcp_conn_id: str) -> dict[str
     return {"kind": "local", "home": local_home, "namespace": namespace}
 
 
-def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_cloud_default") -> dict[str, Any]:
-    """What the training DAG's tasks take (all JSON-serializable), from the validated description."""
+def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_cloud_default",
+             reported: bool = True) -> dict[str, Any]:
+    """What the training DAG's tasks take (all JSON-serializable), from the validated description. `reported`:
+    the launch task reads the workload's steps (its pod_logs; always on the local target)."""
     from mtc_provider.core.run_checks import check_run
 
     checked = check_run(config.target, config.slices, workload=config.workload, sizing=config.sizing)
     assert checked.ramdisk is not None  # sizing is always given
-    stall_timeout, stall_cadence, stall_warnings = stall_rule(config)
+    stall_timeout, stall_cadence, stall_warnings = stall_rule(config, reported or config.target == "local")
     description = config.to_dict()
     local = config.target == "local"
     run_dir = f"{config.checkpointing.base_output_directory.rstrip('/')}/{config.checkpointing.run_name}"
@@ -204,5 +206,19 @@ def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_clou
         # from the step time the run reports (core.cadence). None when stall_timeout was given.
         "stall_timeout": stall_timeout,
         "stall_cadence": stall_cadence,
+        # The checkpoint sensor sees persistent saves only: its limit is measured against them, when their gap in
+        # seconds is known; None: it judges no stall (the launch task's trigger sees every source and does).
+        "checkpoint_stall_timeout": checkpoint_stall_timeout(config, stall_timeout),
     }
+
+
+def checkpoint_stall_timeout(config: RunConfig, stall_timeout: float) -> float | None:
+    """A stall limit for a watcher of persistent checkpoints alone (the training DAG's checkpoint sensor)."""
+    from mtc_provider.core.cadence import run_cadence, step_seconds_of
+
+    step = step_seconds_of(config.target, config.step_seconds, config.workload.extra_flags)
+    cadence = run_cadence(config.checkpointing, config.target, reported=False, step_seconds=step)
+    if config.checkpointing.enable_multi_tier_checkpointing or cadence.gap(step) is None:
+        return None
+    return max(stall_timeout, cadence.stall_limit(step))
 

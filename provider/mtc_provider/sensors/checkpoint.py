@@ -73,7 +73,9 @@ class CheckpointProgressSensor(BaseSensorOperator):
     def _validate(self) -> None:
         # Templated values arrive as strings: convert once, naming the field when they are wrong.
         self.target_step = _positive_number("target_step", self.target_step, int)
-        self.stall_timeout = _positive_number("stall_timeout", self.stall_timeout)
+        # None: no stall verdict here (the launch task's trigger, which sees every progress source, judges stalls).
+        self.stall_timeout = None if self.stall_timeout in (None, "") else _positive_number("stall_timeout",
+                                                                                           self.stall_timeout)
         from mtc_provider.adapters.checkpoint_stores import open_store
 
         open_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)  # SpecError on a bad directory, before any I/O
@@ -122,7 +124,7 @@ class CheckpointProgressSensor(BaseSensorOperator):
                 self.log.info("new checkpoint: step %d at %s (commit time %s)", info.step, info.path, info.commit_time)
         if tracker.latest_step is not None and tracker.latest_step >= self.target_step:
             return PokeReturnValue(is_done=True, xcom_value=self._xcom(tracker.progress(now)))
-        if tracker.stalled(now, self.stall_timeout):
+        if self.stall_timeout is not None and tracker.stalled(now, self.stall_timeout):
             raise CheckpointStalled(self.checkpoint_dir, tracker.latest_step, tracker.seconds_without_progress(now),
                                     self.stall_timeout)
         return False
