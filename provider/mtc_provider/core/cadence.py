@@ -52,6 +52,8 @@ class Signal:
         gap = self.seconds(step_seconds)
         if self.every_seconds is not None:
             how = f"{self.field} {self.every_seconds / 60:g} min"
+        elif not self.field:  # the workload's own steps
+            how = f"one a step, step_seconds {_fmt(step_seconds)}"
         else:
             how = f"{self.field} {self.every_steps} x step_seconds {_fmt(step_seconds)}"
         return f"{SIGNAL_WORDS.get(self.source, self.source)} every {_fmt(gap)} s ({how})"
@@ -96,8 +98,7 @@ def run_cadence(checkpointing: Any, target: str, reported: bool = True, step_sec
     kubernetes, events on the local target)."""
     signals: list[Signal] = []
     if reported:
-        signals.append(Signal(REPORTED_EVENTS if target == "local" else REPORTED_LOG, every_steps=1,
-                              field="one step"))
+        signals.append(Signal(REPORTED_EVENTS if target == "local" else REPORTED_LOG, every_steps=1))
     if getattr(checkpointing, "enable_multi_tier_checkpointing", False):
         minutes = checkpointing.multi_tier_checkpointing_backup_interval_minutes
         if minutes:
@@ -147,4 +148,6 @@ def step_seconds_of(target: str, step_seconds: float | None, extra_flags: Any) -
 
 
 def _fmt(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:g}"
+    if value is None:
+        return "unknown"
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
