@@ -169,3 +169,15 @@ async def test_multi_tier_progresses_from_replicator_backups_and_the_attempt_end
     ended = JobSetState("train", "default", "succeeded")  # preempted: MaxText saved and exited 0
     decision = decide(ended, latest, config.checkpointing.steps - 1, [None, None], 2)
     assert decision.kind == RETRY, decision.reason
+
+
+def test_the_workers_end_of_attempt_reads_the_same_restorable_step(gcs):
+    """The worker's decision (MtcJobSetOperator._latest) and the step history use adapters' restorable_step: in
+    multi-tier mode the newest replicator backup, else the newest persistent checkpoint."""
+    from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, restorable_step
+
+    _upload("runs/cadence-w/checkpoints/100/commit_success.txt")
+    _upload("runs/cadence-w/train-a1-s250-n0-w0.meta")
+    store = GcsCheckpointStore(GCS_CONN_ID)
+    assert restorable_step(store, "gs://ckpt/runs/cadence-w/checkpoints") == 100
+    assert restorable_step(store, "gs://ckpt/runs/cadence-w/checkpoints", "gs://ckpt/runs/cadence-w") == 250

@@ -463,9 +463,17 @@ class MtcJobSetOperator(JobSetTargetMixin):
         or at the resubmission must not spend an Airflow retry (the soak's listing outage did)."""
         if store is None:
             return None
+        from mtc_provider.adapters.checkpoint_stores import restorable_step
         from mtc_provider.adapters.retry import through_listing_outage
+        from mtc_provider.core.progress import replicator_backup_dir
 
-        return through_listing_outage(lambda: store.latest_step(checkpoint_dir), checkpoint_dir,
+        # The restorable step (docs/resubmission.md, "Progress"): in multi-tier mode a replicator backup counts,
+        # as in the triggerer's end of an attempt (triggers.jobset._latest_checkpoint).
+        try:
+            backup_dir = replicator_backup_dir(self._describe()[1])
+        except (SpecError, ValueError):  # the sections were already checked where it matters (execute)
+            backup_dir = None
+        return through_listing_outage(lambda: restorable_step(store, checkpoint_dir, backup_dir), checkpoint_dir,
                                       float(self.listing_timeout), self.log)
 
     def _latest_or_none(self, store: CheckpointStore | None, checkpoint_dir: str) -> int | None:
