@@ -40,7 +40,8 @@ def test_training_graph(dagbag):
     # The run description's sections, one to one with the `mtc` YAML (core.run; examples/*.yaml).
     assert set(dag.params.keys()) == {"target", "kubernetes_conn_id", "bucket", "cluster", "customization", "slices",
                                       "checkpoint_configuration_name",
-                                      "sizing", "checkpointing", "workload", "poll_interval", "stall_timeout", "step_seconds",
+                                      "sizing", "checkpointing", "workload", "poll_interval", "stall_timeout",
+                                      "step_seconds",
                                       "fault_plan", "apply_advice", "keep_failed_attempts", "pod_logs",
                                       "pod_logs_interval"}
     assert set(dag.params["checkpointing"]) >= {

@@ -225,7 +225,8 @@ class JobSetTrigger(BaseTrigger):
         now = self.clock()
         if self._signal is None or state.phase == PENDING or self._pods_started is False:
             # Not running yet: the clock starts again, saves already seen stay seen (they never go back).
-            kept = {k: v for k, v in (self._signal.newest if self._signal else {}).items() if k in (PERSISTENT, REPLICATOR)}
+            seen = self._signal.newest if self._signal else {}
+            kept = {k: v for k, v in seen.items() if k in (PERSISTENT, REPLICATOR)}
             self._signal = ProgressSignal(started_at=now, newest=kept)
             return None
         signal = self._signal
@@ -255,8 +256,8 @@ class JobSetTrigger(BaseTrigger):
         if self._progress_enabled():  # the progress line's newest checkpoint reuses these listings
             restorable = signal.restorable
             if restorable is not None:
-                self._progress_tracker_now(now).observe(restorable.step, restorable.at if restorable.source == PERSISTENT
-                                                        else None, now)
+                commit = restorable.at if restorable.source == PERSISTENT else None
+                self._progress_tracker_now(now).observe(restorable.step, commit, now)
         await self._read_events(now)  # the local workload's reported step (no-op on a bucket)
         limit, why = self.stall_limit()
         if signal.stalled(now, limit):
