@@ -230,7 +230,7 @@ class JobSetTrigger(BaseTrigger):
             self._signal = ProgressSignal(started_at=now, newest=kept)
             return None
         signal = self._signal
-        persistent, backup = signal.newest.get(PERSISTENT), signal.newest.get(REPLICATOR)
+        persistent = signal.newest.get(PERSISTENT)
         try:
             info = await self._persistent_checkpoint(after=persistent.step if persistent else None)
             backup_step = await self._backup_step()
