@@ -101,3 +101,22 @@ def test_one_signal_alive_from_any_source_restorable_from_saves_only():
                                 "restorable_source": REPLICATOR}
     with pytest.raises(ValueError, match="source 'guess'"):
         signal.observe(1, "guess", 0.0)
+
+
+def test_the_launch_operator_uses_the_same_rule(tmp_path):
+    """MtcJobSetOperator checks an explicit stall_timeout and derives "derived" with core.cadence, before any call."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from tests.support.js_helpers import launch
+
+    workload = {"jobset_name": "train", "max_restarts": 2, "extra_flags": {"step_time_ms": 2000}}
+    op = launch(str(tmp_path), workload=workload, stall_timeout=1)  # the events every 2 s: 1 s is too short
+    with pytest.raises(AirflowFailException, match=r"stall_timeout: 1 is not allowed.*the workload's step events "
+                                                   r"every 2 s"):
+        op._specs()
+    op = launch(str(tmp_path), workload=workload, stall_timeout="derived")
+    op._specs()
+    assert op.stall_timeout == 120.0 and op.stall_cadence["step_seconds"] == 2.0
+    op = launch(str(tmp_path), workload=workload, stall_timeout="soon")
+    with pytest.raises(AirflowFailException, match=r"stall_timeout: 'soon' is not allowed; allowed: a positive"):
+        op._specs()

@@ -413,8 +413,8 @@ class MtcJobSetOperator(JobSetTargetMixin):
         from mtc_provider.core.cadence import check_stall_timeout, run_cadence, step_seconds_of
 
         value = self.stall_timeout
-        if value in (None, "") or self.stall_cadence:
-            return  # no stall detection, or the plan's derived limit (checked when planned)
+        if value in (None, ""):
+            return  # no stall detection
         cadence = run_cadence(checkpointing, kind, reported=bool(self.pod_logs) or kind == "local",
                               step_seconds=step_seconds_of(kind, None, workload.extra_flags))
         if value == "derived":
@@ -423,10 +423,13 @@ class MtcJobSetOperator(JobSetTargetMixin):
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise SpecError("stall_timeout", value, 'a positive number of seconds, "derived", or None') from None
+            number = -1.0
         if number <= 0:
             raise SpecError("stall_timeout", value, 'a positive number of seconds, "derived", or None')
-        for warning in check_stall_timeout(number, cadence):
+        self.stall_timeout = number
+        if self.stall_cadence:
+            return  # the plan's derived limit (checked when planned; the trigger re-derives it)
+        for warning in check_stall_timeout(value, cadence):  # errors name the value as given
             self.log.warning("%s", warning)
 
     def _check_pod_logs(self) -> None:
