@@ -34,7 +34,8 @@ class CheckpointProgressSensor(BaseSensorOperator):
 
     :param checkpoint_dir: the run's persistent checkpoint directory, gs://... or a local path (templated).
     :param target_step: succeed when a finalized step reaches it (templated).
-    :param stall_timeout: fail when no new finalized step appears for this many seconds (templated).
+    :param stall_timeout: fail when no new finalized step appears for this many seconds (templated); None: never
+        (the launch task's trigger judges stalls from every progress source: docs/resubmission.md).
     :param poll_interval: seconds between listings.
     :param window_s: window for steps per hour.
     :param gcp_conn_id: the Google Cloud connection that lists a gs:// checkpoint directory (templated).
