@@ -54,7 +54,7 @@ class CheckpointProgressSensor(BaseSensorOperator):
 
         return operator_lineage(inputs=[self.checkpoint_dir])
 
-    def __init__(self, *, checkpoint_dir: str, target_step: int | str, stall_timeout: float | str = 3600.0,
+    def __init__(self, *, checkpoint_dir: str, target_step: int | str, stall_timeout: float | str | None = 3600.0,
                  poll_interval: float = 60.0, window_s: float = 3600.0, gcp_conn_id: str = "google_cloud_default",
                  impersonation_chain: str | Sequence[str] | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
