@@ -90,8 +90,13 @@ PARAMS = {
     "poll_interval": Param(None, type=["null", "number"], minimum=1, title="Poll interval (s)", section=RUN,
                            description="Seconds between JobSet status checks; empty: 2 locally, 30 on GKE"),
     "stall_timeout": Param(None, type=["null", "integer"], minimum=1, title="Stall timeout (s)", section=RUN,
-                           description="Seconds without a new checkpoint before an attempt is resubmitted; "
-                                       "empty: 120 locally, 1800 on GKE (compilation and restore take minutes)"),
+                           description="Seconds without progress (a step the leader logs, a replicator backup or "
+                                       "a checkpoint) before an attempt is resubmitted; empty: derived from the "
+                                       "run's cadence, at least 120 locally, 1800 on GKE (docs/resubmission.md)"),
+    "step_seconds": Param(None, type=["null", "number"], exclusiveMinimum=0, title="Step time (s)", section=RUN,
+                          description="Expected seconds per training step (e.g. from MaxText's published throughput);"
+                                      " turns checkpoint periods into seconds for the stall limit; empty: measured "
+                                      "from the steps the run reports"),
     "startup_timeout": Param(None, type=["null", "integer"], minimum=1, title="Startup timeout (s)", section=RUN,
                              description="Seconds one start of the pods may take before the attempt is given up "
                                          "(pods stuck in ContainerCreating or unscheduled); empty: derived from the "
@@ -178,6 +183,7 @@ with DAG(
         # scale-down) never touches the JobSet, and no worker slot is held for hours.
         stall_timeout=planned("stall_timeout"),
         startup_timeout=planned("startup_timeout"),  # bounded by default (core.startup)
+        stall_cadence=planned("stall_cadence"),  # derived from the run's cadence unless the form gave a value
         poll_interval=planned("poll_interval"),
         progress_interval=PROGRESS_INTERVAL,
         keep_failed_attempts="{{ params.keep_failed_attempts }}",
@@ -195,7 +201,7 @@ with DAG(
         task_id="checkpoint_progress",
         checkpoint_dir=planned("checkpoint_dir"),
         target_step=planned("target_step"),
-        stall_timeout=planned("stall_timeout"),
+        stall_timeout=planned("checkpoint_stall_timeout"),  # measured against persistent saves only
         poll_interval=5,
     )
 

@@ -137,3 +137,13 @@ def test_the_whole_view_has_restores_and_live_goodput(events):
     final = run_view(records(events, run_state="success", goodput={"goodput": 0.5, "productive_s": 1,
                                                                   "elapsed_s": 2, "badput_s": {}, "source": "x"}))
     assert final["goodput"]["final"] is True and final["goodput"]["goodput"] == 0.5 and not final["running"]
+
+
+def test_the_live_step_says_where_it_came_from():
+    """The trigger's progress XCom carries its step's source and the restorable step (core.progress, issue 32)."""
+    figures = {**progress_report(1560, 19999, 1580.0, newest_checkpoint=1000, source="workload-log").to_xcom(),
+               "alive_step": 1560, "alive_source": "workload-log", "restorable_step": 1000,
+               "restorable_source": "checkpoints"}
+    live = live_progress(records(None, progress=figures, persistent_steps=None))
+    assert live["source"] == "progress XCom: reported by the leader's log"
+    assert (live["restorable_step"], live["restorable_source"]) == (1000, "checkpoints")

@@ -45,7 +45,8 @@ def test_training_graph(dagbag):
     assert set(dag.params.keys()) == {"target", "kubernetes_conn_id", "bucket", "cluster", "customization", "slices",
                                       "checkpoint_configuration_name",
                                       "sizing", "checkpointing", "workload", "poll_interval", "stall_timeout",
-                                      "startup_timeout", "fault_plan", "apply_advice", "keep_failed_attempts", "pod_logs",
+                                      "startup_timeout", "step_seconds",
+                                      "fault_plan", "apply_advice", "keep_failed_attempts", "pod_logs",
                                       "pod_logs_interval"}
     assert set(dag.params["checkpointing"]) >= {
         "enable_checkpointing", "enable_emergency_checkpoint", "async_checkpointing", "local_checkpoint_directory",

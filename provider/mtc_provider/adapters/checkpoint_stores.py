@@ -207,6 +207,21 @@ class AsyncCheckpointStore:
     async def finalized(self, after: int | None = None) -> list[CheckpointInfo]:
         return await asyncio.to_thread(self.store.finalized, self.checkpoint_dir, after)
 
+    async def backup_steps(self, backup_dir: str) -> list[int]:
+        """Steps the MTC replicator backed up under `backup_dir` (GCS only; a local store has none: [])."""
+        lister = getattr(self.store, "backup_steps", None)
+        return [] if lister is None else await asyncio.to_thread(lister, backup_dir)
+
+
+def restorable_step(store: CheckpointStore, checkpoint_dir: str, backup_dir: str | None = None) -> int | None:
+    """The newest step a resubmission can resume from: a finalized persistent checkpoint, or (multi-tier mode,
+    `backup_dir`: core.progress.replicator_backup_dir) an MTC replicator backup. Blocking."""
+    steps = [store.latest_step(checkpoint_dir)]
+    if backup_dir and hasattr(store, "backup_steps"):
+        steps += store.backup_steps(backup_dir)[-1:]
+    known = [step for step in steps if step is not None]
+    return max(known) if known else None
+
 
 __all__ = ["AsyncCheckpointStore", "CheckpointStore", "GcsCheckpointStore", "ListingCost",
-           "LocalCheckpointStore", "open_store", "split_gcs_uri"]
+           "LocalCheckpointStore", "open_store", "restorable_step", "split_gcs_uri"]

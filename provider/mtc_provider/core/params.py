@@ -75,7 +75,8 @@ def training_run(
     description = {key: value for key, value in params.items() if key not in DAG_SWITCHES}
     description.setdefault("target", "local")
     description = _author_values(description, service_account, command, needs_image)
-    return run_plan(parse_run(description, local_home), local_home, gcp_conn_id)
+    reported = params.get("pod_logs", True) not in (False, "false", "False")  # the leader's step lines are read
+    return run_plan(parse_run(description, local_home), local_home, gcp_conn_id, reported=reported)
 
 
 # The cluster-setup DAG's form fields that steer which tasks run or name what they create, beside the run

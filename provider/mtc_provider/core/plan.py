@@ -122,6 +122,9 @@ def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
     slices, checkpointing = config.slices, config.checkpointing
     checked = check_run(config.target, slices, workload=config.workload, sizing=config.sizing)
     size, warnings = checked.ramdisk, checked.warnings
+    from mtc_provider.core.run import stall_rule
+
+    warnings = (*warnings, *stall_rule(config)[2])  # an explicit stall_timeout against the run's cadence
     assert size is not None  # sizing was given
     jobset = build_jobset_for_run(config)
     checks = _checks(config)

@@ -1,4 +1,5 @@
-"""Progress of a run from the finalized checkpoints it writes: rate, time since the last one, and stalls.
+"""Progress of a run: finalized checkpoints (rate, time since the last one, stalls), and the one progress signal
+that every source feeds (ProgressSignal: `alive` for stalls, `restorable` for what a resubmission resumes from).
 
 Fed observations (step, commit_time, now). A step at or below the latest never counts, so a listing that
 goes backwards (a restore from an older checkpoint, an eventually consistent listing) cannot reset the
@@ -87,3 +88,136 @@ class ProgressTracker:
     def progress(self, now: float) -> Progress:
         return Progress(self.latest_step, self.latest_commit_time, self.steps_per_hour(now),
                         self.seconds_since_checkpoint(now))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One progress signal (issue 32): every source a run makes progress in, each observation with its source.
+#
+# A real run reports a step every few seconds (the leader's `completed step` lines; the local workload's events)
+# but saves a persistent checkpoint "much more rarely" (every ~38 min in examples/gke-v6e.yaml), and in multi-tier
+# mode never: the MTC replicator backs the local tier up instead. Counting only persistent steps deletes healthy
+# attempts, so the stall clock runs on `alive` (any source), while what a resubmission resumes from is
+# `restorable` (persistent or replicator: what survives the attempt's pods).
+
+REPORTED_LOG = "workload-log"  # the leader pod's `completed step` lines (core.step_log.FROM_LOG)
+REPORTED_EVENTS = "workload-events"  # the local workload's `step` events (core.step_log.FROM_EVENTS)
+LOCAL_TIER = "local-tier"  # a save in the ramdisk, where the target can see it
+REPLICATOR = "replicator-backup"  # an MTC replicator backup `<job>-s<step>-n<node>-w<worker>.meta`
+PERSISTENT = "checkpoints"  # a finalized persistent checkpoint (`<step>/commit_success.txt`; core.step_log)
+SOURCES = (REPORTED_LOG, REPORTED_EVENTS, LOCAL_TIER, REPLICATOR, PERSISTENT)
+RESTORABLE = (PERSISTENT, REPLICATOR)  # they outlive the attempt's pods: a resubmission can resume from them
+# Steps the workload reports start again from the restored checkpoint after a restart of the pods; saves never go
+# back (core.listing.newer_than).
+REPORTED = (REPORTED_LOG, REPORTED_EVENTS)
+# How a user reads the source, after "step N" (run view, `mtc status`, the progress line).
+SOURCE_WORDS = {
+    REPORTED_LOG: "reported by the leader's log",
+    REPORTED_EVENTS: "reported by the workload's events",
+    LOCAL_TIER: "saved in the local tier",
+    REPLICATOR: "backed up by the MTC replicator",
+    PERSISTENT: "persistent checkpoint",
+}
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One step seen in one source at `at` (unix s; when it was seen, or its commit time when known)."""
+
+    step: int
+    source: str
+    at: float
+
+    def words(self) -> str:
+        return f"step {self.step} ({SOURCE_WORDS.get(self.source, self.source)})"
+
+
+@dataclass
+class ProgressSignal:
+    """The newest step of each source, and when any of them last advanced (the stall clock).
+
+    An observation is progress when its step is above the newest one of *its own* source: a reported step after
+    an in-cluster restart (`new_start`) counts again from the restored step, a save never goes backwards.
+    """
+
+    started_at: float
+    newest: dict[str, Observation] = field(default_factory=dict)
+    last_progress_at: float | None = None
+    # (time, step) of each advance of `alive`, for the step time the run reports (the derived stall limit).
+    points: list[tuple[float, int]] = field(default_factory=list)
+
+    def observe(self, step: int | None, source: str, now: float, at: float | None = None) -> bool:
+        """Record `step` from `source` seen at `now`; True when it is progress (the stall clock starts again)."""
+        if step is None:
+            return False
+        if source not in SOURCES:
+            raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
+        previous = self.newest.get(source)
+        if previous is not None and step <= previous.step:
+            return False
+        self.newest[source] = Observation(int(step), source, at if at is not None else now)
+        self.last_progress_at = now
+        if not self.points or step > self.points[-1][1]:
+            self.points.append((now, int(step)))
+            del self.points[:-64]  # a bounded window is enough for a step time
+        return True
+
+    def new_start(self) -> None:
+        """The pods started again (an in-cluster restart): reported steps restart from the restored checkpoint."""
+        for source in REPORTED:
+            self.newest.pop(source, None)
+        self.points = [p for p in self.points[-1:]]
+
+    @property
+    def alive(self) -> Observation | None:
+        """The newest step of any source (a restorable one wins a tie: it says more)."""
+        return _newest(self.newest.values())
+
+    @property
+    def restorable(self) -> Observation | None:
+        """The newest persistent checkpoint or replicator backup: what a resubmission can resume from."""
+        return _newest(o for o in self.newest.values() if o.source in RESTORABLE)
+
+    def seconds_without_progress(self, now: float) -> float:
+        return max(0.0, now - max(self.started_at, self.last_progress_at or self.started_at))
+
+    def pause(self, seconds: float) -> None:
+        """Time in which progress could not be observed (a listing outage): it does not count towards a stall."""
+        self.started_at += max(0.0, seconds)
+        if self.last_progress_at is not None:
+            self.last_progress_at += max(0.0, seconds)
+
+    def stalled(self, now: float, limit: float) -> bool:
+        return self.seconds_without_progress(now) > limit
+
+    def step_seconds(self) -> float | None:
+        """Seconds per step between the first and last advance of `alive` in the window; None before two."""
+        if len(self.points) < 2 or self.points[-1][1] <= self.points[0][1]:
+            return None
+        (t0, s0), (t1, s1) = self.points[0], self.points[-1]
+        return max(0.0, t1 - t0) / (s1 - s0)
+
+    def figures(self) -> dict[str, Any]:
+        """What the progress XCom adds (keys only ever added): the alive and restorable steps with their sources."""
+        alive, restorable = self.alive, self.restorable
+        return {"alive_step": alive.step if alive else None, "alive_source": alive.source if alive else None,
+                "restorable_step": restorable.step if restorable else None,
+                "restorable_source": restorable.source if restorable else None}
+
+
+def _newest(observations) -> Observation | None:
+    best = None
+    for o in observations:
+        if best is None or (o.step, o.source in RESTORABLE) > (best.step, best.source in RESTORABLE):
+            best = o
+    return best
+
+
+def replicator_backup_dir(checkpointing: Any) -> str | None:
+    """Where the MTC replicator's backups of this run are listed, in multi-tier mode only; else None.
+
+    The run's directory `<base_output_directory>/<run_name>`, listed recursively for `*.meta`
+    (`GcsCheckpointStore.backup_steps`): the backups' exact prefix is the replicator's, not ours (docs/maxtext.md).
+    """
+    if not getattr(checkpointing, "enable_multi_tier_checkpointing", False):
+        return None
+    return f"{checkpointing.base_output_directory.rstrip('/')}/{checkpointing.run_name}"

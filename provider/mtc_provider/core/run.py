@@ -29,10 +29,11 @@ LOCAL_WORKLOAD_COMMAND = ("python", "-m", "mtc_local.workload")
 LOCAL_WORKLOADS = {"full": LOCAL_WORKLOAD_COMMAND, "light": ("python", "-m", "mtc_local.light_workload")}
 DEFAULT_BUCKET = "mtc-checkpoints"
 # What the target decides when the description leaves a value out: seconds locally; on GKE a JobSet changes over
-# minutes, every poll is an API call, and compilation and restore take minutes.
+# minutes, every poll is an API call, and compilation and restore take minutes. The stall limit is not a constant:
+# it is derived from the run's cadence (core.cadence), whose floor is the target's.
 TARGET_DEFAULTS = {
-    "local": {"poll_interval": 2.0, "stall_timeout": 120, "termination_grace_period_seconds": 60},
-    "remote": {"poll_interval": DEFAULT_POLL_INTERVAL_S, "stall_timeout": 1800, "termination_grace_period_seconds": 300},
+    "local": {"poll_interval": 2.0, "termination_grace_period_seconds": 60},
+    "remote": {"poll_interval": DEFAULT_POLL_INTERVAL_S, "termination_grace_period_seconds": 300},
 }
 # Accepted only so that a placeholder can be checked: the cluster-setup DAG launches no training container.
 SETUP_IMAGE = "setup.invalid/no-training-container"
@@ -92,10 +93,9 @@ def complete(description: Mapping[str, Any], local_home: str | None = None) -> d
         extra = workload.get("extra_flags")
         if isinstance(extra, Mapping):
             workload["extra_flags"] = {key: value for key, value in extra.items() if key not in LOCAL_RUN_FLAGS}
-    for key in ("poll_interval", "stall_timeout"):
-        if data.get(key) is None:
-            data[key] = defaults[key]
-    return data
+    if data.get("poll_interval") is None:
+        data["poll_interval"] = defaults["poll_interval"]
+    return data  # stall_timeout stays empty when not given: derived from the cadence (stall_rule)
 
 
 def check_extra_flags(config: RunConfig) -> None:
@@ -130,9 +130,24 @@ def parse_run(description: Mapping[str, Any], local_home: str | None = None) -> 
                 list(config.workload.command), " or ".join(str(list(c)) for c in LOCAL_WORKLOADS.values())
                 + " on the local target (the JAX workload, or the light one for load tests)")
     check_container_flags(config.checkpointing, config.workload)  # cross-section rules (layout vs flags)
+    stall_rule(config)  # an explicit stall_timeout shorter than every signal's gap is refused here
     if config.startup_timeout is None:  # bounded by default: core.startup's budget for this run
         object.__setattr__(config, "startup_timeout", startup_budget(config.target, config.slices.num_slices).total)
     return config
+
+
+def stall_rule(config: RunConfig, reported: bool = True) -> tuple[float, dict[str, Any] | None, list[str]]:
+    """(stall limit, cadence to re-derive it from at run time or None when explicit, warnings) of a run.
+
+    `reported`: the workload's steps are read (the training DAG's pod logs, on by default; events locally).
+    """
+    from mtc_provider.core.cadence import check_stall_timeout, run_cadence, step_seconds_of
+
+    step = step_seconds_of(config.target, config.step_seconds, config.workload.extra_flags)
+    cadence = run_cadence(config.checkpointing, config.target, reported=reported, step_seconds=step)
+    if config.stall_timeout is not None:
+        return float(config.stall_timeout), None, check_stall_timeout(config.stall_timeout, cadence)
+    return cadence.stall_limit(), cadence.to_dict(), []
 
 
 LAUNCH_SECTIONS = ("slices", "checkpointing", "workload", "customization")
@@ -164,12 +179,15 @@ def run_target(config: RunConfig, local_home: str, gcp_conn_id: str) -> dict[str
     return {"kind": "local", "home": local_home, "namespace": namespace}
 
 
-def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_cloud_default") -> dict[str, Any]:
-    """What the training DAG's tasks take (all JSON-serializable), from the validated description."""
+def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_cloud_default",
+             reported: bool = True) -> dict[str, Any]:
+    """What the training DAG's tasks take (all JSON-serializable), from the validated description. `reported`:
+    the launch task reads the workload's steps (its pod_logs; always on the local target)."""
     from mtc_provider.core.run_checks import check_run
 
     checked = check_run(config.target, config.slices, workload=config.workload, sizing=config.sizing)
     assert checked.ramdisk is not None  # sizing is always given
+    stall_timeout, stall_cadence, stall_warnings = stall_rule(config, reported or config.target == "local")
     description = config.to_dict()
     local = config.target == "local"
     run_dir = f"{config.checkpointing.base_output_directory.rstrip('/')}/{config.checkpointing.run_name}"
@@ -179,7 +197,7 @@ def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_clou
         "namespace": config.workload.namespace,
         **{name: description[name] for name in ("slices", "checkpointing", "workload", "sizing", "customization")},
         "ramdisk": checked.ramdisk.quantity,
-        "warnings": list(checked.warnings),
+        "warnings": [*checked.warnings, *stall_warnings],
         "checkpoint_dir": config.checkpointing.checkpoint_directory,
         "target_step": last_step(config.checkpointing, config.workload),  # MaxText's last checkpoint is steps - 1
         "events_dir": f"{run_dir}/events" if local else None,
@@ -188,8 +206,25 @@ def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_clou
         # The launch task takes slices, checkpointing, workload and customization as validated while they match it.
         "digest": launch_digest(config.target, description),
         "poll_interval": float(config.poll_interval),
-        "stall_timeout": config.stall_timeout,
+        # The stall limit (explicit, or derived from the cadence); with `stall_cadence` the trigger re-derives it
+        # from the step time the run reports (core.cadence). None when stall_timeout was given.
+        "stall_timeout": stall_timeout,
         "startup_timeout": config.startup_timeout,  # core.startup's budget unless the description set one
         "startup_budget": startup_budget(config.target, config.slices.num_slices).line(),
+        "stall_cadence": stall_cadence,
+        # The checkpoint sensor sees persistent saves only: its limit is measured against them, when their gap in
+        # seconds is known; None: it judges no stall (the launch task's trigger sees every source and does).
+        "checkpoint_stall_timeout": checkpoint_stall_timeout(config, stall_timeout),
     }
+
+
+def checkpoint_stall_timeout(config: RunConfig, stall_timeout: float) -> float | None:
+    """A stall limit for a watcher of persistent checkpoints alone (the training DAG's checkpoint sensor)."""
+    from mtc_provider.core.cadence import run_cadence, step_seconds_of
+
+    step = step_seconds_of(config.target, config.step_seconds, config.workload.extra_flags)
+    cadence = run_cadence(config.checkpointing, config.target, reported=False, step_seconds=step)
+    if config.checkpointing.enable_multi_tier_checkpointing or cadence.gap(step) is None:
+        return None
+    return max(stall_timeout, cadence.stall_limit(step))
 

@@ -76,9 +76,13 @@ def live_progress(records: RunFacts) -> dict[str, Any]:
     last reported (checkpoint-level today; step-level once the trigger writes the training step there). The
     larger step wins: a source that lags can never move the figure back.
     """
+    from mtc_provider.core.progress import SOURCE_WORDS
+
     progress = dict(records.progress or {})
     target = records.target_step or progress.get("target_step")
     step, source = progress.get("step"), "progress XCom" if progress.get("step") is not None else None
+    if source and progress.get("source") in SOURCE_WORDS:  # where the trigger's step came from (core.progress)
+        source = f"progress XCom: {SOURCE_WORDS[progress['source']]}"
     rate = _num(progress.get("steps_per_hour"))
     steps = [e for e in (records.events or []) if e.get("event") == "step" and isinstance(e.get("step"), int)]
     if steps:
@@ -98,7 +102,9 @@ def live_progress(records: RunFacts) -> dict[str, Any]:
             "percent": None if step is None or not target else round(100.0 * min(step, target) / target, 1),
             "steps_per_hour": None if rate is None else round(rate, 1), "eta_seconds": eta,
             "eta": format_duration(eta) if eta is not None else "?", "newest_checkpoint": newest,
-            "source": source or "nothing recorded yet"}
+            "source": source or "nothing recorded yet",
+            # what a resubmission resumes from, and where it is (the trigger's one progress signal)
+            "restorable_step": progress.get("restorable_step"), "restorable_source": progress.get("restorable_source")}
 
 
 def _event_runs(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -345,7 +345,10 @@ class RunConfig:
     # How the run is driven (the DAG and the launch operator read them; `mtc render` ignores them).
     kubernetes_conn_id: str = "kubernetes_default"  # the kubernetes target's Airflow connection
     poll_interval: float | None = None  # seconds between JobSet status checks; None: the target's (core.run)
-    stall_timeout: float | None = None  # seconds without a new checkpoint; None: the target's (core.run)
+    stall_timeout: float | None = None  # seconds without progress; None: derived from the cadence (core.cadence)
+    # Expected seconds per training step (e.g. from MaxText's published throughput); None: unknown until the run
+    # reports it. It turns checkpoint periods into seconds for the stall limit and its plan-time check.
+    step_seconds: float | None = None
     startup_timeout: float | None = None  # seconds one start of the pods may take; None: core.startup's budget
     fault_plan: tuple[Mapping[str, Any], ...] = ()  # the local target's injected faults (docs: local target)
 
@@ -354,9 +357,9 @@ class RunConfig:
         if self.target == "kubernetes":
             require(isinstance(self.kubernetes_conn_id, str) and bool(self.kubernetes_conn_id), "kubernetes_conn_id",
                     self.kubernetes_conn_id, "an Airflow Kubernetes connection id")
-        for name in ("poll_interval", "stall_timeout", "startup_timeout"):
+        for name in ("poll_interval", "stall_timeout", "startup_timeout", "step_seconds"):
             value = getattr(self, name)
-            lowest = MIN_POLL_INTERVAL_S if name == "poll_interval" else 1
+            lowest = {"poll_interval": MIN_POLL_INTERVAL_S, "stall_timeout": 1, "startup_timeout": 1}.get(name, 0.001)
             require(value is None or isinstance(value, (int, float)) and not isinstance(value, bool)
                     and value >= lowest, name, value, f"a number of seconds >= {lowest:g}, or empty (the target's)")
         if self.target == "local":

@@ -194,8 +194,13 @@ class MtcJobSetOperator(JobSetTargetMixin):
     :param crash_loop_attempts: fail for good after this many consecutive attempts without checkpoint progress
         (a stalled attempt counts like a failed one).
     :param poll_interval: seconds between polls when the watch cannot be used, and between stall checks.
-    :param stall_timeout: seconds without a new finalized checkpoint (while the JobSet runs, measured on
-        successful listings only) before the attempt counts as stalled: it is deleted and resubmitted.
+    :param stall_timeout: seconds without progress (any source: the workload's reported steps, MTC replicator
+        backups, finalized checkpoints; core.progress.ProgressSignal; measured while the JobSet runs, on successful
+        listings only) before the attempt counts as stalled: it is deleted and resubmitted. "derived": from the run's
+        cadence (core.cadence), re-derived from the step time the run reports. An explicit value shorter than the
+        gap of every signal it is measured against is refused (core.cadence.check_stall_timeout).
+    :param stall_cadence: the plan's cadence (core.run.stall_rule) when its stall_timeout was derived: the trigger
+        re-derives the limit from it (templated); None: stall_timeout as given (or derived here, see above).
     :param startup_timeout: seconds each start of the pods (the first, and each in-cluster restart) may take until
         every pod runs before the run fails; None: wait for ever, logging "waiting for capacity" every
         `capacity_log_interval` seconds.
@@ -258,7 +263,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
         "fault_plan", "stall_timeout", "startup_timeout", "poll_interval", "customization", "progress_interval",
         "image_pull_timeout", "api_outage_timeout", "wait_for", "crash_loop_attempts", "listing_timeout",
         "deletion_timeout", "capacity_log_interval", "keep_failed_attempts", "pod_logs", "pod_logs_interval",
-        "pod_logs_max_lines", "pod_logs_max_bytes", "run_digest",
+        "pod_logs_max_lines", "pod_logs_max_bytes", "run_digest", "stall_cadence",
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
@@ -273,7 +278,8 @@ class MtcJobSetOperator(JobSetTargetMixin):
         target_step: int | None = None,
         crash_loop_attempts: int = DEFAULT_CRASH_LOOP_ATTEMPTS,
         poll_interval: float = V.DEFAULT_POLL_INTERVAL_S,
-        stall_timeout: float | None = None,
+        stall_timeout: float | str | None = None,
+        stall_cadence: Mapping[str, Any] | None = None,
         startup_timeout: float | None = None,
         image_pull_timeout: float | None = 900.0,
         capacity_log_interval: float = 300.0,
@@ -309,6 +315,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
         self.crash_loop_attempts = crash_loop_attempts
         self.poll_interval = poll_interval
         self.stall_timeout = stall_timeout
+        self.stall_cadence = stall_cadence
         self.startup_timeout = startup_timeout
         self.image_pull_timeout = image_pull_timeout
         self.capacity_log_interval = capacity_log_interval
@@ -381,7 +388,9 @@ class MtcJobSetOperator(JobSetTargetMixin):
             if self.fault_plan and not backend_for(target).injects_faults:
                 raise SpecError("fault_plan", self.fault_plan,
                                 f"empty on the {target.kind} target (faults are injected on the local target)")
-            for field in ("stall_timeout", "startup_timeout", "image_pull_timeout"):
+            self._check_pod_logs()
+            self._stall_rule(target.kind, checkpointing, workload)
+            for field in ("startup_timeout", "image_pull_timeout"):
                 value = getattr(self, field)
                 if value not in (None, "") and float(value) <= 0:
                     raise SpecError(field, value, "a positive number of seconds, or None")
@@ -394,10 +403,34 @@ class MtcJobSetOperator(JobSetTargetMixin):
             self.keep_failed_attempts = keep_count("keep_failed_attempts", self.keep_failed_attempts)
             # The try's JobSet, rendered once: what the manifest builder refuses fails here, before any call.
             self._rendered = _attempt_body(slices, checkpointing, workload, customization, ti)
-            self._check_pod_logs()
         except (SpecError, ValueError) as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         return slices, checkpointing, workload, target_step
+
+    def _stall_rule(self, kind: str, checkpointing: CheckpointingSpec, workload: WorkloadSpec) -> None:
+        """stall_timeout by the one rule (core.cadence): "derived" is derived here; an explicit value is checked
+        against the signals this operator's watch sees (the pod logs when on; the events locally)."""
+        from mtc_provider.core.cadence import check_stall_timeout, run_cadence, step_seconds_of
+
+        value = self.stall_timeout
+        if value in (None, ""):
+            return  # no stall detection
+        cadence = run_cadence(checkpointing, kind, reported=bool(self.pod_logs) or kind == "local",
+                              step_seconds=step_seconds_of(kind, None, workload.extra_flags))
+        if value == "derived":
+            self.stall_timeout, self.stall_cadence = cadence.stall_limit(), cadence.to_dict()
+            return
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = -1.0
+        if number <= 0:
+            raise SpecError("stall_timeout", value, 'a positive number of seconds, "derived", or None')
+        self.stall_timeout = number
+        if self.stall_cadence:
+            return  # the plan's derived limit (checked when planned; the trigger re-derives it)
+        for warning in check_stall_timeout(value, cadence):  # errors name the value as given
+            self.log.warning("%s", warning)
 
     def _check_pod_logs(self) -> None:
         """pod_logs and its bounds, as rendered templates may give them (text); errors name the field."""
@@ -433,9 +466,17 @@ class MtcJobSetOperator(JobSetTargetMixin):
         or at the resubmission must not spend an Airflow retry (the soak's listing outage did)."""
         if store is None:
             return None
+        from mtc_provider.adapters.checkpoint_stores import restorable_step
         from mtc_provider.adapters.retry import through_listing_outage
+        from mtc_provider.core.progress import replicator_backup_dir
 
-        return through_listing_outage(lambda: store.latest_step(checkpoint_dir), checkpoint_dir,
+        # The restorable step (docs/resubmission.md, "Progress"): in multi-tier mode a replicator backup counts,
+        # as in the triggerer's end of an attempt (triggers.jobset._latest_checkpoint).
+        try:
+            backup_dir = replicator_backup_dir(self._describe()[1])
+        except (SpecError, ValueError):  # the sections were already checked where it matters (execute)
+            backup_dir = None
+        return through_listing_outage(lambda: restorable_step(store, checkpoint_dir, backup_dir), checkpoint_dir,
                                       float(self.listing_timeout), self.log)
 
     def _latest_or_none(self, store: CheckpointStore | None, checkpoint_dir: str) -> int | None:
@@ -594,6 +635,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
         state = evaluate_jobset(obj)
         stall_timeout = None if self._completion or self.stall_timeout in (None, "") else float(self.stall_timeout)
         gcp_conn_id, impersonation_chain = self._google()
+        from mtc_provider.core.progress import replicator_backup_dir
         from mtc_provider.triggers.jobset import JobSetTrigger
 
         trigger = JobSetTrigger(
@@ -609,6 +651,9 @@ class MtcJobSetOperator(JobSetTargetMixin):
             api_outage_timeout=float(self.api_outage_timeout),
             pod_logs=bool(self.pod_logs), pod_logs_interval=float(self.pod_logs_interval),
             pod_logs_max_lines=int(self.pod_logs_max_lines), pod_logs_max_bytes=int(self.pod_logs_max_bytes),
+            # The limit re-derived from the run's cadence, and (multi-tier) the replicator's backups as progress.
+            stall_cadence=None if stall_timeout is None else (dict(self.stall_cadence) if self.stall_cadence else None),
+            backup_dir=None if self._completion else replicator_backup_dir(checkpointing),
             # Echoed back in the event: the attempt's bookkeeping survives the deferral.
             extra={"attempt": attempt_of(obj), "history": history, "target_step": target_step,
                    "checkpoint_dir": checkpoint_dir, "run_name": checkpointing.run_name, "namespace": namespace,

@@ -34,7 +34,8 @@ class CheckpointProgressSensor(BaseSensorOperator):
 
     :param checkpoint_dir: the run's persistent checkpoint directory, gs://... or a local path (templated).
     :param target_step: succeed when a finalized step reaches it (templated).
-    :param stall_timeout: fail when no new finalized step appears for this many seconds (templated).
+    :param stall_timeout: fail when no new finalized step appears for this many seconds (templated); None: never
+        (the launch task's trigger judges stalls from every progress source: docs/resubmission.md).
     :param poll_interval: seconds between listings.
     :param window_s: window for steps per hour.
     :param gcp_conn_id: the Google Cloud connection that lists a gs:// checkpoint directory (templated).
@@ -53,7 +54,7 @@ class CheckpointProgressSensor(BaseSensorOperator):
 
         return operator_lineage(inputs=[self.checkpoint_dir])
 
-    def __init__(self, *, checkpoint_dir: str, target_step: int | str, stall_timeout: float | str = 3600.0,
+    def __init__(self, *, checkpoint_dir: str, target_step: int | str, stall_timeout: float | str | None = 3600.0,
                  poll_interval: float = 60.0, window_s: float = 3600.0, gcp_conn_id: str = "google_cloud_default",
                  impersonation_chain: str | Sequence[str] | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -73,7 +74,9 @@ class CheckpointProgressSensor(BaseSensorOperator):
     def _validate(self) -> None:
         # Templated values arrive as strings: convert once, naming the field when they are wrong.
         self.target_step = _positive_number("target_step", self.target_step, int)
-        self.stall_timeout = _positive_number("stall_timeout", self.stall_timeout)
+        # None: no stall verdict here (the launch task's trigger, which sees every progress source, judges stalls).
+        self.stall_timeout = None if self.stall_timeout in (None, "") else _positive_number("stall_timeout",
+                                                                                           self.stall_timeout)
         from mtc_provider.adapters.checkpoint_stores import open_store
 
         open_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)  # SpecError on a bad directory, before any I/O
@@ -122,7 +125,7 @@ class CheckpointProgressSensor(BaseSensorOperator):
                 self.log.info("new checkpoint: step %d at %s (commit time %s)", info.step, info.path, info.commit_time)
         if tracker.latest_step is not None and tracker.latest_step >= self.target_step:
             return PokeReturnValue(is_done=True, xcom_value=self._xcom(tracker.progress(now)))
-        if tracker.stalled(now, self.stall_timeout):
+        if self.stall_timeout is not None and tracker.stalled(now, self.stall_timeout):
             raise CheckpointStalled(self.checkpoint_dir, tracker.latest_step, tracker.seconds_without_progress(now),
                                     self.stall_timeout)
         return False

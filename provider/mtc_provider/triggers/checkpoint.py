@@ -147,7 +147,7 @@ class CheckpointProgressTrigger(BaseTrigger):
             if tracker.latest_step is not None and tracker.latest_step >= self.target_step:
                 yield self._event(REACHED, tracker, now, seen, f"reached step {tracker.latest_step} >= {self.target_step}")
                 return
-            if tracker.stalled(now, self.stall_timeout):
+            if self.stall_timeout is not None and tracker.stalled(now, self.stall_timeout):
                 waited = tracker.seconds_without_progress(now)
                 message = (f"no new finalized checkpoint in {self.checkpoint_dir} for {waited:.0f}s "
                            f"(stall_timeout {self.stall_timeout:.0f}s); latest step {tracker.latest_step}")

@@ -37,7 +37,12 @@ class JobSetTrigger(BaseTrigger):
     :param restarts_seen: in-cluster restarts already reported, so a resumed trigger logs only new ones.
     :param poll_interval: seconds between polls when watching is not possible, and between stall checks.
     :param checkpoint_dir: the run's persistent checkpoint directory, for stall detection.
-    :param stall_timeout: seconds without checkpoint progress after which the run counts as stalled.
+    :param stall_timeout: seconds without progress (any source: core.progress.ProgressSignal.alive) after which the
+        run counts as stalled; with `stall_cadence`, the least limit (the run's cadence may raise it).
+    :param stall_cadence: the run's cadence (core.cadence.Cadence.to_dict) when the limit is derived, not given: it
+        is derived again from the step time the run reports (core.cadence); None: `stall_timeout` as given.
+    :param backup_dir: where the MTC replicator's backups of the run are listed (multi-tier mode:
+        core.progress.replicator_backup_dir), for progress and the restorable step; None: not listed.
     :param delete_on_kill: delete the JobSet when a user kills the deferred task (not on triggerer restart).
     :param extra: serializable values echoed back in the event (the operator's attempt bookkeeping).
     :param namespace: the JobSet's namespace.
@@ -95,6 +100,8 @@ class JobSetTrigger(BaseTrigger):
         pod_logs_max_lines: int = 100,
         pod_logs_max_bytes: int = 32_768,
         push_progress: bool = True,
+        stall_cadence: dict[str, Any] | None = None,
+        backup_dir: str | None = None,
     ) -> None:
         super().__init__()
         self.connection = dict(connection)
@@ -124,6 +131,8 @@ class JobSetTrigger(BaseTrigger):
         self.pod_logs_max_lines = int(pod_logs_max_lines)
         self.pod_logs_max_bytes = int(pod_logs_max_bytes)
         self.push_progress = bool(push_progress)
+        self.stall_cadence = dict(stall_cadence) if stall_cadence else None
+        self.backup_dir = backup_dir
         self._follower = None  # the leader pod's log (adapters.pod_logs.LeaderLogFollower), made off the loop
         self._logs_at = float("-inf")
         self._logs_failing = False
@@ -131,7 +140,7 @@ class JobSetTrigger(BaseTrigger):
         self._live_source: str | None = None  # core.step_log FROM_LOG | FROM_EVENTS
         self._live_since: float | None = None  # this start of the pods (older workload events are not its steps)
         self._xcom_failing = False
-        self._tracker = None  # checkpoint progress since this trigger started (ProgressTracker)
+        self._signal = None  # every source's progress since this trigger started (core.progress.ProgressSignal)
         self._listing_failing_since: float | None = None
         self.listing_error = ""  # set when the listing kept failing for listing_timeout
         self._pods_started: bool | None = None  # None: this api cannot list pods (the JobSet phase decides)
@@ -175,6 +184,8 @@ class JobSetTrigger(BaseTrigger):
                 "pod_logs_max_lines": self.pod_logs_max_lines,
                 "pod_logs_max_bytes": self.pod_logs_max_bytes,
                 "push_progress": self.push_progress,
+                "stall_cadence": self.stall_cadence,
+                "backup_dir": self.backup_dir,
             },
         )
 
@@ -196,27 +207,34 @@ class JobSetTrigger(BaseTrigger):
         return f"the Kubernetes API ({c.get('kind')})"
 
     async def check_stall(self, state: JobSetState) -> str | None:
-        """A reason when the run stopped making checkpoint progress, else None.
+        """A reason when the run stopped making progress, else None.
 
-        Called on every status change and every `poll_interval` while nothing changes, only when
-        `checkpoint_dir` and `stall_timeout` are set. The clock runs while the JobSet is running or
+        Progress is the one signal of every source (core.progress.ProgressSignal.alive): the workload's reported
+        steps (the leader's `completed step` lines, the local workload's events), MTC replicator backups
+        (`backup_dir`) and finalized persistent checkpoints; the limit is `stall_limit()` (derived from the run's
+        cadence unless given). Called on every status change and every `poll_interval` while nothing changes, only
+        when `checkpoint_dir` and `stall_timeout` are set. The clock runs while the JobSet is running or
         restarting with its pods started (a pending JobSet waits for capacity or an image, which is not a
         hang) and restarts with the trigger, so a triggerer restart can delay a stall verdict but never invent
         one. It only runs on successful listings: a failed listing is not "no progress" (the time it keeps
         failing is taken off the clock), and one that keeps failing for `listing_timeout` sets `listing_error`.
         Listing runs off the loop.
         """
-        from mtc_provider.core.progress import ProgressTracker
+        from mtc_provider.core.progress import PERSISTENT, REPLICATOR, ProgressSignal
         from mtc_provider.core.status import PENDING
 
         now = self.clock()
-        if self._tracker is None or state.phase == PENDING or self._pods_started is False:
-            latest = self._tracker.latest_step if self._tracker else None
-            self._tracker = ProgressTracker(started_at=now)
-            self._tracker.latest_step = latest
+        if self._signal is None or state.phase == PENDING or self._pods_started is False:
+            # Not running yet: the clock starts again, saves already seen stay seen (they never go back).
+            seen = self._signal.newest if self._signal else {}
+            kept = {k: v for k, v in seen.items() if k in (PERSISTENT, REPLICATOR)}
+            self._signal = ProgressSignal(started_at=now, newest=kept)
             return None
+        signal = self._signal
+        persistent = signal.newest.get(PERSISTENT)
         try:
-            info = await self._latest_checkpoint(after=self._tracker.latest_step)
+            info = await self._persistent_checkpoint(after=persistent.step if persistent else None)
+            backup_step = await self._backup_step()
         except Exception as exc:  # a failed listing is not "no progress": the stall clock stops
             if self._listing_failing_since is None:
                 self._listing_failing_since = now
@@ -229,29 +247,82 @@ class JobSetTrigger(BaseTrigger):
                                       f"(listing_timeout {self.listing_timeout:.0f}s): {describe_listing_error(exc)}")
             return None
         if self._listing_failing_since is not None:
-            self._tracker.pause(now - self._listing_failing_since)
+            signal.pause(now - self._listing_failing_since)
             self.log.info("listing %s works again after %.0fs", self.checkpoint_dir, now - self._listing_failing_since)
             self._listing_failing_since = None
-        if info is not None and self._tracker.observe(info.step, info.commit_time, now):
+        if info is not None and signal.observe(info.step, PERSISTENT, now, info.commit_time):
             self.log.info("new finalized checkpoint: step %d in %s", info.step, self.checkpoint_dir)
-        if info is not None and self._progress_enabled():  # the progress line reuses this listing
-            self._progress_tracker_now(now).observe(info.step, info.commit_time, now)
-        if self._tracker.stalled(now, float(self.stall_timeout)):
-            return (f"stalled: no new finalized checkpoint in {self.checkpoint_dir} for "
-                    f"{self._tracker.seconds_without_progress(now):.0f}s (stall_timeout {float(self.stall_timeout):.0f}s;"
-                    f" newest finalized step {self._tracker.latest_step})")
+        if backup_step is not None and signal.observe(backup_step, REPLICATOR, now):
+            self.log.info("new MTC replicator backup: step %d in %s", backup_step, self.backup_dir)
+        if self._progress_enabled():  # the progress line's newest checkpoint reuses these listings
+            restorable = signal.restorable
+            if restorable is not None:
+                commit = restorable.at if restorable.source == PERSISTENT else None
+                self._progress_tracker_now(now).observe(restorable.step, commit, now)
+        await self._read_events(now)  # the local workload's reported step (no-op on a bucket)
+        limit, why = self.stall_limit()
+        if signal.stalled(now, limit):
+            alive, restorable = signal.alive, signal.restorable
+            newest = alive.words() if alive else "none seen"
+            return (f"stalled: no new finalized checkpoint nor any other progress in {self.checkpoint_dir} for "
+                    f"{signal.seconds_without_progress(now):.0f}s (stall limit {limit:.0f}s: {why}; newest: {newest};"
+                    f" newest finalized step {restorable.step if restorable else None})")
         return None
 
-    async def _latest_checkpoint(self, after: int | None):
-        """The newest finalized checkpoint newer than `after`, or None; the store is opened once, off the loop."""
+    def stall_limit(self) -> tuple[float, str]:
+        """(seconds, why): `stall_timeout` as given, or derived again from the cadence and the step time seen.
+
+        Until a reported step was seen in this start of the pods (pod logs off or unreadable), only saves can show
+        progress, so the limit is measured against them (core.cadence).
+        """
+        from mtc_provider.core.cadence import STALL_FACTOR, Cadence
+        from mtc_provider.core.progress import REPORTED
+
+        given = float(self.stall_timeout)
+        if not self.stall_cadence:
+            return given, "stall_timeout"
+        cadence = Cadence.from_dict(self.stall_cadence)
+        signal = self._signal
+        seen = signal.step_seconds() if signal is not None else None
+        reported = signal is not None and any(source in signal.newest for source in REPORTED)
+        step = seen or cadence.step_seconds
+        derived = cadence.stall_limit(step, restorable_only=not reported)
+        gap = cadence.gap(step, restorable_only=not reported)
+        basis = (f"{STALL_FACTOR:g} x {gap[1].describe(step)}" if gap else "no gap known yet")
+        return max(given, derived), f"derived, at least {given:.0f}s; {basis}"
+
+    async def _store(self):
         from mtc_provider.adapters.checkpoint_stores import AsyncCheckpointStore
 
-        if self._checkpoints is None:
+        if self._checkpoints is None:  # opened once, off the loop: its client carries over
             self._checkpoints = await asyncio.to_thread(
                 AsyncCheckpointStore, self.checkpoint_dir, self.gcp_conn_id or "google_cloud_default",
                 self.impersonation_chain)
-        found = await self._checkpoints.finalized(after)
+        return self._checkpoints
+
+    async def _persistent_checkpoint(self, after: int | None):
+        """The newest finalized persistent checkpoint newer than `after`, or None (listed off the loop)."""
+        found = await (await self._store()).finalized(after)
         return found[-1] if found else None
+
+    async def _backup_step(self) -> int | None:
+        """The newest step the MTC replicator backed up under `backup_dir`, or None (listed off the loop)."""
+        if not self.backup_dir:
+            return None
+        steps = await (await self._store()).backup_steps(self.backup_dir)
+        return steps[-1] if steps else None
+
+    async def _latest_checkpoint(self, after: int | None):
+        """The newest restorable checkpoint newer than `after` (persistent, or a replicator backup in multi-tier
+        mode), or None: what the end of an attempt decides on (triggers.attempt_end) and a resubmission resumes
+        from."""
+        from mtc_provider.adapters.protocols import CheckpointInfo
+
+        info = await self._persistent_checkpoint(after)
+        backup = await self._backup_step()
+        if backup is not None and (after is None or backup > after) and (info is None or backup > info.step):
+            return CheckpointInfo(backup, f"{self.backup_dir.rstrip('/')} (MTC replicator backup)", None)
+        return info
 
     def _stall_watch(self) -> bool:
         return bool(self.checkpoint_dir and self.stall_timeout)
@@ -298,7 +369,8 @@ class JobSetTrigger(BaseTrigger):
                                  source=self._live_source, updated_at=round(now, 3))
         self.log.info("JobSet %s/%s: %s", self.namespace, self.name, report.line())
         metrics.progress(metrics.trigger_tags(self), report.steps_per_hour, tracker.seconds_since_checkpoint(now))
-        self.last_progress = report.to_xcom()
+        # The one signal's figures beside the report (keys only added): which source each step comes from.
+        self.last_progress = {**report.to_xcom(), **(self._signal.figures() if self._signal is not None else {})}
         await self._push_progress(self.last_progress)
         return self.last_progress
 
@@ -309,10 +381,14 @@ class JobSetTrigger(BaseTrigger):
             self._live_tracker = ProgressTracker(started_at=now, window_s=900.0)
         if self._live_tracker.observe(step, None, now) or self._live_source is None:
             self._live_source = source
+        if self._signal is not None:  # a reported step is progress too (the stall clock: check_stall)
+            self._signal.observe(step, source, now)
 
     def _new_start_of_pods(self) -> None:
         """An in-cluster restart: new pods, a new leader, and a step that starts again from a checkpoint."""
         self._follower, self._live_tracker, self._live_source = None, None, None
+        if self._signal is not None:
+            self._signal.new_start()
         self._live_since = self.clock()
 
     def _events_file(self) -> str | None:

@@ -1,0 +1,122 @@
+"""The stall limit derived from the run's cadence, and its plan-time check (issue 32; core.cadence, core.run).
+
+The cadence is the guide's (examples/gke-v6e.yaml: a persistent checkpoint every 1000 steps, ~2.28 s a step for
+Llama-2-70B on v6e at MaxText's published ~900 tokens/s per device: one every ~38 minutes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from mtc_provider.core.cadence import STALL_FACTOR, check_stall_timeout, run_cadence
+from mtc_provider.core.errors import SpecError
+from mtc_provider.core.progress import PERSISTENT, REPLICATOR, REPORTED_LOG, ProgressSignal
+from mtc_provider.core.run import checkpoint_stall_timeout, parse_run, run_plan, stall_rule
+
+REPO = Path(__file__).resolve().parents[2]
+STEP_S = 2048 / 900
+
+
+def _v6e(**top) -> dict:
+    data = yaml.safe_load((REPO / "examples/gke-v6e.yaml").read_text())
+    return {**data, **top}
+
+
+def test_the_default_is_derived_from_the_cadence_not_a_constant():
+    limit, cadence, warnings = stall_rule(parse_run(_v6e()))
+    assert (limit, warnings) == (1800.0, [])  # the leader's lines every step: the floor (compile + restore)
+    assert [s["source"] for s in cadence["signals"]] == [REPORTED_LOG, PERSISTENT]
+    # Without the leader's lines, only the saves show progress: 3 x their gap once the step time is known.
+    config = parse_run(_v6e(step_seconds=STEP_S))
+    limit, _, _ = stall_rule(config, reported=False)
+    assert limit == pytest.approx(STALL_FACTOR * 1000 * STEP_S)
+    assert checkpoint_stall_timeout(config, 1800.0) == pytest.approx(STALL_FACTOR * 1000 * STEP_S)
+    assert checkpoint_stall_timeout(parse_run(_v6e()), 1800.0) is None  # gap unknown: the sensor judges no stall
+
+
+def test_an_explicit_stall_timeout_shorter_than_every_signal_is_refused_naming_the_field():
+    """(d) Measured against persistent saves only (pod logs off): 1800 s < the 2276 s between checkpoints."""
+    config = parse_run(_v6e(stall_timeout=1800, step_seconds=STEP_S))
+    with pytest.raises(SpecError) as err:
+        run_plan(config, "/tmp/unused", reported=False)
+    assert err.value.field == "stall_timeout" and err.value.value == 1800
+    assert "persistent checkpoints every 2276 s (checkpointing.checkpoint_period 1000 x step_seconds 2.28)" \
+        in str(err.value)
+    assert "or empty for the derived limit 6827 s" in str(err.value)
+    with pytest.raises(SpecError, match=r"stall_timeout: 1 is not allowed.*the leader's step lines every 2.28 s "
+                                        r"\(one a step, step_seconds 2.28\)"):
+        parse_run(_v6e(stall_timeout=1, step_seconds=STEP_S))
+
+
+def test_mtc_plan_warns_when_stall_timeout_holds_only_while_the_leaders_lines_are_read(tmp_path):
+    """(d) `mtc plan` shows the warning: field, value, the computed gap."""
+    from mtc_provider.cli import app
+
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(_v6e(stall_timeout=1800, step_seconds=STEP_S)))
+    result = CliRunner().invoke(app, ["plan", str(path), "--project-number", "123456789012"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())  # the console may wrap the line
+    assert "stall_timeout 1800 s is shorter than the gap between the checkpoints a resubmission resumes from " \
+           "(persistent checkpoints every 2276 s (checkpointing.checkpoint_period 1000" in text
+
+
+def test_multi_tier_is_measured_against_replicator_backups():
+    config = parse_run(_v6e(checkpointing={
+        **_v6e()["checkpointing"], "enable_emergency_checkpoint": False, "enable_multi_tier_checkpointing": True,
+        "multi_tier_checkpointing_backup_interval_minutes": 30}))
+    cadence = run_cadence(config.checkpointing, "gke", reported=False)
+    assert [s.source for s in cadence.signals] == [REPLICATOR]  # MaxText writes no persistent step in this mode
+    assert cadence.stall_limit() == 3 * 1800.0
+    with pytest.raises(SpecError, match=r"replicator backups every 1800 s \(checkpointing.multi_tier_checkpointing_"
+                                        r"backup_interval_minutes 30 min\)"):
+        check_stall_timeout(1200, cadence)
+
+
+def test_the_local_workloads_step_time_is_known_up_front(tmp_path):
+    config = parse_run({"target": "local", "slices": {"tpu_type": "v5p", "num_slices": 2},
+                        "checkpointing": {"run_name": "r", "steps": 100, "checkpoint_period": 2000},
+                        "workload": {"extra_flags": {"step_time_ms": 150}}}, str(tmp_path))
+    limit, cadence, _ = stall_rule(config)
+    assert cadence["step_seconds"] == 0.15 and limit == 120.0  # the events every step: the local floor
+    assert stall_rule(config, reported=False)[0] == pytest.approx(3 * 2000 * 0.15)
+
+
+def test_one_signal_alive_from_any_source_restorable_from_saves_only():
+    signal = ProgressSignal(started_at=0.0)
+    assert signal.observe(1000, PERSISTENT, 10.0)
+    assert signal.observe(1040, REPORTED_LOG, 100.0)
+    assert not signal.observe(1040, REPORTED_LOG, 200.0)  # the same line again: no progress
+    assert (signal.alive.step, signal.alive.source) == (1040, REPORTED_LOG)
+    assert (signal.restorable.step, signal.restorable.source) == (1000, PERSISTENT)
+    assert signal.seconds_without_progress(250.0) == 150.0
+    signal.new_start()  # an in-cluster restart: the leader reports from the restored step again
+    assert signal.observe(1001, REPORTED_LOG, 300.0)
+    assert signal.observe(1100, REPLICATOR, 400.0)
+    assert signal.figures() == {"alive_step": 1100, "alive_source": REPLICATOR, "restorable_step": 1100,
+                                "restorable_source": REPLICATOR}
+    with pytest.raises(ValueError, match="source 'guess'"):
+        signal.observe(1, "guess", 0.0)
+
+
+def test_the_launch_operator_uses_the_same_rule(tmp_path):
+    """MtcJobSetOperator checks an explicit stall_timeout and derives "derived" with core.cadence, before any call."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from tests.support.js_helpers import launch
+
+    workload = {"jobset_name": "train", "max_restarts": 2, "extra_flags": {"step_time_ms": 2000}}
+    op = launch(str(tmp_path), workload=workload, stall_timeout=1)  # the events every 2 s: 1 s is too short
+    with pytest.raises(AirflowFailException, match=r"stall_timeout: 1 is not allowed.*the workload's step events "
+                                                   r"every 2 s"):
+        op._specs()
+    op = launch(str(tmp_path), workload=workload, stall_timeout="derived")
+    op._specs()
+    assert op.stall_timeout == 120.0 and op.stall_cadence["step_seconds"] == 2.0
+    op = launch(str(tmp_path), workload=workload, stall_timeout="soon")
+    with pytest.raises(AirflowFailException, match=r"stall_timeout: 'soon' is not allowed; allowed: a positive"):
+        op._specs()

@@ -1,0 +1,183 @@
+"""The stall check at the guide's cadence (issue 32): rare persistent saves, a step every few seconds.
+
+examples/gke-v6e.yaml saves a persistent checkpoint every 1000 steps; at MaxText's published v6e throughput for
+Llama-2-70B (~900 tokens/s per device, batch 1 x 2048 tokens: ~2.28 s a step) that is one every ~38 minutes
+(/work/shared/notes/facts.md, "A real run's cadence"). The leader logs `completed step: N` every step (MaxText's
+`MetricLogger.log_metrics`: core.step_log). The trigger's clock is stepped by hand; the checkpoints are real objects
+in the GCS emulator (tests/support/checkpoint_fixtures.py); the leader's log is served by the Kubernetes API double,
+which answers `read log` as the API reference documents (tailLines, sinceSeconds, timestamps: see
+tests/adapters/test_js_pod_logs.py) and is read through the real kubernetes client and LeaderLogFollower.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.adapters.test_js_pod_logs import add_pod, factory
+from tests.doubles.kubernetes import KubernetesApiDouble
+from tests.support.checkpoint_fixtures import GCS_CONN_ID
+from mtc_provider.adapters.pod_logs import KubernetesPodLogs, LeaderLogFollower
+from mtc_provider.core.progress import replicator_backup_dir
+from mtc_provider.core.resubmission import RETRY, decide
+from mtc_provider.core.run import parse_run, stall_rule
+from mtc_provider.core.status import JobSetState
+from mtc_provider.triggers.jobset import JobSetTrigger
+
+pytestmark = pytest.mark.timeout(300)
+REPO = Path(__file__).resolve().parents[2]
+STEP_S = 2048 / 900  # seconds a step: Llama-2-70B on v6e, batch 1 x 2048 tokens at ~900 tokens/s per device
+RUNNING = JobSetState("train", "default", "running")
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def core():
+    double = KubernetesApiDouble().start()
+    add_pod(double, "train-slice-0-0-aaaaa", 0, 0)  # the leader: job index 0, completion index 0
+    yield double
+    double.stop()
+
+
+def _description(run: str, **changes) -> dict:
+    data = yaml.safe_load((REPO / "examples/gke-v6e.yaml").read_text())
+    data["checkpointing"].update(run_name=run, base_output_directory="gs://ckpt/runs")
+    data["checkpointing"].update(changes.pop("checkpointing", {}))
+    return {**data, **changes}
+
+
+def _upload(name: str) -> None:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    storage.Client(project="mtc-test", credentials=AnonymousCredentials()).bucket("ckpt").blob(name) \
+        .upload_from_string(b"")
+
+
+def _trigger(config, clock: _Clock, core=None, reported: bool = True) -> JobSetTrigger:
+    """The launch task's trigger as the operator builds it from the plan: the one stall rule (core.run.stall_rule)."""
+    limit, cadence, _ = stall_rule(config, reported=reported)
+    trigger = JobSetTrigger(connection={"kind": "gke", "cluster_url": "https://gke.invalid"}, namespace="default",
+                            name="train", checkpoint_dir=config.checkpointing.checkpoint_directory,
+                            gcp_conn_id=GCS_CONN_ID, stall_timeout=limit, stall_cadence=cadence,
+                            backup_dir=replicator_backup_dir(config.checkpointing), pod_logs=core is not None,
+                            pod_logs_interval=30.0, progress_interval=None, push_progress=False)
+    trigger.clock = clock
+    if core is not None:  # the leader's log through the real client against the API double
+        trigger._follower = LeaderLogFollower(KubernetesPodLogs(factory(core)), "default", "train", clock=clock)
+    return trigger
+
+
+async def _train(trigger, clock, core, start, minutes, step, run, period=1000, log=True):
+    """`minutes` of training, one minute at a time: the leader's step lines, a persistent save every `period`."""
+    for _ in range(minutes):
+        clock.now += 60
+        new = step + int(60 / STEP_S)
+        if log:
+            core.write_log("train-slice-0-0-aaaaa", *[f"completed step: {s}, seconds: {STEP_S:.3f}, loss: 2.000"
+                                                       for s in range(step + 1, new + 1)])
+        for saved in range((step // period + 1) * period, new + 1, period):
+            _upload(f"runs/{run}/checkpoints/{saved}/commit_success.txt")
+        step = new
+        await trigger.follow_pod_logs()
+        reason = await trigger.check_stall(RUNNING)
+        if reason:
+            return step, reason
+    return step, None
+
+
+async def test_rare_persistent_saves_with_the_leaders_lines_never_stall(gcs, core):
+    """(a) Persistent saves every ~38 min, a step line every 2.3 s: no stall in 4 hours (today: deleted at 30 min,
+    as only `commit_success.txt` steps counted and the limit was 1800 s whatever the cadence)."""
+    run = "cadence-a"
+    clock = _Clock()
+    trigger = _trigger(parse_run(_description(run)), clock, core)
+    assert await trigger.check_stall(RUNNING) is None  # the clock starts (pods started)
+    step, reason = await _train(trigger, clock, core, clock.now, 240, 0, run)
+    assert reason is None, reason
+    assert step > 6000
+    figures = trigger._signal.figures()
+    assert figures["alive_source"] == "workload-log" and figures["alive_step"] == step
+    assert figures["restorable_source"] == "checkpoints" and figures["restorable_step"] == 6000
+
+
+async def test_the_leaders_lines_stopping_is_a_stall_after_the_derived_limit(gcs, core):
+    """(b) The same run hangs after an hour: the lines stop, so does everything; stalled after the derived limit
+    (3 x the step time seen, at least the 1800 s floor), not after the next persistent save was due."""
+    run = "cadence-b"
+    clock = _Clock()
+    trigger = _trigger(parse_run(_description(run)), clock, core)
+    await trigger.check_stall(RUNNING)
+    step, reason = await _train(trigger, clock, core, clock.now, 60, 0, run)
+    assert reason is None
+    assert trigger.stall_limit()[0] == 1800  # 3 x 2.3 s is below the floor
+    hung_at = clock.now
+    _, reason = await _train(trigger, clock, core, clock.now, 29, step, run, log=False, period=10**9)
+    assert reason is None  # 29 minutes of silence: still within the limit
+    _, reason = await _train(trigger, clock, core, clock.now, 2, step, run, log=False, period=10**9)
+    assert reason is not None and clock.now - hung_at <= 31 * 60
+    assert "stall limit 1800s" in reason and f"step {step} (reported by the leader's log)" in reason
+    assert "newest finalized step 1000" in reason
+
+
+async def test_without_the_leaders_lines_the_limit_is_measured_against_the_saves(gcs, core):
+    """Pod logs off and the step time given: only saves are seen, so the limit is 3 x their gap (~1.9 h)."""
+    run = "cadence-nolog"
+    clock = _Clock()
+    trigger = _trigger(parse_run(_description(run, step_seconds=STEP_S)), clock, reported=False)
+    await trigger.check_stall(RUNNING)
+    step, reason = await _train(trigger, clock, core, clock.now, 180, 0, run, log=False)
+    assert reason is None, reason
+    limit, why = trigger.stall_limit()
+    # the step time seen between saves (minute-grained here), else the given step_seconds
+    assert limit == pytest.approx(3 * 1000 * STEP_S, rel=0.05) and "checkpoint_period 1000" in why
+
+
+async def test_multi_tier_progresses_from_replicator_backups_and_the_attempt_end_sees_it(gcs):
+    """(c) Multi-tier mode: no persistent step ever (MaxText writes none: docs/maxtext.md), the replicator backs up
+    every 30 minutes as `<job>-s<step>-n<node>-w<worker>.meta`. No stall in 3 hours; the end of the attempt decides
+    on the newest backup, so an attempt that trained is a retry, not a crash loop."""
+    run = "cadence-c"
+    config = parse_run(_description(run, checkpointing={
+        "enable_emergency_checkpoint": False, "enable_multi_tier_checkpointing": True,
+        "multi_tier_checkpointing_backup_interval_minutes": 30}))
+    clock = _Clock()
+    trigger = _trigger(config, clock, reported=False)
+    await trigger.check_stall(RUNNING)
+    step = 0
+    for minute in range(1, 181):
+        clock.now += 60
+        step += int(60 / STEP_S)
+        if minute % 30 == 0:
+            for node in range(2):
+                _upload(f"runs/{run}/train-a1-s{step}-n{node}-w0.meta")
+        assert await trigger.check_stall(RUNNING) is None, minute
+    restorable = trigger._signal.restorable
+    assert restorable.source == "replicator-backup" and restorable.step == step
+    # What triggers.attempt_end (and a resubmission) decides on: the same call, the same listing.
+    latest = (await trigger._latest_checkpoint(after=None)).step
+    assert latest == step
+    ended = JobSetState("train", "default", "succeeded")  # preempted: MaxText saved and exited 0
+    decision = decide(ended, latest, config.checkpointing.steps - 1, [None, None], 2)
+    assert decision.kind == RETRY, decision.reason
+
+
+def test_the_workers_end_of_attempt_reads_the_same_restorable_step(gcs):
+    """The worker's decision (MtcJobSetOperator._latest) and the step history use adapters' restorable_step: in
+    multi-tier mode the newest replicator backup, else the newest persistent checkpoint."""
+    from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, restorable_step
+
+    _upload("runs/cadence-w/checkpoints/100/commit_success.txt")
+    _upload("runs/cadence-w/train-a1-s250-n0-w0.meta")
+    store = GcsCheckpointStore(GCS_CONN_ID)
+    assert restorable_step(store, "gs://ckpt/runs/cadence-w/checkpoints") == 100
+    assert restorable_step(store, "gs://ckpt/runs/cadence-w/checkpoints", "gs://ckpt/runs/cadence-w") == 250
