@@ -28,7 +28,10 @@ from rich.markup import escape
 
 from mtc_provider.core.errors import SpecError
 
+# The exit codes of every command (docs/cli.md): 0 done (with --wait: the run succeeded, the JobSets are gone),
+# ERROR the run failed or a request did, 2 bad input (nothing was sent), TIMED_OUT --wait gave up at --timeout.
 ERROR = 1
+TIMED_OUT = 3
 BASE_ENV = "MTC_BASE_OUTPUT_DIRECTORY"
 
 
@@ -39,6 +42,43 @@ def _err(message: str, code: int = ERROR) -> None:
 
 def _out() -> Console:
     return Console(file=sys.stdout, soft_wrap=True, highlight=False)
+
+
+class WaitProgress:
+    """What a --wait is waiting for, on stderr (stdout stays the command's result): on a terminal a rich spinner with
+    the state and the time waited, updated at each poll; elsewhere (a pipe, a CI log) one line per change."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(file=sys.stderr, soft_wrap=True, highlight=False)
+        self.started = time.monotonic()
+        self.last: str | None = None
+        self._status: Any = None
+
+    def __enter__(self) -> "WaitProgress":
+        if self.console.is_terminal:
+            self._status = self.console.status("waiting")
+            self._status.start()
+        return self
+
+    def update(self, text: str) -> None:
+        from mtc_provider.core.progress_report import format_duration
+
+        waited = format_duration(time.monotonic() - self.started)
+        if self._status is not None:
+            self._status.update(f"{escape(text)} (waited {waited})")
+        elif text != self.last:
+            self.console.print(f"waiting: {escape(text)} (after {waited})")
+        self.last = text
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._status is not None:
+            self._status.stop()
+
+
+def timed_out(message: str) -> None:
+    """--wait gave up at --timeout: the same exit code (TIMED_OUT) from every command that waits."""
+    Console(file=sys.stderr, soft_wrap=True, highlight=False).print(f"timed out: {escape(message)}")
+    raise typer.Exit(TIMED_OUT)
 
 
 # --- the one connection option set --------------------------------------------------------------------------
@@ -255,27 +295,38 @@ def status(
 
     hook = _hook_if_cluster(options)
     deadline = time.monotonic() + timeout if timeout > 0 else None
-    while True:
-        try:
-            summary = run_status(options, run_name, hook)
-        except _api_errors() as exc:
-            _err(str(exc))
-        if not summary["attempts"] and not summary["recorded"]:
-            where = ", ".join(options.bases()) or "no --base given"
-            _err(f"no JobSet of run {run_name!r} in namespace {options.namespace!r}, and no record of it "
-                 f"({where}; a run's record is <base_output_directory>/<run_name>/mtc-attempts.json: pass --base)")
-        if not wait or summary["state"] in ENDED_STATES:
-            break
-        if deadline is not None and time.monotonic() >= deadline:
-            Console(file=sys.stderr).print(f"run {escape(run_name)} still {summary['state']} after {timeout:g}s")
-            raise typer.Exit(3)
-        time.sleep(poll)
+    with WaitProgress() as progress:
+        while True:
+            try:
+                summary = run_status(options, run_name, hook)
+            except _api_errors() as exc:
+                _err(str(exc))
+            if not summary["attempts"] and not summary["recorded"]:
+                where = ", ".join(options.bases()) or "no --base given"
+                _err(f"no JobSet of run {run_name!r} in namespace {options.namespace!r}, and no record of it "
+                     f"({where}; a run's record is <base_output_directory>/<run_name>/mtc-attempts.json: pass "
+                     "--base)")
+            if not wait or summary["state"] in ENDED_STATES:
+                break
+            progress.update(_status_line(summary))
+            if deadline is not None and time.monotonic() >= deadline:
+                timed_out(f"run {run_name} still {summary['state']} after {timeout:g} s (--timeout)")
+            time.sleep(poll)
     if output is not Output.text:
         _emit(output, summary)
     else:
         _print_status(summary)
     if wait and summary["state"] != "succeeded":
         raise typer.Exit(ERROR)
+
+
+def _status_line(summary: dict[str, Any]) -> str:
+    """One line for the wait's progress: the run's state, attempt and newest finalized step."""
+    step = summary["newest_step"]
+    target = f"/{summary['target_step']}" if summary.get("target_step") else ""
+    attempt = f", attempt {summary['attempts'][-1]['attempt']}" if summary["attempts"] else ""
+    return (f"run {summary['run_name']} {summary['state'] or 'unrecorded'}{attempt}, step "
+            f"{step if step is not None else '-'}{target}")
 
 
 def _print_status(summary: dict[str, Any]) -> None:
@@ -450,17 +501,18 @@ def delete(
             hook.api.delete(namespace, name, reason=V.DELETE_USER_REQUEST)
         if wait:
             deadline = time.monotonic() + timeout
-            for name in names:
-                while True:
-                    try:
-                        hook.api.get(namespace, name)
-                    except NotFound:
-                        break
-                    if time.monotonic() >= deadline:
-                        Console(file=sys.stderr).print(f"JobSet {escape(namespace)}/{escape(name)} still terminating "
-                                                       f"after {timeout:g}s (foreground deletion waits for its pods)")
-                        raise typer.Exit(3)
-                    time.sleep(1.0)
+            with WaitProgress() as progress:
+                for name in names:
+                    while True:
+                        try:
+                            hook.api.get(namespace, name)
+                        except NotFound:
+                            break
+                        if time.monotonic() >= deadline:
+                            timed_out(f"JobSet {namespace}/{name} still terminating after {timeout:g} s (--timeout; "
+                                      "foreground deletion waits for its pods)")
+                        progress.update(f"JobSet {namespace}/{name} terminating")
+                        time.sleep(1.0)
             _out().print(f"deleted {len(names)} JobSet(s) of run {escape(run_name)}")
     except _api_errors() as exc:
         _err(str(exc))

@@ -90,3 +90,16 @@ def test_status_on_the_local_target(tmp_path, cluster) -> None:
     assert result.exit_code == 0, result.output
     data = yaml.safe_load(result.stdout)
     assert data["attempts"][0]["phase"] == "running" and data["newest_step"] is None
+
+
+def test_status_wait_shows_progress_and_times_out_with_the_shared_code(tmp_path, apiserver, fast_retries) -> None:
+    """`--wait` on a run that goes on: its state on stderr while waiting, exit 3 at --timeout (as run and delete)."""
+    from mtc_provider.cli_runs import TIMED_OUT
+
+    seed(tmp_path, apiserver)
+    result = runner.invoke(app, ["status", "llama", "--kubeconfig", kubeconfig(tmp_path, apiserver), "--wait",
+                                 "--timeout", "0.3", "--poll", "0.05", "-o", "json"])
+    assert result.exit_code == TIMED_OUT == 3, result.output
+    assert "waiting: run llama running, attempt 2, step 60" in result.stderr
+    assert "timed out: run llama still running after 0.3 s" in result.stderr
+    assert result.stdout == ""  # no half result on stdout for a script to parse
