@@ -185,5 +185,6 @@ def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_clou
         "digest": launch_digest(config.target, description),
         "poll_interval": float(config.poll_interval),
         "stall_timeout": config.stall_timeout,
+        **{name: description[name] for name in ("keep_failed_attempts", "pod_logs", "pod_logs_interval")},
     }
 
