@@ -186,9 +186,9 @@ with DAG(
         stall_cadence=planned("stall_cadence"),  # derived from the run's cadence unless the form gave a value
         poll_interval=planned("poll_interval"),
         progress_interval=PROGRESS_INTERVAL,
-        keep_failed_attempts="{{ params.keep_failed_attempts }}",
-        pod_logs="{{ params.pod_logs }}",
-        pod_logs_interval="{{ params.pod_logs_interval }}",
+        keep_failed_attempts=planned("keep_failed_attempts"),
+        pod_logs=planned("pod_logs"),
+        pod_logs_interval=planned("pod_logs_interval"),
         deferrable=True,
         retries=6,
         retry_delay=datetime.timedelta(seconds=3),

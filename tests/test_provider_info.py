@@ -110,3 +110,28 @@ def test_run_view_plugin_is_registered_and_airflow_accepts_its_views() -> None:
     # Not also under get_provider_info's `plugins` (read only with lazy_discover_providers=False): found both
     # ways, Airflow would report the second as an import error ("already registered").
     assert "plugins" not in get_provider_info()
+
+
+def test_airflow_plugins_json_parses_with_the_provider_installed(tmp_path: Path) -> None:
+    """Issue 35 item 9: a provider with executors and no `cli` section makes every `airflow` command log a 6-line
+    warning to standard output, so `airflow plugins -o json` did not parse. The real command, a fresh home."""
+    airflow = Path(sys.executable).with_name("airflow")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
+    env |= {
+        "AIRFLOW_HOME": str(tmp_path),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path / 'airflow.db'}",
+    }
+    result = subprocess.run([str(airflow), "plugins", "-o", "json"], capture_output=True, text=True, env=env,
+                            timeout=180)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "missing 'cli' section" not in result.stdout + result.stderr
+    plugins = json.loads(result.stdout)  # the whole of standard output, nothing before or after the document
+    assert "mtc_run_view" in {plugin["name"] for plugin in plugins}
+
+
+def test_the_cli_section_names_a_function_airflow_can_load() -> None:
+    """Airflow imports each `cli` entry and calls it for the list of commands it adds (cli_parser.py)."""
+    (path,) = get_provider_info()["cli"]
+    module, _, name = path.rpartition(".")
+    assert getattr(importlib.import_module(module), name)() == []

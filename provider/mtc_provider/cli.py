@@ -30,7 +30,6 @@ from mtc_provider.core.tpu import HOST_MEMORY_GIB, SliceSpec
 
 app = typer.Typer(
     name="mtc",
-    help="Multi-Tier Checkpointing for TPU training on GKE: size, plan and render a run.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -79,7 +78,27 @@ def main(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the provider's version and exit."),
 ) -> None:
-    """Multi-Tier Checkpointing for TPU training on GKE: size, plan and render a run."""
+    """Multi-Tier Checkpointing for TPU training on GKE, from a terminal.
+
+    \b
+    Plan, with no cluster or network access:
+      size     the ramdisk per host, step by step as the guide computes it
+      plan     validate a run description; what will be checked, created and bound
+      render   the manifests (CheckpointConfiguration, JobSet) as YAML for kubectl
+      advise   the checkpoint periods that maximise expected goodput
+    Start, through Airflow's REST API:
+      run      trigger the training DAG with a run description
+    Follow and act on runs, in a cluster or the local target (--local-home):
+      list     every run: state, step, ETA, attempts, age
+      status   a run's attempts, their outcome, and the newest finalized step
+      logs     the leader pod's log of an attempt
+      delete   a run's JobSets (never its checkpoints or record)
+      unlock   free a run name whose lock outlived its run
+    The local target:
+      local    up / down: its Kubernetes API server, runner and GCS
+
+    Exit codes: 0 done, 1 failed, 2 bad input (nothing sent), 3 --wait timed out.
+    """
 
 
 def _plain(value: Any) -> Any:
@@ -232,9 +251,6 @@ def render(config: Path = typer.Argument(..., help="Run description (YAML); - re
     sys.stdout.write(render_manifests(result.manifests))
 
 
-OUTPUTS = ("text", "json")
-
-
 @app.command()
 def advise(
     events: list[Path] = typer.Option(None, "--events", help="Event files or directories of earlier runs of one "
@@ -256,14 +272,12 @@ def advise(
     slice_mtbf_s: str = typer.Option(None, "--slice-mtbf-s", help="Mean seconds between slice or cluster losses."),
     preemption_mtbf_s: str = typer.Option(None, "--preemption-mtbf-s", help="Mean seconds between preemptions."),
     current: str = typer.Option(None, "--current", help="The periods in use, L,P (default: read from --events)."),
-    output: str = typer.Option("text", "--output", help="text or json."),
+    output: Output = OUTPUT_OPTION,
 ) -> None:
     """Checkpoint periods (L, P) maximising expected goodput, from measurements and/or figures given by hand."""
     from mtc_provider.core.advisor import FailureRates, advice_report, measure_events
 
     def build() -> dict[str, Any]:
-        if output not in OUTPUTS:
-            raise SpecError("--output", output, ", ".join(OUTPUTS))
         measured = None
         if events:
             from mtc_provider.adapters.workload_events import read_events
@@ -288,11 +302,8 @@ def advise(
         return advice_report(measured, given, rates, steps, startup_s, periods)
 
     result = _guarded(build)
-    if output == "json":
-        import json
-
-        sys.stdout.write(json.dumps(result, indent=1) + "\n")
-        return
+    if output is not Output.text:
+        return _emit(output, result)
     console = _out()
     for line in result["lines"]:
         console.print(escape(line))

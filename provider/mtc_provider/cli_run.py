@@ -3,7 +3,13 @@
 The file is validated here first with the function the DAG's plan task and `mtc plan` call (core.run.parse_run):
 a bad value exits 2 naming the field, and no request is sent. Then `POST /api/v2/dags/{dag_id}/dagRuns` (Airflow 3's
 public API, `TriggerDAGRunPostBody`: `logical_date` null, `conf` the description) starts a run; its URL in the UI is
-printed; `--wait` follows it to its end (exit 0 success, 1 failed).
+printed; `--wait` follows it to its end (exit 0 success, 1 failed, 3 timed out: cli_runs' codes, as `status` and
+`delete`), showing the run's state on stderr while it waits.
+
+A paused DAG queues a triggered run and never starts it, so the DAG is read first: when paused, `mtc run` refuses
+(exit 1, nothing triggered) unless `--unpause`, which unpauses it (`PATCH /api/v2/dags/{dag_id}`,
+`update_mask=is_paused`) and says so. While `--wait` waits, a run still queued under a DAG paused since is reported
+and ends the wait (exit 1) rather than waiting for ever.
 
 Where Airflow is and who asks, as Airflow's own clients take them: `--api-url` or `AIRFLOW_API_URL` (`AIRFLOW_URL`);
 a token with `--api-token` or `AIRFLOW_CLI_TOKEN` (`AIRFLOW_TOKEN`), as airflowctl; else `--username`/`--password`
@@ -79,6 +85,13 @@ class AirflowApi:
                                         auth=False)["access_token"]
         return self._token
 
+    def dag(self, dag_id: str) -> dict[str, Any]:
+        return self._request("GET", f"/api/v2/dags/{urllib.parse.quote(dag_id)}")
+
+    def unpause(self, dag_id: str) -> dict[str, Any]:
+        return self._request("PATCH", f"/api/v2/dags/{urllib.parse.quote(dag_id)}?update_mask=is_paused",
+                             {"is_paused": False})
+
     def trigger(self, dag_id: str, conf: dict[str, Any], note: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"logical_date": None, "conf": conf}
         if note:
@@ -118,8 +131,12 @@ def run(
     username: str = typer.Option(None, "--username", help="For a token from /auth/token (default: $AIRFLOW_USERNAME)."),
     password: str = typer.Option(None, "--password", help="With --username (default: $AIRFLOW_PASSWORD)."),
     dag_id: str = typer.Option(TRAINING_DAG_ID, "--dag-id", help="The training DAG to trigger."),
-    wait: bool = typer.Option(False, "--wait", help="Wait for the run's end: exit 0 when it succeeded, 1 when not."),
-    timeout: float = typer.Option(0, "--timeout", help="With --wait: give up after this many seconds (0: never)."),
+    unpause: bool = typer.Option(False, "--unpause", help="Unpause the DAG when it is paused (default: refuse, as a "
+                                 "paused DAG's run stays queued)."),
+    wait: bool = typer.Option(False, "--wait", help="Wait for the run's end: exit 0 when it succeeded, 1 when not, "
+                              "3 at --timeout; its state is shown on stderr meanwhile."),
+    timeout: float = typer.Option(0, "--timeout", help="With --wait: give up after this many seconds (exit 3; 0: "
+                                  "never)."),
     poll: float = typer.Option(10.0, "--poll", help="With --wait: seconds between state checks."),
 ) -> None:
     """Validate a run description, then trigger the training DAG with it and print the run's URL in the UI."""
@@ -137,6 +154,7 @@ def run(
     out, err = Console(file=sys.stdout, soft_wrap=True, highlight=False), Console(file=sys.stderr, soft_wrap=True,
                                                                                   highlight=False)
     try:
+        _ready_to_run(api, dag_id, unpause, out)
         created = api.trigger(dag_id, conf, note=f"mtc run {config}")
         run_id = created["dag_run_id"]
         out.print(f"triggered {escape(dag_id)} run {escape(run_id)} "
@@ -144,17 +162,47 @@ def run(
         out.print(api.ui_url(dag_id, run_id))
         if not wait:
             return
-        deadline = time.monotonic() + timeout if timeout > 0 else None
-        state = created.get("state")
-        while state not in ENDED:
-            if deadline is not None and time.monotonic() > deadline:
-                err.print(f"error: run {escape(run_id)} still {state} after {timeout:g} s")
-                raise typer.Exit(1)
-            time.sleep(poll)
-            state = api.dag_run(dag_id, run_id)["state"]
+        state = _wait(api, dag_id, run_id, created.get("state"), timeout, poll)
         out.print(f"run {escape(run_id)} ended: {state}")
         if state != "success":
             raise typer.Exit(1)
     except AirflowApiError as exc:
         err.print(f"error: {escape(str(exc))}")
         raise typer.Exit(1) from None
+
+
+def _ready_to_run(api: AirflowApi, dag_id: str, unpause: bool, out: Console) -> None:
+    """The DAG exists and is unpaused (with --unpause: made so); else AirflowApiError saying what to do."""
+    try:
+        dag = api.dag(dag_id)
+    except AirflowApiError as exc:
+        if "HTTP 404" in str(exc):
+            raise AirflowApiError(f"--dag-id: no DAG {dag_id!r} in Airflow at {api.url} (is the provider's dags folder "
+                                  "loaded? the training DAG is mtc_resilient_training)") from None
+        raise
+    if not dag.get("is_paused"):
+        return
+    if not unpause:
+        raise AirflowApiError(f"DAG {dag_id!r} is paused: a run triggered now would stay queued. Unpause it (the "
+                              "toggle in the UI, or `airflow dags unpause " + dag_id + "`), or pass --unpause")
+    api.unpause(dag_id)
+    out.print(f"unpaused DAG {escape(dag_id)} (--unpause)")
+
+
+def _wait(api: AirflowApi, dag_id: str, run_id: str, state: str | None, timeout: float, poll: float) -> str:
+    """Poll the run until it ends; its state (and how long it waited) on stderr meanwhile. A run still queued
+    under a DAG paused meanwhile would never start: AirflowApiError. At --timeout: exit TIMED_OUT."""
+    from mtc_provider.cli_runs import WaitProgress, timed_out
+
+    deadline = time.monotonic() + timeout if timeout > 0 else None
+    with WaitProgress() as progress:
+        while state not in ENDED:
+            progress.update(f"run {run_id} {state}")
+            if deadline is not None and time.monotonic() > deadline:
+                timed_out(f"run {run_id} of {dag_id} still {state} after {timeout:g} s (--timeout)")
+            time.sleep(poll)
+            state = api.dag_run(dag_id, run_id)["state"]
+            if state == "queued" and api.dag(dag_id).get("is_paused"):
+                raise AirflowApiError(f"DAG {dag_id!r} was paused while run {run_id} was queued: it will not start "
+                                      "until the DAG is unpaused")
+    return state

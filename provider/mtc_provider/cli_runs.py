@@ -28,7 +28,10 @@ from rich.markup import escape
 
 from mtc_provider.core.errors import SpecError
 
+# The exit codes of every command (docs/cli.md): 0 done (with --wait: the run succeeded, the JobSets are gone),
+# ERROR the run failed or a request did, 2 bad input (nothing was sent), TIMED_OUT --wait gave up at --timeout.
 ERROR = 1
+TIMED_OUT = 3
 BASE_ENV = "MTC_BASE_OUTPUT_DIRECTORY"
 
 
@@ -39,6 +42,43 @@ def _err(message: str, code: int = ERROR) -> None:
 
 def _out() -> Console:
     return Console(file=sys.stdout, soft_wrap=True, highlight=False)
+
+
+class WaitProgress:
+    """What a --wait is waiting for, on stderr (stdout stays the command's result): on a terminal a rich spinner with
+    the state and the time waited, updated at each poll; elsewhere (a pipe, a CI log) one line per change."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(file=sys.stderr, soft_wrap=True, highlight=False)
+        self.started = time.monotonic()
+        self.last: str | None = None
+        self._status: Any = None
+
+    def __enter__(self) -> "WaitProgress":
+        if self.console.is_terminal:
+            self._status = self.console.status("waiting")
+            self._status.start()
+        return self
+
+    def update(self, text: str) -> None:
+        from mtc_provider.core.progress_report import format_duration
+
+        waited = format_duration(time.monotonic() - self.started)
+        if self._status is not None:
+            self._status.update(f"{escape(text)} (waited {waited})")
+        elif text != self.last:
+            self.console.print(f"waiting: {escape(text)} (after {waited})")
+        self.last = text
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._status is not None:
+            self._status.stop()
+
+
+def timed_out(message: str) -> None:
+    """--wait gave up at --timeout: the same exit code (TIMED_OUT) from every command that waits."""
+    Console(file=sys.stderr, soft_wrap=True, highlight=False).print(f"timed out: {escape(message)}")
+    raise typer.Exit(TIMED_OUT)
 
 
 # --- the one connection option set --------------------------------------------------------------------------
@@ -95,6 +135,20 @@ class ClusterOptions:
             return sorted(str(p) for p in buckets.iterdir() if p.is_dir()) if buckets.is_dir() else []
         return []
 
+    def absolute(self) -> "ClusterOptions":
+        """The options with --local-home and a local --base made absolute (relative to the current directory, `~`
+        expanded), as every reader below needs them; SpecError naming --base for a URL no reader takes."""
+        from dataclasses import replace
+
+        base = self.base
+        if base and "://" not in base:
+            base = str(Path(base).expanduser().resolve())
+        elif base and not base.startswith(("gs://", "file:///")):
+            raise SpecError("--base", base, "gs://BUCKET/PATH, or a local path (absolute, or relative to the current "
+                            f"directory); also read from ${BASE_ENV}")
+        home = Path(self.local_home).expanduser().resolve() if self.local_home else None
+        return replace(self, base=base, local_home=home)
+
 
 _OPTIONS: list[tuple[str, Any, Any]] = [
     ("namespace", str, typer.Option("default", "--namespace", "-n", help="The JobSets' namespace.")),
@@ -130,7 +184,10 @@ def cluster_options(records: bool = True) -> Callable[[Callable[..., Any]], Call
 
         @functools.wraps(command)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            options = ClusterOptions(**{name: kwargs.pop(name) for name, _, _ in extra})
+            try:
+                options = ClusterOptions(**{name: kwargs.pop(name) for name, _, _ in extra}).absolute()
+            except SpecError as exc:
+                _err(str(exc), 2)
             return command(*args, options=options, **kwargs)
 
         wrapper.__signature__ = signature.replace(parameters=own + added)  # what typer reads
@@ -155,10 +212,47 @@ def _api_errors() -> tuple[type[BaseException], ...]:
 
 
 # --- reading a run -----------------------------------------------------------------------------------------
+# A read starts no server: a local folder (a local target's bucket folder included) is read as files, not through
+# the home's local GCS; the local target's cluster is asked only when it is already running (local_reader).
+def _read_store(options: ClusterOptions, where: str) -> Any:
+    """The store a read lists `where` with: GCS for gs://, the files themselves for a local folder."""
+    from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore, open_store
+
+    return open_store(where, options.gcp_conn_id) if where.startswith("gs://") else LocalCheckpointStore()
+
+
 def _records_at(options: ClusterOptions, where: str) -> Any:
     from mtc_provider.adapters.run_records import RunRecords
 
-    return RunRecords(where, options.gcp_conn_id)
+    return RunRecords(where, options.gcp_conn_id, store=_read_store(options, where))
+
+
+def running_local_kubeconfig(home: Path) -> Path | None:
+    """The kubeconfig of the local target's cluster when its API server answers, else None: a read never starts
+    the cluster (`mtc local up` does; a stopped cluster has no live JobSet, and its runs' records are files)."""
+    import socket
+    from urllib.parse import urlparse
+
+    import yaml
+
+    path = Path(home) / "kubeconfig"
+    try:
+        url = urlparse(yaml.safe_load(path.read_text())["clusters"][0]["cluster"]["server"])
+        with socket.create_connection((url.hostname, url.port or 443), timeout=2):
+            return path
+    except (OSError, KeyError, IndexError, TypeError, ValueError, yaml.YAMLError):
+        return None
+
+
+def reader_hook(options: ClusterOptions) -> Any:
+    """The hook a read asks the cluster through, or None when there is nothing running to ask: with --local-home,
+    the home's cluster through its kubeconfig when it runs (never started by a read); else as `_hook_if_cluster`."""
+    if options.local_home:
+        from dataclasses import replace
+
+        kubeconfig = running_local_kubeconfig(options.local_home)
+        return guarded_hook(replace(options, local_home=None, kubeconfig=kubeconfig)) if kubeconfig else None
+    return _hook_if_cluster(options)
 
 
 def find_record(options: ClusterOptions, run_name: str, checkpoint_dir: str = "") -> dict[str, Any] | None:
@@ -175,9 +269,7 @@ def find_record(options: ClusterOptions, run_name: str, checkpoint_dir: str = ""
 
 
 def _commits(options: ClusterOptions, checkpoint_dir: str) -> list[tuple[int, float | None]]:
-    from mtc_provider.adapters.checkpoint_stores import open_store
-
-    store = open_store(checkpoint_dir, options.gcp_conn_id)
+    store = _read_store(options, checkpoint_dir)
     return [(info.step, info.commit_time) for info in store.finalized_steps(checkpoint_dir)]
 
 
@@ -188,7 +280,7 @@ def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict
     live: dict[str, Any] = {"attempts": [], "checkpoint_dir": "", "newest_step": None}
     if hook is not None:
         try:
-            live = hook.run_status(run_name, options.namespace)
+            live = _live_status(options, hook, run_name)
         except _api_errors() as exc:
             if not options.bases():
                 raise
@@ -230,6 +322,15 @@ def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict
             "recorded": record is not None}
 
 
+def _live_status(options: ClusterOptions, hook: Any, run_name: str) -> dict[str, Any]:
+    """MtcJobSetHook.run_status's answer, the newest step listed as a read lists (no server started)."""
+    found = hook.find_by_run(run_name, options.namespace)
+    checkpoint_dir = next((a.checkpoint_dir for a in reversed(found) if a.checkpoint_dir), "")
+    step = _read_store(options, checkpoint_dir).latest_step(checkpoint_dir) if checkpoint_dir else None
+    return {"run_name": run_name, "namespace": options.namespace, "attempts": [a.to_dict() for a in found],
+            "checkpoint_dir": checkpoint_dir, "newest_step": step}
+
+
 def _hook_if_cluster(options: ClusterOptions) -> Any:
     """The hook when a cluster is named (or no base is: then the default kubeconfig is the cluster)."""
     if options.cluster_given or not options.bases():
@@ -253,29 +354,40 @@ def status(
     from mtc_provider.cli import Output, _emit
     from mtc_provider.core.run_summary import ENDED_STATES
 
-    hook = _hook_if_cluster(options)
+    hook = reader_hook(options)
     deadline = time.monotonic() + timeout if timeout > 0 else None
-    while True:
-        try:
-            summary = run_status(options, run_name, hook)
-        except _api_errors() as exc:
-            _err(str(exc))
-        if not summary["attempts"] and not summary["recorded"]:
-            where = ", ".join(options.bases()) or "no --base given"
-            _err(f"no JobSet of run {run_name!r} in namespace {options.namespace!r}, and no record of it "
-                 f"({where}; a run's record is <base_output_directory>/<run_name>/mtc-attempts.json: pass --base)")
-        if not wait or summary["state"] in ENDED_STATES:
-            break
-        if deadline is not None and time.monotonic() >= deadline:
-            Console(file=sys.stderr).print(f"run {escape(run_name)} still {summary['state']} after {timeout:g}s")
-            raise typer.Exit(3)
-        time.sleep(poll)
+    with WaitProgress() as progress:
+        while True:
+            try:
+                summary = run_status(options, run_name, hook)
+            except _api_errors() as exc:
+                _err(str(exc))
+            if not summary["attempts"] and not summary["recorded"]:
+                where = ", ".join(options.bases()) or "no --base given"
+                _err(f"no JobSet of run {run_name!r} in namespace {options.namespace!r}, and no record of it "
+                     f"({where}; a run's record is <base_output_directory>/<run_name>/mtc-attempts.json: pass "
+                     "--base)")
+            if not wait or summary["state"] in ENDED_STATES:
+                break
+            progress.update(_status_line(summary))
+            if deadline is not None and time.monotonic() >= deadline:
+                timed_out(f"run {run_name} still {summary['state']} after {timeout:g} s (--timeout)")
+            time.sleep(poll)
     if output is not Output.text:
         _emit(output, summary)
     else:
         _print_status(summary)
     if wait and summary["state"] != "succeeded":
         raise typer.Exit(ERROR)
+
+
+def _status_line(summary: dict[str, Any]) -> str:
+    """One line for the wait's progress: the run's state, attempt and newest finalized step."""
+    step = summary["newest_step"]
+    target = f"/{summary['target_step']}" if summary.get("target_step") else ""
+    attempt = f", attempt {summary['attempts'][-1]['attempt']}" if summary["attempts"] else ""
+    return (f"run {summary['run_name']} {summary['state'] or 'unrecorded'}{attempt}, step "
+            f"{step if step is not None else '-'}{target}")
 
 
 def _print_status(summary: dict[str, Any]) -> None:
@@ -310,7 +422,7 @@ def list_runs(
     from mtc_provider.core.run_summary import ENDED_STATES, summary, summary_cells
     from mtc_provider.core.status import evaluate_jobset
 
-    hook = _hook_if_cluster(options)
+    hook = reader_hook(options)
     records: dict[str, dict[str, Any]] = {}
     live: dict[str, list[str]] = {}
     try:
@@ -378,7 +490,11 @@ def logs(
 
     if tail is not None and tail < 1:
         _err(str(SpecError("--tail", tail, "a number of lines >= 1")), 2)
-    hook = guarded_hook(options)
+    hook = reader_hook(options) if options.local_home else guarded_hook(options)
+    if hook is None:
+        _err(f"the local cluster of {options.local_home} is not running, so no pod of run {run_name!r} is either: "
+             "their logs went with them (`mtc status` reads the run's record; `mtc local up --home "
+             f"{options.local_home}` starts the cluster)")
     try:
         name, number = _attempt_jobset(options, hook, run_name, attempt)
         reader = pod_logs_for(hook.api)
@@ -450,17 +566,18 @@ def delete(
             hook.api.delete(namespace, name, reason=V.DELETE_USER_REQUEST)
         if wait:
             deadline = time.monotonic() + timeout
-            for name in names:
-                while True:
-                    try:
-                        hook.api.get(namespace, name)
-                    except NotFound:
-                        break
-                    if time.monotonic() >= deadline:
-                        Console(file=sys.stderr).print(f"JobSet {escape(namespace)}/{escape(name)} still terminating "
-                                                       f"after {timeout:g}s (foreground deletion waits for its pods)")
-                        raise typer.Exit(3)
-                    time.sleep(1.0)
+            with WaitProgress() as progress:
+                for name in names:
+                    while True:
+                        try:
+                            hook.api.get(namespace, name)
+                        except NotFound:
+                            break
+                        if time.monotonic() >= deadline:
+                            timed_out(f"JobSet {namespace}/{name} still terminating after {timeout:g} s (--timeout; "
+                                      "foreground deletion waits for its pods)")
+                        progress.update(f"JobSet {namespace}/{name} terminating")
+                        time.sleep(1.0)
             _out().print(f"deleted {len(names)} JobSet(s) of run {escape(run_name)}")
     except _api_errors() as exc:
         _err(str(exc))

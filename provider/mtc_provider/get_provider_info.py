@@ -75,6 +75,9 @@ def get_provider_info() -> dict[str, Any]:
         ],
         # Airflow's LocalExecutor with the launch tries' imports made before its workers fork (docs/deployment.md).
         "executors": ["mtc_provider.executors.local.PreloadLocalExecutor"],
+        # With executors and no `cli` section, every `airflow` command logs a 6-line warning to stdout and
+        # imports the executor (airflow/cli/cli_parser.py); the section names the executors' commands: none.
+        "cli": ["mtc_provider.executors.cli.get_cli_commands"],
         "extra-links": [
             "mtc_provider.links.jobset.JobSetWorkloadLink",
             "mtc_provider.links.jobset.JobSetLogsLink",

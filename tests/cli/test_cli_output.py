@@ -98,3 +98,30 @@ def test_render_reads_stdin(tmp_path: Path) -> None:
 def test_bad_stdin_names_stdin() -> None:
     result = runner.invoke(app, ["plan", "-"], input="slices: [unclosed")
     assert result.exit_code == 2 and "<stdin>" in result.stderr and "valid YAML" in result.stderr
+
+
+def test_the_top_level_help_describes_every_command() -> None:
+    """`mtc --help` said "size, plan and render a run": 3 of the commands (issue 35 item 13)."""
+    import re
+
+    import typer.main
+
+    commands = sorted(typer.main.get_command(app).commands)
+    result = runner.invoke(app, ["--help"], terminal_width=200)
+    assert result.exit_code == 0
+    description = result.output.split("Options")[0]
+    undescribed = [name for name in commands if not re.search(rf"^\s+{name}\s{{2,}}\w", description, re.M)]
+    assert len(commands) >= 11 and undescribed == [], (undescribed, description)  # 11 and local up|down
+
+
+@pytest.mark.parametrize("flag", ["-o", "--output"])
+def test_advise_takes_the_output_option_of_every_command(flag: str) -> None:
+    hand = ["--step-s", "1", "--save-local-s", "0.1", "--save-persistent-s", "1", "--restore-local-s", "2",
+            "--restore-persistent-s", "10", "--restart-s", "30", "--host-mtbf-s", "3600"]
+    as_json = runner.invoke(app, ["advise", *hand, flag, "json"])
+    assert as_json.exit_code == 0, as_json.output
+    as_yaml = runner.invoke(app, ["advise", *hand, flag, "yaml"])
+    assert as_yaml.exit_code == 0, as_yaml.output
+    assert yaml.safe_load(as_yaml.stdout)["advice"] == json.loads(as_json.stdout)["advice"]
+    bad = runner.invoke(app, ["advise", *hand, flag, "xml"])
+    assert bad.exit_code == 2 and "'xml' is not one of" in bad.output

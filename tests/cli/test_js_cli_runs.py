@@ -139,7 +139,7 @@ def test_the_training_dag_passes_keep_failed_attempts_from_its_form():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.PARAMS["keep_failed_attempts"].value == 0
-    assert module.dag.get_task("train").keep_failed_attempts == "{{ params.keep_failed_attempts }}"
+    assert module.dag.get_task("train").keep_failed_attempts == "{{ ti.xcom_pull(task_ids='plan')['keep_failed_attempts'] }}"
     assert module.dag.get_task("teardown").keep_failed_attempts == 0  # the teardown deletes kept ones
 
 

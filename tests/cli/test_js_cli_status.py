@@ -80,13 +80,28 @@ def test_status_bad_options_exit_2(tmp_path) -> None:
     assert result.exit_code == 2 and "an existing kubeconfig file" in result.stderr
 
 
-def test_status_on_the_local_target(tmp_path, cluster) -> None:
-    """--local-home reads the local target (here its api is the in-memory cluster registered for "local")."""
-    cluster.plan([status_running()])
-    body = attempt_body(tmp_path, "llama-x-a1", 1)
-    cluster.create("default", body)
-    cluster.advance("default", "llama-x-a1")
-    result = runner.invoke(app, ["status", "llama", "--local-home", str(tmp_path), "-o", "yaml"])
+def test_status_on_the_local_target(tmp_path, apiserver, fast_retries) -> None:
+    """--local-home reads the home's running cluster through its kubeconfig (<home>/kubeconfig, as `mtc local up`
+    writes it; here it names the fake API server), and starts none when it is not running (test_cli_reads.py)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "kubeconfig").write_text(open(kubeconfig(tmp_path, apiserver)).read())
+    apiserver.put("default", attempt_body(tmp_path, "llama-x-a1", 1))
+    apiserver.jobsets[("default", "llama-x-a1")]["status"] = status_running()
+    result = runner.invoke(app, ["status", "llama", "--local-home", str(home), "-o", "yaml"])
     assert result.exit_code == 0, result.output
     data = yaml.safe_load(result.stdout)
     assert data["attempts"][0]["phase"] == "running" and data["newest_step"] is None
+
+
+def test_status_wait_shows_progress_and_times_out_with_the_shared_code(tmp_path, apiserver, fast_retries) -> None:
+    """`--wait` on a run that goes on: its state on stderr while waiting, exit 3 at --timeout (as run and delete)."""
+    from mtc_provider.cli_runs import TIMED_OUT
+
+    seed(tmp_path, apiserver)
+    result = runner.invoke(app, ["status", "llama", "--kubeconfig", kubeconfig(tmp_path, apiserver), "--wait",
+                                 "--timeout", "0.3", "--poll", "0.05", "-o", "json"])
+    assert result.exit_code == TIMED_OUT == 3, result.output
+    assert "waiting: run llama running, attempt 2, step 60" in result.stderr
+    assert "timed out: run llama still running after 0.3 s" in result.stderr
+    assert result.stdout == ""  # no half result on stdout for a script to parse

@@ -300,7 +300,6 @@ def test_cli_advise_from_events_of_earlier_runs(tmp_path):
 
 @pytest.mark.parametrize("args,field,allowed", [
     (["--step-s", "fast", *HAND[2:]], "step_s", "a number >= 0"),
-    ([*HAND, "--output", "yaml"], "--output", "text, json"),
     ([*HAND, "--current", "4"], "--current", "two integers L,P"),
     ([*HAND, "--current", "20,4"], "local_checkpoint_period", "< checkpoint_period"),
     ([*HAND[:-6]], "failure rates", "--host-mtbf-s"),

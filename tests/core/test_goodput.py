@@ -115,3 +115,24 @@ def test_gke_timeline_from_commit_times():
     assert report.productive_s == 750 + 1000 + 750 + 500
     assert report.badput_s["startup"] == 250 + 150  # first-interval excess in each attempt
     assert report.recovery_s == [200.0]
+
+
+def test_the_example_of_docs_goodput_md():
+    """docs/goodput.md works one run through by hand; the code gives the same figures."""
+    from pathlib import Path
+
+    from mtc_provider.core.goodput import Attempt, Restore, StepRecord, Timeline, compute_goodput
+
+    timeline = Timeline(attempts=[Attempt(0, 100, "disrupted"), Attempt(110, 155, "finished")],
+                        steps=[StepRecord(0, 1, 20), StepRecord(0, 2, 40), StepRecord(0, 3, 60), StepRecord(0, 4, 80),
+                               StepRecord(1, 3, 135), StepRecord(1, 4, 155)],
+                        restores=[Restore(1, 2, 110, 115)])
+    report = compute_goodput(timeline)
+    assert (report.elapsed_s, report.productive_s, round(report.goodput * 100, 1)) == (155, 80, 51.6)
+    assert report.badput_s == {"startup": 0, "restore": 5, "checkpoint_save": 0, "wasted_progress": 40,
+                               "downtime": 10, "other": 20}
+    assert (report.disruptions, report.recovery_s, report.ideal_step_s) == (1, [15], 20)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "goodput.md").read_text()
+    for figure in ("goodput\n51.6%", "`restore` 5 s, `downtime` 10 s, `wasted_progress` 40 s, `other` 20 s",
+                   "recovery 15 s"):
+        assert figure.replace("\n", " ") in page.replace("\n", " "), figure

@@ -36,10 +36,19 @@ def plan_task(dag, conf: dict) -> dict:
 class Recorder(http.server.BaseHTTPRequestHandler):
     """A real HTTP server standing in for Airflow's API: it only counts what reaches it."""
 
-    seen: list[str] = []
+    seen: list[str] = []  # every request, "METHOD path"
 
-    def do_POST(self):  # noqa: N802 (http.server's name)
-        Recorder.seen.append(self.path)
+    def do_GET(self):  # noqa: N802 (http.server's name): the DAG, unpaused (mtc run reads it before triggering)
+        Recorder.seen.append(f"GET {self.path}")
+        body = b'{"dag_id": "mtc_resilient_training", "is_paused": false}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):  # noqa: N802
+        Recorder.seen.append(f"POST {self.path}")
         self.send_response(500)
         self.end_headers()
 
@@ -77,6 +86,9 @@ BAD = [
     (["sizing", "buffer"], 0.5, "sizing.buffer", "between 0.10 and 0.15"),
     (["fault_plan"], [{"kind": "sigkill_host", "at_step": 60}], "fault_plan[0].at_step", "below steps (60", 60),
     (["workload", "extra_flags"], {"model_name": "llama"}, "workload.extra_flags.model_name", "model_dim", "llama"),
+    (["keep_failed_attempts"], -1, "keep_failed_attempts", "an integer >= 0"),
+    (["pod_logs_interval"], 0, "pod_logs_interval", "a number of seconds >= 1"),
+    (["pod_logs"], "yes", "pod_logs", "true or false"),
 ]
 
 
@@ -126,7 +138,7 @@ def test_a_local_file_without_an_output_directory_takes_the_servers_home(tmp_pat
     from mtc_provider.cli_run import run_conf
 
     described = copy.deepcopy(LOCAL)
-    del described["checkpointing"]["base_output_directory"]
+    assert "base_output_directory" not in described["checkpointing"]  # the example leaves it to the local home
     conf = run_conf(described, str(tmp_path / "client-home"))
     assert conf["checkpointing"]["base_output_directory"] is None  # the plan task fills in the server's own
 
@@ -146,4 +158,26 @@ def test_mtc_run_names_the_api_answer_when_the_server_refuses(tmp_path, recorder
     file.write_text(yaml.safe_dump(LOCAL))
     result = runner.invoke(app, ["run", str(file), "--api-url", recorder, "--api-token", "t"])
     assert result.exit_code == 1 and "/api/v2/dags/mtc_resilient_training/dagRuns -> HTTP 500" in result.output
-    assert Recorder.seen == ["/api/v2/dags/mtc_resilient_training/dagRuns"]
+    assert Recorder.seen == ["GET /api/v2/dags/mtc_resilient_training",
+                             "POST /api/v2/dags/mtc_resilient_training/dagRuns"]
+
+
+def test_the_launch_switches_are_description_fields_from_file_to_launch_task(tmp_path, training_dag):
+    """keep_failed_attempts, pod_logs, pod_logs_interval and apply_advice are fields of the one description (issue
+    35 item 8): a file's values reach the plan (and from it the launch task), and `mtc run` sends them explicitly
+    so the form's never fill them."""
+    from mtc_provider.cli_run import run_conf
+
+    described = {**LOCAL, "keep_failed_attempts": 2, "pod_logs": False, "pod_logs_interval": 5,
+                 "apply_advice": False}
+    conf = run_conf(described, str(tmp_path / "home"))
+    assert {k: conf[k] for k in ("keep_failed_attempts", "pod_logs", "pod_logs_interval", "apply_advice")} == {
+        "keep_failed_attempts": 2, "pod_logs": False, "pod_logs_interval": 5, "apply_advice": False}
+    planned = plan_task(training_dag, conf)
+    assert (planned["keep_failed_attempts"], planned["pod_logs"], planned["pod_logs_interval"]) == (2, False, 5)
+    left_out = run_conf(LOCAL, str(tmp_path / "home"))  # the description's defaults, explicit
+    assert (left_out["keep_failed_attempts"], left_out["pod_logs"], left_out["apply_advice"]) == (0, True, False)
+    train = training_dag.get_task("train")
+    assert train.keep_failed_attempts == "{{ ti.xcom_pull(task_ids='plan')['keep_failed_attempts'] }}"
+    assert set(training_dag.params) - {"target"} <= set(conf) | {"kubernetes_conn_id", "bucket", "cluster",
+                                                                  "customization", "checkpoint_configuration_name"}

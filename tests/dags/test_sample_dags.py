@@ -48,6 +48,12 @@ def test_training_graph(dagbag):
                                       "startup_timeout", "step_seconds",
                                       "fault_plan", "apply_advice", "keep_failed_attempts", "pod_logs",
                                       "pod_logs_interval"}
+    import dataclasses
+
+    from mtc_provider.core.spec import RunConfig
+
+    # ... and every one of them a field of the run description, each field a param (issue 35 item 8).
+    assert set(dag.params.keys()) == {f.name for f in dataclasses.fields(RunConfig)}
     assert set(dag.params["checkpointing"]) >= {
         "enable_checkpointing", "enable_emergency_checkpoint", "async_checkpointing", "local_checkpoint_directory",
         "local_checkpoint_period", "checkpoint_period", "enable_single_replica_ckpt_restoring",

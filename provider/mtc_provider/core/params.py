@@ -17,7 +17,7 @@ from mtc_provider.core.run import SETUP_IMAGE, parse_run, run_plan
 from mtc_provider.core.spec import LOCAL_IMAGE
 
 # Form fields that steer the DAG, not the run (they are not part of the run description).
-DAG_SWITCHES = ("apply_advice", "keep_failed_attempts", "pod_logs", "pod_logs_interval")
+DAG_SWITCHES: tuple[str, ...] = ()  # every form field is a run description field (RunConfig), one to one
 
 
 def check_conf_keys(conf: Mapping[str, Any] | None, declared: Iterable[str]) -> None:

@@ -215,6 +215,7 @@ def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_clou
         # The checkpoint sensor sees persistent saves only: its limit is measured against them, when their gap in
         # seconds is known; None: it judges no stall (the launch task's trigger sees every source and does).
         "checkpoint_stall_timeout": checkpoint_stall_timeout(config, stall_timeout),
+        **{name: description[name] for name in ("keep_failed_attempts", "pod_logs", "pod_logs_interval")},
     }
 
 

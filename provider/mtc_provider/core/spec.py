@@ -351,9 +351,22 @@ class RunConfig:
     step_seconds: float | None = None
     startup_timeout: float | None = None  # seconds one start of the pods may take; None: core.startup's budget
     fault_plan: tuple[Mapping[str, Any], ...] = ()  # the local target's injected faults (docs: local target)
+    # The launch's switches, one to one with the training DAG's form (docs/operators/jobset.md).
+    apply_advice: bool = False  # the plan applies the last stored checkpoint advice for this run_name
+    keep_failed_attempts: int = 0  # the newest failed attempts' JobSets kept in the cluster, for debugging
+    pod_logs: bool = True  # stream the leader pod's log into the launch task's log
+    pod_logs_interval: float = 30.0  # seconds between reads of that log
 
     def __post_init__(self) -> None:
         require(self.target in TARGETS, "target", self.target, " or ".join(TARGETS))
+        for name in ("apply_advice", "pod_logs"):
+            require(isinstance(getattr(self, name), bool), name, getattr(self, name), "true or false")
+        require(isinstance(self.keep_failed_attempts, int) and not isinstance(self.keep_failed_attempts, bool)
+                and self.keep_failed_attempts >= 0, "keep_failed_attempts", self.keep_failed_attempts,
+                "an integer >= 0 (0: every failed attempt's JobSet is deleted before the next one)")
+        require(isinstance(self.pod_logs_interval, (int, float)) and not isinstance(self.pod_logs_interval, bool)
+                and self.pod_logs_interval >= 1, "pod_logs_interval", self.pod_logs_interval,
+                "a number of seconds >= 1")
         if self.target == "kubernetes":
             require(isinstance(self.kubernetes_conn_id, str) and bool(self.kubernetes_conn_id), "kubernetes_conn_id",
                     self.kubernetes_conn_id, "an Airflow Kubernetes connection id")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from airflow.sdk import BaseOperatorLink
-from airflow.sdk.execution_time.xcom import XCom
+from mtc_provider.links import stored_value
 
 CONSOLE = "https://console.cloud.google.com"
 
@@ -23,7 +23,7 @@ class _ConsoleLink(BaseOperatorLink):
         return CONSOLE + cls.template.format(**values)
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        values = XCom.get_value(key=self.key, ti_key=ti_key)
+        values = stored_value(self.key, ti_key)
         return self.format(**values) if values else ""
 
 

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from urllib.parse import quote
 
 from airflow.sdk import BaseOperatorLink
-from airflow.sdk.execution_time.xcom import XCom
+from mtc_provider.links import stored_value
 
 from mtc_provider.core.vocabulary import JOBSET
 from mtc_provider.target import Target
@@ -106,7 +106,7 @@ class _StoredUrlLink(BaseOperatorLink):
         return self.key
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        value = XCom.get_value(key=self.key, ti_key=ti_key)
+        value = stored_value(self.key, ti_key)
         return value if isinstance(value, str) else ""
 
 

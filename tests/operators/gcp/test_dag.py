@@ -91,7 +91,7 @@ def test_readiness_operator_fails_at_once_with_the_report(dags, container, gcp_c
     assert run.state == "failed"
 
 
-def test_local_target_dag(dags, tmp_path):
+def test_local_target_dag(dags, tmp_path, capfd):
     from mtc_local.cluster.lifecycle import stop
 
     try:
@@ -100,6 +100,11 @@ def test_local_target_dag(dags, tmp_path):
         stop(tmp_path)  # the CheckpointConfiguration went to the local cluster: stop it
     assert run.state == "success", [(ti.task_id, ti.state) for ti in run.get_task_instances()]
     assert (tmp_path / "buckets" / "ckpt").is_dir()
+    # At each task's end Airflow asks every extra link for its URL, the cluster and bucket links the local target
+    # never sets included: reading them must not log "XCom not found" errors (issue 35 item 13: twice per task).
+    logged = capfd.readouterr()
+    assert "XCom not found" not in logged.out + logged.err
+    assert "Setting xcom for operator extra link" in logged.out + logged.err or "ready" in logged.out + logged.err
 
 
 def test_local_bucket_and_iam_go_through_the_local_gcs_and_node_pools_do_not_apply(tmp_path):
