@@ -100,8 +100,11 @@ def test_a_user_s_day_with_one_file_plan_run_logs_status_list(airflow_server, tm
     server.wait_for_dag(TRAINING)
     server.unpause(TRAINING)
     run_name = "cli-day"
+    # Steps of 300 ms: the attempt trains for about 12 s, long enough for `mtc logs --follow` to find it running
+    # (a read never starts the local cluster, whose supervisor exits once idle after the run).
     description = {**DESCRIPTION, "checkpointing": {**DESCRIPTION["checkpointing"], "run_name": run_name,
-                                                    "steps": 40}, "fault_plan": []}
+                                                    "steps": 40}, "fault_plan": [],
+                   "workload": {**DESCRIPTION["workload"], "extra_flags": {"step_time_ms": 300}}}
     file = tmp_path / "day.yaml"
     file.write_text(yaml.safe_dump(description, sort_keys=False))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
