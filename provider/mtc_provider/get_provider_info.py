@@ -75,6 +75,27 @@ def get_provider_info() -> dict[str, Any]:
         ],
         # Airflow's LocalExecutor with the launch tries' imports made before its workers fork (docs/deployment.md).
         "executors": ["mtc_provider.executors.local.PreloadLocalExecutor"],
+        # Read by the run view's file routes (adapters/file_roots.py); docs/run-view.md.
+        "config": {
+            "mtc": {
+                "description": "Multi-Tier Checkpointing provider settings.",
+                "options": {
+                    "run_view_file_roots": {
+                        "description": (
+                            "Comma-separated absolute folders whose files the run view plugin may serve (a local "
+                            "run's checkpoint folder and goodput chart). A path an XCom names is served only when, "
+                            "symbolic links resolved, it lies under one of them; anything else is answered 404. "
+                            "Empty: the local target's bucket folder, <local home>/buckets ($MTC_LOCAL_HOME, "
+                            "default ~/.mtc/local)."
+                        ),
+                        "version_added": None,
+                        "type": "string",
+                        "example": "/opt/airflow/mtc-local/buckets,/data/runs",
+                        "default": "",
+                    },
+                },
+            },
+        },
         "extra-links": [
             "mtc_provider.links.jobset.JobSetWorkloadLink",
             "mtc_provider.links.jobset.JobSetLogsLink",
