@@ -120,7 +120,8 @@ def _checks(config: RunConfig) -> tuple[Step, ...]:
 def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
     """Everything `mtc plan` shows for this run; raises SpecError before anything is created."""
     slices, checkpointing = config.slices, config.checkpointing
-    checked = check_run(config.target, slices, workload=config.workload, sizing=config.sizing)
+    checked = check_run(config.target, slices, workload=config.workload, sizing=config.sizing,
+                        checkpointing=config.checkpointing, customization=config.customization)
     size, warnings = checked.ramdisk, checked.warnings
     assert size is not None  # sizing was given
     jobset = build_jobset_for_run(config)

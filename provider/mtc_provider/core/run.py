@@ -164,7 +164,8 @@ def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_clou
     """What the training DAG's tasks take (all JSON-serializable), from the validated description."""
     from mtc_provider.core.run_checks import check_run
 
-    checked = check_run(config.target, config.slices, workload=config.workload, sizing=config.sizing)
+    checked = check_run(config.target, config.slices, workload=config.workload, sizing=config.sizing,
+                        checkpointing=config.checkpointing, customization=config.customization)
     assert checked.ramdisk is not None  # sizing is always given
     description = config.to_dict()
     local = config.target == "local"
