@@ -387,6 +387,14 @@ class RunConfig:
                 self.checkpointing.base_output_directory,
                 f"a gs:// URL on the {self.target} target",
             )
+            # Only the run's bucket gets the IAM bindings and the CheckpointConfiguration: a directory in another
+            # bucket fails at the first persistent save, after compilation (hours in).
+            require(
+                bucket_of(self.checkpointing.base_output_directory) == self.bucket.name,
+                "checkpointing.base_output_directory",
+                self.checkpointing.base_output_directory,
+                f"a URL in the run's bucket: gs://{self.bucket.name}/... (only that bucket gets the IAM bindings)",
+            )
         check_run(self.target, self.slices, workload=self.workload, sizing=self.sizing,
                   checkpointing=self.checkpointing, customization=self.customization)
 
@@ -408,6 +416,11 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         """The one spec-to-dict function: every field explicit, JSON-serializable; from_dict(to_dict()) == self."""
         return spec_to_dict(self)
+
+
+def bucket_of(url: str) -> str:
+    """The bucket of a gs:// URL."""
+    return url[len("gs://"):].split("/", 1)[0]
 
 
 SECTIONS: dict[str, type] = {"slices": SliceSpec, "checkpointing": CheckpointingSpec, "workload": WorkloadSpec,
