@@ -80,6 +80,8 @@ def test_a_planted_xcom_cannot_serve_the_password_file_or_a_token(home, planted)
         assert answer.status_code == 404, (path, answer.text)
         assert "s3cret" not in answer.text and "token" != answer.text
     assert client.get(f"{run}/chart.png").status_code == 404
+    view = client.get(run.replace("/runs/", "/api/runs/", 1)).json()
+    assert "folder_url" not in view and view["chart_url"] is None  # the page links nothing it would not serve
 
     client, run = planted(str(home / "local" / "cluster"), str(home / "local" / "cluster" / "admin-token"))
     assert client.get(f"{run}/files/checkpoints/admin-token").status_code == 404
@@ -106,6 +108,8 @@ def test_files_under_the_root_still_serve(home, planted):
     assert "data" in client.get(f"{run}/files/checkpoints/10/").text
     chart = client.get(f"{run}/chart.png")
     assert chart.status_code == 200 and chart.content == b"\x89PNG chart"
+    view = client.get(run.replace("/runs/", "/api/runs/", 1)).json()
+    assert view["folder_url"].endswith("/files/checkpoints/") and view["chart_url"].endswith("/chart.png")
 
 
 def test_the_roots_are_configurable(home, monkeypatch):

@@ -106,7 +106,11 @@ def create_app() -> FastAPI:
         records = _records(session, dag_id, run_id)
         view = run_view(records)
         base = _root_path() + run_path(dag_id, run_id)
-        if view["checkpoint_dir"] and view["checkpoint_dir"].startswith("/"):  # local: served by this app
+        from mtc_provider.adapters.airflow_run import local_dir
+        from mtc_provider.adapters.file_roots import allowed
+
+        folder = local_dir(records.checkpoint_dir)
+        if folder is not None and allowed(folder) is not None:  # local, under [mtc] run_view_file_roots: served here
             view["folder_url"] = base + "/files/checkpoints/"
         view["chart_url"] = base + "/chart.png" if _chart_available(records) else None
         view["airflow_url"] = f"{_root_path()}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
