@@ -78,6 +78,39 @@ def get_provider_info() -> dict[str, Any]:
         # With executors and no `cli` section, every `airflow` command logs a 6-line warning to stdout and
         # imports the executor (airflow/cli/cli_parser.py); the section names the executors' commands: none.
         "cli": ["mtc_provider.executors.cli.get_cli_commands"],
+        # Read by the run view's file routes (adapters/file_roots.py); docs/run-view.md.
+        "config": {
+            "mtc": {
+                "description": "Multi-Tier Checkpointing provider settings.",
+                "options": {
+                    "run_view_file_roots": {
+                        "description": (
+                            "Comma-separated absolute folders whose files the run view plugin may serve (a local "
+                            "run's checkpoint folder and goodput chart). A path an XCom names is served only when, "
+                            "symbolic links resolved, it lies under one of them; anything else is answered 404. "
+                            "Empty: the local target's bucket folder, <local home>/buckets ($MTC_LOCAL_HOME, "
+                            "default ~/.mtc/local)."
+                        ),
+                        "version_added": None,
+                        "type": "string",
+                        "example": "/opt/airflow/mtc-local/buckets,/data/runs",
+                        "default": "",
+                    },
+                    "deployment_id": {
+                        "description": (
+                            "The Airflow deployment a run lock records (adapters/deployment.py): a second deployment "
+                            "sharing a namespace and run name is refused, never takes the lock over. Empty: "
+                            "[core] execution_api_server_url. Set it alike on every component when they reach the "
+                            "API server by different addresses (docs/deployment.md)."
+                        ),
+                        "version_added": None,
+                        "type": "string",
+                        "example": "team-a-prod",
+                        "default": "",
+                    },
+                },
+            },
+        },
         "extra-links": [
             "mtc_provider.links.jobset.JobSetWorkloadLink",
             "mtc_provider.links.jobset.JobSetLogsLink",

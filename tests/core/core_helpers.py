@@ -72,7 +72,7 @@ def slices(**overrides: Any) -> SliceSpec:
 
 
 SLICES = {"tpu_type": "v6e", "topology": "", "num_slices": 2}
-GKE_CLUSTER = {"project_id": "p", "location": "us-central1", "name": "c"}
+GKE_CLUSTER = {"project_id": "my-project", "location": "us-central1", "name": "c"}
 GKE_IMAGE = "us-docker.pkg.dev/p/r/maxtext:1"
 
 

@@ -66,7 +66,28 @@ CASES: list[tuple[str, Callable[[], Any], str, tuple[str, ...]]] = [
     ("missing-required-key", lambda: run_config(workload={"jobset_name": None}), "workload.jobset_name", ("required",)),
     ("local-dir-on-gke", lambda: run_config(checkpointing={"base_output_directory": "/data"}), "checkpointing.base_output_directory", ("gs:// URL on the gke target",)),
     ("gke-without-bucket", lambda: RunConfig.from_dict({k: v for k, v in run_config_dict().items() if k != "bucket"}), "bucket", ("a bucket section",)),
-    ("cluster-bad-project-number", lambda: ClusterSpec("p", "us-central1", "c", project_number="12a"), "cluster.project_number", ("digits",)),
+    ("cluster-bad-project-number", lambda: ClusterSpec("my-project", "us-central1", "c", project_number="12a"), "cluster.project_number", ("digits",)),
+    # --- issue 33 item 14: what Google Cloud, JobSet or Orbax would refuse later, each with its documented rule
+    # Cloud Storage "Bucket naming": no "google" (or close misspellings), no IP address in dotted-decimal notation.
+    ("google-in-bucket-name", lambda: check_bucket_name("my-google-ckpt"), "bucket.name", ("'google'", "buckets#naming")),
+    ("g00gle-in-bucket-name", lambda: check_bucket_name("team-g00gle-ckpt"), "bucket.name", ("'g00gle'",)),
+    ("ip-address-bucket-name", lambda: check_bucket_name("192.168.5.4"), "bucket.name", ("IP address", "dotted-decimal")),
+    ("bucket-name-part-over-63", lambda: check_bucket_name("a" * 64 + ".b"), "bucket.name", ("each dot-separated part at most 63",)),
+    # Cloud Storage "Bucket locations": a listed region, dual-region or multi-region.
+    ("no-gcs-location", lambda: BucketSpec("my-bucket", "us-moon1"), "bucket.location", ("Cloud Storage location", "nam4", "storage/docs/locations")),
+    # Resource Manager: a project id is 6-30 of [a-z0-9-], starts with a letter, does not end with '-'.
+    ("project-number-as-id", lambda: ClusterSpec("123456789012", "us-central1", "c"), "cluster.project_id", ("not the project number",)),
+    ("upper-case-project-id", lambda: ClusterSpec("My-Project", "us-central1", "c"), "cluster.project_id", ("6-30 lower-case", "starting with a letter")),
+    ("underscore-project-id", lambda: ClusterSpec("my_project", "us-central1", "c"), "cluster.project_id", ("hyphens",)),
+    ("project-id-ends-with-hyphen", lambda: ClusterSpec("my-project-", "us-central1", "c"), "cluster.project_id", ("not ending with a hyphen",)),
+    ("project-id-too-short", lambda: ClusterSpec("proj", "us-central1", "c"), "cluster.project_id", ("6-30",)),
+    # JobSet CRD: failurePolicy.maxRestarts is an int32.
+    ("max-restarts-over-int32", lambda: workload(max_restarts=2**31), "workload.max_restarts", ("<= 2147483647", "int32")),
+    # Orbax's emergency CheckpointManager: "at least 2 data-parallel replicas are needed".
+    ("emergency-one-replica", lambda: run_config(workload={"extra_flags": {"dcn_data_parallelism": 1, "dcn_fsdp_parallelism": 2}}),
+     "workload.extra_flags.dcn_data_parallelism", ("at least 2 data-parallel replicas", "gives 1")),
+    ("emergency-fsdp-takes-the-slices", lambda: run_config(workload={"extra_flags": {"dcn_fsdp_parallelism": 2}}),
+     "workload.extra_flags.dcn_data_parallelism", ("at least 2 data-parallel replicas",)),
 ]
 
 
@@ -269,7 +290,7 @@ def test_user_values_in_args_cannot_expand_kubernetes_variables() -> None:
 
 # The same refusals through the sample DAGs' trigger form: the plan task, the DAG's first task, is called as the
 # task runner calls it (params = the form's defaults with the change; dag_run.conf = the change).
-GKE_FORM = {"target": "gke", "cluster": {"project_id": "p", "location": "us-central1", "name": "c"},
+GKE_FORM = {"target": "gke", "cluster": {"project_id": "my-project", "location": "us-central1", "name": "c"},
             "workload": {"image": "us-docker.pkg.dev/p/r/maxtext:1"}}
 GKE_WORKLOAD = GKE_FORM["workload"]
 
@@ -343,7 +364,7 @@ DAG_CASES: list[tuple[str, str, dict, str, tuple[str, ...]]] = [
     ("single-host-multislice-on-gke", "training", {**GKE_FORM, "slices": {"topology": "2x2"}}, "slices.topology",
      ("Multislice only supports multi-host TPU slice node pools", "the smallest is 2x4 on ct6e-standard-4t")),
     ("setup-single-host-multislice-on-gke", "setup",
-     {"target": "gke", "cluster": {"project_id": "p", "location": "us-central1", "name": "c"},
+     {"target": "gke", "cluster": {"project_id": "my-project", "location": "us-central1", "name": "c"},
       "slices": {"topology": "2x2"}},
      "slices.topology",
      ("multi-host",)),

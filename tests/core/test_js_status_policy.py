@@ -18,6 +18,7 @@ DONT_RETRY = status_failed("FailJobSetFailurePolicyAction", "applying FailJobSet
 MAX_RESTARTS = status_failed(failed_job=FIRST_FAILED, restarts=3)
 NO_POLICY = status_failed("FailedJobs", "jobset failed due to one or more job failures", failed_job="train-slice-0")
 IMAGE = status_failed("FailedJobs", "pod train-slice-0-0 ErrImagePull: manifest unknown")
+BAD_IMAGE_NAME = status_failed("FailedJobs", "pod train-slice-0-0 InvalidImageName: couldn't parse image name")
 SUSPENDED = {"conditions": [{"type": "Suspended", "status": "True", "reason": "SuspendedJobs",
                              "message": "jobset is suspended"}]}
 STARTUP_ONLY = {"conditions": [{"type": "StartupPolicyCompleted", "status": "True",
@@ -37,7 +38,8 @@ STATUS_TABLE = [
     (MAX_RESTARTS, "failed", 3, "slice", "ReachedMaxRestarts", True),
     (NO_POLICY, "failed", 0, "slice", "FailedJobs", True),
     (DONT_RETRY, "failed", 0, "slice", "FailJobSetFailurePolicyAction", False),
-    (IMAGE, "failed", 0, "slice", "FailedJobs", False),
+    (IMAGE, "failed", 0, "slice", "FailedJobs", True),  # a pull error heals: retryable
+    (BAD_IMAGE_NAME, "failed", 0, "slice", "FailedJobs", False),  # a malformed image name never does
     ({"terminalState": "Failed"}, "failed", 0, "", "FailedJobs", True),
 ]
 
@@ -97,7 +99,10 @@ POLICY_TABLE = [
     (RETRYABLE_FAIL, 40, 100, [40, 40], 3, RETRY, "resubmitting"),
     (RETRYABLE_FAIL, 40, 100, [40], 1, FAIL, "crash loop"),
     (BUG, 40, 100, [None], 2, FAIL, "non-retryable"),
-    (_ended(IMAGE), None, 100, [None], 2, FAIL, "ErrImagePull"),
+    # Image pulls heal (Kubernetes retries them with back-off; facts: only InvalidImageName and a missing
+    # Secret/ConfigMap cannot): a Failed JobSet naming a pull error is retried; a malformed name is final.
+    (_ended(IMAGE), None, 100, [None], 2, RETRY, "resubmitting"),
+    (_ended(BAD_IMAGE_NAME), None, 100, [None], 2, FAIL, "InvalidImageName"),
 ]
 
 

@@ -75,3 +75,34 @@ def test_selector_matches_what_selector_builds() -> None:
     labels = run_labels("dag", "run", "task", "name")
     assert label_matcher(selector(labels))(labels)
     assert not label_matcher(selector(labels))({**labels, RUN_ID: "other"})
+
+
+# Kubernetes "Object Names and IDs": a ServiceAccount's and a custom resource's name is a DNS subdomain (RFC 1123):
+# '.'-joined labels of lower-case letters, digits and '-', at most 253 characters (issue 33 item 15).
+@pytest.mark.parametrize("name", ["mtc.workload", "a.b.c", "team-a.trainer-1", "a" * 63 + "." + "b" * 63, "x" * 253])
+def test_service_account_and_checkpoint_configuration_names_are_dns_subdomains(name) -> None:
+    from mtc_provider.core.names import check_checkpoint_configuration_name, check_service_account
+
+    assert check_service_account(name) == name
+    assert check_checkpoint_configuration_name(name) == name
+
+
+@pytest.mark.parametrize("name, allowed", [("a..b", "each '.'-separated part"), (".a", "starting and ending"),
+                                           ("a.", "starting and ending"), ("A.b", "lower-case"),
+                                           ("a_b.c", "lower-case"), ("x" * 254, "at most 253")])
+def test_names_that_are_no_dns_subdomain_are_refused_naming_the_rule(name, allowed) -> None:
+    from mtc_provider.core.errors import SpecError
+    from mtc_provider.core.names import check_checkpoint_configuration_name, check_service_account
+
+    for check, field in ((check_service_account, "workload.service_account"),
+                         (check_checkpoint_configuration_name, "checkpoint_configuration.name")):
+        with pytest.raises(SpecError) as caught:
+            check(name)
+        assert field in str(caught.value) and allowed in str(caught.value)
+
+
+def test_dotted_names_pass_the_whole_run_description() -> None:
+    from core_helpers import run_config
+
+    config = run_config(workload={"service_account": "trainer.team-a"}, checkpoint_configuration_name="mtc.v1")
+    assert (config.workload.service_account, config.checkpoint_configuration_name) == ("trainer.team-a", "mtc.v1")

@@ -19,6 +19,7 @@ from tests.conftest import sample_dag
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = yaml.safe_load((REPO / "examples" / "local.yaml").read_text())
+GKE = yaml.safe_load((REPO / "examples" / "gke-v6e.yaml").read_text())
 runner = CliRunner()
 
 
@@ -69,8 +70,8 @@ def recorder():
         server.server_close()
 
 
-def _bad(path: list[str], value):
-    described = copy.deepcopy(LOCAL)
+def _bad(path: list[str], value, base: dict = LOCAL):
+    described = copy.deepcopy(base)
     node = described
     for key in path[:-1]:
         node = node.setdefault(key, {})
@@ -92,13 +93,36 @@ BAD = [
 ]
 
 
+# Issue 33 (items 13, 14): rules of the gke example, refused the same way by every entry point.
+BAD_GKE = [
+    # Only the run's bucket gets the IAM bindings: `mtc plan` alone refused this before.
+    (["checkpointing", "base_output_directory"], "gs://other-bucket/out", "checkpointing.base_output_directory",
+     "a URL in the run's bucket: gs://my-mtc-checkpoints/"),
+    (["bucket", "name"], "my-google-checkpoints", "bucket.name", "nor contains 'google'"),
+    (["cluster", "project_id"], "123456789012", "cluster.project_id", "not the project number"),
+    (["bucket", "location"], "us-moon1", "bucket.location", "a Cloud Storage location"),
+]
+
+
 @pytest.mark.parametrize("path, value, field, allowed, shown", [(*b, b[1])[:5] for b in BAD], ids=[b[2] for b in BAD])
 def test_the_same_bad_value_gives_the_same_error_through_mtc_plan_mtc_run_and_the_dag(
         tmp_path, monkeypatch, training_dag, recorder, path, value, field, allowed, shown):
+    same_error_everywhere(tmp_path, monkeypatch, training_dag, _bad(path, value), field, allowed, shown)
+
+
+@pytest.mark.parametrize("path, value, field, allowed", BAD_GKE, ids=[b[2] for b in BAD_GKE])
+def test_gke_rules_give_the_same_error_through_mtc_plan_mtc_run_and_the_dag(
+        tmp_path, monkeypatch, training_dag, recorder, path, value, field, allowed):
+    described = _bad(path, value, GKE)
+    if path == ["bucket", "name"]:  # the output directory follows the bucket, so the name is the one error
+        described["checkpointing"]["base_output_directory"] = f"gs://{value}"
+    same_error_everywhere(tmp_path, monkeypatch, training_dag, described, field, allowed, value)
+
+
+def same_error_everywhere(tmp_path, monkeypatch, training_dag, described, field, allowed, shown):
     from airflow.sdk.exceptions import AirflowFailException
 
     monkeypatch.setenv("MTC_LOCAL_HOME", str(tmp_path / "home"))
-    described = _bad(path, value)
     file = tmp_path / "run.yaml"
     file.write_text(yaml.safe_dump(described))
 

@@ -19,7 +19,7 @@ FORM = {
     "workload": {"extra_flags": {"step_time_ms": 150}},
     "fault_plan": [{"kind": "sigkill_host", "at_step": 14, "slice": 0, "host": 0}],
 }
-GKE = {"target": "gke", "cluster": {"project_id": "p", "location": "us-central1", "name": "c"},
+GKE = {"target": "gke", "cluster": {"project_id": "my-project", "location": "us-central1", "name": "c"},
        "bucket": {"name": "ckpts"}, "slices": {"tpu_type": "v6e", "topology": "4x8", "num_slices": 2},
        "workload": {"image": "us-docker.pkg.dev/p/r/maxtext:1", "extra_flags": {"step_time_ms": 150}}}
 
@@ -99,7 +99,7 @@ IMAGE = {"image": "us-docker.pkg.dev/p/r/maxtext:1"}
         ({"workload": {"command": ["python", "-m", "jax"]}}, "workload.command", "light_workload"),
         ({**GKE, "workload": {**IMAGE, "command": ["python", "-m", "mtc_local.light_workload"]}},
          "workload.command", "the DAG author's"),
-        ({**GKE, "cluster": {"project_id": "p", "location": "us-central1", "name": ""}}, "cluster.name",
+        ({**GKE, "cluster": {"project_id": "my-project", "location": "us-central1", "name": ""}}, "cluster.name",
          "lower-case"),
         ({**GKE, "cluster": None}, "cluster", "a cluster section"),
         ({**GKE, "bucket": {"location": "us-central1-a"}}, "bucket.location", "us-central1"),

@@ -193,3 +193,38 @@ def test_kubernetes_run_needs_a_bucket_and_an_image() -> None:
     with pytest.raises(SpecError) as caught:
         RunConfig.from_dict(data)
     assert caught.value.field == "workload.image" and "kubernetes target" in caught.value.allowed
+
+
+# --- issue 33 item 14: emergency checkpointing's replicas (Orbax) and Spot's grace period (GKE) ----------------------
+
+def test_emergency_checkpointing_keeps_two_replicas_when_the_flags_leave_them() -> None:
+    """Orbax's emergency CheckpointManager needs >= 2 data-parallel replicas; MaxText's dcn_data_parallelism -1
+    (its default) takes the slices the other dcn axes leave. Without the local tier any split is MaxText's affair."""
+    from core_helpers import run_config
+
+    from mtc_provider.core.run_checks import data_parallel_replicas
+
+    assert data_parallel_replicas(4, {}) == 4
+    assert data_parallel_replicas(4, {"dcn_fsdp_parallelism": 2}) == 2
+    assert data_parallel_replicas(2, {"dcn_data_parallelism": 1}) == 1
+    assert data_parallel_replicas(2, {"ici_data_parallelism": 2, "dcn_data_parallelism": 1}) is None  # can't tell
+    run_config(workload={"extra_flags": {"dcn_data_parallelism": 2}})  # two replicas: accepted
+    run_config(workload={"extra_flags": {"dcn_data_parallelism": 1, "dcn_fsdp_parallelism": 2}},
+               checkpointing={"enable_emergency_checkpoint": False, "local_checkpoint_period": 0})
+
+
+def test_spot_capacity_warns_about_a_grace_period_gke_cannot_give() -> None:
+    """GKE Spot VMs: the VM stops 30 s after the preemption notice and the pods get at most 15 s of it (graceful
+    node shutdown): a longer termination grace period is a warning in `mtc plan` and the plan task, not an error."""
+    from core_helpers import gke_config
+
+    from mtc_provider.core.run import parse_run, run_plan
+
+    def warnings(**sections):
+        return run_plan(parse_run(gke_config(**sections)), "/tmp/mtc-home")["warnings"]
+
+    spot = warnings(customization={"capacity": "spot"}, workload={"termination_grace_period_seconds": 300})
+    assert any("termination_grace_period_seconds is 300 s" in w and "at most 15 s" in w for w in spot), spot
+    quick = warnings(customization={"capacity": "spot"}, workload={"termination_grace_period_seconds": 15})
+    assert not any("Spot" in w for w in quick)
+    assert not any("Spot" in w for w in warnings(workload={"termination_grace_period_seconds": 300}))  # on-demand

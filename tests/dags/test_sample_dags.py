@@ -95,7 +95,7 @@ def _plan(dag, change: dict, monkeypatch, tmp_path) -> dict:
     return dag.get_task("plan").python_callable(params=params, dag_run=SimpleNamespace(conf=change))
 
 
-SETUP_CLUSTER = {"project_id": "p", "location": "us-central1", "name": "c"}
+SETUP_CLUSTER = {"project_id": "my-project", "location": "us-central1", "name": "c"}
 SETUP_GKE = {"target": "gke", "cluster": SETUP_CLUSTER}
 
 
@@ -110,7 +110,7 @@ def test_setup_and_training_agree_on_the_workload_ksa_and_machine_type(dagbag, m
     # The same sections in both forms (the run description's, core.run): one description serves both DAGs.
     assert {"target", "bucket", "cluster", "slices", "sizing", "checkpointing", "workload"} <= set(setup.params)
     assert "machine_type" in setup.params["slices"] and "machine_type" in training.params["slices"]
-    described = {"target": "gke", "cluster": {"project_id": "p", "location": "us-central1", "name": "c"},
+    described = {"target": "gke", "cluster": {"project_id": "my-project", "location": "us-central1", "name": "c"},
                  "slices": {"tpu_type": "v6e", "topology": "4x4", "machine_type": "ct6e-standard-4t"},
                  "workload": {"namespace": "ml", "image": "us-docker.pkg.dev/p/r/maxtext:1"}}
     planned_setup = _plan(setup, {**described, "workload": {"namespace": "ml"}}, monkeypatch, tmp_path)

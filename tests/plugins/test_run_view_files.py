@@ -10,8 +10,10 @@ from mtc_provider.links.goodput import chart_url
 from mtc_provider.plugins.run_view import _inside, _listing
 
 
-def test_paths_outside_the_folder_are_refused(tmp_path):
-    root = tmp_path / "run" / "checkpoints"
+def test_paths_outside_the_folder_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("MTC_LOCAL_HOME", str(tmp_path))  # the run view's file root: <local home>/buckets
+    monkeypatch.delenv("AIRFLOW__MTC__RUN_VIEW_FILE_ROOTS", raising=False)
+    root = tmp_path / "buckets" / "run" / "checkpoints"
     (root / "10" / "items").mkdir(parents=True)
     (tmp_path / "secret.txt").write_text("no")
     (root / "out").symlink_to(tmp_path)
@@ -20,7 +22,7 @@ def test_paths_outside_the_folder_are_refused(tmp_path):
     for bad in ("../../secret.txt", "../", "out/secret.txt", "/etc/passwd"):
         with pytest.raises(HTTPException) as caught:
             _inside(root, bad)
-        assert caught.value.status_code == 403 and bad in caught.value.detail
+        assert caught.value.status_code == 404 and bad in caught.value.detail  # absent, not forbidden: no probing
 
 
 def test_listing_links_each_entry_relative(tmp_path):

@@ -8,7 +8,6 @@ second database, no cluster or bucket client: what Airflow does not hold, the vi
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import datetime
 from pathlib import Path
@@ -136,9 +135,12 @@ def rendered_run(session: Any, ti: Any) -> dict[str, Any]:
 
 
 def read_local_files(records: RunFacts) -> None:
-    """On the local target the api-server sees the run's files: the workload's events and the checkpoint folder."""
+    """On the local target the api-server sees the run's files: the workload's events and the checkpoint folder,
+    when they are under the run view's file roots (a `checkpoint_dir` XCom may name any folder)."""
+    from mtc_provider.adapters.file_roots import allowed
+
     folder = local_dir(records.checkpoint_dir)
-    if folder is None:
+    if folder is None or allowed(folder) is None:
         return
     from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
     from mtc_provider.adapters.workload_events import read_events
@@ -152,6 +154,12 @@ def read_local_files(records: RunFacts) -> None:
 
 
 def chart_path(records_goodput: Mapping[str, Any] | None) -> str | None:
-    """The goodput task's PNG on this machine, when it wrote one locally."""
+    """The goodput task's PNG on this machine, when it wrote one locally under the run view's file roots (the XCom
+    may name any file: only one under a configured root is served, symlinks resolved)."""
+    from mtc_provider.adapters.file_roots import allowed
+
     path = (records_goodput or {}).get("chart_path")
-    return path if isinstance(path, str) and path.startswith("/") and os.path.isfile(path) else None
+    if not (isinstance(path, str) and path.startswith("/")):
+        return None
+    resolved = allowed(path)
+    return str(resolved) if resolved is not None and resolved.is_file() else None

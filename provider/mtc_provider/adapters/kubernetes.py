@@ -227,11 +227,12 @@ class KubernetesJobSetApi:
 
         outage = OutageClock(self.outage_timeout, self.outage_max_backoff, self.outage_log_interval)
         while True:
+            began = time.monotonic()  # the outage starts with its first failing call, not after its inner retries
             try:
                 result = call()
             except retry.Retryable as exc:
                 now = time.monotonic()
-                delay = outage.failed(now, retry.describe_failure(exc), retry.retry_after_of(exc))
+                delay = outage.failed(now, retry.describe_failure(exc), retry.retry_after_of(exc), started=began)
                 if outage.exhausted(now) or self.outage_timeout <= 0:
                     if self.outage_timeout <= 0:
                         raise
@@ -243,7 +244,7 @@ class KubernetesJobSetApi:
                 self.sleep(delay)
                 continue
             if outage.ongoing:
-                log.info("Kubernetes API answers again after %.0f s", outage.reset())
+                log.info("Kubernetes API answers again after %.0f s", outage.reset(time.monotonic()))
             return result
 
     def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,11 @@ from mtc_provider.core.errors import SpecError
 
 DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL_MAX = 63
+# Kubernetes "Object Names and IDs" (kubernetes.io/docs/concepts/overview/working-with-objects/names/#dns-subdomain-
+# names): most resource names, ServiceAccounts' and custom resources' among them, are DNS subdomains (RFC 1123):
+# labels joined by '.', at most 253 characters in all.
+DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS1123_SUBDOMAIN_MAX = 253
 # Room for "-<replicatedJob>-<job index>" in the Job name label; pod names: core.jobset_names.
 JOBSET_NAME_MAX = 40
 REPLICATED_JOB_NAME_MAX = 15
@@ -33,6 +38,20 @@ def check_dns1123_label(field: str, value: str, max_length: int = DNS1123_LABEL_
     return value
 
 
+_SUBDOMAIN_ALLOWED = ("lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, each "
+                      "'.'-separated part too (a DNS subdomain, RFC 1123)")
+
+
+def check_dns1123_subdomain(field: str, value: str, max_length: int = DNS1123_SUBDOMAIN_MAX) -> str:
+    if not isinstance(value, str) or not value:
+        raise SpecError(field, value, f"a non-empty name of {_SUBDOMAIN_ALLOWED}, at most {max_length} characters")
+    if len(value) > max_length:
+        raise SpecError(field, value, f"at most {max_length} characters ({len(value)} given)")
+    if not DNS1123_SUBDOMAIN_RE.match(value):
+        raise SpecError(field, value, f"{_SUBDOMAIN_ALLOWED}, at most {max_length} characters")
+    return value
+
+
 def check_jobset_name(value: str, field: str = "workload.jobset_name") -> str:
     return check_dns1123_label(field, value, JOBSET_NAME_MAX)
 
@@ -42,11 +61,15 @@ def check_namespace(value: str, field: str = "workload.namespace") -> str:
 
 
 def check_service_account(value: str, field: str = "workload.service_account") -> str:
-    return check_dns1123_label(field, value, DNS1123_LABEL_MAX)
+    """A ServiceAccount's name is a DNS subdomain (Kubernetes "Configure Service Accounts for Pods": "The name of a
+    ServiceAccount object must be a valid DNS subdomain name"), dots allowed."""
+    return check_dns1123_subdomain(field, value)
 
 
 def check_checkpoint_configuration_name(value: str, field: str = "checkpoint_configuration.name") -> str:
-    return check_dns1123_label(field, value, DNS1123_LABEL_MAX)
+    """A custom resource's name is a DNS subdomain (Kubernetes "Custom Resources"; the API server validates it so),
+    dots allowed."""
+    return check_dns1123_subdomain(field, value)
 
 
 def check_run_name(value: str, field: str = "checkpointing.run_name") -> str:

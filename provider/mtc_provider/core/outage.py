@@ -49,16 +49,24 @@ class OutageClock:
     def ongoing(self) -> bool:
         return self.since is not None
 
-    def reset(self) -> float:
-        """The API answered: end the outage; returns how long it lasted (0 when there was none)."""
-        lasted = 0.0 if self.since is None or self._last is None else self._last - self.since
+    def reset(self, now: float | None = None) -> float:
+        """The API answered (at `now`): end the outage; returns how long it lasted, from the start of the first
+        failing call to the answer (0 when there was none). Without `now`, up to the last failure only: shorter
+        than the outage by the last wait and the call that answered."""
+        end = now if now is not None else self._last
+        lasted = 0.0 if self.since is None or end is None else max(0.0, end - self.since)
         self.since, self.failures, self.last_status, self._logged_at = None, 0, "", None
         return lasted
 
-    def failed(self, now: float, status: str, retry_after: float | None = None) -> float:
-        """Record a failure at `now`; the seconds to wait before the next try."""
+    def failed(self, now: float, status: str, retry_after: float | None = None, started: float | None = None) -> float:
+        """Record a failure at `now` of a call that began at `started` (default `now`); the seconds to wait
+        before the next try.
+
+        The outage begins when its first failing call began, not when that call gave up: a call retries inside
+        (the adapters' retry policy, up to a minute of its own back-off) before it reports a failure here, and an
+        outage measured from its end is logged as "unreachable for 0 s" after a minute without answers."""
         if self.since is None:
-            self.since = now
+            self.since = now if started is None else min(started, now)
         self._last = now
         self.failures += 1
         self.last_status = status

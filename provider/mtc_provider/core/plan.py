@@ -82,10 +82,6 @@ class Plan:
         return sections
 
 
-def _bucket_of(url: str) -> str:
-    return url[len("gs://"):].split("/", 1)[0]
-
-
 def _members(config: RunConfig, project_number: str | None) -> list[str]:
     cluster = config.cluster  # required on the gke target; optional on kubernetes (then the project is unknown)
     project_id = cluster.project_id if cluster else PROJECT_ID_PLACEHOLDER
@@ -120,7 +116,8 @@ def _checks(config: RunConfig) -> tuple[Step, ...]:
 def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
     """Everything `mtc plan` shows for this run; raises SpecError before anything is created."""
     slices, checkpointing = config.slices, config.checkpointing
-    checked = check_run(config.target, slices, workload=config.workload, sizing=config.sizing)
+    checked = check_run(config.target, slices, workload=config.workload, sizing=config.sizing,
+                        checkpointing=config.checkpointing, customization=config.customization)
     size, warnings = checked.ramdisk, checked.warnings
     from mtc_provider.core.run import stall_rule
 
@@ -153,12 +150,7 @@ def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
         )
     bucket = config.bucket
     assert bucket is not None  # RunConfig requires it on the gke and kubernetes targets
-    if _bucket_of(checkpointing.base_output_directory) != bucket.name:
-        raise SpecError(
-            "checkpointing.base_output_directory",
-            checkpointing.base_output_directory,
-            f"a URL in the run's bucket: gs://{bucket.name}/... (only that bucket gets the IAM bindings)",
-        )
+    # base_output_directory is in this bucket: RunConfig checked it, for every entry point.
     checkpoint_configuration = build_checkpoint_configuration(
         config.checkpoint_configuration_name, bucket.name, slices, size
     )

@@ -185,7 +185,8 @@ def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_clou
     the launch task reads the workload's steps (its pod_logs; always on the local target)."""
     from mtc_provider.core.run_checks import check_run
 
-    checked = check_run(config.target, config.slices, workload=config.workload, sizing=config.sizing)
+    checked = check_run(config.target, config.slices, workload=config.workload, sizing=config.sizing,
+                        checkpointing=config.checkpointing, customization=config.customization)
     assert checked.ramdisk is not None  # sizing is always given
     stall_timeout, stall_cadence, stall_warnings = stall_rule(config, reported or config.target == "local")
     description = config.to_dict()

@@ -16,7 +16,7 @@ from mtc_provider.core.customization import CustomizationSpec
 from mtc_provider.core.errors import SpecError, positive_int, require
 from mtc_provider.core.fault_plan import check_fault_plan
 from mtc_provider.core.flag_table import default as flag_default
-from mtc_provider.core.locations import check_bucket_location, check_bucket_name
+from mtc_provider.core.locations import check_bucket_location, check_bucket_name, check_project_id
 from mtc_provider.core.maxtext import (
     DEFAULT_LAYOUT,
     check_command_layout,
@@ -52,6 +52,9 @@ IMAGE_RE = re.compile(
     r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$"
 )
 DEFAULT_MAX_RESTARTS = 3
+# JobSet v0.12 CRD: failurePolicy.maxRestarts is `format: int32` (rehearsal/mtc_local/cluster/crds/); more is refused
+# by the API server at submission, after the DAG has started.
+INT32_MAX = 2**31 - 1
 LOCAL_IMAGE = "local"  # the local target runs no image; a placeholder where a form asks for one
 
 
@@ -263,10 +266,11 @@ class WorkloadSpec:
         check_command_layout(command, self.maxtext_layout)
         object.__setattr__(self, "command", command)
         require(
-            isinstance(self.max_restarts, int) and not isinstance(self.max_restarts, bool) and self.max_restarts >= 0,
+            isinstance(self.max_restarts, int) and not isinstance(self.max_restarts, bool)
+            and 0 <= self.max_restarts <= INT32_MAX,
             "workload.max_restarts",
             self.max_restarts,
-            "an integer >= 0",
+            f"an integer >= 0 and <= {INT32_MAX} (JobSet's failurePolicy.maxRestarts is an int32 in its CRD)",
         )
         positive_int("workload.termination_grace_period_seconds", self.termination_grace_period_seconds)
 
@@ -281,7 +285,7 @@ class ClusterSpec:
     node_locations: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        require(bool(self.project_id), "cluster.project_id", self.project_id, "a GCP project id")
+        check_project_id(self.project_id)
         require(bool(self.location), "cluster.location", self.location, "a GCP region or zone")
         if self.node_locations:
             from mtc_provider.core.node_pools import node_locations
@@ -402,7 +406,16 @@ class RunConfig:
                 self.checkpointing.base_output_directory,
                 f"a gs:// URL on the {self.target} target",
             )
-        check_run(self.target, self.slices, workload=self.workload, sizing=self.sizing)
+            # Only the run's bucket gets the IAM bindings and the CheckpointConfiguration: a directory in another
+            # bucket fails at the first persistent save, after compilation (hours in).
+            require(
+                bucket_of(self.checkpointing.base_output_directory) == self.bucket.name,
+                "checkpointing.base_output_directory",
+                self.checkpointing.base_output_directory,
+                f"a URL in the run's bucket: gs://{self.bucket.name}/... (only that bucket gets the IAM bindings)",
+            )
+        check_run(self.target, self.slices, workload=self.workload, sizing=self.sizing,
+                  checkpointing=self.checkpointing, customization=self.customization)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
@@ -422,6 +435,11 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         """The one spec-to-dict function: every field explicit, JSON-serializable; from_dict(to_dict()) == self."""
         return spec_to_dict(self)
+
+
+def bucket_of(url: str) -> str:
+    """The bucket of a gs:// URL."""
+    return url[len("gs://"):].split("/", 1)[0]
 
 
 SECTIONS: dict[str, type] = {"slices": SliceSpec, "checkpointing": CheckpointingSpec, "workload": WorkloadSpec,

@@ -33,8 +33,11 @@ PHASES = (PENDING, RUNNING, RESTARTING, SUCCEEDED, FAILED)
 # The JobSet rule FailJobSet fires only on failures the user declared final (our builder: the
 # podFailurePolicy's "bug" exit codes), so resubmitting cannot help.
 NON_RETRYABLE_REASONS = frozenset({FAIL_JOBSET_ACTION})
-# Failures no restart can fix; they surface in condition messages (and in the local runner's reasons).
-IMAGE_ERROR_RE = re.compile(r"ImagePullBackOff|ErrImagePull|InvalidImageName|ErrImageNeverPull")
+# An image error no resubmission can fix, should a Failed condition's message name one: only a malformed reference.
+# Pull errors (ErrImagePull, ImagePullBackOff, ErrImageNeverPull) heal when the registry or the tag comes back:
+# Kubernetes retries pulls with back-off (kubernetes.io "Images": ImagePullBackOff), so a Failed JobSet that names
+# one is retried like any other failure (the trigger bounds a pull that never heals by image_pull_timeout).
+IMAGE_ERROR_RE = re.compile(r"InvalidImageName")
 FIRST_FAILED_JOB_RE = re.compile(r"\(first failed job: (?P<job>[^)\s]+)\)")
 
 

@@ -106,7 +106,11 @@ def create_app() -> FastAPI:
         records = _records(session, dag_id, run_id)
         view = run_view(records)
         base = _root_path() + run_path(dag_id, run_id)
-        if view["checkpoint_dir"] and view["checkpoint_dir"].startswith("/"):  # local: served by this app
+        from mtc_provider.adapters.airflow_run import local_dir
+        from mtc_provider.adapters.file_roots import allowed
+
+        folder = local_dir(records.checkpoint_dir)
+        if folder is not None and allowed(folder) is not None:  # local, under [mtc] run_view_file_roots: served here
             view["folder_url"] = base + "/files/checkpoints/"
         view["chart_url"] = base + "/chart.png" if _chart_available(records) else None
         view["airflow_url"] = f"{_root_path()}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
@@ -118,11 +122,14 @@ def create_app() -> FastAPI:
         """The run's local checkpoint folder: a directory listing, or a file in it."""
         from mtc_provider.adapters.airflow_run import local_dir
 
+        from mtc_provider.adapters.file_roots import allowed
+
         records = _records(session, dag_id, run_id)
         root = local_dir(records.checkpoint_dir)
-        if root is None:
-            raise HTTPException(404, f"run {dag_id}/{run_id} has no checkpoint folder on this machine "
-                                     f"(checkpoint_dir {records.checkpoint_dir!r}); on GKE use the Cloud Console link")
+        if root is None or allowed(root) is None:  # the XCom may name any folder, `/` too: only the roots are served
+            raise HTTPException(404, f"run {dag_id}/{run_id} has no checkpoint folder this view serves "
+                                     f"(checkpoint_dir {records.checkpoint_dir!r}: not under [mtc] "
+                                     "run_view_file_roots); on GKE use the Cloud Console link")
         target = _inside(root, path)
         if target.is_dir():
             if path and not path.endswith("/"):
@@ -168,11 +175,17 @@ def _draw(events) -> bytes:
 
 
 def _inside(root: Path, path: str) -> Path:
-    """`root/path`, refusing anything that resolves outside root (.., symlinks out)."""
+    """`root/path`, refusing (as absent: 404) anything that resolves outside root or outside the run view's file
+    roots (.., symlinks out)."""
+    from mtc_provider.adapters.file_roots import allowed
+
     base = root.resolve()
-    target = (base / path).resolve()
-    if target != base and base not in target.parents:
-        raise HTTPException(403, f"{path!r} is outside the run's checkpoint folder")
+    try:
+        target = (base / path).resolve()
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte
+        raise HTTPException(404, f"{path!r} is not in the run's checkpoint folder") from None
+    if (target != base and base not in target.parents) or allowed(target) is None:
+        raise HTTPException(404, f"{path!r} is not in the run's checkpoint folder")
     return target
 
 

@@ -84,5 +84,8 @@ class MtcJobSetSensor(JobSetTargetMixin, BaseSensorOperator):
         ev = JobSetEvent.from_payload(event)
         if ev.kind == ENDED and ev.state is not None:
             return self._result(ev.state)
-        raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name}: {ev.kind}: {ev.message}")
+        # The trigger's messages may already start with their kind ("stalled: no new finalized checkpoint ..."):
+        # name it once.
+        said = ev.message if ev.message.startswith(f"{ev.kind}:") else f"{ev.kind}: {ev.message}"
+        raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name}: {said}")
 

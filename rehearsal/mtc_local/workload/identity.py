@@ -43,6 +43,16 @@ class Identity:
     source: str  # "init-info-file" | "env" | "single-process"
 
     @property
+    def coordinator_bind_address(self) -> str | None:
+        """Where process 0's JAX coordinator listens. JAX binds `[::]:<port>` (every interface) unless told, and the
+        coordinator has no authentication; on the local target every process dials 127.0.0.1, so it listens on the
+        loopback only. A coordinator on another host (None) keeps JAX's default: its peers must reach it."""
+        host, _, port = self.coordinator_address.rpartition(":")
+        if host.strip("[]") in ("127.0.0.1", "localhost", "::1") and port.isdigit():
+            return f"{host}:{port}"
+        return None
+
+    @property
     def slice_index(self) -> int:
         """The slice (replica) this process belongs to in the mesh."""
         return self.process_id // self.hosts_per_slice

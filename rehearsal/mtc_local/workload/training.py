@@ -91,6 +91,7 @@ class Workload:
         self.beat("jax.distributed.initialize")
         jax.distributed.initialize(
             coordinator_address=self.ident.coordinator_address,
+            coordinator_bind_address=self.ident.coordinator_bind_address,  # loopback only on the local target
             num_processes=self.ident.num_processes,
             process_id=self.ident.process_id,
             cluster_detection_method="deactivate",

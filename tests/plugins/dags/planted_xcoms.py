@@ -1,0 +1,26 @@
+"""A DAG whose task code plants the XComs the run view reads (tests/plugins/test_run_view_file_roots.py).
+
+Task code may push any XCom: these two stand in for the launch and goodput tasks (the run view finds them by their
+operator's class name) and name whatever files the test sets in the environment.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pendulum
+from airflow.sdk import DAG, BaseOperator
+
+
+class MtcJobSetOperator(BaseOperator):  # the name the run view looks for (core.run_view.LAUNCH_OPERATOR)
+    def execute(self, context):
+        context["ti"].xcom_push(key="mtc_run", value={"checkpoint_dir": os.environ["MTC_TEST_PLANTED_DIR"]})
+
+
+class GoodputReportOperator(BaseOperator):  # core.run_view.GOODPUT_OPERATOR
+    def execute(self, context):
+        return {"chart_path": os.environ["MTC_TEST_PLANTED_CHART"], "goodput": 0.5}
+
+
+with DAG("mtc_planted_xcoms", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as planted:
+    MtcJobSetOperator(task_id="train") >> GoodputReportOperator(task_id="goodput")
