@@ -226,8 +226,16 @@ def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict
     return {"run_name": run_name, "namespace": (record or {}).get("namespace") or options.namespace,
             "state": state, "reason": (record or {}).get("reason", ""),
             "target_step": (record or {}).get("target_step"), "attempts": attempts,
+            "interruptions": _interruptions((record or {}).get("attempts") or []),
             "checkpoint_dir": checkpoint_dir, "newest_step": step, "dag_run": (record or {}).get("dag_run"),
             "recorded": record is not None}
+
+
+def _interruptions(records: list[Any]) -> dict[str, int]:
+    """How many interruptions of each kind the run survived (core.interruptions, over the record's attempts)."""
+    from mtc_provider.core.interruptions import count
+
+    return count(records)
 
 
 def _hook_if_cluster(options: ClusterOptions) -> Any:
@@ -296,6 +304,10 @@ def _print_status(summary: dict[str, Any]) -> None:
     target = f" of {summary['target_step']}" if summary.get("target_step") else ""
     console.print(f"newest finalized step: {step if step is not None else 'none yet'}{target} "
                   f"({escape(summary['checkpoint_dir'] or 'checkpoint directory unknown')})")
+    if summary.get("interruptions"):
+        from mtc_provider.core.interruptions import summary as interruption_summary
+
+        console.print(interruption_summary(summary["interruptions"]))
 
 
 def list_runs(
