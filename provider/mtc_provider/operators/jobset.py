@@ -585,8 +585,8 @@ class MtcJobSetOperator(JobSetTargetMixin):
                 state.restarts))
         else:
             number = next_attempt(found, lock_data[ATTEMPTS], ti.try_number)
-            # named by its attempt number, not the try's: one try submits several attempts after progress
-            self._rendered = _attempt_body(slices, checkpointing, workload, self._described[3], ti, number)
+            if number != ti.try_number:  # named by its attempt number: one try submits several after progress
+                self._rendered = _attempt_body(slices, checkpointing, workload, self._described[3], ti, number)
             kept = kept_failed([by_name[name] for name in plan.to_delete], self.keep_failed_attempts)
             asked = f"{describe_owner(_owner(ti))}, before attempt {number}"
             for name in plan.to_delete:  # ended attempts: free the slices; checkpoints stay in the bucket
