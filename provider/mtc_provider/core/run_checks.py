@@ -32,7 +32,7 @@ def check_run(target: str, slices: SliceSpec, *, workload: WorkloadSpec | None =
               attempts: bool = True) -> RunChecks:
     """Raise SpecError (field, value, what is allowed) for the first rule the run breaks; else the ramdisk.
 
-    `attempts`: the JobSet name is checked as the launch operator submits it (`<name>-<5 hex>-a<try>`)."""
+    `attempts`: the JobSet name is checked as the launch operator submits it (`<name>-<5 hex>-a<attempt>`)."""
     check_multislice(slices, target)
     if workload is not None:
         check_jobset_names(workload.jobset_name, workload.replicated_job_name, slices.num_slices,

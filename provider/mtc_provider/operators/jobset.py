@@ -7,7 +7,7 @@ the same run_name, so it resumes from the newest checkpoint. When the attempt en
 finalized checkpoint step decides (core.resubmission): succeed, retry (a retryable exception, so
 Airflow's retries resubmit) or fail for good (AirflowFailException with the reason).
 
-Attempt JobSets are named `<jobset_name>-<run hash>-a<try>`, and the run hash keeps two DAG runs apart.
+Attempt JobSets are named `<jobset_name>-<run hash>-a<attempt>`, and the run hash keeps two DAG runs apart.
 A deleted JobSet stays (terminating) until its pods are gone: it is never reattached to; the next try
 waits, bounded and logged, for it to go (its pods may still write checkpoints), then submits.
 
@@ -250,7 +250,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
         digest, or a section changed since) is validated here, before any call.
     :param keep_failed_attempts: how many of the newest failed attempts' JobSets stay in the cluster, for
         debugging, when the next attempt is submitted (templated; default 0: an ended attempt is deleted before the
-        next one). Each attempt has its own name (`<jobset_name>-<run hash>-a<try>`), so a kept one never blocks the
+        next one). Each attempt has its own name (`<jobset_name>-<run hash>-a<attempt>`), so a kept one never blocks the
         next; older failed ones beyond the bound are deleted. A kept JobSet has no running pods (they ended with
         it) and keeps its pods' logs; the teardown deletes it unless its own keep_failed_attempts says otherwise,
         and `mtc delete RUN --attempt N` deletes it by hand. Every delete and every kept JobSet is logged with who
