@@ -304,7 +304,7 @@ def _print_status(summary: dict[str, Any]) -> None:
     target = f" of {summary['target_step']}" if summary.get("target_step") else ""
     console.print(f"newest finalized step: {step if step is not None else 'none yet'}{target} "
                   f"({escape(summary['checkpoint_dir'] or 'checkpoint directory unknown')})")
-    if summary.get("interruptions"):
+    if any((summary.get("interruptions") or {}).values()):  # nothing survived yet: no line
         from mtc_provider.core.interruptions import summary as interruption_summary
 
         console.print(interruption_summary(summary["interruptions"]))
