@@ -318,6 +318,7 @@ def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict
     return {"run_name": run_name, "namespace": (record or {}).get("namespace") or options.namespace,
             "state": state, "reason": (record or {}).get("reason", ""),
             "target_step": (record or {}).get("target_step"), "attempts": attempts,
+            "interruptions": _interruptions((record or {}).get("attempts") or []),
             "checkpoint_dir": checkpoint_dir, "newest_step": step, "dag_run": (record or {}).get("dag_run"),
             "recorded": record is not None}
 
@@ -329,6 +330,13 @@ def _live_status(options: ClusterOptions, hook: Any, run_name: str) -> dict[str,
     step = _read_store(options, checkpoint_dir).latest_step(checkpoint_dir) if checkpoint_dir else None
     return {"run_name": run_name, "namespace": options.namespace, "attempts": [a.to_dict() for a in found],
             "checkpoint_dir": checkpoint_dir, "newest_step": step}
+
+
+def _interruptions(records: list[Any]) -> dict[str, int]:
+    """How many interruptions of each kind the run survived (core.interruptions, over the record's attempts)."""
+    from mtc_provider.core.interruptions import count
+
+    return count(records)
 
 
 def _hook_if_cluster(options: ClusterOptions) -> Any:
@@ -408,6 +416,10 @@ def _print_status(summary: dict[str, Any]) -> None:
     target = f" of {summary['target_step']}" if summary.get("target_step") else ""
     console.print(f"newest finalized step: {step if step is not None else 'none yet'}{target} "
                   f"({escape(summary['checkpoint_dir'] or 'checkpoint directory unknown')})")
+    if any((summary.get("interruptions") or {}).values()):  # nothing survived yet: no line
+        from mtc_provider.core.interruptions import summary as interruption_summary
+
+        console.print(interruption_summary(summary["interruptions"]))
 
 
 def list_runs(

@@ -151,8 +151,9 @@ def test_hung_attempt_is_resubmitted_by_stall_detection_and_slow_attempts_are_no
     log = (tmp_path / "stall.log").read_text()
     assert "success" in result["state"], log[-4000:]
 
-    # Two attempts: the hung one, deleted by the operator after the trigger's stall verdict, and the resubmission.
-    assert result["tries"]["train"] == 2, result
+    # Two attempts: the hung one, deleted by the operator after the trigger's stall verdict, and the resubmission,
+    # in the same try: the hung attempt had made progress before it hung (no Airflow retry spent on it).
+    assert result["tries"]["train"] == 1, result
     first, second = attempt_dirs(airflow_env, run_name)
     assert first.endswith("-a1") and second.endswith("-a2")
     assert "stalled: no new finalized checkpoint" in log

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mtc_provider.core.labels import TRY_NUMBER
+from mtc_provider.core.labels import ATTEMPT
 from mtc_provider.adapters.workload_events import read_events
 
 STEP_DIR = re.compile(r"^\d+$")
@@ -76,7 +76,7 @@ class Observer:
     interval: float = 0.3
     hashes: dict[int, dict[str, str]] = field(default_factory=dict)  # step -> {file: sha256}, first sight
     jobsets: dict[str, set[str]] = field(default_factory=dict)  # JobSet name -> uids seen
-    try_labels: dict[str, str] = field(default_factory=dict)  # JobSet name -> try-number label
+    try_labels: dict[str, str] = field(default_factory=dict)  # JobSet name -> attempt label (the name's number)
     newest_step: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -114,7 +114,7 @@ class Observer:
                 except (FileNotFoundError, ValueError, KeyError):
                     continue  # deleted or replaced between listing and reading
                 self.jobsets.setdefault(meta["name"], set()).add(meta["uid"])
-                self.try_labels[meta["name"]] = (meta.get("labels") or {}).get(TRY_NUMBER, "")
+                self.try_labels[meta["name"]] = (meta.get("labels") or {}).get(ATTEMPT, "")
         steps = [e["step"] for e in read_events(self.events_dir) if e.get("event") == "step"]
         if steps:
             self.newest_step = max(self.newest_step, max(steps))

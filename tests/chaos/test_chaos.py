@@ -170,7 +170,8 @@ def test_one_training_run_survives_a_seeded_fault_schedule(chaos_homes):
         finish = [e for e in events if e["event"] == "finish"]
         assert finish and {e["params_sha256"] for e in finish} == {expected_sha}, (finish, expected_sha)
 
-        # 3. One JobSet per attempt: names <run>-<hash>-a<try>, one uid each, one try each, one submission each.
+        # 3. One JobSet per attempt: names <run>-<hash>-a<attempt> (its attempt label), one uid each, one submission
+        # each (one try may submit several attempts: those after progress).
         pattern = re.compile(rf"^{RUN_NAME}-[0-9a-f]{{5}}-a(\d+)$")
         names = sorted(observer.jobsets)
         assert names and all(pattern.match(n) for n in names), names

@@ -32,7 +32,7 @@ def test_exit_code_convention_is_xpks() -> None:
 @pytest.mark.parametrize("code, retryable", [(42, True), (137, True), (143, True), (255, True), (1, False), (2, False), (126, False), (43, False)])
 def test_the_rendered_pod_failure_policy_retries_exactly_the_retryable_codes(code, retryable) -> None:
     """The used path: the JobSet's podFailurePolicy fails the Job (no retry) on every code NotIn its values."""
-    rule = job_spec(build_jobset(slices(), checkpointing(), workload()))["podFailurePolicy"]["rules"][0]
+    rule = job_spec(build_jobset(slices(), checkpointing(), workload()))["podFailurePolicy"]["rules"][1]
     assert rule["onExitCodes"]["operator"] == "NotIn" and rule["action"] == "FailJob"
     assert (code in rule["onExitCodes"]["values"]) is retryable
 
@@ -42,9 +42,17 @@ def test_failure_policies() -> None:
     assert jobset["spec"]["failurePolicy"] == {
         "maxRestarts": 7,
         "restartStrategy": "Recreate",
-        "rules": [{"name": FAIL_ON_BUG_RULE, "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}],
+        "rules": [
+            # a disruption (the pod failure policy's rule 0, named in the Job's failure message) restarts every
+            # slice without counting against maxRestarts (JobSet docs "Failure Policy", host-maintenance-event-model)
+            {"name": "RestartOnDisruption", "action": "RestartJobSetAndIgnoreMaxRestarts",
+             "onJobFailureReasons": ["PodFailurePolicy"],
+             "onJobFailureMessagePatterns": ["has condition DisruptionTarget matching FailJob rule"]},
+            {"name": FAIL_ON_BUG_RULE, "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}],
     }
-    rule = job_spec(jobset)["podFailurePolicy"]["rules"][0]
+    disruption, rule = job_spec(jobset)["podFailurePolicy"]["rules"]
+    assert disruption == {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    assert job_spec(jobset)["template"]["spec"]["restartPolicy"] == "Never"  # Kubernetes requires it for the policy
     assert rule["action"] == "FailJob"
     assert rule["onExitCodes"] == {"containerName": "jax-tpu", "operator": "NotIn", "values": list(RETRYABLE_EXIT_CODES)}
     # Kubernetes: a set of at most 255 values, ordered, no duplicates.

@@ -125,5 +125,5 @@ def test_golden_shapes(name, replicas, hosts, accelerator, topology, chips, grac
     }
     assert pod["containers"][0]["resources"]["limits"] == {"google.com/tpu": chips}
     assert pod["terminationGracePeriodSeconds"] == grace
-    assert jobset["spec"]["failurePolicy"]["rules"][0]["name"] == FAIL_ON_BUG_RULE
+    assert [r["name"] for r in jobset["spec"]["failurePolicy"]["rules"]] == ["RestartOnDisruption", FAIL_ON_BUG_RULE]
     assert "mountOptions" not in (regenerate.GOLDEN / name).read_text()

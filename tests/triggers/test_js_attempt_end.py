@@ -52,7 +52,8 @@ def _setup(cluster, tmp_path, step: int | None = 10, restarts: int = 0):
 
 
 def _trigger(checkpoint_dir: str, ti=TI, **extra) -> JobSetTrigger:
-    values = {"attempt": 1, "history": [None], "target_step": 100, "checkpoint_dir": checkpoint_dir,
+    # history [10]: the attempt started at step 10 and ends there (no progress): a plain retry, spent in Airflow
+    values = {"attempt": 1, "history": [10], "target_step": 100, "checkpoint_dir": checkpoint_dir,
               "run_name": "run", "namespace": "default", attempt_end.END_RETRY_IN_TRIGGER: True,
               "crash_loop_attempts": 3, "completion": False, **extra}
     trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name="train", poll_interval=0,
@@ -72,6 +73,8 @@ async def test_a_retryable_failure_ends_the_try_in_the_trigger_with_the_record_c
     (record,) = lock.read()[ATTEMPTS]
     assert record["outcome"] == "disrupted" and record["last_step"] == 10 and record["end"] is not None
     assert "resubmitting" in record["reason"], record["reason"]
+    # the interruption's kind, as the worker records it (operators.jobset `_finish`): a failure, not followed in-try
+    assert record["interruption"] == "failed" and record["in_try"] is False
     assert cluster.deleted == []  # nothing is deleted here: the next try deletes the ended attempt
 
 
@@ -100,13 +103,17 @@ async def test_the_trigger_s_end_of_a_retry_records_the_run_and_says_one_line(cl
     assert "resubmitting (try 2 of 4 next)" in lines[0] and "resumes from step 10 of 100" in lines[0]
 
 
-@pytest.mark.parametrize("case", ["no task instance", "last try", "crash loop", "target reached", "old airflow"])
+@pytest.mark.parametrize("case", ["no task instance", "last try", "crash loop", "target reached", "old airflow",
+                                  "progressed"])
 async def test_anything_but_a_plain_retry_resumes_the_task(cluster, tmp_path, monkeypatch, case):
     lock, checkpoints = _setup(cluster, tmp_path, step=100 if case == "target reached" else 10)
     trigger = _trigger(checkpoints, **{
         "no task instance": {}, "last try": {attempt_end.END_RETRY_IN_TRIGGER: False},
         "crash loop": {"history": [10, 10], "crash_loop_attempts": 2}, "target reached": {},
-        "old airflow": {}}[case])
+        "old airflow": {},
+        # interrupted after progress (no checkpoint -> step 10): the same try submits the next attempt, on a worker
+        # (core.resubmission.resubmit_in_try), which closes the record as it does for any end it decides
+        "progressed": {"history": [None]}}[case])
     if case == "no task instance":  # dag.test() and the synchronous path run the trigger without one
         trigger.task_instance = None
     if case == "old airflow":  # before 3.3.1 a TaskFailedEvent failed the task for good, retries ignored

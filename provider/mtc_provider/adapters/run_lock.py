@@ -183,15 +183,19 @@ class RunLock:
                     raise
         raise ApiError(409, f"lock {self.name} kept changing under us", "Conflict")
 
-    def close_attempt(self, name: str, outcome: str, restarts: int, latest: int | None, reason: str) -> None:
+    def close_attempt(self, name: str, outcome: str, restarts: int, latest: int | None, reason: str,
+                      interruption: str | None = None, in_try: bool = False) -> None:
         """Close the record of the attempt whose JobSet is `name` (end time, outcome: core.outcomes', in-cluster
-        restarts, newest step, why): the launch operator's end of an attempt and the trigger's end of a retry
+        restarts, newest step, why; for a retryable end its kind, core.interruptions, and whether the same try
+        follows it): the launch operator's end of an attempt and the trigger's end of a retry
         (triggers.attempt_end)."""
         def change(data: dict[str, Any]) -> None:
             for record in data[ATTEMPTS]:
                 if record.get("jobset") == name and record.get("end") is None:
                     record.update(end=time.time(), outcome=outcome, restarts=restarts, last_step=latest,
                                   reason=reason)
+                    if interruption:
+                        record.update(interruption=interruption, in_try=bool(in_try))
         self.update(change)
 
     def release(self) -> None:

@@ -55,12 +55,11 @@ def checkpoint_dir_of(jobset: Mapping[str, Any]) -> str:
 
 def attempt_of(jobset: Mapping[str, Any]) -> Attempt:
     metadata = jobset.get("metadata") or {}
-    try_number = str((metadata.get("labels") or {}).get(L.TRY_NUMBER, "0"))
     state = evaluate_jobset(jobset)
     return Attempt(
         name=metadata.get("name", ""),
         namespace=metadata.get("namespace", ""),
-        attempt=int(try_number) if try_number.isdigit() else 0,
+        attempt=L.attempt_number(metadata.get("labels")),
         phase=state.phase,
         restarts=state.restarts,
         reason=state.reason or state.message,

@@ -4,7 +4,9 @@ Shape follows xpk's rendered MTC JobSet and GKE's example: one replicatedJob wit
 one pod per host, and the exit-code convention that separates "retry" from "bug":
 exit 42 and 127..255 (signals, OOM kill, preemption) are retryable and restart the whole JobSet up to
 maxRestarts; any other non-zero exit is a bug, fails the Job through its podFailurePolicy, and a JobSet
-rule turns that into FailJobSet at once instead of burning restarts.
+rule turns that into FailJobSet at once instead of burning restarts. A disrupted pod (preemption, maintenance,
+node loss: the DisruptionTarget condition) fails its Job through the podFailurePolicy too, and a JobSet rule
+restarts every slice without counting against maxRestarts (docs/resubmission.md, layer 1).
 The dict is built in a fixed key order so `yaml.safe_dump(sort_keys=False)` is byte-stable (golden tests).
 """
 
@@ -44,6 +46,13 @@ RETRYABLE_EXIT_CODES: tuple[int, ...] = (42, *range(127, 256))
 DONT_RETRY_EXIT_CODES: tuple[int, ...] = tuple(code for code in range(1, 256) if code not in RETRYABLE_EXIT_CODES)
 # JobSet's webhook requires rule names matching ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ (no '-').
 FAIL_ON_BUG_RULE = "FailOnBugExitCode"
+RESTART_ON_DISRUPTION_RULE = "RestartOnDisruption"
+# The pod condition Kubernetes adds to a pod it is about to disrupt (k8s.io/api core/v1 `DisruptionTarget`).
+DISRUPTION_TARGET = "DisruptionTarget"
+# The Job controller's failure message for a FailJob rule matched on a pod condition:
+# fmt.Sprintf("Pod %s/%s has condition %v matching %v rule at index %d", ...) (pkg/controller/job/
+# pod_failure_policy.go, matchPodFailurePolicy). An RE2 pattern (JobSet matches it with Go's regexp).
+DISRUPTION_MESSAGE_PATTERN = "has condition DisruptionTarget matching FailJob rule"
 POD_FAILURE_POLICY_REASON = JOB_REASON_POD_FAILURE_POLICY
 RESTART_STRATEGY = "Recreate"
 
@@ -55,9 +64,26 @@ LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Z
 
 
 def pod_failure_policy(container_name: str) -> dict[str, Any]:
-    """Fail the Job (not the pod's retry) when the container exits with a code that means a bug."""
+    """Fail the Job (not the pod's retry) when a pod was disrupted, or when the container exits with a code that
+    means a bug. The Job controller takes the first matching rule and names it in the Job's failure message
+    (kubernetes/kubernetes pkg/controller/job/pod_failure_policy.go): the JobSet rules below tell the two apart by
+    that message.
+
+    Rule 0, a disruption: the pod has the `DisruptionTarget` condition (kubernetes.io "Pod disruption conditions":
+    preemption by the scheduler, taint-manager deletion after a node loss, API eviction, pod GC of a lost node,
+    kubelet termination for node shutdown or node-pressure) -> "Pod NS/NAME has condition DisruptionTarget matching
+    FailJob rule at index 0". First, because a disrupted pod's exit code (SIGTERM, SIGKILL after the grace period)
+    is never the workload's bug. `status: "True"` is spelled out: JobSet v0.10.1's CRD requires it.
+    Rule 1, a bug: an exit code outside xpk's retryable set -> "Container C for pod ... failed with exit code N
+    matching FailJob rule at index 1". Needs `restartPolicy: Never` (the pod spec's, Kubernetes' requirement for a
+    podFailurePolicy).
+    """
     return {
         "rules": [
+            {
+                "action": "FailJob",
+                "onPodConditions": [{"type": DISRUPTION_TARGET, "status": "True"}],
+            },
             {
                 "action": "FailJob",
                 "onExitCodes": {
@@ -65,22 +91,38 @@ def pod_failure_policy(container_name: str) -> dict[str, Any]:
                     "operator": "NotIn",
                     "values": list(RETRYABLE_EXIT_CODES),
                 },
-            }
+            },
         ]
     }
 
 
 def failure_policy(max_restarts: int) -> dict[str, Any]:
-    """Restart all slices up to max_restarts, except when a Job failed through the bug exit-code rule."""
+    """Restart all slices up to max_restarts; a disruption restarts them without counting; a bug fails at once.
+
+    Rules are taken in order, the first match wins, and a rule must match both the Job's failure reason and its
+    message (JobSet CRD `failurePolicy.rules`, v0.10.1 and v0.12.0; JobSet docs "Failure Policy", the example
+    `host-maintenance-event-model`: RestartJobSetAndIgnoreMaxRestarts on PodFailurePolicy for maintenance
+    evictions). Both pod failure policy rules fail the Job with reason PodFailurePolicy, so the disruption rule also
+    matches the Job controller's message for a pod condition; the bug rule takes every other PodFailurePolicy
+    failure. No rule matches BackoffLimitExceeded (a retryable exit code): RestartJobSet, counted.
+    xpk v1.13's rendered MTC JobSet has only the bug rule (FailJobSet on PodFailurePolicy, `onPodConditions: []`),
+    so there a disruption uses up maxRestarts like a crash.
+    """
     return {
         "maxRestarts": max_restarts,
         "restartStrategy": RESTART_STRATEGY,
         "rules": [
             {
+                "name": RESTART_ON_DISRUPTION_RULE,
+                "action": "RestartJobSetAndIgnoreMaxRestarts",
+                "onJobFailureReasons": [POD_FAILURE_POLICY_REASON],
+                "onJobFailureMessagePatterns": [DISRUPTION_MESSAGE_PATTERN],
+            },
+            {
                 "name": FAIL_ON_BUG_RULE,
                 "action": "FailJobSet",
                 "onJobFailureReasons": [POD_FAILURE_POLICY_REASON],
-            }
+            },
         ],
     }
 

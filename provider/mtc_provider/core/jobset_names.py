@@ -11,7 +11,7 @@ each replicatedJob:
 digits and '-', starting with a letter and ending with a letter or digit. Both names start with the JobSet's name,
 so that name must start with a letter, and its length is bounded by the other parts.
 
-The launch operator submits each attempt as `<jobset_name>-<5 hex>-a<try>`, cut to 40 characters: the checks use
+The launch operator submits each attempt as `<jobset_name>-<5 hex>-a<attempt>`, cut to 40 characters: the checks use
 the longest name it can submit, so a run that plans cleanly is also admitted on its later attempts.
 """
 
@@ -28,18 +28,18 @@ DNS1035_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1035_LABEL_MAX = 63
 POD_NAME_SUFFIX = "-abcde"  # the webhook's stand-in for the pod's 5 random characters
 ATTEMPT_NAME_MAX = JOBSET_NAME_MAX  # attempts are cut to the JobSet name limit
-ATTEMPT_SUFFIX_MAX = len("-00000-a999")  # the longest attempt suffix up to try 999
+ATTEMPT_SUFFIX_MAX = len("-00000-a999")  # the longest attempt suffix up to attempt 999
 
 
-def attempt_name(jobset_name: str, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
-    """`<jobset_name>-<5 hex of the run>-a<try>`, cut to the JobSet name limit (40)."""
+def attempt_name(jobset_name: str, dag_id: str, run_id: str, task_id: str, attempt: int) -> str:
+    """`<jobset_name>-<5 hex of the run>-a<attempt>`, cut to the JobSet name limit (40)."""
     digest = hashlib.sha256(f"{dag_id}/{run_id}/{task_id}".encode()).hexdigest()[:5]
-    suffix = f"-{digest}-a{try_number}"
+    suffix = f"-{digest}-a{attempt}"
     return f"{jobset_name[: ATTEMPT_NAME_MAX - len(suffix)].rstrip('-')}{suffix}"
 
 
 def longest_attempt_length(jobset_name: str) -> int:
-    """The length of the longest name the launch operator submits for this jobset_name (tries up to 999)."""
+    """The length of the longest name the launch operator submits for this jobset_name (attempts up to 999)."""
     return min(ATTEMPT_NAME_MAX, len(jobset_name) + ATTEMPT_SUFFIX_MAX)
 
 
@@ -73,6 +73,6 @@ def check_jobset_names(jobset_name: str, replicated_job_name: str, replicas: int
     if limit < 1:
         raise SpecError("workload.replicated_job_name", replicated_job_name,
                         f"a shorter replicated job name (e.g. slice) for {shape}")
-    submitted = " (attempts are submitted as <jobset_name>-<5 hex>-a<try>)" if attempts else ""
+    submitted = " (attempts are submitted as <jobset_name>-<5 hex>-a<attempt>)" if attempts else ""
     raise SpecError(field, jobset_name,
                     f"at most {limit} characters{submitted} for {shape}; or a shorter workload.replicated_job_name")

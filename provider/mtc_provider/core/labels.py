@@ -7,6 +7,7 @@ from typing import Mapping
 
 from mtc_provider.core.names import label_value  # the one shortening function (hash suffix), used everywhere
 from mtc_provider.core.vocabulary import (  # noqa: F401 - the label keys, under this module's short names
+    ATTEMPT_LABEL as ATTEMPT,
     COMPLETION_INDEX_LABEL,
     DAG_ID_LABEL as DAG_ID,
     JOB_INDEX_LABEL,
@@ -54,3 +55,14 @@ def lock_name(run_name: str) -> str:
 def selector(labels: dict[str, str]) -> str:
     """A Kubernetes label selector string for equality on every label."""
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+def attempt_number(labels: Mapping[str, str] | None) -> int:
+    """An attempt's number from its JobSet's labels: the attempt label, else (JobSets submitted before attempts
+    had their own number) the try-number label; 0 when neither is a number."""
+    labels = labels or {}
+    for key in (ATTEMPT, TRY_NUMBER):
+        value = str(labels.get(key, ""))
+        if value.isdigit():
+            return int(value)
+    return 0

@@ -2,7 +2,7 @@
 
 Pure: the operator lists the JobSets, reads the newest finalized step when asked (`needs_latest_step`), and
 acts on the returned `LaunchPlan` (reattach, wait for a deletion, take a result, or delete and submit).
-Every attempt is labelled with its try number and annotated with the step history it started with, so a
+Every attempt is labelled with its attempt number (and the try that submitted it) and annotated with the step history it started with, so a
 retry that lost the run lock's record can still carry the history on.
 """
 
@@ -14,16 +14,24 @@ from typing import Any, Mapping, Sequence
 
 from mtc_provider.core.resubmission import REATTACH, SUBMIT, TAKE_RESULT, WAIT_DELETION, plan_try
 from mtc_provider.core.status import evaluate_jobset
-from mtc_provider.core.vocabulary import STEP_HISTORY_ANNOTATION, TRY_NUMBER_LABEL
+from mtc_provider.core.labels import attempt_number
+from mtc_provider.core.vocabulary import STEP_HISTORY_ANNOTATION
 
 __all__ = ["REATTACH", "SUBMIT", "TAKE_RESULT", "WAIT_DELETION", "LaunchPlan", "attempt_of", "history_of",
-           "needs_latest_step", "plan_launch"]
+           "needs_latest_step", "next_attempt", "plan_launch"]
 
 
 def attempt_of(jobset: Mapping[str, Any]) -> int:
-    """The try number an attempt was labelled with (0 when the label is missing or not a number)."""
-    value = (jobset.get("metadata", {}).get("labels") or {}).get(TRY_NUMBER_LABEL, "0")
-    return int(value) if str(value).isdigit() else 0
+    """The attempt number a JobSet was labelled with (core.labels.attempt_number; 0 when it has none)."""
+    return attempt_number(jobset.get("metadata", {}).get("labels"))
+
+
+def next_attempt(jobsets: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]], try_number: int) -> int:
+    """The number of the attempt to submit now: above every attempt this task's JobSets and the run lock's records
+    know (a deleted attempt keeps its record), and never below the try number (JobSets named by try before)."""
+    seen = [attempt_of(j) for j in jobsets]
+    seen += [int(r["attempt"]) for r in records if isinstance(r.get("attempt"), int)]
+    return max([try_number, *(n + 1 for n in seen)])
 
 
 def history_of(jobset: Mapping[str, Any]) -> list[int | None]:

@@ -78,6 +78,41 @@ def decide(
     return Decision(RETRY, f"failed after {state.restarts} in-cluster restarts: {state.reason} ({reached}); resubmitting")
 
 
+def progressed(step_history: Sequence[int | None], latest_step: int | None) -> bool:
+    """Whether the attempt that just ended passed the step it started from (the last entry of `step_history`)."""
+    return attempts_without_progress(list(step_history) or [None], latest_step) == 0
+
+
+def resubmit_in_try(decision: Decision, step_history: Sequence[int | None], latest_step: int | None) -> bool:
+    """Whether the same Airflow try submits the next attempt (no retry spent): a retry after progress.
+
+    An attempt interrupted after it made progress (a graceful preemption or maintenance, a host loss that used up
+    the in-cluster restarts, a stall after new steps) is an interruption the run survived, not a failed try: a
+    week-long run interrupted hourly must not run out of a fixed count of retries. Airflow 3.3's RetryPolicy
+    cannot give more tries than `retries` (airflow.sdk.definitions.retry_policy: it "cannot extend past the
+    configured maximum"), so the try itself goes on. Only attempts without progress spend Airflow retries, and
+    the crash-loop guard (`crash_loop_attempts` consecutive attempts without progress) still ends the run.
+    """
+    return decision.kind == RETRY and progressed(step_history, latest_step)
+
+
+def in_try_line(reason: str, start_step: int | None, latest_step: int | None, next_attempt: int,
+                target_step: int | None = None) -> str:
+    """The one line that says an interrupted attempt is followed in the same try:
+
+        resubmitting in this try (attempt 5 next; no Airflow retry spent: the attempt progressed from step 40 to
+        57): completed below target, likely preempted (...); the next attempt resumes from step 57 of 70
+    """
+    target = f" of {target_step}" if target_step is not None else ""
+    why = reason.rstrip(". ")
+    for said in ("; resubmitting to resume", "; resubmitting"):
+        why = why[:-len(said)] if why.endswith(said) else why
+    start = "no checkpoint" if start_step is None else f"step {start_step}"
+    return (f"resubmitting in this try (attempt {next_attempt} next; no Airflow retry spent: the attempt progressed "
+            f"from {start} to step {latest_step}): {why}; the next attempt resumes from step {latest_step}{target} "
+            "(the newest finalized checkpoint)")
+
+
 def decide_rejected(status: int, message: str) -> Decision:
     """A create the API refused: invalid spec or permissions fail for good; throttling and 5xx retry."""
     if status in REJECTED_STATUSES:

@@ -48,7 +48,7 @@ def check_run(target: str, slices: SliceSpec, *, workload: WorkloadSpec | None =
               customization: CustomizationSpec | None = None) -> RunChecks:
     """Raise SpecError (field, value, what is allowed) for the first rule the run breaks; else the ramdisk.
 
-    `attempts`: the JobSet name is checked as the launch operator submits it (`<name>-<5 hex>-a<try>`)."""
+    `attempts`: the JobSet name is checked as the launch operator submits it (`<name>-<5 hex>-a<attempt>`)."""
     check_multislice(slices, target)
     warnings: list[str] = []
     if workload is not None:

@@ -222,6 +222,13 @@ def goodput_view(records: RunFacts) -> dict[str, Any] | None:
             "source": "so far, from the workload events", "final": False}
 
 
+def interruption_counts(attempts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    from mtc_provider.core.interruptions import count, summary
+
+    counts = count(attempts)
+    return {**counts, "summary": summary(counts)}
+
+
 def run_view(records: RunFacts) -> dict[str, Any]:
     """The JSON the page polls."""
     return {
@@ -229,6 +236,8 @@ def run_view(records: RunFacts) -> dict[str, Any]:
         "launch_task_id": records.launch_task_id, "checkpoint_dir": records.checkpoint_dir,
         "live": live_progress(records),
         "attempts": attempts_view(records),
+        # how many interruptions of each kind the run survived (core.interruptions, from the attempt records)
+        "interruptions": interruption_counts(records.attempts),
         "checkpoints": checkpoints_view(records),
         "restores": restores_view(records),
         "goodput": goodput_view(records),

@@ -85,7 +85,11 @@ LABEL_PREFIX = "mtc.airflow.apache.org"
 DAG_ID_LABEL = f"{LABEL_PREFIX}/dag-id"
 RUN_ID_LABEL = f"{LABEL_PREFIX}/run-id"
 TASK_ID_LABEL = f"{LABEL_PREFIX}/task-id"
-TRY_NUMBER_LABEL = f"{LABEL_PREFIX}/try-number"
+TRY_NUMBER_LABEL = f"{LABEL_PREFIX}/try-number"  # the Airflow try that submitted the attempt
+# The attempt's own number (names its JobSet `-a<attempt>`): one try submits several attempts when each interrupted
+# attempt made progress (core.resubmission.resubmit_in_try), so it is not the try number. Absent on older JobSets:
+# then the try number is the attempt number (they were equal).
+ATTEMPT_LABEL = f"{LABEL_PREFIX}/attempt"
 RUN_NAME_LABEL = f"{LABEL_PREFIX}/run-name"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "airflow-provider-mtc"

@@ -114,6 +114,7 @@ class MtcJobSetHook(BaseHook):
         if attempt is not None:
             for meta in (body["metadata"], pod_template(body)["metadata"]):
                 meta["labels"][L.TRY_NUMBER] = label_value(str(attempt))
+                meta["labels"][L.ATTEMPT] = label_value(str(attempt))
         namespace = body["metadata"]["namespace"]
         self.log.info("submitting JobSet %s/%s", namespace, body["metadata"]["name"])
         return self.api.create(namespace, body)

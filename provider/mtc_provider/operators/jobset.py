@@ -7,7 +7,7 @@ the same run_name, so it resumes from the newest checkpoint. When the attempt en
 finalized checkpoint step decides (core.resubmission): succeed, retry (a retryable exception, so
 Airflow's retries resubmit) or fail for good (AirflowFailException with the reason).
 
-Attempt JobSets are named `<jobset_name>-<run hash>-a<try>`, and the run hash keeps two DAG runs apart.
+Attempt JobSets are named `<jobset_name>-<run hash>-a<attempt>`, and the run hash keeps two DAG runs apart.
 A deleted JobSet stays (terminating) until its pods are gone: it is never reattached to; the next try
 waits, bounded and logged, for it to go (its pods may still write checkpoints), then submits.
 
@@ -58,12 +58,15 @@ from mtc_provider.core.resubmission import (
     decide_on_completion,
     decide_rejected,
     decide_stalled,
+    in_try_line,
     resubmission_line,
+    resubmit_in_try,
 )
+from mtc_provider.core.interruptions import interruption_of
 from mtc_provider.core.jobset_names import attempt_name
-from mtc_provider.core.launch import attempt_of, history_of, needs_latest_step, plan_launch
+from mtc_provider.core.launch import attempt_of, history_of, needs_latest_step, next_attempt, plan_launch
 from mtc_provider.core.run_summary import FAILED as FAILED_RUN, RETRYING, RUNNING, SUCCEEDED as SUCCEEDED_RUN
-from mtc_provider.core.status import JobSetState, evaluate_jobset
+from mtc_provider.core.status import SUCCEEDED, JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.links.jobset import JOBSET_LINKS, created_at, persist_links, persist_logs_link
 from mtc_provider.operators.base import JOBSET_TARGET_FIELDS, JobSetTargetMixin
@@ -107,6 +110,12 @@ NOT_AN_ATTEMPT = ("a Kubernetes API outage, not a failure of the training attemp
 
 class JobSetAttemptFailed(AirflowException):
     """This attempt ended without reaching the target step, for a retryable reason: Airflow retries resubmit."""
+
+
+class NextAttemptInTry(Exception):
+    """This attempt was interrupted after it made progress (core.resubmission.resubmit_in_try): its record is
+    closed, and the same try submits the next attempt (`execute` again) instead of spending an Airflow retry.
+    Never reaches Airflow: `execute` and `execute_complete` catch it."""
 
 
 try:  # Airflow 3.3's pluggable retry policies (airflow.sdk.definitions.retry_policy)
@@ -169,17 +178,20 @@ def _spec(kind: type, section: str, value: Any) -> Any:
 
 
 def _attempt_body(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec,
-                  customization: CustomizationSpec, ti: Any | None) -> tuple[str, dict[str, Any]]:
-    """The try's JobSet, rendered once per try (before any side effect, so a refusal costs nothing): its attempt
-    name and labels come from the task instance; without one (a bare validation) the run's own name."""
+                  customization: CustomizationSpec, ti: Any | None, attempt: int | None = None
+                  ) -> tuple[str, dict[str, Any]]:
+    """The try's JobSet, rendered once per try (before any side effect, so a refusal costs nothing) and again with
+    the attempt's own number when it is submitted (one try may submit several attempts): its attempt name and
+    labels come from the task instance; without one (a bare validation) the run's own name."""
     from mtc_provider.core.jobset import build_jobset
 
     if ti is None:
         name, labels = workload.jobset_name, None
     else:
-        name = attempt_name(workload.jobset_name, ti.dag_id, ti.run_id, ti.task_id, ti.try_number)
+        number = attempt or ti.try_number
+        name = attempt_name(workload.jobset_name, ti.dag_id, ti.run_id, ti.task_id, number)
         labels = {**L.run_labels(ti.dag_id, ti.run_id, ti.task_id, checkpointing.run_name),
-                  L.TRY_NUMBER: str(ti.try_number)}
+                  L.TRY_NUMBER: str(ti.try_number), L.ATTEMPT: str(number)}
     body = build_jobset(slices, checkpointing, dataclasses.replace(workload, jobset_name=name), labels, customization)
     return name, body
 
@@ -243,7 +255,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
         digest, or a section changed since) is validated here, before any call.
     :param keep_failed_attempts: how many of the newest failed attempts' JobSets stay in the cluster, for
         debugging, when the next attempt is submitted (templated; default 0: an ended attempt is deleted before the
-        next one). Each attempt has its own name (`<jobset_name>-<run hash>-a<try>`), so a kept one never blocks the
+        next one). Each attempt has its own name (`<jobset_name>-<run hash>-a<attempt>`), so a kept one never blocks the
         next; older failed ones beyond the bound are deleted. A kept JobSet has no running pods (they ended with
         it) and keeps its pods' logs; the teardown deletes it unless its own keep_failed_attempts says otherwise,
         and `mtc delete RUN --attempt N` deletes it by hand. Every delete and every kept JobSet is logged with who
@@ -517,6 +529,20 @@ class MtcJobSetOperator(JobSetTargetMixin):
 
     # --- execute ------------------------------------------------------------------------------------
     def execute(self, context: Any) -> Any:
+        # An attempt interrupted after progress is followed in this same try (NextAttemptInTry): a loop, not a
+        # recursion, so a synchronous try survives any number of them.
+        outer, self._in_execute = getattr(self, "_in_execute", False), True
+        try:
+            while True:
+                try:
+                    return self._execute_once(context)
+                except NextAttemptInTry:
+                    if outer:  # an execute further out loops (execute_complete -> execute -> ...)
+                        raise
+        finally:
+            self._in_execute = outer
+
+    def _execute_once(self, context: Any) -> Any:
         try:
             try:
                 return self._execute(context)
@@ -573,7 +599,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
             self._wait_for_deletion(api, namespace, plan.waiting_for)
 
         by_name = {o["metadata"]["name"]: o for o in found}
-        own = by_name.get(self._rendered[0])
+        own = _open_attempt_of_try(found, lock_data[ATTEMPTS], ti.try_number)
         if plan.kind not in (REATTACH, TAKE_RESULT) and own is not None and evaluate_jobset(own).ended:
             # This try's own attempt ended while the try was not watching it (the try watches it again after an
             # event that was not its own, or a failed trigger): that end decides the try, as its trigger's event
@@ -599,8 +625,11 @@ class MtcJobSetOperator(JobSetTargetMixin):
                 context, connection, lock, state, plan.attempt, history, store, checkpoint_dir, target_step,
                 state.restarts))
         else:
+            number = next_attempt(found, lock_data[ATTEMPTS], ti.try_number)
+            if number != ti.try_number:  # named by its attempt number: one try submits several after progress
+                self._rendered = _attempt_body(slices, checkpointing, workload, self._described[3], ti, number)
             kept = kept_failed([by_name[name] for name in plan.to_delete], self.keep_failed_attempts)
-            asked = f"{describe_owner(_owner(ti))}, before attempt {ti.try_number}"
+            asked = f"{describe_owner(_owner(ti))}, before attempt {number}"
             for name in plan.to_delete:  # ended attempts: free the slices; checkpoints stay in the bucket
                 phase = evaluate_jobset(by_name[name]).phase
                 if name in kept:
@@ -614,7 +643,8 @@ class MtcJobSetOperator(JobSetTargetMixin):
                               "asked by %s", namespace, name, phase, asked)
                 api.delete(namespace, name, reason=V.DELETE_ATTEMPT_ENDED)
             obj = self._submit(api, workload, run_labels, ti, history)
-            record = {"attempt": ti.try_number, "jobset": obj["metadata"]["name"], "start": time.time(), "end": None,
+            record = {"attempt": number, "try": ti.try_number, "jobset": obj["metadata"]["name"],
+                      "start": time.time(), "end": None,
                       "outcome": None, "restarts": 0, "last_step": previous_step, "reason": ""}
 
             def remember(data: dict[str, Any]) -> None:
@@ -723,8 +753,8 @@ class MtcJobSetOperator(JobSetTargetMixin):
             body["metadata"]["annotations"][FAULT_PLAN_ANNOTATION] = json.dumps(self.fault_plan)
         try:
             created = api.create(workload.namespace, body)
-            self.log.info("submitted JobSet %s/%s (attempt %s, newest finalized step %s)",
-                          workload.namespace, name, ti.try_number, history[-1])
+            self.log.info("submitted JobSet %s/%s (attempt %s, try %s, newest finalized step %s)",
+                          workload.namespace, name, attempt_of(body), ti.try_number, history[-1])
             return created
         except ApiUnreachable:
             raise  # an outage, not a rejection: execute() says so
@@ -766,6 +796,10 @@ class MtcJobSetOperator(JobSetTargetMixin):
         try:
             try:
                 return self._complete(context, event)
+            except NextAttemptInTry:
+                if getattr(self, "_in_execute", False):  # the synchronous path: execute's loop submits it
+                    raise
+                return self.execute(context)  # deferred: this try submits the next attempt and defers again
             except JobSetForbidden:
                 raise
             except Forbidden as exc:  # a 403 while closing the attempt: fail for good, delete nothing more
@@ -876,10 +910,14 @@ class MtcJobSetOperator(JobSetTargetMixin):
             if decision.kind != SUCCEED:
                 api.delete(ev.namespace, ev.name, reason=V.DELETE_ATTEMPT_FAILED)
             outcome = FINISHED if decision.kind == SUCCEED else DISRUPTED
-            lock.close_attempt(ev.name, outcome, ev.restarts_seen, latest, decision.reason)
+            history = extra["history"] or [None]
+            in_try = resubmit_in_try(decision, history, latest)
+            lock.close_attempt(ev.name, outcome, ev.restarts_seen, latest, decision.reason,
+                               interruption_of(False) if outcome == DISRUPTED else None, in_try)
             result = self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest,
                                 decision.reason, lock)
-            return self._conclude(context, lock, decision.kind, decision.reason, result, extra["target_step"])
+            return self._conclude(context, lock, decision.kind, decision.reason, result, extra["target_step"],
+                                  in_try_from=history[-1] if in_try else False)
         self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message or ev.kind,
                    lock)
         reason = f"lost track of JobSet {ev.namespace}/{ev.name}: {ev.message}"  # ERROR: a retry reattaches
@@ -913,13 +951,25 @@ class MtcJobSetOperator(JobSetTargetMixin):
         if decision.kind != SUCCEED:  # why the attempt died, one click away: bounded tails of the failed pods
             log_failed_pod_tails(self.log, self._jobset_api(connection), state.namespace, state.name)
         outcome = {SUCCEED: FINISHED, FAIL: FAILED_OUTCOME}.get(decision.kind, DISRUPTED)
-        lock.close_attempt(state.name, outcome, restarts, latest, decision.reason)
+        # the same rule as the triggerer's end (triggers.attempt_end), so the record is the same whoever ends it
+        in_try = not self._completion and resubmit_in_try(decision, history or [None], latest)
+        lock.close_attempt(state.name, outcome, restarts, latest, decision.reason,
+                           interruption_of(state.phase == SUCCEEDED) if outcome == DISRUPTED else None, in_try)
         result = self._push(context, state.namespace, state.name, attempt, restarts, latest, decision.reason, lock)
-        return self._conclude(context, lock, decision.kind, decision.reason, result, target_step)
+        return self._conclude(context, lock, decision.kind, decision.reason, result, target_step,
+                              in_try_from=(history or [None])[-1] if in_try else False)
 
     def _conclude(self, context, lock: RunLock, kind: str, reason: str, result: dict[str, Any],
-                  target_step: int | None = None) -> Any:
-        """Succeed, fail for good, or retry; the run lock goes with the run (success, final failure, last try)."""
+                  target_step: int | None = None, in_try_from: Any = False) -> Any:
+        """Succeed, fail for good, or retry; the run lock goes with the run (success, final failure, last try).
+
+        `in_try_from` (the attempt's start step; False: not so) marks a retry after progress: the same try submits
+        the next attempt (NextAttemptInTry), on the last try too, and the run lock stays with the run."""
+        if kind != SUCCEED and kind != FAIL and in_try_from is not False:
+            line = in_try_line(reason, in_try_from, result.get("last_step"), int(result.get("attempt") or 0) + 1,
+                               target_step)
+            self.log.warning("%s", line)  # an interruption survived: not an error, and no retry is spent
+            raise NextAttemptInTry(line)
         if kind == SUCCEED or kind == FAIL or self._last_try(context["ti"]):
             lock.release()
         if kind == SUCCEED:
@@ -976,6 +1026,10 @@ class MtcJobSetOperator(JobSetTargetMixin):
         try:
             result = call()
         except (OrchestratorFault, Forbidden):
+            raise
+        except NextAttemptInTry as exc:
+            self._write_record(ti, namespace, checkpoint_dir, target_step, RETRYING, self._attempts_seen, str(exc),
+                               progress)
             raise
         except JobSetAttemptFailed as exc:
             state = FAILED_RUN if self._last_try(ti) else RETRYING
@@ -1053,6 +1107,19 @@ class MtcJobSetOperator(JobSetTargetMixin):
             return
         RunLock(lock_api(connection, api), namespace, ids["run_name"],
                 L.run_labels(ids["dag_id"], ids["run_id"], ids["task_id"], ids["run_name"])).release()
+
+
+def _open_attempt_of_try(jobsets: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]],
+                         try_number: int) -> dict[str, Any] | None:
+    """This try's newest attempt while its end is not yet decided (its record in the run lock still open, or no
+    record at all): an ended one decides the try. An attempt this try already closed and followed (interrupted
+    after progress) is not: the try submits the next one."""
+    mine = [j for j in jobsets if str((j["metadata"].get("labels") or {}).get(L.TRY_NUMBER)) == str(try_number)]
+    if not mine:
+        return None
+    newest = max(mine, key=attempt_of)
+    record = next((r for r in records if r.get("jobset") == newest["metadata"]["name"]), None)
+    return newest if record is None or record.get("end") is None else None
 
 
 def ti_run_name(task: Any, checkpoint_dir: str) -> str:

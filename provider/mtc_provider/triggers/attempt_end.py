@@ -8,8 +8,9 @@ while retries are left: apache/airflow #69821, backported to 3.3.1 as #71163), s
 after the same bookkeeping the worker would do: the failed pods' log tails (in this try's log), and the attempt's
 record closed in the run lock (end, outcome, restarts, newest step).
 
-Only the plain retry is ended here. Success, a final failure (crash loop, non-retryable), the last try, a listing
-that fails (the worker waits it out for listing_timeout), a trigger without a task instance (`dag.test`, the
+Only the plain retry without progress is ended here: an attempt interrupted after progress is followed in the
+same try (core.resubmission.resubmit_in_try), which needs the worker to submit it, so the worker ends it. Success,
+a final failure (crash loop, non-retryable), the last try, a listing that fails (the worker waits it out for listing_timeout), a trigger without a task instance (`dag.test`, the
 synchronous path), or any error in the bookkeeping: the worker resumes as before. Nothing is deleted here.
 """
 
@@ -41,7 +42,7 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int)
     ti = getattr(trigger, "task_instance", None)
     if not extra.get(END_RETRY_IN_TRIGGER) or ti is None or not supported():
         return None
-    from mtc_provider.core.resubmission import RETRY, decide, decide_on_completion
+    from mtc_provider.core.resubmission import RETRY, decide, decide_on_completion, resubmit_in_try
 
     latest = None
     if extra.get("completion"):
@@ -58,6 +59,12 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int)
         latest = info.step if info is not None else None
         decision = decide(state, latest, int(extra["target_step"]), extra.get("history") or [None],
                           int(extra.get("crash_loop_attempts") or 1))
+        if resubmit_in_try(decision, extra.get("history") or [None], latest):
+            # Interrupted after progress: the same try submits the next attempt, which takes a worker (the submit
+            # is the worker's); the worker closes the record, so it is the same whoever would have ended it.
+            trigger.log.info("%s after progress (newest finalized step %s): the task resumes on a worker to submit "
+                             "the next attempt in this try (no Airflow retry spent)", state.describe(), latest)
+            return None
     if decision.kind != RETRY:
         return None
     trigger.log.info("%s; newest finalized step %s of %s -> %s: %s", state.describe(), latest,
@@ -101,7 +108,12 @@ def _close_attempt(trigger: Any, api: Any, ti: Any, state: JobSetState, restarts
     run_name, namespace = extra["run_name"], extra.get("namespace") or trigger.namespace
     lock = RunLock(lock_api(trigger.connection, api), namespace, run_name,
                    L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
-    lock.close_attempt(state.name, DISRUPTED, restarts, latest, reason)
+    from mtc_provider.core.interruptions import interruption_of
+    from mtc_provider.core.status import SUCCEEDED
+
+    # as the worker closes it (operators.jobset `_finish`): here only retries without progress, never in-try
+    lock.close_attempt(state.name, DISRUPTED, restarts, latest, reason, interruption_of(state.phase == SUCCEEDED),
+                       False)
     return lock
 
 

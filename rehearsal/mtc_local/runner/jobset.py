@@ -36,7 +36,7 @@ class JobSetRun:
         self.created = created
         self.pods: dict[tuple[int, int], Pod] = {}
         self.job_pod_failures: dict[int, int] = {}
-        self.failed_jobs: list[tuple[str, str, str]] = []
+        self.failed_jobs: list[tuple[str, str, str, str]] = []  # (job, replicatedJob, reason, message)
         self.phase, self.after = RUNNING, ""
         self.orphaned = False  # its JobSet was deleted with propagationPolicy Orphan: its Jobs' pods run on
         self.step: int | None = None
@@ -239,11 +239,12 @@ class JobSetRun:
         pod._handled = True
         slice_index = pod.spec.slice_index
         failures = self.job_pod_failures.get(slice_index, 0)
-        outcome, reason = policy.pod_failure(pod.rj, pod.exit_code, failures)
+        outcome, reason, message = policy.job_failure(
+            pod.rj, pod.exit_code, failures, pod.conditions, f"{self.namespace}/{pod.object_name}")
         if outcome == "fail":
             job_name = f"{self.name}-{pod.rj.name}-{pod.job_index}"
-            if all(job != job_name for job, _, _ in self.failed_jobs):
-                self.failed_jobs.append((job_name, pod.rj.name, reason))
+            if all(job != job_name for job, *_ in self.failed_jobs):
+                self.failed_jobs.append((job_name, pod.rj.name, reason, message))
             return
         if reason == "Count":
             self.job_pod_failures[slice_index] = failures + 1
@@ -311,7 +312,13 @@ class JobSetRun:
             for pod in targets:
                 pod.signal(signal.SIGKILL)
         elif fault.kind == "sigterm_slice":
+            # A preemption or maintenance event: Kubernetes marks the pod it disrupts with the DisruptionTarget
+            # condition before terminating it (kubernetes.io/docs/concepts/workloads/pods/disruptions/
+            # #pod-disruption-conditions; reason TerminationByKubelet for a graceful node shutdown, as GKE's
+            # maintenance and Spot preemption are). A pod that exits 0 has Succeeded and no failure policy applies;
+            # one that fails matches the podFailurePolicy's onPodConditions rule.
             for pod in targets:
+                pod.conditions = (*pod.conditions, policy.DISRUPTION_TARGET)
                 pod.terminate(pod.rj.grace_seconds)
         elif fault.kind == "hang":
             for pod in targets:
@@ -329,7 +336,7 @@ class JobSetRun:
 
     # ---- status ----------------------------------------------------------------------------------
     def _replicated_jobs_status(self) -> list[dict[str, Any]]:
-        failed_names = {job for job, _, _ in self.failed_jobs}
+        failed_names = {job for job, *_ in self.failed_jobs}
         out = []
         for rj in self.plan.replicated_jobs:
             counts = dict(ready=0, succeeded=0, failed=0, active=0, suspended=0)

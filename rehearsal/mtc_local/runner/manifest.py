@@ -35,15 +35,21 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 @dataclass(frozen=True)
 class PodRule:
-    """One podFailurePolicy rule with onExitCodes (onPodConditions never match: local pods have none)."""
+    """One podFailurePolicy rule: onExitCodes, or onPodConditions (a local pod has the DisruptionTarget condition
+    when a fault models a disruption: runner.jobset). `index` is its place in the rules, which the Job
+    controller's failure message names."""
 
     action: str
-    operator: str
-    values: frozenset[int]
+    operator: str = ""
+    values: frozenset[int] = frozenset()
     container_name: str | None = None
+    conditions: tuple[str, ...] = ()  # onPodConditions: the condition types (status "True") that match
+    index: int = 0
 
-    def matches(self, container_name: str, exit_code: int) -> bool:
-        if self.container_name and self.container_name != container_name:
+    def matches(self, container_name: str, exit_code: int | None, pod_conditions: tuple[str, ...] = ()) -> bool:
+        if self.conditions:  # Kubernetes: one of onExitCodes / onPodConditions per rule
+            return any(kind in pod_conditions for kind in self.conditions)
+        if exit_code is None or (self.container_name and self.container_name != container_name):
             return False
         return (exit_code in self.values) == (self.operator == "In")
 
@@ -56,6 +62,7 @@ class JobSetRule:
     action: str
     on_job_failure_reasons: tuple[str, ...] = ()
     target_replicated_jobs: tuple[str, ...] = ()
+    on_job_failure_message_patterns: tuple[str, ...] = ()  # regexes; one must match the Job's failure message
 
 
 @dataclass(frozen=True)
@@ -121,13 +128,21 @@ def _pod_rules(field: str, policy: Mapping[str, Any] | None) -> tuple[PodRule, .
         require(action in POD_ACTIONS, f"{where}.action", action, ", ".join(POD_ACTIONS))
         codes = _get(rule, where, "onExitCodes", dict, None)
         if not codes:
-            continue  # onPodConditions only: never matches a local process
+            patterns = _get(rule, where, "onPodConditions", list, [])
+            kinds = []
+            for j, pattern in enumerate(patterns):
+                require(isinstance(pattern, dict) and isinstance(pattern.get("type"), str),
+                        f"{where}.onPodConditions[{j}].type", pattern, "a pod condition type (a string)")
+                if pattern.get("status", "True") == "True":  # local pods only ever have True conditions
+                    kinds.append(pattern["type"])
+            rules.append(PodRule(action, conditions=tuple(kinds), index=i))
+            continue
         operator = _get(codes, f"{where}.onExitCodes", "operator", str)
         require(operator in ("In", "NotIn"), f"{where}.onExitCodes.operator", operator, "In, NotIn")
         values = _get(codes, f"{where}.onExitCodes", "values", list)
         for value in values:
             _int(f"{where}.onExitCodes.values", value, 0)
-        rules.append(PodRule(action, operator, frozenset(values), codes.get("containerName")))
+        rules.append(PodRule(action, operator, frozenset(values), codes.get("containerName"), index=i))
     return tuple(rules)
 
 
@@ -214,6 +229,7 @@ def parse(namespace: str, body: Mapping[str, Any]) -> JobSetPlan:
                 action=action,
                 on_job_failure_reasons=tuple(rule.get("onJobFailureReasons") or ()),
                 target_replicated_jobs=tuple(rule.get("targetReplicatedJobs") or ()),
+                on_job_failure_message_patterns=tuple(rule.get("onJobFailureMessagePatterns") or ()),
             )
         )
     max_restarts = _int("spec.failurePolicy.maxRestarts", (policy or {}).get("maxRestarts", 0), 0)

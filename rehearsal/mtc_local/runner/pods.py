@@ -72,6 +72,7 @@ class Pod:
     log_times: list[tuple[int, float]] = field(default_factory=list, repr=False)
     _offset: int = 0
     _handled: bool = field(default=False, repr=False)
+    conditions: tuple[str, ...] = ()  # condition types a fault set (DisruptionTarget), for onPodConditions rules
 
     @property
     def object_name(self) -> str:

@@ -1,5 +1,5 @@
 """A DAG for the run-life test (issue 27): the launch operator and its teardown on the local target, the light
-workload, attempt 1 SIGKILLed (no in-cluster restart, so its JobSet fails and an Airflow retry submits attempt 2),
+workload, attempt 1 SIGKILLed (no in-cluster restart, so its JobSet fails; it made progress, so the same try submits attempt 2),
 and keep_failed_attempts=1 on both: the failed attempt's JobSet stays beside the next one, and after the run, for
 `mtc logs`. The bucket operator and the progress sensor are there for their OpenLineage events. Paths come from
 MTC_LOCAL_HOME.

@@ -364,6 +364,9 @@ def test_attempt_records_give_goodput_below_one_with_the_outage_as_a_disruption(
     cluster.plan([status_running(), reach(20, status_running(restarts=0)), reach(40, status_failed(restarts=2))],
                  [status_running(), reach(60, status_running()), reach(80, status_running()),
                   reach(100, status_completed())])
+    # step 40 exists before attempt 1, which ends there: no progress, so the next attempt is the next try's (one that
+    # progressed would be followed in the same try: test_js_interruptions.py)
+    finalize(_ckpt(tmp_path), 40)
     first = FakeTI(try_number=1)
     with pytest.raises(JobSetAttemptFailed):
         run_try(launch(str(tmp_path), checkpoint_store_factory=None), first)

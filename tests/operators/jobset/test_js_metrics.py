@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.support.js_helpers import FakeTI, jobset_body, launch, reach, run_try
+from tests.support.js_helpers import FakeTI, ckpt_dir, finalize, jobset_body, launch, reach, run_try
 from mtc_provider.adapters import metrics, retry
 from mtc_provider.core.jobset_events import STALLED, JobSetEvent
 from mtc_local.cluster.resources import PODS
@@ -216,6 +216,9 @@ def test_resubmission_sends_attempts_and_its_latency_from_the_operator(statsd, c
     """Two tries of the real launch operator (synchronous path, in-memory cluster): attempt 1 restarts once in the
     cluster then fails retryably at step 20; attempt 2 is timed from attempt 1's recorded end to its creation."""
     _initialize_like("worker")
+    # step 20 exists before attempt 1, which ends there: no progress, so a retry is spent (an attempt that progressed
+    # is followed in the same try: tests/operators/jobset/test_js_interruptions.py)
+    finalize(ckpt_dir(tmp_path), 20)
     cluster.plan([status_running(), status_restarting(restarts=1), reach(tmp_path, 20, status_failed(restarts=1))],
                  [status_running(), reach(tmp_path, 100, status_completed())])
     with pytest.raises(JobSetAttemptFailed):

@@ -15,10 +15,10 @@ import datetime as dt
 
 import pytest
 
-from tests.support.js_helpers import reach as _reach
+from tests.support.js_helpers import ckpt_dir, finalize, reach as _reach
 from tests.doubles.memory_jobset import status_completed, status_running
 from tests.support.jobset_fixtures import load_bundle_dags
-from mtc_provider.core.resubmission import resubmission_line
+from mtc_provider.core.resubmission import in_try_line, resubmission_line
 
 pytestmark = pytest.mark.timeout(300)
 LOGICAL = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -40,6 +40,9 @@ def test_the_line_names_the_reason_the_next_try_and_the_step():
 def test_a_preempted_attempt_logs_one_resubmission_line_and_the_retry_carries_it(
         monkeypatch, tmp_path, airflow_db, cluster, capfd):
     dags = load_bundle_dags(monkeypatch, tmp_path, "mtc_jobset_dags.py")
+    # step 60 exists before the run, so the preempted attempt makes no progress: a retry is spent (one that
+    # progressed is followed in the same try instead: test_an_interruption_after_progress_...)
+    finalize(ckpt_dir(tmp_path), 60)
     cluster.plan([status_running(), _reach(tmp_path, 60, status_completed())],  # preempted: exit 0 below target
                  [status_running(), _reach(tmp_path, 100, status_completed())])
     dr = dags.retry_sync.test(logical_date=LOGICAL, run_after=LOGICAL)
@@ -58,3 +61,12 @@ def test_a_preempted_attempt_logs_one_resubmission_line_and_the_retry_carries_it
     import os
     if os.environ.get("MTC_PEEK"):
         open("/tmp/resub.log", "w").write(log)
+
+
+def test_an_interruption_after_progress_says_the_same_try_follows_it():
+    line = in_try_line("completed below target, likely preempted (last finalized step 57, target 70); resubmitting "
+                       "to resume", 40, 57, 8, 70)
+    assert line == ("resubmitting in this try (attempt 8 next; no Airflow retry spent: the attempt progressed from "
+                    "step 40 to step 57): completed below target, likely preempted (last finalized step 57, target "
+                    "70); the next attempt resumes from step 57 of 70 (the newest finalized checkpoint)")
+    assert "from no checkpoint to step 5" in in_try_line("failed", None, 5, 2)

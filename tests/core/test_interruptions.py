@@ -1,0 +1,58 @@
+"""How many interruptions of each kind a run survived (core.interruptions), as the run view's JSON and `mtc status`
+show them. The records are the launch operator's (operators.jobset `_finish`: `interruption` and `in_try` on each
+retryable end) and older ones without those fields (their reason says which)."""
+
+from __future__ import annotations
+
+import json
+
+from mtc_provider.core.interruptions import count, summary
+from mtc_provider.core.run_view import RunFacts, run_view
+
+RECORDS = [
+    {"attempt": 1, "jobset": "r-a1", "outcome": "disrupted", "interruption": "graceful", "in_try": True, "restarts": 0,
+     "reason": "completed below target, likely preempted (...)"},
+    {"attempt": 2, "jobset": "r-a2", "outcome": "disrupted", "interruption": "failed", "in_try": True, "restarts": 3,
+     "reason": "failed after 3 in-cluster restarts: ReachedMaxRestarts"},
+    {"attempt": 3, "jobset": "r-a3", "outcome": "disrupted", "interruption": "failed", "in_try": False, "restarts": 0,
+     "reason": "stalled"},
+    # an older record: no `interruption`; its reason is decide's for a graceful end
+    {"attempt": 4, "jobset": "r-a4", "outcome": "disrupted", "restarts": 1,
+     "reason": "completed below target, likely preempted (last finalized step 60, target 100)"},
+    {"attempt": 5, "jobset": "r-a5", "outcome": "finished", "restarts": 2, "reason": "training reached its target"},
+]
+
+
+def test_counts_by_kind_with_in_cluster_restarts_and_attempts_followed_in_the_same_try():
+    assert count(RECORDS) == {"graceful": 2, "failed": 2, "restarts": 6, "in_try": 2}
+    assert count([]) == {"graceful": 0, "failed": 0, "restarts": 0, "in_try": 0}
+    assert count([None, {"outcome": "disrupted", "restarts": True}]) == {  # type: ignore[list-item]
+        "graceful": 0, "failed": 1, "restarts": 0, "in_try": 0}
+
+
+def test_the_run_view_carries_the_counts_and_their_line():
+    view = run_view(RunFacts(dag_id="d", run_id="r", run_state="running", launch_task_id="train", attempts=RECORDS))
+    assert view["interruptions"]["graceful"] == 2 and view["interruptions"]["restarts"] == 6
+    assert view["interruptions"]["summary"] == (
+        "interruptions survived: 2 graceful (preemption/maintenance), 2 failed (restarts used up, stalls), 6 "
+        "in-cluster restarts; 2 attempts followed in the same try (no Airflow retry spent)")
+    json.dumps(view)  # the page polls it as JSON
+
+
+def test_mtc_status_shows_the_line(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from mtc_provider.adapters.run_records import RunRecords
+    from mtc_provider.cli import app
+    from mtc_provider.core.run_summary import run_record
+
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    where = str(tmp_path / "out" / "r" / "checkpoints")
+    RunRecords(where).write(where, run_record(
+        run_name="r", namespace="default", checkpoint_dir=where, target_step=100, state="succeeded",
+        attempts=RECORDS, owner={"dag_id": "d"}, now=3.0))
+    result = CliRunner().invoke(app, ["status", "r", "--base", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert summary(count(RECORDS)) in " ".join(result.stdout.split()), result.stdout
+    data = json.loads(CliRunner().invoke(app, ["status", "r", "--base", str(tmp_path / "out"), "-o", "json"]).stdout)
+    assert data["interruptions"] == count(RECORDS)
