@@ -6,26 +6,18 @@ the goodput task reads events written here, as the local workload writes them.""
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-DAG_FILE = REPO / "dags" / "mtc_resilient_training.py"
+from tests.support.training_dag import load_training_dag
+
 
 
 @pytest.fixture
 def training_dag(monkeypatch, tmp_path, airflow_db):
-    monkeypatch.setenv("MTC_LOCAL_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([
-        {"name": "mtc-sample-dags", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-         "kwargs": {"path": str(REPO / "dags")}}]))
-    spec = importlib.util.spec_from_file_location("mtc_training_dag_for_advice", DAG_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.dag
+    return load_training_dag(monkeypatch, tmp_path, "mtc_training_dag_for_advice")
 
 
 SKIPPED = r"^(readiness|train|checkpoint_progress|teardown)$"  # marked success, not run

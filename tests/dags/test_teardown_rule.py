@@ -18,34 +18,22 @@ the test needs no JAX; the JobSets live in the in-memory cluster registered as t
 from __future__ import annotations
 
 import datetime as dt
-import json
-from pathlib import Path
 
 import pytest
 
 from mtc_provider.core import labels as L
 from mtc_provider.operators import jobset as jobset_ops
+from tests.support.training_dag import load_training_dag
 from tests.support.jobset_fixtures import cluster  # noqa: F401 - fixture
 from tests.support.js_helpers import jobset_body
 
-REPO = Path(__file__).resolve().parents[2]
-DAG_FILE = REPO / "dags" / "mtc_resilient_training.py"
 SKIPPED = r"^(readiness)$"  # marked success, not run (it would check a real cluster)
 CONF = {"checkpointing": {"run_name": "teardown-run", "steps": 10}, "fault_plan": []}
 
 
 @pytest.fixture
 def training_dag(monkeypatch, tmp_path, airflow_db):
-    import importlib.util
-
-    monkeypatch.setenv("MTC_LOCAL_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([
-        {"name": "mtc-sample-dags", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-         "kwargs": {"path": str(REPO / "dags")}}]))
-    spec = importlib.util.spec_from_file_location("mtc_training_dag_for_teardown", DAG_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.dag
+    return load_training_dag(monkeypatch, tmp_path, "mtc_training_dag_for_teardown")
 
 
 def _failing_train(cluster, keep: bool):

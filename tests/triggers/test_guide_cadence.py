@@ -51,6 +51,7 @@ def core():
 def _description(run: str, **changes) -> dict:
     data = yaml.safe_load((REPO / "examples/gke-v6e.yaml").read_text())
     data["checkpointing"].update(run_name=run, base_output_directory="gs://ckpt/runs")
+    data["bucket"]["name"] = "ckpt"  # the output must be in the run's bucket (core.spec, issue 33 item 13)
     data["checkpointing"].update(changes.pop("checkpointing", {}))
     return {**data, **changes}
 

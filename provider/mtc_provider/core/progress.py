@@ -35,8 +35,30 @@ class Progress:
                    data.get("seconds_since_checkpoint"))
 
 
+class StallClock:
+    """The stall clock both trackers share: `started_at` (when watching began) and `last_progress_at` (the last new
+    step), as their dataclass fields."""
+
+    started_at: float
+    last_progress_at: float | None
+
+    def seconds_without_progress(self, now: float) -> float:
+        """Time since the last new step was seen, or since watching began."""
+        return max(0.0, now - max(self.started_at, self.last_progress_at or self.started_at))
+
+    def pause(self, seconds: float) -> None:
+        """Time in which progress could not be observed (a listing outage): it does not count towards a stall."""
+        self.started_at += max(0.0, seconds)
+        if self.last_progress_at is not None:
+            self.last_progress_at += max(0.0, seconds)
+
+    def stalled(self, now: float, stall_timeout: float) -> bool:
+        """No new step for longer than `stall_timeout` seconds while watching."""
+        return self.seconds_without_progress(now) > stall_timeout
+
+
 @dataclass
-class ProgressTracker:
+class ProgressTracker(StallClock):
     """Tracks finalized steps. `started_at` is when watching began (unix s); `window_s` the rate window."""
 
     started_at: float
@@ -70,20 +92,6 @@ class ProgressTracker:
             return None
         reference = self.latest_commit_time if self.latest_commit_time is not None else self.last_progress_at
         return max(0.0, now - reference)
-
-    def seconds_without_progress(self, now: float) -> float:
-        """Time since the last new step was seen, or since watching began."""
-        return max(0.0, now - max(self.started_at, self.last_progress_at or self.started_at))
-
-    def pause(self, seconds: float) -> None:
-        """Time in which progress could not be observed (a listing outage): it does not count towards a stall."""
-        self.started_at += max(0.0, seconds)
-        if self.last_progress_at is not None:
-            self.last_progress_at += max(0.0, seconds)
-
-    def stalled(self, now: float, stall_timeout: float) -> bool:
-        """No new finalized step for longer than `stall_timeout` seconds while watching."""
-        return self.seconds_without_progress(now) > stall_timeout
 
     def progress(self, now: float) -> Progress:
         return Progress(self.latest_step, self.latest_commit_time, self.steps_per_hour(now),
@@ -132,7 +140,7 @@ class Observation:
 
 
 @dataclass
-class ProgressSignal:
+class ProgressSignal(StallClock):
     """The newest step of each source, and when any of them last advanced (the stall clock).
 
     An observation is progress when its step is above the newest one of *its own* source: a reported step after
@@ -176,18 +184,6 @@ class ProgressSignal:
     def restorable(self) -> Observation | None:
         """The newest persistent checkpoint or replicator backup: what a resubmission can resume from."""
         return _newest(o for o in self.newest.values() if o.source in RESTORABLE)
-
-    def seconds_without_progress(self, now: float) -> float:
-        return max(0.0, now - max(self.started_at, self.last_progress_at or self.started_at))
-
-    def pause(self, seconds: float) -> None:
-        """Time in which progress could not be observed (a listing outage): it does not count towards a stall."""
-        self.started_at += max(0.0, seconds)
-        if self.last_progress_at is not None:
-            self.last_progress_at += max(0.0, seconds)
-
-    def stalled(self, now: float, limit: float) -> bool:
-        return self.seconds_without_progress(now) > limit
 
     def step_seconds(self) -> float | None:
         """Seconds per step between the first and last advance of `alive` in the window; None before two."""
