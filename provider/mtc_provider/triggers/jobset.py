@@ -592,11 +592,14 @@ class JobSetTrigger(BaseTrigger):
             answers_then = None  # the api's answer count at the last failure
             try:
                 while True:
+                    began = self.clock()  # an outage starts with its first failing call, not after its inner retries
                     try:
                         async for event in api.watch(self.namespace, self.name, version):
                             if outage.ongoing:
                                 self.log.info("%s answers again after %.0f s; watching JobSet %s/%s",
-                                              self._api_name(), outage.reset(), self.namespace, self.name)
+                                              self._api_name(), outage.reset(self.clock()), self.namespace,
+                                              self.name)
+                            began = self.clock()  # it answered: a later failure is a new call's
                             version = event.obj.get("metadata", {}).get("resourceVersion", version)
                             await queue.put(event)
                             if event.type == "DELETED":
@@ -607,7 +610,8 @@ class JobSetTrigger(BaseTrigger):
                             outage.reset()  # it answered in between: that outage is over, this is a new one
                         answers_then = answers
                         now = self.clock()
-                        delay = outage.failed(now, retry.describe_failure(exc), retry.retry_after_of(exc))
+                        delay = outage.failed(now, retry.describe_failure(exc), retry.retry_after_of(exc),
+                                              started=began)
                         if outage.exhausted(now):
                             raise retry.ApiUnreachable(self._api_name(), outage.elapsed(now), outage.last_status,
                                                        self.api_outage_timeout) from exc
