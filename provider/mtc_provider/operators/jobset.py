@@ -34,7 +34,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from mtc_provider import targets
 from mtc_provider.adapters import metrics
-from mtc_provider.adapters.retry import ApiUnreachable, Retryable, describe_failure
+from mtc_provider.adapters.retry import ApiUnreachable, PermissionDenied, Retryable, describe_failure
 from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 from mtc_provider.adapters.kubernetes import Forbidden
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore, NotFound
@@ -168,6 +168,24 @@ LEFT_AS_IS = ("nothing was deleted for it and the run lock is kept; once the per
 
 def _forbidden(message: str) -> JobSetForbidden:
     return JobSetForbidden(f"{message}; {LEFT_AS_IS}")
+
+
+class StorageForbidden(OrchestratorFault):
+    """A 403 from the checkpoint storage for Airflow's own identity (listing the run's checkpoints): handled like
+    the cluster's 403. The JobSet, which writes with its own identity, may be training: nothing is deleted, the run
+    lock is kept, and the message says which identity lacks which permission on which bucket."""
+
+
+def storage_forbidden(exc: BaseException, checkpoint_dir: str, gcp_conn_id: str, impersonation_chain: Any) -> \
+        StorageForbidden:
+    from mtc_provider.core.spec import bucket_of
+
+    bucket = f"bucket {bucket_of(checkpoint_dir)}" if checkpoint_dir.startswith("gs://") else checkpoint_dir
+    who = f"the Airflow connection {gcp_conn_id!r}" + (f" impersonating {impersonation_chain!r}"
+                                                      if impersonation_chain else "")
+    permission = getattr(exc, "permission", "") or "storage.objects.list (roles/storage.objectViewer)"
+    return StorageForbidden(f"{who} may not read the run's checkpoints in {bucket}: missing {permission} "
+                            f"({exc}); {LEFT_AS_IS.replace('(docs/deployment.md, RBAC)', '(docs/deployment.md)')}")
 
 
 def _spec(kind: type, section: str, value: Any) -> Any:
@@ -579,10 +597,12 @@ class MtcJobSetOperator(JobSetTargetMixin):
         try:
             return self._run_try(context, ti, api, connection, store, lock, lock_data, slices, checkpointing,
                                  workload, target_step, run_labels)
-        except JobSetForbidden:
+        except (JobSetForbidden, StorageForbidden):
             raise  # never release (delete) anything on a 403
         except Forbidden as exc:
             raise _forbidden(str(exc)) from exc
+        except PermissionDenied as exc:  # the storage's 403 for Airflow's identity (the cluster's is Forbidden)
+            raise storage_forbidden(exc, checkpointing.checkpoint_directory, *self._google()) from exc
         except AirflowFailException:
             lock.release()  # refused or failed for good: the run name is free again
             raise
@@ -804,6 +824,9 @@ class MtcJobSetOperator(JobSetTargetMixin):
                 raise
             except Forbidden as exc:  # a 403 while closing the attempt: fail for good, delete nothing more
                 raise _forbidden(str(exc)) from exc
+            except PermissionDenied as exc:  # the storage's 403 while reading the attempt's end
+                raise storage_forbidden(exc, str(event.get("checkpoint_dir") or self._describe()[1]
+                                                 .checkpoint_directory), *self._google()) from exc
         except OrchestratorFault as fault:
             self._keep_for_teardown(context, fault)
             raise
@@ -885,8 +908,8 @@ class MtcJobSetOperator(JobSetTargetMixin):
         latest = self._latest_or_none(store, extra["checkpoint_dir"])
         if ev.kind == LISTING_FAILED:  # training goes on: a retry reattaches; a 403 needs the user
             self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message, lock)
-            if " 403" in ev.message or "HTTP 403" in ev.message:
-                raise AirflowFailException(ev.message)
+            if " 403" in ev.message or "HTTP 403" in ev.message:  # Airflow's identity: kept, like the cluster's 403
+                raise storage_forbidden(PermissionDenied(ev.message), extra["checkpoint_dir"], *self._google())
             raise JobSetAttemptFailed(ev.message)
         if ev.kind == DELETED:
             lock.close_attempt(ev.name, FAILED_OUTCOME, ev.restarts_seen, latest, ev.message)
