@@ -171,9 +171,11 @@ def test_hung_attempt_is_resubmitted_by_stall_detection_and_slow_attempts_are_no
     latency = second_created - hang["ts"]
     since_checkpoint = second_created - last_commit
     # Never before stall_timeout without progress; within stall_timeout + one poll interval of the hang, plus
-    # the deletion of the hung JobSet (SIGTERM, grace 10 s) and the retry's scheduling.
+    # the deletion of the hung JobSet (SIGTERM to a SIGSTOPped process: the whole 10 s grace, then SIGKILL) and the
+    # next attempt's submission in the same try (the worker's resume, the deletion's wait; 53 s was seen while the
+    # rest of the suite ran beside it, against 47 s before the in-try resubmission).
     assert since_checkpoint > stall, (since_checkpoint, stall)
-    assert latency <= stall + poll + 15, (latency, stall, poll)
+    assert latency <= stall + poll + 10 + 20, (latency, stall, poll)
 
     # Slow but progressing: the first attempt ran longer than stall_timeout (from its creation, when the stall
     # clock starts) before the hang without being flagged, and the resubmission ran to the end unflagged.
