@@ -8,12 +8,14 @@ after the other while train is deferred on a live attempt:
 - a Kubernetes API outage of 2 minutes: 503 with Retry-After, then refused connections; and one that only hangs;
 - a listing outage of the checkpoint bucket; a watch cut; a worker SIGKILL (restarted);
 and, from the runner's fault plan, an in-cluster restart whose pods cannot pull their image for a while, then a
-real attempt failure (a host lost past max_restarts), which Airflow's retry resubmits.
+real attempt failure (a host lost past max_restarts). That attempt made progress first, so the same try submits
+the next one (docs/resubmission.md, "Interruptions counted by progress"); only an attempt without progress spends
+an Airflow retry.
 
 It passes when the run succeeds with the fault-free run's final parameters (bit for bit), no JobSet was deleted
 except by an attempt's own end or the teardown after success (the local API server's delete audit), no Airflow
-retry was spent on an orchestrator fault (each retry of train matches an attempt that failed on its own; no other
-task retried), no run lock is left, and no process is left behind. It prints the timeline of faults and
+retry was spent on an orchestrator fault (train's retries are at most the attempts that failed on their own; no
+other task retried), no run lock is left, and no process is left behind. It prints the timeline of faults and
 supervision gaps and writes the figures to $MTC_SOAK_RESULTS (make soak: benchmarks/results/soak.json).
 
 Slow (about 15 minutes) and not part of `make test`: `make soak` runs it (pytest -m soak), and CI does.
@@ -209,7 +211,7 @@ def test_soak_training_survives_a_seeded_schedule_of_orchestrator_faults(referen
         problems.append(f"final parameters {final_sha} differ from the fault-free run's {reference}")
     if bad:
         problems.append(f"JobSets deleted other than by an attempt's end or the teardown after success: {bad}")
-    if figures["train_retries"] != len(failed_attempts):
+    if figures["train_retries"] > len(failed_attempts):  # a failure after progress is followed in the same try
         problems.append(f"train used {figures['train_retries']} retries for {len(failed_attempts)} failed attempts "
                         f"({[r.name for r in failed_attempts]}): {figures['retry_reasons']}")
     others = {task: n for task, n in tries.items() if task != "train" and n > 1}
