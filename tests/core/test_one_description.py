@@ -204,4 +204,6 @@ def test_the_launch_switches_are_description_fields_from_file_to_launch_task(tmp
     train = training_dag.get_task("train")
     assert train.keep_failed_attempts == "{{ ti.xcom_pull(task_ids='plan')['keep_failed_attempts'] }}"
     assert set(training_dag.params) - {"target"} <= set(conf) | {"kubernetes_conn_id", "bucket", "cluster",
-                                                                  "customization", "checkpoint_configuration_name"}
+                                                                  "customization", "checkpoint_configuration_name",
+                                                                  # empty unless given: derived from the run
+                                                                  "stall_timeout", "step_seconds"}

@@ -19,7 +19,7 @@ from tests.doubles.container import FakeContainerServer, base_cluster
 from tests.doubles.gcs import GcsDouble
 from tests.doubles.kubernetes import KubernetesApiDouble
 
-PROJECT = "proj"
+PROJECT = "proj-42"  # a valid project id (6-30 characters: core.locations)
 NUMBER = "123456789012"
 LOCATION = "us-central1"
 CLUSTER = "mtc"

@@ -58,7 +58,7 @@ def test_gke_setup_dag_then_second_run_changes_nothing(dags, container, gcs, k8s
     first = dag.test(logical_date=day(1))
     assert first.state == "success", [(ti.task_id, ti.state) for ti in first.get_task_instances()]
     cluster = container.clusters[f"{PROJECT}/{LOCATION}/{CLUSTER}"]
-    assert cluster["workloadIdentityConfig"]["workloadPool"] == "proj.svc.id.goog"
+    assert cluster["workloadIdentityConfig"]["workloadPool"] == f"{PROJECT}.svc.id.goog"
     assert [p["name"] for p in cluster["nodePools"]] == ["mtc-slice-0", "mtc-slice-1"]
     assert gcs.buckets["ckpt"]["hierarchicalNamespace"]["enabled"]
     binding = next(b for b in gcs.policies["ckpt"]["bindings"] if b["role"] == BUCKET_ROLE)

@@ -110,10 +110,12 @@ def test_last_step_reads_the_highest_completed_step():
 def test_pod_spec_resolves_downward_api_references_of_a_built_jobset(tmp_path):
     """build_jobset reads JobSet's identity through fieldRefs to pod annotations; the runner resolves them."""
     from mtc_provider.core.jobset import build_jobset_for_run
-    from mtc_provider.core.spec import RunConfig
+    from mtc_provider.core.run import parse_run
     import yaml
 
-    config = RunConfig.from_dict(yaml.safe_load((Path(__file__).parents[3] / "examples" / "local.yaml").read_text()))
+    # parse_run, as `mtc` reads the file: examples/local.yaml leaves the output folder to the local home
+    config = parse_run(yaml.safe_load((Path(__file__).parents[3] / "examples" / "local.yaml").read_text()),
+                       str(tmp_path / "home"))
     body = build_jobset_for_run(config)
     plan = parse("default", body)
     rj, job_index, slice_index = plan.slices()[1]

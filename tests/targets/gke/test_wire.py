@@ -61,7 +61,7 @@ def test_enable_mtc_in_two_updates_then_ready(container):
     wait(api, api.set_workload_pool())
     wait(api, api.enable_mtc_addons())
     cluster = api.describe()
-    assert cluster["workloadIdentityConfig"]["workloadPool"] == "proj.svc.id.goog"
+    assert cluster["workloadIdentityConfig"]["workloadPool"] == f"{PROJECT}.svc.id.goog"
     assert cluster["addonsConfig"]["highScaleCheckpointingConfig"]["enabled"] is True
     assert cluster["addonsConfig"]["gcsFuseCsiDriverConfig"]["enabled"] is True
     assert cluster["addonsConfig"]["httpLoadBalancing"] == {"disabled": False}  # untouched

@@ -18,7 +18,7 @@ from mtc_provider.operators.gcp import (
 from mtc_provider.sensors.gcp import MtcClusterReadinessSensor
 from mtc_provider.target import GkeTarget, LocalTarget
 
-PROJECT, LOCATION, CLUSTER = "proj", "us-central1", "mtc"
+PROJECT, LOCATION, CLUSTER = "proj-42", "us-central1", "mtc"
 SLICES = {"tpu_type": "v6e", "topology": "4x8", "num_slices": 2, "machine_type": "ct6e-standard-4t"}
 SIZING = {"parameters": 7e9}
 URL = os.environ.get("MTC_TEST_CONTAINER_URL", "http://127.0.0.1:9")
