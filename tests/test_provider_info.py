@@ -125,8 +125,13 @@ def test_airflow_plugins_json_parses_with_the_provider_installed(tmp_path: Path)
     result = subprocess.run([str(airflow), "plugins", "-o", "json"], capture_output=True, text=True, env=env,
                             timeout=180)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "missing 'cli' section" not in result.stdout + result.stderr
-    plugins = json.loads(result.stdout)  # the whole of standard output, nothing before or after the document
+    output = result.stdout + result.stderr
+    warned = [line for line in output.splitlines() if "missing 'cli' section" in line]
+    assert not any("mtc_provider" in line for line in warned), warned  # ours has its section
+    stdout = result.stdout
+    if "missing 'cli' section" in output:  # older cncf.kubernetes/celery providers (the lowest versions): theirs
+        stdout = stdout[stdout.rindex("\n[") + 1:]
+    plugins = json.loads(stdout)  # with today's providers, the whole of standard output is the document
     assert "mtc_run_view" in {plugin["name"] for plugin in plugins}
 
 
