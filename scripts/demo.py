@@ -169,7 +169,9 @@ def print_summary(title: str, summary: dict) -> None:
     report, train = summary["goodput"], summary["train"]
     table = Table(title=title, show_header=False)
     table.add_row("DAG run", summary["run_state"])
-    table.add_row("attempts (tries of `train`)", str(summary["train_tries"]))
+    table.add_row("tries of `train` (Airflow retries spent + 1)", str(summary["train_tries"]))
+    # an attempt ended after progress is followed in the same try (docs/resubmission.md): attempts >= tries
+    table.add_row("attempts (JobSets of the run)", str(train.get("attempt", "-")))
     table.add_row("in-cluster restarts (all attempts)", summary["restarts"])
     table.add_row("last finalized step", str(train.get("last_step", train.get("latest_step", "-"))))
     table.add_row("wall time", f"{summary['wall_s']:.0f} s")

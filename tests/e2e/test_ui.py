@@ -30,8 +30,9 @@ TRAINING = "mtc_resilient_training"
 EVALUATION = "mtc_checkpoint_evaluation"
 RUN_NAME = "e2e"
 STEPS = 40
-# max_restarts=1: the host killed at step 4 restarts the JobSet in the cluster; the second kill, at step 8, is one
-# failure too many, so the attempt's JobSet fails. It fails before the first persistent save (step 10): no
+# max_restarts=1: the host killed at step 6 restarts the JobSet in the cluster (restored from the local step 4); the
+# second kill, at step 9, is one failure too many, so the attempt's JobSet fails. It fails before the first
+# persistent save (step 10): no
 # restorable progress, so Airflow's retry (try 2) resubmits it (an attempt that made progress would be followed in
 # the same try: docs/resubmission.md). Each fault fires once per run (mtc_local/runner/jobset.py).
 RUN_CONF = {  # the run description's sections (core.run), laid over the DAG's form field by field
@@ -39,8 +40,8 @@ RUN_CONF = {  # the run description's sections (core.run), laid over the DAG's f
     # step_time_ms: slow enough for the run view's 3 s refresh to show the step moving
     "workload": {"max_restarts": 1, "extra_flags": {"step_time_ms": 250}},
     "stall_timeout": 180,
-    "fault_plan": [{"kind": "sigkill_host", "at_step": 4, "slice": 0, "host": 0},
-                   {"kind": "sigkill_host", "at_step": 8, "slice": 1, "host": 0}],
+    "fault_plan": [{"kind": "sigkill_host", "at_step": 6, "slice": 0, "host": 0},
+                   {"kind": "sigkill_host", "at_step": 9, "slice": 1, "host": 0}],
 }
 DOC_IMAGES = REPO / "docs" / "images"
 ASSET_NAME = f"mtc-checkpoints-{RUN_NAME}"  # mtc_provider.assets.checkpoint_asset's default name
@@ -180,7 +181,7 @@ def test_run_view_during_the_run(logged_in, airflow_server, live_run):
     final = _view_state(frame)
     first, last = final["attempts"][0], final["attempts"][-1]
     assert len(final["attempts"]) >= 2 and first["outcome"] in ("disrupted", "failed"), final["attempts"]
-    assert first["restarts"] >= 1, f"try 1's in-cluster restart (the kill at step 4) is not shown: {final}"
+    assert first["restarts"] >= 1, f"try 1's in-cluster restart (the kill at step 6) is not shown: {final}"
     assert first["jobset"] and first["jobset"] != last["jobset"], final["attempts"]
     assert last["outcome"] == "finished" and last["step"] == str(STEPS), final["attempts"]
     assert final["step"] == STEPS, final
