@@ -67,18 +67,21 @@ def test_entry_point_is_registered() -> None:
     assert point.load() is get_provider_info
 
 
-def test_airflow_providers_list_shows_the_provider(tmp_path: Path) -> None:
+def _clean_airflow(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """The real `airflow` command in a clean environment and a fresh home: the test session's unit-test mode logs
+    to stdout and would break the JSON."""
     airflow = Path(sys.executable).with_name("airflow")
-    # A clean Airflow environment: the test session's unit-test mode logs to stdout and would break the JSON.
     env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
     env |= {
         "AIRFLOW_HOME": str(tmp_path),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path / 'airflow.db'}",
     }
-    result = subprocess.run(
-        [str(airflow), "providers", "list", "--output", "json"], capture_output=True, text=True, env=env, timeout=180
-    )
+    return subprocess.run([str(airflow), *args], capture_output=True, text=True, env=env, timeout=180)
+
+
+def test_airflow_providers_list_shows_the_provider(tmp_path: Path) -> None:
+    result = _clean_airflow(tmp_path, "providers", "list", "--output", "json")
     assert result.returncode == 0, result.stderr[-2000:]
     # Other providers' warnings (e.g. a cncf.kubernetes without a 'cli' section) may precede the JSON on stdout.
     document = result.stdout[result.stdout.index("\n[") + 1:] if not result.stdout.startswith("[") else result.stdout
@@ -115,15 +118,7 @@ def test_run_view_plugin_is_registered_and_airflow_accepts_its_views() -> None:
 def test_airflow_plugins_json_parses_with_the_provider_installed(tmp_path: Path) -> None:
     """Issue 35 item 9: a provider with executors and no `cli` section makes every `airflow` command log a 6-line
     warning to standard output, so `airflow plugins -o json` did not parse. The real command, a fresh home."""
-    airflow = Path(sys.executable).with_name("airflow")
-    env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
-    env |= {
-        "AIRFLOW_HOME": str(tmp_path),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path / 'airflow.db'}",
-    }
-    result = subprocess.run([str(airflow), "plugins", "-o", "json"], capture_output=True, text=True, env=env,
-                            timeout=180)
+    result = _clean_airflow(tmp_path, "plugins", "-o", "json")
     assert result.returncode == 0, result.stderr[-2000:]
     output = result.stdout + result.stderr
     warned = [line for line in output.splitlines() if "missing 'cli' section" in line]

@@ -28,14 +28,18 @@ LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _ALLOWED = "lower-case letters, digits and '-', starting and ending with a letter or digit"
 
 
-def check_dns1123_label(field: str, value: str, max_length: int = DNS1123_LABEL_MAX) -> str:
+def _check_name(field: str, value: str, max_length: int, pattern: re.Pattern, allowed: str) -> str:
     if not isinstance(value, str) or not value:
-        raise SpecError(field, value, f"a non-empty name of {_ALLOWED}, at most {max_length} characters")
+        raise SpecError(field, value, f"a non-empty name of {allowed}, at most {max_length} characters")
     if len(value) > max_length:
         raise SpecError(field, value, f"at most {max_length} characters ({len(value)} given)")
-    if not DNS1123_LABEL_RE.match(value):
-        raise SpecError(field, value, f"{_ALLOWED}, at most {max_length} characters")
+    if not pattern.match(value):
+        raise SpecError(field, value, f"{allowed}, at most {max_length} characters")
     return value
+
+
+def check_dns1123_label(field: str, value: str, max_length: int = DNS1123_LABEL_MAX) -> str:
+    return _check_name(field, value, max_length, DNS1123_LABEL_RE, _ALLOWED)
 
 
 _SUBDOMAIN_ALLOWED = ("lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, each "
@@ -43,13 +47,7 @@ _SUBDOMAIN_ALLOWED = ("lower-case letters, digits, '-' and '.', starting and end
 
 
 def check_dns1123_subdomain(field: str, value: str, max_length: int = DNS1123_SUBDOMAIN_MAX) -> str:
-    if not isinstance(value, str) or not value:
-        raise SpecError(field, value, f"a non-empty name of {_SUBDOMAIN_ALLOWED}, at most {max_length} characters")
-    if len(value) > max_length:
-        raise SpecError(field, value, f"at most {max_length} characters ({len(value)} given)")
-    if not DNS1123_SUBDOMAIN_RE.match(value):
-        raise SpecError(field, value, f"{_SUBDOMAIN_ALLOWED}, at most {max_length} characters")
-    return value
+    return _check_name(field, value, max_length, DNS1123_SUBDOMAIN_RE, _SUBDOMAIN_ALLOWED)
 
 
 def check_jobset_name(value: str, field: str = "workload.jobset_name") -> str:
