@@ -204,16 +204,27 @@ def test_jobset_outlives_its_creator_and_is_seen_from_another_process(home, work
 
 
 def test_supervisor_exits_when_idle(home, workload, monkeypatch):
+    from mtc_local.cluster.lifecycle import STAY_FILE
+
     monkeypatch.setenv("MTC_RUNNER_IDLE_SECONDS", "0.5")
+    stay = Path(home) / STAY_FILE
+    # The stay file (what `mtc local up` writes) holds the supervisor while a request is on its way: with 0.5 s of
+    # idleness and a loaded machine, a fresh supervisor could otherwise leave before the create reaches it (seen in
+    # CI: the connection closed under the POST). Idleness is measured from the file's removal.
+    Path(home).mkdir(parents=True, exist_ok=True)
+    stay.touch()
     api = LocalCluster(home)
     api.create(NS, make_jobset("idle", workload, args=["steps=2"]))
     pid = json.loads(Home.of(home).supervisor_file.read_text())["pid"]
     terminal(api, NS, "idle")
+    stay.unlink()
     # Idle for 0.5 s, then it exits; the bound is generous because on a loaded 2-core machine its loop and exit
     # can take seconds (seen failing at 10 s with a load of 14).
     wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie", timeout=60)
     # The next client starts the cluster again: the finished JobSet is still there, and can be deleted.
+    stay.touch()
     assert api.get(NS, "idle")["status"]["terminalState"] == "Completed"
+    assert json.loads(Home.of(home).supervisor_file.read_text())["pid"] != pid
     api.delete(NS, "idle")
     api.wait_deleted(NS, "idle")
     with pytest.raises(NotFound):
