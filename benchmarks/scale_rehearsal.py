@@ -22,11 +22,14 @@ Measured over the window from the first trigger to the last run's end:
 - metadata-database statements per run: every SQL statement any Airflow process sent (benchmarks/query_counter.py,
   the same count on both databases); for PostgreSQL also pg_stat_database's transactions and rows of our database.
 
-Goals: every run succeeds (issue 14); resubmission p99 at most retry_delay + 30 s = 33 s (issue 28; issue 14's
-5 s assumed no worker-slot waits). The topology arm routes the launch task to a Celery queue of its own with its
-own worker (`--launch-concurrency`, docs/deployment.md "Worker slots on the resubmission path").
+Goals: every run succeeds (issue 14); resubmission p99 at most retry_delay + 30 s = 33 s (issues 28 and 34;
+issue 14's 5 s assumed no worker-slot waits). The topology arm is docker-compose.yaml as shipped: one Celery worker
+whose slots airflow-init's pools split between the launch tries and every other task (docs/deployment.md "Worker
+slots on the resubmission path"); `topology_no_pools` is the same topology with Airflow's default pool for every
+task, the comparison (ratio_topology_to_topology_no_pools). `--launch-concurrency N` adds a launch worker on a
+Celery queue of its own.
 
-    python -m benchmarks.scale_rehearsal --runs 50 [--arms topology,sqlite] [--quick]
+    python -m benchmarks.scale_rehearsal --runs 50 [--arms topology,topology_no_pools,sqlite] [--quick]
 """
 
 from __future__ import annotations
@@ -220,11 +223,16 @@ LAUNCH_WORKER = "airflow-launch-worker"
 
 
 class TopologyArm(Arm):
-    launch_concurrency = 4  # 0: no launch queue (every task shares the one worker's slots)
+    """docker-compose.yaml as shipped: one Celery worker whose slots `airflow-init`'s pools split between the launch
+    tries (`mtc_launch`, which the sample DAG's `train` uses) and every other task (`default_pool`)."""
+
+    worker_slots = 6  # the general worker's Celery slots: 16 pool processes are too many for 2 cores
+    launch_slots = 2  # the launch pool's share of them (MTC_LAUNCH_SLOTS)
+    pools = True  # False: the comparison arm, Airflow's defaults (default_pool 128, train in it)
+    launch_concurrency = 0  # >0: a second Celery worker on a launch queue of its own (docs/deployment.md)
     launch_preload = True  # the launch worker imports what every launch try needs before its pool forks
-    # Each scheduler's executor queues at most `[core] parallelism` tasks (queued + running) over all queues: at
-    # COMMON_ENV's 4, the general tasks of 50 runs fill it and a retry waits in the scheduler although the launch
-    # worker is idle ("parallelism limit reached"). None: the slots of both workers (docs/deployment.md).
+    # Each scheduler's executor queues at most `[core] parallelism` tasks (queued + running) over all queues. None:
+    # the slots of every worker (docs/deployment.md's sizing rule).
     parallelism: int | None = None
 
     def start(self, runs: int) -> None:
@@ -233,15 +241,20 @@ class TopologyArm(Arm):
         from scripts.airflow_topology import Topology
 
         (self.dags / f"{DAG_ID}.py").write_text(dag_source(runs))
+        slots = self.worker_slots + self.launch_concurrency
         env = {**COMMON_ENV, "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(4 * runs),
-               "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'provider'}"}
+               "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'provider'}",
+               "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(self.worker_slots),
+               "AIRFLOW__CORE__PARALLELISM": str(self.parallelism or slots),
+               "MTC_LAUNCH_SLOTS": str(self.launch_slots),
+               # The comparison arm's DAG leaves train in default_pool (the sample DAG reads this at parse time).
+               **({} if self.pools else {"MTC_LAUNCH_POOL": ""})}
         if self.launch_concurrency:  # docs/deployment.md, "Worker slots on the resubmission path"
             env["MTC_LAUNCH_QUEUE"] = LAUNCH_QUEUE
-        slots = int(COMMON_ENV["AIRFLOW__CELERY__WORKER_CONCURRENCY"]) + self.launch_concurrency
-        env["AIRFLOW__CORE__PARALLELISM"] = str(self.parallelism or slots)
         self.topo = Topology(self.scratch / "topology", dags_folder=self.dags, extra_env=env)
         self.write_local_settings(self.topo.places.airflow_home)
         self.topo.start()
+        self.size_pools()
         if self.launch_concurrency:  # a second Celery worker, on the launch queue only, as the deployment page says
             worker = self.topo.services["airflow-worker"]
             environment = dict(worker.environment)
@@ -253,6 +266,16 @@ class TopologyArm(Arm):
                          "--celery-hostname", "launch@%h", "--skip-serve-logs"])
             self.topo.spawn(f"{LAUNCH_WORKER}-1")
         self.local_home = self.topo.places.local_home
+
+    def size_pools(self) -> None:
+        """airflow-init sized them for one shared worker; the comparison arm restores Airflow's default_pool, and a
+        launch worker of its own gets the launch pool (its slots) beside the general worker's default_pool."""
+        if not self.pools:
+            self.topo.api("PATCH", "/pools/default_pool", json={"slots": 128})
+        elif self.launch_concurrency:
+            self.topo.api("PATCH", "/pools/default_pool", json={"slots": self.worker_slots})
+            self.topo.api("PATCH", "/pools/mtc_launch", json={"slots": self.launch_concurrency})
+        self.pool_slots = {p["name"]: p["slots"] for p in self.topo.api("GET", "/pools")["pools"]}
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
         return self.topo.api(method, path, **kwargs)
@@ -458,16 +481,24 @@ def run_arm(arm: Arm, runs: int, steps: int, step_time_ms: int, timeout: float, 
     finally:
         killed = arm.stop()
     result["killed_at_teardown"] = killed
+    if getattr(arm, "pool_slots", None):
+        result["pools"] = arm.pool_slots
     return result
 
 
-ARMS = {"topology": TopologyArm, "sqlite": SqliteArm}
+class TopologyNoPoolsArm(TopologyArm):
+    """The same topology with Airflow's default pool for every task: what docker-compose.yaml had before the pools."""
+
+    pools = False
+
+
+ARMS = {"topology": TopologyArm, "topology_no_pools": TopologyNoPoolsArm, "sqlite": SqliteArm}
 
 
 def main() -> None:
     parser = argument_parser(__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50, help="concurrent DAG runs per arm")
-    parser.add_argument("--arms", default="topology,sqlite", help="comma-separated: topology, sqlite")
+    parser.add_argument("--arms", default="topology,sqlite", help="comma-separated: topology, topology_no_pools, sqlite")
     parser.add_argument("--steps", type=int, default=16, help="training steps per run")
     parser.add_argument("--step-time-ms", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=1500, help="seconds for all runs of one arm to end")
@@ -480,7 +511,12 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, default=None,
                         help="topology: [core] parallelism of each scheduler (default: the general and the launch "
                              "workers' slots together; 4 is how it was measured before 2026-12-01)")
+    parser.add_argument("--worker-slots", type=int, default=TopologyArm.worker_slots,
+                        help="topology arms: the general Celery worker's slots (worker_concurrency)")
+    parser.add_argument("--launch-slots", type=int, default=TopologyArm.launch_slots,
+                        help="topology: the launch pool's share of the worker's slots (MTC_LAUNCH_SLOTS)")
     args = parser.parse_args()
+    TopologyArm.worker_slots, TopologyArm.launch_slots = args.worker_slots, args.launch_slots
     TopologyArm.parallelism = args.parallelism
     TopologyArm.launch_concurrency = args.launch_concurrency
     TopologyArm.launch_preload = not args.no_launch_preload
@@ -528,21 +564,24 @@ def summarize(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
         p99 = r.get("resubmission", {}).get("fault_to_next_jobset_s", {}).get("p99")
         out[name] = {"every_run_succeeded": bool(r.get("all_succeeded")),
                      "resubmission_p99_s": p99, "resubmission_p99_goal_met": p99 is not None and p99 < GOAL_P99_S}
-    if {"topology", "sqlite"} <= set(results):
-        top, base = results["topology"], results["sqlite"]
+    figures = {"resubmission_p50": ("resubmission", "fault_to_next_jobset_s", "p50"),
+               "resubmission_p99": ("resubmission", "fault_to_next_jobset_s", "p99"),
+               "triggerer_lag_p99": ("triggerer_lag_s", "p99"), "scheduler_loop_p50": ("scheduler_loop_ms", "p50"),
+               "scheduler_loop_p99": ("scheduler_loop_ms", "p99"), "statements_per_run": ("db", "statements_per_run"),
+               "statements_per_run_above_idle": ("db", "statements_per_run_above_idle"),
+               "scheduler_parallelism_full": ("scheduler_parallelism_full",), "window_s": ("window_s",)}
 
-        def pick(r: dict[str, Any], *path: str) -> Any:
-            for key in path:
-                r = (r or {}).get(key)
-            return r
+    def pick(r: dict[str, Any], *path: str) -> Any:
+        for key in path:
+            r = (r or {}).get(key)
+        return r
 
-        figures = {"resubmission_p50": ("resubmission", "fault_to_next_jobset_s", "p50"),
-                   "resubmission_p99": ("resubmission", "fault_to_next_jobset_s", "p99"),
-                   "triggerer_lag_p99": ("triggerer_lag_s", "p99"), "scheduler_loop_p50": ("scheduler_loop_ms", "p50"),
-                   "scheduler_loop_p99": ("scheduler_loop_ms", "p99"), "statements_per_run": ("db", "statements_per_run"),
-                   "statements_per_run_above_idle": ("db", "statements_per_run_above_idle"),
-                   "window_s": ("window_s",)}
-        out["ratio_topology_to_sqlite"] = {k: _round(ratio(pick(top, *p), pick(base, *p))) for k, p in figures.items()}
+    # The deployment against the single-node baseline, and the pools against the same topology without them.
+    for arm, baseline in (("topology", "sqlite"), ("topology", "topology_no_pools")):
+        if {arm, baseline} <= set(results):
+            top, base = results[arm], results[baseline]
+            out[f"ratio_{arm}_to_{baseline}"] = {k: _round(ratio(pick(top, *p), pick(base, *p)))
+                                                 for k, p in figures.items()}
     return out
 
 

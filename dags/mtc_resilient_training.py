@@ -44,9 +44,12 @@ DEFAULT_FAULT_PLAN = [
 PROGRESS_INTERVAL = "{{ 30 if params.target == 'local' else 300 }}"  # a progress line in the train task's log
 OBJECT = ["null", "object"]
 PLANNED_RUN_NAME = "{{ ti.xcom_pull(task_ids='plan')['checkpointing']['run_name'] }}"
-# The launch task on a Celery queue of its own when the deployment runs a worker for it (docs/deployment.md,
-# "Worker slots on the resubmission path"): a retry's start then never waits behind other tasks for a slot.
-LAUNCH_QUEUE = {"queue": os.environ["MTC_LAUNCH_QUEUE"]} if os.environ.get("MTC_LAUNCH_QUEUE") else {}
+# The launch task in a pool of its own, and on a Celery queue of its own, when the deployment has them
+# (docker-compose.yaml sets MTC_LAUNCH_POOL; docs/deployment.md, "Worker slots on the resubmission path"): a
+# retry's start then never waits behind other runs' tasks for a slot. Unset: Airflow's default pool and queue.
+LAUNCH_SLOTS = {field: os.environ[variable] for field, variable in (("pool", "MTC_LAUNCH_POOL"),
+                                                                   ("queue", "MTC_LAUNCH_QUEUE"))
+                if os.environ.get(variable)}
 
 # The trigger form: the run description's sections, one to one with the `mtc` YAML (examples/*.yaml; core.run).
 # `mtc plan FILE` and this DAG's plan task validate it with the same function; `mtc run FILE` triggers this DAG with
@@ -194,7 +197,7 @@ with DAG(
         retry_delay=datetime.timedelta(seconds=3),
         retry_exponential_backoff=2.0,
         max_retry_delay=datetime.timedelta(minutes=5),
-        **LAUNCH_QUEUE,
+        **LAUNCH_SLOTS,
     )
 
     progress = CheckpointProgressSensor(

@@ -7,9 +7,11 @@ validator does neither, so `load_compose` does both the way Compose does, then t
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,7 +107,7 @@ def test_init_sets_a_password_instead_of_the_fab_user_create():
     assert init["environment"]["_AIRFLOW_WWW_USER_PASSWORD"] == "airflow"  # the official file's default
     assert init["user"] == "0:0"
     script = init["command"][1]
-    assert "_AIRFLOW_WWW_USER_PASSWORD is empty" in script and "exec airflow db migrate" in script
+    assert "_AIRFLOW_WWW_USER_PASSWORD is empty" in script and "airflow db migrate" in script
     assert "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE" in script
     assert init["environment"]["AIRFLOW__CORE__AUTH_MANAGER"].endswith("SimpleAuthManager")
 
@@ -122,6 +124,38 @@ def test_mtc_local_volume_is_the_airflow_users_and_its_supervisor_is_reachable()
     assert local["environment"]["MTC_RUNNER_IDLE_SECONDS"] == "inf"
     assert "mtc_local.supervisor" in " ".join(local["command"])
     assert all(services[n]["user"] == "1234:0" for n in AIRFLOW_SERVICES - {"airflow-init"})
+
+
+def test_pools_split_the_worker_slots_so_a_launch_retry_never_waits_behind_general_tasks():
+    """docs/deployment.md, "Worker slots on the resubmission path": the launch pool and default_pool together are
+    the worker's slots, each scheduler may queue all of them, and the sample DAG puts `train` in the launch pool."""
+    common = _resolved()["services"]["airflow-worker"]["environment"]
+    slots, launch = int(common["AIRFLOW__CELERY__WORKER_CONCURRENCY"]), int(common["MTC_LAUNCH_SLOTS"])
+    assert 1 <= launch < slots <= int(common["AIRFLOW__CORE__PARALLELISM"]), common
+    script = _resolved()["services"]["airflow-init"]["command"][1]
+    assert script.index("MTC_LAUNCH_SLOTS is") < script.index("mkdir") < script.index("airflow pools import")
+    dag = subprocess.run(
+        [sys.executable, "-c", "import runpy; g = runpy.run_path('dags/mtc_resilient_training.py'); "
+                               "t = g['dag'].get_task('train'); print('train pool:', t.pool)"],
+        cwd=REPO, env={**os.environ, "MTC_LAUNCH_POOL": common["MTC_LAUNCH_POOL"]},
+        capture_output=True, text=True, timeout=120)
+    assert f"train pool: {common['MTC_LAUNCH_POOL']}\n" in dag.stdout, (dag.stdout[-2000:], dag.stderr[-2000:])
+
+
+@pytest.mark.parametrize("launch_slots", ["0", "16", "20"])
+def test_init_refuses_pools_that_leave_no_slot_before_any_side_effect(tmp_path: Path, launch_slots: str):
+    """The init script itself (bash), with slots that leave the launch pool or default_pool empty: a task in an
+    empty pool is never scheduled. It stops with the setting, its value and the bound, before it writes a file or
+    calls Airflow (no `airflow` is on its PATH)."""
+    init = _resolved()["services"]["airflow-init"]
+    env = {**init["environment"], "MTC_LAUNCH_SLOTS": launch_slots, "PATH": "/usr/bin:/bin",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp_path / "config" / "passwords.json"),
+           "MTC_LOCAL_HOME": str(tmp_path / "local"), "AIRFLOW_HOME": str(tmp_path / "home")}
+    done = subprocess.run(["bash", *init["command"]], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert f"MTC_LAUNCH_SLOTS is {launch_slots}: it must be at least 1 and below" in done.stderr
+    assert "AIRFLOW__CELERY__WORKER_CONCURRENCY (16)" in done.stderr
+    assert not list(tmp_path.iterdir())
 
 
 def test_two_schedulers_and_two_triggerers():

@@ -47,6 +47,8 @@ TIMINGS = {
     "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
     "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
     "AIRFLOW__CELERY__WORKER_CONCURRENCY": "4",  # 16 forked pool processes by default: too many for 2 cores
+    "AIRFLOW__CORE__PARALLELISM": "4",  # the worker's slots, split by airflow-init's pools: 3 general, 1 launch
+    "MTC_LAUNCH_SLOTS": "1",
     # Sending a task to Redis may take over the default 1 s on a loaded 2-core machine: the scheduler then marks
     # the task failed while the worker still runs it ("TI was not in a state where it could be marked as running").
     "AIRFLOW__CELERY__OPERATION_TIMEOUT": "15",
@@ -261,6 +263,13 @@ def test_training_survives_worker_triggerer_and_scheduler_kills(reference_sha, t
         "WHERE ti.dag_id = %s AND ti.run_id = %s AND ti.queued_dttm > %s", (DAG_ID, run_id, scheduler_killed_at))
     assert {"goodput", "teardown"} <= {task for task, _ in queued_after}, queued_after
     assert {host for _, host in queued_after} == {"airflow-scheduler-2"}, queued_after
+    # docker-compose.yaml's pools (airflow-init): every try of train in the launch pool, the rest in default_pool,
+    # together exactly the worker's slots, so a retry never waits behind general tasks.
+    pools = dict(topo.sql("SELECT pool, slots FROM slot_pool"))
+    assert pools["mtc_launch"] == 1 and pools["default_pool"] == 3, pools
+    used = topo.sql("SELECT DISTINCT task_id = 'train', pool FROM task_instance WHERE dag_id = %s AND run_id = %s",
+                    (DAG_ID, run_id))
+    assert set(used) == {(True, "mtc_launch"), (False, "default_pool")}, used
     # Bit for bit the parameters of the fault-free run.
     reference = reference_sha()
     assert len(reference) == 1, reference
