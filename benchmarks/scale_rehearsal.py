@@ -246,9 +246,7 @@ class TopologyArm(Arm):
                "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'provider'}",
                "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(self.worker_slots),
                "AIRFLOW__CORE__PARALLELISM": str(self.parallelism or slots),
-               "MTC_LAUNCH_SLOTS": str(self.launch_slots),
-               # The comparison arm's DAG leaves train in default_pool (the sample DAG reads this at parse time).
-               **({} if self.pools else {"MTC_LAUNCH_POOL": ""})}
+               "MTC_LAUNCH_SLOTS": str(self.launch_slots)}
         if self.launch_concurrency:  # docs/deployment.md, "Worker slots on the resubmission path"
             env["MTC_LAUNCH_QUEUE"] = LAUNCH_QUEUE
         self.topo = Topology(self.scratch / "topology", dags_folder=self.dags, extra_env=env)
@@ -268,10 +266,12 @@ class TopologyArm(Arm):
         self.local_home = self.topo.places.local_home
 
     def size_pools(self) -> None:
-        """airflow-init sized them for one shared worker; the comparison arm restores Airflow's default_pool, and a
-        launch worker of its own gets the launch pool (its slots) beside the general worker's default_pool."""
+        """airflow-init sized them for one shared worker. The comparison arm bounds neither: both at Airflow's
+        default_pool size (128), as before the pools. A launch worker of its own gets the launch pool (its slots)
+        beside the general worker's default_pool."""
         if not self.pools:
-            self.topo.api("PATCH", "/pools/default_pool", json={"slots": 128})
+            for pool in ("default_pool", "mtc_launch"):
+                self.topo.api("PATCH", f"/pools/{pool}", json={"slots": 128})
         elif self.launch_concurrency:
             self.topo.api("PATCH", "/pools/default_pool", json={"slots": self.worker_slots})
             self.topo.api("PATCH", "/pools/mtc_launch", json={"slots": self.launch_concurrency})
@@ -487,7 +487,8 @@ def run_arm(arm: Arm, runs: int, steps: int, step_time_ms: int, timeout: float, 
 
 
 class TopologyNoPoolsArm(TopologyArm):
-    """The same topology with Airflow's default pool for every task: what docker-compose.yaml had before the pools."""
+    """The same topology with pools that bound nothing (128 slots each, Airflow's default_pool size): what
+    docker-compose.yaml had before the pools."""
 
     pools = False
 
