@@ -143,8 +143,13 @@ class Observation:
 class ProgressSignal(StallClock):
     """The newest step of each source, and when any of them last advanced (the stall clock).
 
-    An observation is progress when its step is above the newest one of *its own* source: a reported step after
-    an in-cluster restart (`new_start`) counts again from the restored step, a save never goes backwards.
+    An observation is new when its step is above the newest one of *its own* source: a reported step after an
+    in-cluster restart (`new_start`) counts again from the restored step, a save never goes backwards. It is
+    *progress* (the stall clock starts again) only when it is also above every other source's step: the same step
+    seen later through a slower source is no news. The clock starts again from when the step happened (`at`: a log
+    line's timestamp, an event's or a commit's time), never later than when it was seen: the leader's log is read
+    every `pod_logs_interval` (30 s), and counting its lines from the read started the clock up to that late
+    (issue 32: a verdict 54 s after the last checkpoint with stall_timeout 30, its message saying 31 s).
     """
 
     started_at: float
@@ -154,7 +159,8 @@ class ProgressSignal(StallClock):
     points: list[tuple[float, int]] = field(default_factory=list)
 
     def observe(self, step: int | None, source: str, now: float, at: float | None = None) -> bool:
-        """Record `step` from `source` seen at `now`; True when it is progress (the stall clock starts again)."""
+        """Record `step` from `source` seen at `now`, which happened at `at` when known; True when it is new for its
+        source. The stall clock starts again only when `alive` advances (see the class)."""
         if step is None:
             return False
         if source not in SOURCES:
@@ -162,10 +168,14 @@ class ProgressSignal(StallClock):
         previous = self.newest.get(source)
         if previous is not None and step <= previous.step:
             return False
+        alive = self.alive
         self.newest[source] = Observation(int(step), source, at if at is not None else now)
-        self.last_progress_at = now
+        if alive is not None and step <= alive.step:
+            return True  # another source showed this step already: not progress
+        happened = now if at is None else min(now, at)
+        self.last_progress_at = happened if self.last_progress_at is None else max(self.last_progress_at, happened)
         if not self.points or step > self.points[-1][1]:
-            self.points.append((now, int(step)))
+            self.points.append((happened, int(step)))
             del self.points[:-64]  # a bounded window is enough for a step time
         return True
 
