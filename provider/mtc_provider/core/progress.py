@@ -219,11 +219,20 @@ def _newest(observations) -> Observation | None:
 
 
 def replicator_backup_dir(checkpointing: Any) -> str | None:
-    """Where the MTC replicator's backups of this run are listed, in multi-tier mode only; else None.
+    """Where the MTC replicator backs this run up, in multi-tier mode only; else None: `gs://<bucket>/<run_name>`.
 
-    The run's directory `<base_output_directory>/<run_name>`, listed recursively for `*.meta`
-    (`GcsCheckpointStore.backup_steps`): the backups' exact prefix is the replicator's, not ours (docs/maxtext.md).
+    The replicator writes into the CheckpointConfiguration's bucket (`cloudStorageBucketName`, the run's bucket:
+    readiness cross-checks it), under the job name MaxText gives it (`job-name: <run_name>` in `replicator.yaml`:
+    Orbax `experimental/emergency/multi_tier_checkpointing/initialization.py`, called with MaxText's `run_name`),
+    one folder per backup named by its time (`YYYY-MM-DD_HH-MM`), each node's `<job>-s<step>-n<node>-w<worker>.meta`
+    beside `D<hash>.data` (Orbax `mtc_checkpoint_converter.py`; GoogleCloudPlatform/ml-auto-solutions
+    `dags/orbax/maxtext_mtc_save_gcs.py` reads `<bucket>/<run_name>/<time>/` while its base_output_directory is
+    `<bucket>/<out_folder>`). So the bucket's root, not `base_output_directory`; listed recursively for `*.meta`
+    (`GcsCheckpointStore.backup_steps`).
     """
     if not getattr(checkpointing, "enable_multi_tier_checkpointing", False):
         return None
-    return f"{checkpointing.base_output_directory.rstrip('/')}/{checkpointing.run_name}"
+    base = checkpointing.base_output_directory.rstrip("/")
+    if base.startswith("gs://"):
+        return f"gs://{base[len('gs://'):].split('/', 1)[0]}/{checkpointing.run_name}"
+    return f"{base}/{checkpointing.run_name}"  # not a bucket: no replicator writes there (the local target refuses it)
