@@ -145,9 +145,9 @@ async def test_without_the_leaders_lines_the_limit_is_measured_against_the_saves
 
 async def test_multi_tier_progresses_from_replicator_backups_and_the_attempt_end_sees_it(gcs):
     """(c) Multi-tier mode: no persistent step ever (MaxText writes none: docs/maxtext.md), the replicator backs up
-    every 30 minutes as `<bucket>/<job>/<time>/<job>-s<step>-n<node>-w<worker>.meta` (core.progress.replicator_backup_dir
-    cites the layout). No stall in 3 hours; the end of the attempt decides
-    on the newest backup, so an attempt that trained is a retry, not a crash loop."""
+    every 30 minutes as `<bucket>/<job>/<time>/<job>-s<step>-n<node>-w<worker>.meta` (the layout
+    core.progress.replicator_backup_dir cites). No stall in 3 hours; the end of the attempt decides on the newest
+    backup, so an attempt that trained is a retry, not a crash loop."""
     run = "cadence-c"
     config = parse_run(_description(run, checkpointing={
         "enable_emergency_checkpoint": False, "enable_multi_tier_checkpointing": True,
