@@ -23,13 +23,15 @@ step 0 on disk; Orbax's `multihost.reached_preemption` treats JAX's RuntimeError
 no preemption). So the SIGTERM test runs MaxText's own CPU start-up (`initialize_jax_for_cpu`) as one process of
 one, with the variables XPK sets for CPU workloads (`JAX_COORDINATOR_ADDRESS`, `PROCESSES_IN_JOB`,
 `JAX_PROCESS_COUNT`; the runner sets `JOB_INDEX` and `JOB_COMPLETION_INDEX`): its coordinator takes the fixed
-port 1234 on this machine, which the test checks is free first.
+port 1234 on this machine (bound to the loopback through `JAX_COORDINATOR_BIND_ADDRESS`), which the test checks
+is free first.
 
 Emergency checkpointing with two processes, a kill and a restore from the local tier, is not run with real
 MaxText: MaxText 0.2.5's emergency manager needs `jax-init-info.txt` from the MTC driver only on TPUs
 (`initialize_jax_for_tpu_with_emergency_checkpointing`); on the CPU it starts through `initialize_jax_for_cpu`,
 whose coordinator port is fixed (1234), so two runs of this suite on one machine collide, and its replicas are
-slices (`slice_index` of TPU devices), which CPU devices do not have. The local workload (Orbax's emergency
+slices (Orbax's `multislice.slice_count()` counts the devices' `slice_index`, which CPU devices do not have: one
+slice, no peer to restore from). The local workload (Orbax's emergency
 manager itself, tests/acceptance) is what rehearses that path (docs/maxtext.md, known limits).
 """
 
@@ -174,7 +176,7 @@ def test_real_maxtext_run_is_sensed(api, tmp_path, trainer_python):  # noqa: F81
 def _port_free(port: int) -> bool:
     with socket.socket() as probe:
         try:
-            probe.bind(("0.0.0.0", port))
+            probe.bind(("127.0.0.1", port))
         except OSError:
             return False
     return True
@@ -191,7 +193,9 @@ def test_real_maxtext_saves_and_exits_0_on_sigterm(api, tmp_path, trainer_python
                               "(maxtext/utils/max_utils.py initialize_jax_for_cpu), which something else holds here")
     bucket, steps = tmp_path / "bucket", 2000
     config = _config(bucket, trainer_python, "tiny-term", steps, period=10_000,
-                     env={"JAX_COORDINATOR_ADDRESS": "127.0.0.1", "PROCESSES_IN_JOB": "1", "JAX_PROCESS_COUNT": "1"},
+                     # JAX's coordinator binds every interface unless told (jax/_src/distributed.py): the loopback
+                     env={"JAX_COORDINATOR_ADDRESS": "127.0.0.1", "JAX_COORDINATOR_BIND_ADDRESS": "127.0.0.1:1234",
+                          "PROCESSES_IN_JOB": "1", "JAX_PROCESS_COUNT": "1"},
                      checkpointing={"enable_autocheckpoint": True}, skip_jax_distributed_system=False)
     body = build_jobset_for_run(config)
     body["spec"]["replicatedJobs"][0]["replicas"] = 1
