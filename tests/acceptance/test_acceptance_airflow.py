@@ -172,12 +172,14 @@ def test_hung_attempt_is_resubmitted_by_stall_detection_and_slow_attempts_are_no
     since_checkpoint = second_created - last_commit
     # Never before stall_timeout without progress; within stall_timeout + one poll interval of the hang, plus
     # the deletion of the hung JobSet (SIGTERM to a SIGSTOPped process: the whole 10 s grace, then SIGKILL) and the
-    # next attempt's submission in the same try (the worker's resume, the deletion's wait). Seen: 53 s beside the
-    # suite, 57 s alone, against 47 s before this stop; the verdict came 54 s after the last checkpoint though its
-    # message said 31 s without progress: something restarts the stall clock about 20 s late (under investigation,
-    # noted in issue #32's closing note), which this bound tolerates while the lower bound above stays strict.
+    # next attempt's submission in the same try (the worker's resume, the deletion's wait). The bound was widened
+    # to + 40 when the verdict came up to ~20 s late: the leader's log, read every pod_logs_interval (30 s), counted
+    # its step lines as progress at the read although the events had shown the same step (issue 32 (a), fixed:
+    # tests/triggers/test_stall_clock_start.py); a step now counts from when it happened, once. Seen after the fix
+    # (2026-12-02, load 10-12): verdict 46 s after the last step with stall_timeout 45, resubmitted 49.1 s after
+    # the hang.
     assert since_checkpoint > stall, (since_checkpoint, stall)
-    assert latency <= stall + poll + 10 + 40, (latency, stall, poll)
+    assert latency <= stall + poll + 10 + 20, (latency, stall, poll)
 
     # Slow but progressing: the first attempt ran longer than stall_timeout (from its creation, when the stall
     # clock starts) before the hang without being flagged, and the resubmission ran to the end unflagged.

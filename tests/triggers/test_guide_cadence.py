@@ -145,8 +145,9 @@ async def test_without_the_leaders_lines_the_limit_is_measured_against_the_saves
 
 async def test_multi_tier_progresses_from_replicator_backups_and_the_attempt_end_sees_it(gcs):
     """(c) Multi-tier mode: no persistent step ever (MaxText writes none: docs/maxtext.md), the replicator backs up
-    every 30 minutes as `<job>-s<step>-n<node>-w<worker>.meta`. No stall in 3 hours; the end of the attempt decides
-    on the newest backup, so an attempt that trained is a retry, not a crash loop."""
+    every 30 minutes as `<bucket>/<job>/<time>/<job>-s<step>-n<node>-w<worker>.meta` (the layout
+    core.progress.replicator_backup_dir cites). No stall in 3 hours; the end of the attempt decides on the newest
+    backup, so an attempt that trained is a retry, not a crash loop."""
     run = "cadence-c"
     config = parse_run(_description(run, checkpointing={
         "enable_emergency_checkpoint": False, "enable_multi_tier_checkpointing": True,
@@ -159,9 +160,11 @@ async def test_multi_tier_progresses_from_replicator_backups_and_the_attempt_end
         clock.now += 60
         step += int(60 / STEP_S)
         if minute % 30 == 0:
-            for node in range(2):
-                _upload(f"runs/{run}/train-a1-s{step}-n{node}-w0.meta")
+            for node in range(2):  # the replicator's layout: <bucket>/<job>/<time>/<job>-s<step>-n<node>-w<worker>.meta
+                _upload(f"{run}/2026-12-02_{minute // 60:02d}-{minute % 60:02d}/{run}-s{step}-n{node}-w0.meta")
+                _upload(f"{run}/2026-12-02_{minute // 60:02d}-{minute % 60:02d}/D{step}{node}.data/manifest.ocdbt")
         assert await trigger.check_stall(RUNNING) is None, minute
+    assert replicator_backup_dir(config.checkpointing) == f"gs://ckpt/{run}"  # the bucket's root, not runs/
     restorable = trigger._signal.restorable
     assert restorable.source == "replicator-backup" and restorable.step == step
     # What triggers.attempt_end (and a resubmission) decides on: the same call, the same listing.

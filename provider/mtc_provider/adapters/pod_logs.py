@@ -146,6 +146,10 @@ class LeaderLogFollower:
         self._at_last: list[str] = []
 
     def poll(self) -> list[str]:
+        return [message for _, message in self.poll_stamped()]
+
+    def poll_stamped(self) -> list[tuple[str, str]]:
+        """The new lines with their RFC 3339 timestamps (when each was written: the stall clock's time of a step)."""
         if self.pod is None:
             leaders = [p for p in self.logs.pods(self.namespace, self.jobset_name) if p.leader]
             if not leaders:
@@ -168,5 +172,5 @@ class LeaderLogFollower:
             if stamp > self.last_timestamp:
                 self.last_timestamp, self._at_last = stamp, []
             self._at_last.append(message)
-            fresh.append(message)
+            fresh.append((stamp, message))
         return fresh[-self.max_lines:]

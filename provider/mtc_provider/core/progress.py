@@ -143,8 +143,13 @@ class Observation:
 class ProgressSignal(StallClock):
     """The newest step of each source, and when any of them last advanced (the stall clock).
 
-    An observation is progress when its step is above the newest one of *its own* source: a reported step after
-    an in-cluster restart (`new_start`) counts again from the restored step, a save never goes backwards.
+    An observation is new when its step is above the newest one of *its own* source: a reported step after an
+    in-cluster restart (`new_start`) counts again from the restored step, a save never goes backwards. It is
+    *progress* (the stall clock starts again) only when it is also above every other source's step: the same step
+    seen later through a slower source is no news. The clock starts again from when the step happened (`at`: a log
+    line's timestamp, an event's or a commit's time), never later than when it was seen: the leader's log is read
+    every `pod_logs_interval` (30 s), and counting its lines from the read started the clock up to that late
+    (issue 32: a verdict 54 s after the last checkpoint with stall_timeout 30, its message saying 31 s).
     """
 
     started_at: float
@@ -154,7 +159,8 @@ class ProgressSignal(StallClock):
     points: list[tuple[float, int]] = field(default_factory=list)
 
     def observe(self, step: int | None, source: str, now: float, at: float | None = None) -> bool:
-        """Record `step` from `source` seen at `now`; True when it is progress (the stall clock starts again)."""
+        """Record `step` from `source` seen at `now`, which happened at `at` when known; True when it is new for its
+        source. The stall clock starts again only when `alive` advances (see the class)."""
         if step is None:
             return False
         if source not in SOURCES:
@@ -162,10 +168,14 @@ class ProgressSignal(StallClock):
         previous = self.newest.get(source)
         if previous is not None and step <= previous.step:
             return False
+        alive = self.alive
         self.newest[source] = Observation(int(step), source, at if at is not None else now)
-        self.last_progress_at = now
+        if alive is not None and step <= alive.step:
+            return True  # another source showed this step already: not progress
+        happened = now if at is None else min(now, at)
+        self.last_progress_at = happened if self.last_progress_at is None else max(self.last_progress_at, happened)
         if not self.points or step > self.points[-1][1]:
-            self.points.append((now, int(step)))
+            self.points.append((happened, int(step)))
             del self.points[:-64]  # a bounded window is enough for a step time
         return True
 
@@ -209,11 +219,20 @@ def _newest(observations) -> Observation | None:
 
 
 def replicator_backup_dir(checkpointing: Any) -> str | None:
-    """Where the MTC replicator's backups of this run are listed, in multi-tier mode only; else None.
+    """Where the MTC replicator backs this run up, in multi-tier mode only; else None: `gs://<bucket>/<run_name>`.
 
-    The run's directory `<base_output_directory>/<run_name>`, listed recursively for `*.meta`
-    (`GcsCheckpointStore.backup_steps`): the backups' exact prefix is the replicator's, not ours (docs/maxtext.md).
+    The replicator writes into the CheckpointConfiguration's bucket (`cloudStorageBucketName`, the run's bucket:
+    readiness cross-checks it), under the job name MaxText gives it (`job-name: <run_name>` in `replicator.yaml`:
+    Orbax `experimental/emergency/multi_tier_checkpointing/initialization.py`, called with MaxText's `run_name`),
+    one folder per backup named by its time (`YYYY-MM-DD_HH-MM`), each node's `<job>-s<step>-n<node>-w<worker>.meta`
+    beside `D<hash>.data` (Orbax `mtc_checkpoint_converter.py`; GoogleCloudPlatform/ml-auto-solutions
+    `dags/orbax/maxtext_mtc_save_gcs.py` reads `<bucket>/<run_name>/<time>/` while its base_output_directory is
+    `<bucket>/<out_folder>`). So the bucket's root, not `base_output_directory`; listed recursively for `*.meta`
+    (`GcsCheckpointStore.backup_steps`).
     """
     if not getattr(checkpointing, "enable_multi_tier_checkpointing", False):
         return None
-    return f"{checkpointing.base_output_directory.rstrip('/')}/{checkpointing.run_name}"
+    base = checkpointing.base_output_directory.rstrip("/")
+    if base.startswith("gs://"):
+        return f"gs://{base[len('gs://'):].split('/', 1)[0]}/{checkpointing.run_name}"
+    return f"{base}/{checkpointing.run_name}"  # not a bucket: no replicator writes there (the local target refuses it)

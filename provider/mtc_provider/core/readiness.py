@@ -341,6 +341,9 @@ RBAC_NEEDS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
      "submit, find, reattach, watch and delete attempts"),
     ("", "pods", ("get", "list"), "start-up supervision (image pulls, capacity) and failed-pod log tails"),
     ("", "pods/log", ("get",), "the failed pods' log tails"),
+    # The trigger lists the pods' Warning events (FailedMount, FailedAttachVolume) while they wait to start
+    # (adapters.kubernetes list_pod_events); watch lets the same identity follow them (`kubectl get events -w`).
+    ("", "events", ("list", "watch"), "the volume events of pods that do not start (FailedMount)"),
     ("", "configmaps", ("create", "get", "update", "delete"), "the run lock (one ConfigMap per run name)"),
 )
 

@@ -47,6 +47,37 @@ def parse_step_line(line: str) -> StepLine | None:
     return StepLine(int(found["step"]), seconds, float(loss["loss"]) if loss else None)
 
 
+def latest_step_line_at(stamped: Iterable[tuple[str, str]]) -> tuple[StepLine, float | None] | None:
+    """The last `completed step` line among (timestamp, line) pairs, with its time (unix s; None when the
+    timestamp does not parse), or None. Kubernetes prefixes each log line with its RFC 3339 time when asked
+    (`timestamps=true`: adapters.pod_logs.LeaderLogFollower)."""
+    for stamp, line in reversed(list(stamped)):
+        parsed = parse_step_line(line)
+        if parsed is not None:
+            return parsed, log_timestamp(stamp)
+    return None
+
+
+RFC3339 = re.compile(r"^(?P<base>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d+))?(?P<zone>Z|[+-]\d{2}:\d{2})$")
+
+
+def log_timestamp(stamp: str) -> float | None:
+    """Unix seconds of a Kubernetes log timestamp (`2026-12-02T07:55:01.960997123Z`: RFC 3339, nanoseconds), or None.
+
+    Parsed by hand: Python 3.10's `fromisoformat` takes neither `Z` nor nine fraction digits."""
+    from datetime import datetime, timedelta, timezone
+
+    found = RFC3339.match(stamp.strip())
+    if found is None:
+        return None
+    base = datetime.strptime(found["base"], "%Y-%m-%dT%H:%M:%S")
+    zone = found["zone"]
+    offset = timedelta(0) if zone == "Z" else (1 if zone[0] == "+" else -1) * timedelta(
+        hours=int(zone[1:3]), minutes=int(zone[4:6]))
+    fraction = float(f"0.{found['frac']}") if found["frac"] else 0.0
+    return base.replace(tzinfo=timezone(offset)).timestamp() + fraction
+
+
 def latest_step_line(lines: Iterable[str]) -> StepLine | None:
     """The last `completed step` line among `lines` (the newest step the workload reported), or None."""
     latest = None

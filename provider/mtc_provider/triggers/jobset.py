@@ -374,7 +374,8 @@ class JobSetTrigger(BaseTrigger):
         await self._push_progress(self.last_progress)
         return self.last_progress
 
-    def _observe_step(self, step: int, now: float, source: str) -> None:
+    def _observe_step(self, step: int, now: float, source: str, at: float | None = None) -> None:
+        """A step the workload reported, seen at `now`; `at`: when it reported it (a log line's or event's time)."""
         from mtc_provider.core.progress import ProgressTracker
 
         if self._live_tracker is None:
@@ -382,7 +383,7 @@ class JobSetTrigger(BaseTrigger):
         if self._live_tracker.observe(step, None, now) or self._live_source is None:
             self._live_source = source
         if self._signal is not None:  # a reported step is progress too (the stall clock: check_stall)
-            self._signal.observe(step, source, now)
+            self._signal.observe(step, source, now, at)
 
     def _new_start_of_pods(self) -> None:
         """An in-cluster restart: new pods, a new leader, and a step that starts again from a checkpoint."""
@@ -412,7 +413,7 @@ class JobSetTrigger(BaseTrigger):
         except OSError:
             return
         if event is not None and float(event.get("ts") or 0) >= (self._live_since or 0):
-            self._observe_step(int(event["step"]), now, FROM_EVENTS)
+            self._observe_step(int(event["step"]), now, FROM_EVENTS, float(event["ts"]))
 
     async def _push_progress(self, figures: dict[str, Any]) -> None:
         """The figures to the task's `progress` XCom now; a failure is logged once and never ends the watch."""
@@ -441,14 +442,14 @@ class JobSetTrigger(BaseTrigger):
         tails use. At most `pod_logs_max_lines` lines and `pod_logs_max_bytes` bytes per read reach the log (the
         newest; a line says how many were left out); every line read still counts for the step.
         """
-        from mtc_provider.core.step_log import FROM_LOG, bounded_lines, latest_step_line
+        from mtc_provider.core.step_log import FROM_LOG, bounded_lines, latest_step_line_at
 
         now = self.clock()
         if not self.pod_logs or self._pods_started is False or now - self._logs_at < self.pod_logs_interval:
             return []  # off, the pods not all started yet (nothing to follow), or not yet time
         self._logs_at = now
         try:
-            pod, lines = await asyncio.to_thread(self._poll_leader)
+            pod, stamped = await asyncio.to_thread(self._poll_leader)
         except Exception as exc:  # noqa: BLE001 - logs are advisory: never end the watch
             if not self._logs_failing:
                 self.log.warning("could not read the leader pod's log of JobSet %s/%s (%s: %s); trying again every "
@@ -456,19 +457,20 @@ class JobSetTrigger(BaseTrigger):
             self._logs_failing, self._follower = True, None
             return []
         self._logs_failing = False
+        lines = [line for _, line in stamped]
         shown, left_out = bounded_lines(lines, self.pod_logs_max_lines, self.pod_logs_max_bytes)
         if left_out:
             self.log.info("[%s] ... %d lines left out (pod_logs_max_lines %d, pod_logs_max_bytes %d per %.0fs)",
                           pod, left_out, self.pod_logs_max_lines, self.pod_logs_max_bytes, self.pod_logs_interval)
         for line in shown:
             self.log.info("[%s] %s", pod, line)
-        step = latest_step_line(lines)
-        if step is not None:
-            self._observe_step(step.step, now, FROM_LOG)
+        latest = latest_step_line_at(stamped)
+        if latest is not None:  # when the line was written, not when this read found it (up to an interval later)
+            self._observe_step(latest[0].step, now, FROM_LOG, latest[1])
         return shown
 
-    def _poll_leader(self) -> tuple[str, list[str]]:
-        """(leader pod name, new lines) of the leader pod; blocking (called off the loop)."""
+    def _poll_leader(self) -> tuple[str, list[tuple[str, str]]]:
+        """(leader pod name, new (timestamp, line) pairs) of the leader pod; blocking (called off the loop)."""
         from mtc_provider.adapters.pod_logs import LeaderLogFollower, pod_logs_for
 
         if self._follower is None:
@@ -478,7 +480,7 @@ class JobSetTrigger(BaseTrigger):
             # Read a little more than is shown, so the newest `completed step` line is among the lines read.
             self._follower = LeaderLogFollower(logs, self.namespace, self.name,
                                                max_lines=max(self.pod_logs_max_lines, 200), clock=self.clock)
-        lines = self._follower.poll()
+        lines = self._follower.poll_stamped()
         return self._follower.pod or "leader", lines
 
     def _event(self, kind: str, state: JobSetState | None, restarts: int, message: str = "") -> TriggerEvent:

@@ -17,11 +17,13 @@ from mtc_provider.operators.jobset import MtcJobSetOperator
 
 HOME = os.environ.get("MTC_LOCAL_HOME", "/tmp/mtc-acceptance-unset")
 RUN_NAME = "acc-stall"
-STEPS = 30
+STEPS = 40
 CHECKPOINT_PERIOD = 2
 STEP_TIME_MS = 1200
-HANG_AT = 22  # the first attempt runs longer than STALL_TIMEOUT before it hangs
-STALL_TIMEOUT = 30  # above the checkpoint interval (~2.5 s) and JAX start-up under load (up to ~25 s here)
+HANG_AT = 32  # the first attempt runs longer than STALL_TIMEOUT before it hangs (32 steps of 1.2 s + start-up)
+# Above the checkpoint interval (~2.5 s) and JAX start-up under load: the stall clock runs from the pods' start, and
+# start-up took 36-39 s at load 13 on the 2 shared cores (2026-12-02), which stalled both attempts at 30.
+STALL_TIMEOUT = 45
 POLL_INTERVAL = 2
 WATCHDOG_S = 900
 

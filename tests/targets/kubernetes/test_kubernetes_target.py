@@ -69,7 +69,7 @@ def test_readiness_names_the_missing_configuration_then_passes_once_it_is_applie
     assert report["ready"] and ti.xcoms["readiness"]["target"] == "kubernetes"
     assert {c["name"] for c in report["checks"]} == {"jobset_api", "checkpoint_configuration_api",
                                                      "checkpoint_configuration", "rbac_jobsets", "rbac_pods",
-                                                     "rbac_pods_log", "rbac_configmaps"}
+                                                     "rbac_pods_log", "rbac_events", "rbac_configmaps"}
     assert "mtc_gke_cluster" not in ti.xcoms  # no Cloud Console for a plain cluster
 
 
