@@ -104,7 +104,7 @@ def test_a_try_without_a_record_yet_shows_from_airflow_alone():
 def test_live_step_takes_the_richest_source(events):
     checkpoint_level = progress_report(None, 20, 720.0, newest_checkpoint=10, restarts=1, attempt=2).to_xcom()
     live = live_progress(records(events, progress=checkpoint_level))
-    assert live["step"] == 20 and live["source"] == "workload events" and live["eta_seconds"] == 0.0
+    assert live["step"] == 20 and live["source"] == "reported by the workload's events" and live["eta_seconds"] == 0.0
     # GKE: no events visible; the progress XCom (step-level once the trigger writes it) is the figure.
     step_level = progress_report(15, 20, 720.0, newest_checkpoint=10).to_xcom()
     live = live_progress(records(None, progress=step_level, persistent_steps=None))

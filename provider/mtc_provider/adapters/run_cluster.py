@@ -1,0 +1,147 @@
+"""The watched JobSet as the run view sees it now, read inside the api-server (I/O only).
+
+While the launch task is deferred, its trigger row (Airflow's `trigger` table: the trigger's kwargs, non-secret by
+design) names the JobSet it watches and the cluster connection (`connection`, `namespace`, `name`: triggers/jobset.py).
+The run view reads, at the page's pace and not the trigger's 300 s progress interval, what the trigger itself reads:
+the pods of that JobSet (pending ones say what the attempt waits for: `PodScheduled=False` reason `Unschedulable`
+for capacity, a container `waiting` with `ErrImagePull`/`ImagePullBackOff` for an image pull; Kubernetes "Pod
+Lifecycle" and "Images"), and the leader pod's log tail with `timestamps=true`, whose `completed step` lines
+(core.step_log, as MaxText prints them) give the step and, with the kubelet's timestamps, the rate.
+
+Bounded: one pod list and one log read of at most TAIL_LINES lines / TAIL_BYTES bytes per JobSet every
+CACHE_SECONDS, however many pages poll; a failure is reported as a sentence, never an error page.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from datetime import datetime
+from typing import Any, Mapping
+
+CACHE_SECONDS = 2.0
+TAIL_LINES = 200
+TAIL_BYTES = 65_536
+REQUEST_TIMEOUT = 10.0  # a page refresh must not hang on a slow cluster
+TRIGGER_CLASS = "JobSetTrigger"
+IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+
+_cache: dict[str, tuple[float, dict[str, Any]]] = {}
+_lock = threading.Lock()
+
+
+def watched_jobset(session: Any, ti: Any) -> dict[str, Any] | None:
+    """{connection, namespace, name} of the JobSet the launch task's trigger watches; None when not deferred."""
+    from airflow.models.trigger import Trigger
+
+    if getattr(ti, "trigger_id", None) is None:
+        return None
+    row = session.get(Trigger, ti.trigger_id)
+    if row is None or not str(row.classpath).endswith(TRIGGER_CLASS):
+        return None
+    kwargs = row.kwargs
+    if not isinstance(kwargs.get("connection"), Mapping) or not kwargs.get("name"):
+        return None
+    return {"connection": dict(kwargs["connection"]), "namespace": kwargs.get("namespace") or "default",
+            "name": kwargs["name"]}
+
+
+def read_cluster(watch: Mapping[str, Any], clock=time.monotonic) -> dict[str, Any]:
+    """{jobset, pods: [{name, phase, leader, waiting, message}], log_steps: [(unix s, step)], error} (cached)."""
+    key = json.dumps(watch, sort_keys=True, default=str)
+    now = clock()
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None and now - hit[0] < CACHE_SECONDS:
+            return hit[1]
+    try:
+        value = _read(watch)
+    except Exception as exc:  # noqa: BLE001 - the page says what failed and shows the rest
+        value = {"jobset": watch.get("name"), "pods": [], "log_steps": [],
+                 "error": f"could not read JobSet {watch.get('namespace')}/{watch.get('name')} "
+                          f"({type(exc).__name__}: {str(exc)[:200]})"}
+    with _lock:
+        for old in [k for k, (at, _) in _cache.items() if now - at > 60]:
+            _cache.pop(old, None)
+        _cache[key] = (now, value)
+    return value
+
+
+def _read(watch: Mapping[str, Any]) -> dict[str, Any]:
+    from kubernetes import client as k8s
+
+    from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
+    from mtc_provider.core.labels import JOBSET_NAME_LABEL
+    from mtc_provider.targets import jobset_api
+
+    api = jobset_api(watch["connection"], request_timeout=REQUEST_TIMEOUT)
+    if not isinstance(api, KubernetesJobSetApi):
+        raise RuntimeError("this cluster connection has no pod endpoints")
+    namespace, name = watch["namespace"], watch["name"]
+    api_client = api.client_factory()  # a fresh client, so a fresh token (GKE)
+    try:
+        core = k8s.CoreV1Api(api_client)
+        found = core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}",
+                                         _request_timeout=REQUEST_TIMEOUT)
+        pods = sorted((_pod(p) for p in found.items), key=lambda p: (not p["leader"], p["name"]))
+        leader = next((p for p in pods if p["leader"] and p["phase"] != "Pending"), None)
+        steps: list[tuple[float, int]] = []
+        if leader is not None:
+            response = core.read_namespaced_pod_log(leader["name"], namespace, tail_lines=TAIL_LINES,
+                                                    limit_bytes=TAIL_BYTES, timestamps=True,
+                                                    _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            try:
+                text = response.data.decode("utf-8", "replace")
+            finally:
+                response.release_conn()
+            steps = timestamped_steps(text)
+    finally:
+        api_client.close()
+    return {"jobset": name, "pods": pods, "log_steps": steps, "error": None}
+
+
+def _pod(pod: Any) -> dict[str, Any]:
+    from mtc_provider.core.labels import COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL
+
+    labels = pod.metadata.labels or {}
+    status = pod.status
+    waiting, message = "", ""
+    for condition in (status.conditions or []) if status else []:
+        if condition.type == "PodScheduled" and condition.status == "False":
+            waiting, message = condition.reason or "Unschedulable", condition.message or ""
+    for container in (status.container_statuses or []) if status else []:
+        state = container.state.waiting if container.state else None
+        if state is not None and state.reason:
+            waiting, message = state.reason, state.message or ""
+    return {"name": pod.metadata.name, "phase": (status.phase if status else None) or "Pending",
+            "leader": labels.get(JOB_INDEX_LABEL) == "0" and labels.get(COMPLETION_INDEX_LABEL) == "0",
+            "waiting": waiting, "message": message}
+
+
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+
+
+def _epoch(stamp: str) -> float | None:
+    """RFC 3339 (the kubelet's nanoseconds included) as unix seconds."""
+    found = _STAMP.match(stamp)
+    if found is None:
+        return None
+    zone = "+00:00" if found[3] == "Z" else found[3]
+    fraction = f".{(found[2] or '0')[:6]}"
+    return datetime.fromisoformat(found[1] + fraction + zone).timestamp()
+
+
+def timestamped_steps(text: str) -> list[tuple[float, int]]:
+    """(time, step) of each `completed step` line of a log read with timestamps=true."""
+    from mtc_provider.core.step_log import parse_step_line
+
+    out = []
+    for line in text.splitlines():
+        stamp, _, message = line.partition(" ")
+        parsed = parse_step_line(message)
+        at = _epoch(stamp) if parsed is not None else None
+        if parsed is not None and at is not None:
+            out.append((at, parsed.step))
+    return out
