@@ -147,3 +147,30 @@ def test_the_live_step_says_where_it_came_from():
     live = live_progress(records(None, progress=figures, persistent_steps=None))
     assert live["source"] == "progress XCom: reported by the leader's log"
     assert (live["restorable_step"], live["restorable_source"]) == (1000, "checkpoints")
+
+
+def test_an_ended_runs_timeline_spans_the_run_not_now(events):
+    """Item 4 (issue 35): opened a day later, the bars of an ended run still fill its span (first start to last
+    end), the span the goodput summary's wall time measures; while it goes on the span runs to now."""
+    ended = records(events, run_state="success", now=T0 + 86_400, run_end=T0 + 130,
+                    tries=[Try(1, "up_for_retry", T0 - 1, T0 + 60), Try(2, "success", T0 + 95, T0 + 117)],
+                    attempts=[{"attempt": 1, "jobset": "e2e-a1", "start": T0 - 1, "end": T0 + 60},
+                              {"attempt": 2, "jobset": "e2e-a2", "start": T0 + 95, "end": T0 + 117}])
+    shown = run_view(ended)
+    assert (shown["timeline"]["start"], shown["timeline"]["end"]) == (T0 - 1, T0 + 117)
+    last = shown["timeline"]["bars"][-1]
+    assert last["left"] + last["width"] == pytest.approx(100.0)
+    assert shown["running"] is False and shown["waiting_for"] is None
+    going = run_view(records(events, now=T0 + 200))
+    assert going["timeline"]["end"] == T0 + 200 and going["running"] is True
+
+
+def test_a_try_waiting_for_its_jobset_is_not_shown_running(events):
+    """Item 4: a try that runs but has submitted no JobSet yet says so; the ETA is not a frozen figure."""
+    waiting = records(None, attempts=[], tries=[Try(1, "running", T0, None)], persistent_steps=None,
+                      progress=progress_report(15, 20, 720.0, newest_checkpoint=10).to_xcom())
+    shown = run_view(waiting)
+    assert shown["waiting_for"] == "the JobSet of try 1 to be submitted"
+    assert shown["attempts"][0]["outcome"] == "waiting" and shown["live"]["eta"] == "waiting"
+    queued = run_view(records(None, attempts=[], tries=[Try(1, "queued", None, None)], persistent_steps=None))
+    assert queued["waiting_for"].startswith("a worker to start try 1")
