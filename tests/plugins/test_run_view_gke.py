@@ -83,7 +83,7 @@ def shapes(monkeypatch, airflow_db):
         monkeypatch.setenv("MTC_TEST_ATTEMPTS", json.dumps(attempts if attempts is not None else [
             {"attempt": 1, "jobset": "train-a1", "start": T0, "end": None, "outcome": None, "restarts": 0}]))
         monkeypatch.setenv("MTC_TEST_PROGRESS", json.dumps(progress or {}))
-        when = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(days=len(client.cookies) + run.n)
+        when = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(days=run.n)
         run.n += 1
         dag_run = getattr(module, name).test(logical_date=when, run_after=when)
         assert dag_run.state == "success"
@@ -108,9 +108,10 @@ def deferred(run_id: str, state: str = "deferred", jobset: str = "train-a1") -> 
             "name": jobset})
         session.add(trigger)
         session.flush()
-        ti = session.scalar(select(TaskInstance).where(TaskInstance.run_id == run_id, TaskInstance.task_id == "train"))
+        ti = session.scalar(select(TaskInstance).where(TaskInstance.dag_id == "mtc_gke_shaped",
+                                                       TaskInstance.run_id == run_id, TaskInstance.task_id == "train"))
         ti.state, ti.trigger_id, ti.end_date = state, trigger.id, None
-        run = session.scalar(select(DagRun).where(DagRun.run_id == run_id))
+        run = session.scalar(select(DagRun).where(DagRun.dag_id == "mtc_gke_shaped", DagRun.run_id == run_id))
         run.state, run.end_date = "running", None
 
 
@@ -136,7 +137,9 @@ def test_the_step_moves_with_the_leaders_log_lines_not_the_progress_interval(clu
         cluster.write_log(LEADER, maxtext_line(step), at=now - (240 - step) * STEP_S)
     cluster.write_log(LEADER, "I1202 saving checkpoint 200 to the local tier")
     deferred(run_id)
-    live = view(client, "mtc_gke_shaped", run_id)["live"]
+    shown = view(client, "mtc_gke_shaped", run_id)
+    live = shown["live"]
+    assert shown["cluster_error"] is None, shown["cluster_error"]
     assert live["step"] == 240 and live["source"] == "reported by the leader's log", live
     assert live["steps_per_hour"] == pytest.approx(3600 / STEP_S, rel=0.02), live
     assert live["eta_seconds"] == pytest.approx((4000 - 240) * STEP_S, rel=0.02)
@@ -201,3 +204,38 @@ def test_an_unrelated_run_has_a_silent_page_and_the_tabs_name_the_launch_operato
     for destination in ("dag_run", "task_instance"):
         assert tabs[destination]["applies_to"] == {"operators": ["MtcJobSetOperator"]}
     assert "applies_to" not in tabs["nav"]
+
+
+def test_goodput_while_running_and_the_chart_drawn_by_the_api_server(cluster, shapes):
+    """Items 2 and 3: while the GKE-shaped run goes on, goodput so far from its attempts and progress, and a chart
+    the api-server draws from the run's data; its title's wall time is the summary's."""
+    import io
+    import time
+
+    from PIL import Image
+
+    from mtc_provider.core.progress_report import format_duration
+
+    client, run = shapes
+    now = time.time()
+    attempts = [{"attempt": 1, "jobset": "train-a0", "start": now - 3600, "end": now - 1900, "outcome": "disrupted",
+                 "restarts": 0, "last_step": 700, "reason": "JobSet failed"},
+                {"attempt": 2, "jobset": "train-a1", "start": now - 1800, "end": None, "outcome": None,
+                 "restarts": 0}]
+    run_id = run("gke_shaped", attempts=attempts, progress={
+        "step": 900, "target_step": 4000, "steps_per_hour": 1500.0, "source": "workload-log",
+        "updated_at": now - 300})
+    add_pod(cluster, LEADER, 0, 0, jobset="train-a1")
+    for step in range(1001, 1011):
+        cluster.write_log(LEADER, maxtext_line(step), at=now - (1011 - step) * STEP_S)
+    deferred(run_id)
+    shown = view(client, "mtc_gke_shaped", run_id)
+    goodput = shown["goodput"]
+    assert goodput is not None and goodput["final"] is False and "attempts" in goodput["source"], goodput
+    assert 0 < goodput["goodput"] < 1 and goodput["disruptions"] == 1
+    assert shown["chart_url"].endswith("/chart.png")
+    answer = client.get(f"/runs/mtc_gke_shaped/{run_id}/chart.png")
+    assert answer.status_code == 200 and answer.headers["content-type"] == "image/png"
+    info = Image.open(io.BytesIO(answer.content)).info
+    assert info["Title"].startswith(f"goodput {100 * goodput['goodput']:.1f}% over "
+                                    f"{format_duration(goodput['elapsed_s'])}"), (info, goodput)

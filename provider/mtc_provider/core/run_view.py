@@ -242,20 +242,68 @@ def restores_view(records: RunFacts) -> list[dict[str, Any]]:
             for e in events if e.get("event") == "restore" and e.get("process") == first]
 
 
-def goodput_view(records: RunFacts) -> dict[str, Any] | None:
-    """The goodput task's report once it ran; before that, the same computation over the events so far."""
-    if records.goodput and isinstance(records.goodput.get("goodput"), (int, float)):
-        return {**{k: records.goodput.get(k) for k in ("goodput", "productive_s", "elapsed_s", "badput_s",
-                                                        "recovery_s", "disruptions", "last_productive_step")},
-                "source": f"goodput task ({records.goodput.get('source') or 'report'})", "final": True}
-    if not records.events:
-        return None
-    from mtc_provider.core.goodput import compute_goodput, timeline_from_workload_events
+GOODPUT_KEYS = ("goodput", "productive_s", "elapsed_s", "badput_s", "recovery_s", "disruptions",
+                "last_productive_step")
 
-    report = compute_goodput(timeline_from_workload_events(records.events)).to_payload()
-    return {**{k: report[k] for k in ("goodput", "productive_s", "elapsed_s", "badput_s", "recovery_s",
-                                      "disruptions", "last_productive_step")},
-            "source": "so far, from the workload events", "final": False}
+
+def run_timeline(records: RunFacts):
+    """(Timeline, source) of the run as the api-server sees it; None before anything was recorded.
+
+    The workload's events when visible (local target: every step, save with its tier, restore); else the attempts
+    with each step known at a known time (any cluster: the step each ended attempt reached at its end, the
+    progress XCom's step at its time, the leader's newest `completed step` line): coarse points, as the goodput
+    task's commit times are on GKE (core.goodput.timeline_from_checkpoints).
+    """
+    from mtc_provider.core.goodput import Attempt, timeline_from_checkpoints, timeline_from_workload_events
+
+    if records.events:
+        return timeline_from_workload_events(records.events), "the workload events"
+    rows = attempts_view(records)
+    live = is_live(records)
+    attempts = []
+    for row in rows:
+        if not row["start"]:
+            continue
+        end = row["end"] or (records.now if live else records.run_end or row["start"])
+        outcome = row["outcome"] if row["outcome"] in (FINISHED, FAILED_OUTCOME) else DISRUPTED
+        attempts.append(Attempt(row["start"], end, outcome))
+    if not attempts:
+        return None
+    points = [(row["step"], row["end"]) for row in rows if isinstance(row["step"], int) and row["end"]]
+    progress = records.progress or {}
+    if isinstance(progress.get("step"), int) and _num(progress.get("updated_at")):
+        points.append((progress["step"], float(progress["updated_at"])))
+    if records.log_steps:
+        at, step = max(records.log_steps)
+        points.append((step, at))
+    return timeline_from_checkpoints(attempts, points), "the attempts and their progress (coarse)"
+
+
+def goodput_view(records: RunFacts) -> dict[str, Any] | None:
+    """The goodput task's report once it ran; before that, the same computation over what was recorded so far,
+    on every target. MaxText's own figures (ml-goodput-measurement, read by the goodput task) beside ours."""
+    if records.goodput and isinstance(records.goodput.get("goodput"), (int, float)):
+        library = records.goodput.get("library")
+        return {**{k: records.goodput.get(k) for k in GOODPUT_KEYS},
+                "source": f"goodput task ({records.goodput.get('source') or 'report'})", "final": True,
+                "library": library if isinstance(library, Mapping) else None}
+    found = run_timeline(records)
+    if found is None:
+        return None
+    from mtc_provider.core.goodput import compute_goodput
+
+    timeline, source = found
+    report = compute_goodput(timeline).to_payload()
+    return {**{k: report[k] for k in GOODPUT_KEYS}, "source": f"so far, from {source}", "final": False,
+            "library": None}
+
+
+def chart_title(goodput: Mapping[str, Any], span: Mapping[str, Any]) -> str:
+    """The chart's title: the summary's goodput over the summary's wall time, and the span it covers."""
+    start, end = span.get("start"), span.get("end")
+    when = f" ({_utc(start)} - {_utc(end)})" if start and end else ""
+    return (f"goodput {100 * (goodput.get('goodput') or 0):.1f}% over "
+            f"{format_duration(goodput.get('elapsed_s'))}{when}")
 
 
 ACTIVE_TRY_STATES = ("running", "deferred")

@@ -146,16 +146,16 @@ def create_app() -> FastAPI:
 
     @app.get("/runs/{dag_id}/{run_id}/chart.png", dependencies=read)
     def chart(dag_id: str, run_id: str, session=Depends(session_dep)) -> Response:
-        """The goodput task's chart; before it ran, the same chart drawn from the workload's events so far."""
-        from mtc_provider.adapters.airflow_run import chart_path
-
+        """The run's chart, drawn here from the run's data on every target (never a file the XCom names): the
+        steps, saves of both tiers, restores and faults, titled with the summary's goodput and wall time."""
         records = _records(session, dag_id, run_id)
-        final = chart_path(records.goodput)
-        if final:
-            return FileResponse(final, media_type="image/png", headers={"Cache-Control": "no-store"})
-        if not records.events:
-            raise HTTPException(404, f"no goodput chart for run {dag_id}/{run_id} yet (no workload events visible)")
-        return Response(_draw(records.events), media_type="image/png", headers={"Cache-Control": "no-store"})
+        try:
+            png = _draw(records)
+        except ImportError as exc:  # matplotlib is the `chart` extra
+            raise HTTPException(404, str(exc)) from None
+        if png is None:
+            raise HTTPException(404, f"no goodput chart for run {dag_id}/{run_id} yet (no attempt recorded)")
+        return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
 
     return app
 
@@ -184,21 +184,26 @@ def _not_a_training_page(dag_id: str, run_id: str, launch: str | None, task: str
 
 
 def _chart_available(records) -> bool:
-    from mtc_provider.adapters.airflow_run import chart_path
+    from mtc_provider.core.run_view import run_timeline
 
-    return bool(chart_path(records.goodput) or records.events)
+    return run_timeline(records) is not None
 
 
-def _draw(events) -> bytes:
-    from mtc_provider.core.goodput import compute_goodput, timeline_from_workload_events
+def _draw(records) -> bytes | None:
+    from mtc_provider.core.goodput import compute_goodput
+    from mtc_provider.core.run_view import chart_title, goodput_view, run_timeline
     from mtc_provider.operators.goodput import render_chart
 
-    timeline = timeline_from_workload_events(events)
+    found = run_timeline(records)
+    if found is None:
+        return None
+    timeline, _ = found
+    report = compute_goodput(timeline)
+    summary = goodput_view(records) or report.to_payload()
+    span = {"start": min(a.start for a in timeline.attempts), "end": max(a.end for a in timeline.attempts)}
     with tempfile.TemporaryDirectory(prefix="mtc-chart-") as tmp:
         path = os.path.join(tmp, "goodput.png")
-        report = compute_goodput(timeline)
-        render_chart(timeline, report, path,
-                     title=f"so far: goodput {report.goodput:.1%} over {report.elapsed_s:.0f}s")
+        render_chart(timeline, report, path, title=chart_title(summary, span))
         return Path(path).read_bytes()
 
 
