@@ -123,7 +123,8 @@ def view(client, dag_id: str, run_id: str) -> dict:
 
 def test_the_step_moves_with_the_leaders_log_lines_not_the_progress_interval(cluster, shapes):
     """Item 1: the trigger's last report (step 100, five minutes old) is overtaken by the leader's newest line at
-    the next page refresh; a new line moves the step at the refresh after it; the rate is the lines' own."""
+    the next page refresh; a new line moves the step at the refresh after it; the rate is the lines' own.
+    Item 2: the restore MaxText logged at the start, long out of the log's tail, is shown."""
     client, run = shapes
     stale = {"step": 100, "target_step": 4000, "steps_per_hour": 1000.0, "source": "workload-log",
              "updated_at": T0 + 300}
@@ -133,6 +134,9 @@ def test_the_step_moves_with_the_leaders_log_lines_not_the_progress_interval(clu
     import time
 
     now = time.time()
+    cluster.write_log(LEADER, *[f"I1202 config key_{i}: value" for i in range(300)], at=now - 400)
+    cluster.write_log(LEADER, "I1202 checkpoint manager exists so trying to load this run's existing checkpoint",
+                      "I1202 restoring from this run's directory step 100", at=now - 399)
     for i, step in enumerate(range(101, 241)):
         cluster.write_log(LEADER, maxtext_line(step), at=now - (240 - step) * STEP_S)
     cluster.write_log(LEADER, "I1202 saving checkpoint 200 to the local tier")
@@ -143,6 +147,7 @@ def test_the_step_moves_with_the_leaders_log_lines_not_the_progress_interval(clu
     assert live["step"] == 240 and live["source"] == "reported by the leader's log", live
     assert live["steps_per_hour"] == pytest.approx(3600 / STEP_S, rel=0.02), live
     assert live["eta_seconds"] == pytest.approx((4000 - 240) * STEP_S, rel=0.02)
+    assert [(r["step"], r["at"]) for r in shown["restores"]] == [(100, pytest.approx(now - 399, abs=0.01))]
     cluster.write_log(LEADER, maxtext_line(241))
     assert view(client, "mtc_gke_shaped", run_id)["live"]["step"] == 241
     assert any(r.path.endswith(f"/pods/{LEADER}/log") and r.query.get("timestamps", "").lower() == "true"

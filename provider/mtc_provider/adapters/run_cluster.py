@@ -6,7 +6,8 @@ The run view reads, at the page's pace and not the trigger's 300 s progress inte
 the pods of that JobSet (pending ones say what the attempt waits for: `PodScheduled=False` reason `Unschedulable`
 for capacity, a container `waiting` with `ErrImagePull`/`ImagePullBackOff` for an image pull; Kubernetes "Pod
 Lifecycle" and "Images"), and the leader pod's log tail with `timestamps=true`, whose `completed step` lines
-(core.step_log, as MaxText prints them) give the step and, with the kubelet's timestamps, the rate.
+(core.step_log, as MaxText prints them) give the step and, with the kubelet's timestamps, the rate; the head of
+its log names the checkpoint it restored (core.step_log.parse_restore_line).
 
 Bounded: one pod list and one log read of at most TAIL_LINES lines / TAIL_BYTES bytes per JobSet every
 CACHE_SECONDS, however many pages poll; a failure is reported as a sentence, never an error page.
@@ -28,7 +29,9 @@ REQUEST_TIMEOUT = 10.0  # a page refresh must not hang on a slow cluster
 TRIGGER_CLASS = "JobSetTrigger"
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
 
+HEAD_BYTES = 262_144  # MaxText prints its config before it restores
 _cache: dict[str, tuple[float, dict[str, Any]]] = {}
+_heads: dict[str, list[dict[str, Any]]] = {}  # leader pod -> the restores its log's head names
 _lock = threading.Lock()
 
 
@@ -59,7 +62,7 @@ def read_cluster(watch: Mapping[str, Any], clock=time.monotonic) -> dict[str, An
     try:
         value = _read(watch)
     except Exception as exc:  # noqa: BLE001 - the page says what failed and shows the rest
-        value = {"jobset": watch.get("name"), "pods": [], "log_steps": [],
+        value = {"jobset": watch.get("name"), "pods": [], "log_steps": [], "restores": [],
                  "error": f"could not read JobSet {watch.get('namespace')}/{watch.get('name')} "
                           f"({type(exc).__name__}: {str(exc)[:200]})"}
     with _lock:
@@ -97,9 +100,31 @@ def _read(watch: Mapping[str, Any]) -> dict[str, Any]:
             finally:
                 response.release_conn()
             steps = timestamped_steps(text)
+            restores = _head_restores(core, namespace, leader["name"])
     finally:
         api_client.close()
-    return {"jobset": name, "pods": pods, "log_steps": steps, "error": None}
+    return {"jobset": name, "pods": pods, "log_steps": steps, "restores": restores if leader else [], "error": None}
+
+
+def _head_restores(core: Any, namespace: str, pod: str) -> list[dict[str, Any]]:
+    """The restores the leader logged at its start: the log's first HEAD_BYTES (no tailLines: `limitBytes` reads
+    from the start), read once per pod; the tail is gone past them after a few hundred steps."""
+    with _lock:
+        if pod in _heads:
+            return _heads[pod]
+    response = core.read_namespaced_pod_log(pod, namespace, limit_bytes=HEAD_BYTES, timestamps=True,
+                                            _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+    try:
+        text = response.data.decode("utf-8", "replace")
+    finally:
+        response.release_conn()
+    found = timestamped_restores(text)
+    with _lock:
+        if len(_heads) > 256:
+            _heads.clear()
+        if found or len(text.encode()) >= HEAD_BYTES:  # a head that may still grow is read again next time
+            _heads[pod] = found
+    return found
 
 
 def _pod(pod: Any) -> dict[str, Any]:
@@ -144,4 +169,18 @@ def timestamped_steps(text: str) -> list[tuple[float, int]]:
         at = _epoch(stamp) if parsed is not None else None
         if parsed is not None and at is not None:
             out.append((at, parsed.step))
+    return out
+
+
+def timestamped_restores(text: str) -> list[dict[str, Any]]:
+    """{at, step} of each restore MaxText logged (`restoring from this run's directory step N`: core.step_log)."""
+    from mtc_provider.core.step_log import parse_restore_line
+
+    out = []
+    for line in text.splitlines():
+        stamp, _, message = line.partition(" ")
+        step = parse_restore_line(message)
+        at = _epoch(stamp) if step is not None else None
+        if step is not None and at is not None:
+            out.append({"at": at, "step": step})
     return out
