@@ -174,3 +174,13 @@ def test_a_try_waiting_for_its_jobset_is_not_shown_running(events):
     assert shown["attempts"][0]["outcome"] == "waiting" and shown["live"]["eta"] == "waiting"
     queued = run_view(records(None, attempts=[], tries=[Try(1, "queued", None, None)], persistent_steps=None))
     assert queued["waiting_for"].startswith("a worker to start try 1")
+
+
+def test_maxtexts_own_goodput_is_shown_beside_ours(events):
+    """Item 2: the goodput task's report carries MaxText's figures (ml-goodput-measurement) under `library`."""
+    library = {"source": "ml-goodput-measurement", "goodput": 0.81, "badput": {"unproductive_checkpoint_save_time": 0.02}}
+    final = run_view(records(events, run_state="success", goodput={
+        "goodput": 0.7, "productive_s": 70.0, "elapsed_s": 100.0, "badput_s": {}, "recovery_s": [], "disruptions": 1,
+        "last_productive_step": 20, "source": "workload events", "library": library}))
+    assert final["goodput"]["goodput"] == 0.7 and final["goodput"]["library"] == library
+    assert run_view(records(events))["goodput"]["library"] is None  # so far: ours only
