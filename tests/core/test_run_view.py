@@ -184,3 +184,18 @@ def test_maxtexts_own_goodput_is_shown_beside_ours(events):
         "last_productive_step": 20, "source": "workload events", "library": library}))
     assert final["goodput"]["goodput"] == 0.7 and final["goodput"]["library"] == library
     assert run_view(records(events))["goodput"]["library"] is None  # so far: ours only
+
+
+def test_capacity_and_image_pulls_are_named_from_the_pods(events):
+    """Item 4: the watched JobSet's pods as adapters/run_cluster.py reads them (PodScheduled=False reason
+    Unschedulable with the scheduler's message; a container waiting in ImagePullBackOff)."""
+    pending = {"name": "p-0", "phase": "Pending", "leader": True, "waiting": "Unschedulable",
+               "message": "0/12 nodes are available: 12 Insufficient google.com/tpu."}
+    shown = run_view(records(None, persistent_steps=None, cluster={"pods": [pending]}))
+    assert shown["waiting_for"] == ("capacity: pod p-0 is unschedulable "
+                                    "(0/12 nodes are available: 12 Insufficient google.com/tpu.)")
+    pulling = {**pending, "waiting": "ImagePullBackOff", "message": "Back-off pulling image"}
+    assert run_view(records(None, persistent_steps=None, cluster={"pods": [pulling]}))["waiting_for"] == \
+        "the image pull: pod p-0 ImagePullBackOff (Back-off pulling image)"
+    training = {**pending, "phase": "Running", "waiting": ""}
+    assert run_view(records(None, persistent_steps=None, cluster={"pods": [training]}))["waiting_for"] is None

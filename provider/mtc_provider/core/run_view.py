@@ -270,6 +270,8 @@ def run_timeline(records: RunFacts):
             continue
         end = row["end"] or (records.now if live else records.run_end or row["start"])
         outcome = row["outcome"] if row["outcome"] in (FINISHED, FAILED_OUTCOME) else DISRUPTED
+        if live and not row["end"]:
+            outcome = "running"  # the attempt going on: no fault drawn at "now" (its outcome counts nowhere else)
         attempts.append(Attempt(row["start"], end, outcome))
     if not attempts:
         return None

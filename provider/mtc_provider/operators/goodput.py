@@ -81,6 +81,7 @@ def render_chart(timeline: Timeline, report: GoodputReport, path: str | os.PathL
             records = sorted((s for s in timeline.steps if s.attempt == index), key=lambda s: s.end)
             if records:
                 ax.plot([r.end - origin for r in records], [r.step for r in records], "-", lw=1.5,
+                        marker="." if len(records) < 3 else None,  # coarse points (GKE) stay visible
                         label="steps" if index == 0 else None, color="tab:blue")
         saves = [s for s in timeline.saves if s.tier == "persistent"]
         if saves:
@@ -93,8 +94,9 @@ def render_chart(timeline: Timeline, report: GoodputReport, path: str | os.PathL
         if timeline.restores:
             ax.scatter([r.end - origin for r in timeline.restores], [r.step for r in timeline.restores], marker="^",
                        s=40, color="tab:orange", label="restores", zorder=3)
-        for number, attempt in enumerate(a for a in timeline.attempts if a.outcome != "finished"):
+        for number, attempt in enumerate(a for a in timeline.attempts if a.outcome in ("disrupted", "failed")):
             ax.axvline(attempt.end - origin, color="tab:red", ls="--", lw=1, label="faults" if number == 0 else None)
+        ax.set_xlim(left=0)  # the run starts at 0 even when its first steps are not known (coarse points)
         ax.set_xlabel("seconds since start")
         ax.set_ylabel("step")
         title = title or f"goodput {report.goodput:.1%} over {report.elapsed_s:.0f}s, {report.disruptions} disruption(s)"
