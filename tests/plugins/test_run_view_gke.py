@@ -209,6 +209,11 @@ def test_an_unrelated_run_has_a_silent_page_and_the_tabs_name_the_launch_operato
     for destination in ("dag_run", "task_instance"):
         assert tabs[destination]["applies_to"] == {"operators": ["MtcJobSetOperator"]}
     assert "applies_to" not in tabs["nav"]
+    # Airflow 3.3.2's response model (what /api/v2/plugins hands the UI) passes the key through unchanged.
+    from airflow.api_fastapi.core_api.datamodels.plugins import ExternalViewResponse
+
+    dumped = ExternalViewResponse.model_validate(tabs["dag_run"]).model_dump()
+    assert dumped["applies_to"] == {"operators": ["MtcJobSetOperator"]}
 
 
 def test_goodput_while_running_and_the_chart_drawn_by_the_api_server(cluster, shapes):
