@@ -93,8 +93,9 @@ def reported_steps(records: RunFacts) -> tuple[list[tuple[float, int]], str | No
 def live_progress(records: RunFacts) -> dict[str, Any]:
     """The step now, its rate and ETA, from the one progress signal (core.progress.ProgressSignal) fed with every
     source the api-server sees: the `progress` XCom (the trigger's last report), and the steps the workload
-    reports now (the leader's log lines on any cluster, the local workload's events). The larger step wins: a
-    source that lags can never move the figure back.
+    reports now (the leader's log lines on any cluster, the local workload's events). The newest step of any
+    source wins (a lagging XCom never moves the figure back), except that what the workload reports now replaces
+    a reported step the XCom carries: after an in-cluster restore, the workload's own count is the step.
     """
     from mtc_provider.core.progress import PERSISTENT, SOURCE_WORDS, SOURCES, ProgressSignal
 
