@@ -18,10 +18,11 @@ COPY --chown=airflow:root rehearsal ./rehearsal
 # Two wheels: the provider, and the rehearsal (mtc-local, the workspace member in rehearsal/) in its own folder.
 RUN uv build --wheel --out-dir /tmp/mtc-dist . \
  && uv build --wheel --package mtc-local --out-dir /tmp/mtc-local-dist \
- && uv export --quiet --frozen --no-hashes --no-dev --no-emit-project --no-emit-workspace --extra chart --extra deploy --output-file /tmp/mtc-dist/requirements-gke.txt \
- && uv export --quiet --frozen --no-hashes --no-dev --no-emit-project --no-emit-workspace --extra chart --extra deploy --extra local --output-file /tmp/mtc-local-dist/requirements-local.txt
+ && uv export --quiet --frozen --no-hashes --no-dev --no-emit-project --no-emit-workspace --extra chart --extra deploy --extra goodput --output-file /tmp/mtc-dist/requirements-gke.txt \
+ && uv export --quiet --frozen --no-hashes --no-dev --no-emit-project --no-emit-workspace --extra chart --extra deploy --extra goodput --extra local --output-file /tmp/mtc-local-dist/requirements-local.txt
 
-# GKE only: the provider, the goodput chart (`chart`) and the Celery/PostgreSQL deployment (`deploy`); no `local`:
+# GKE only: the provider, the goodput chart (`chart`), MaxText's goodput reader (`goodput`: ml-goodput-measurement) and
+# the Celery/PostgreSQL deployment (`deploy`); no `local`:
 # neither its packages nor the mtc-local wheel (the rehearsal's servers) are in this image.
 FROM apache/airflow:3.3.2-python3.11 AS gke
 USER airflow

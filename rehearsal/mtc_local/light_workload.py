@@ -103,12 +103,18 @@ def run(cfg: Config, ident: Identity, events_file: str) -> int:
 
     def save(at: int, force: bool = False) -> None:
         payload = json.dumps({"step": at, "seed": cfg.seed}).encode()
+        # Each save blocks training while it writes: `save_blocking` records how long (the goodput's
+        # checkpoint_save badput, core.goodput.timeline_from_workload_events).
         if writes_persistent and (force or persistent_save_due(cfg, at)):
             emit("save_start", step=at, tier="persistent")
+            began = time.time()
             write_persistent(checkpoints, at, item, payload)
+            emit("save_blocking", step=at, tier="persistent", blocking_s=round(time.time() - began, 6))
         if writes_local and (force or local_save_due(cfg, at)):
             emit("save_start", step=at, tier="local")
+            began = time.time()
             write_local(Path(cfg.local_checkpoint_directory), at, payload, cfg.local_checkpoint_max_to_keep)
+            emit("save_blocking", step=at, tier="local", blocking_s=round(time.time() - began, 6))
 
     while step < cfg.steps:
         started = time.time()

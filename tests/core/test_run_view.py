@@ -104,7 +104,7 @@ def test_a_try_without_a_record_yet_shows_from_airflow_alone():
 def test_live_step_takes_the_richest_source(events):
     checkpoint_level = progress_report(None, 20, 720.0, newest_checkpoint=10, restarts=1, attempt=2).to_xcom()
     live = live_progress(records(events, progress=checkpoint_level))
-    assert live["step"] == 20 and live["source"] == "workload events" and live["eta_seconds"] == 0.0
+    assert live["step"] == 20 and live["source"] == "reported by the workload's events" and live["eta_seconds"] == 0.0
     # GKE: no events visible; the progress XCom (step-level once the trigger writes it) is the figure.
     step_level = progress_report(15, 20, 720.0, newest_checkpoint=10).to_xcom()
     live = live_progress(records(None, progress=step_level, persistent_steps=None))
@@ -147,3 +147,55 @@ def test_the_live_step_says_where_it_came_from():
     live = live_progress(records(None, progress=figures, persistent_steps=None))
     assert live["source"] == "progress XCom: reported by the leader's log"
     assert (live["restorable_step"], live["restorable_source"]) == (1000, "checkpoints")
+
+
+def test_an_ended_runs_timeline_spans_the_run_not_now(events):
+    """Item 4 (issue 35): opened a day later, the bars of an ended run still fill its span (first start to last
+    end), the span the goodput summary's wall time measures; while it goes on the span runs to now."""
+    ended = records(events, run_state="success", now=T0 + 86_400, run_end=T0 + 130,
+                    tries=[Try(1, "up_for_retry", T0 - 1, T0 + 60), Try(2, "success", T0 + 95, T0 + 117)],
+                    attempts=[{"attempt": 1, "jobset": "e2e-a1", "start": T0 - 1, "end": T0 + 60},
+                              {"attempt": 2, "jobset": "e2e-a2", "start": T0 + 95, "end": T0 + 117}])
+    shown = run_view(ended)
+    assert (shown["timeline"]["start"], shown["timeline"]["end"]) == (T0 - 1, T0 + 117)
+    last = shown["timeline"]["bars"][-1]
+    assert last["left"] + last["width"] == pytest.approx(100.0)
+    assert shown["running"] is False and shown["waiting_for"] is None
+    going = run_view(records(events, now=T0 + 200))
+    assert going["timeline"]["end"] == T0 + 200 and going["running"] is True
+
+
+def test_a_try_waiting_for_its_jobset_is_not_shown_running(events):
+    """Item 4: a try that runs but has submitted no JobSet yet says so; the ETA is not a frozen figure."""
+    waiting = records(None, attempts=[], tries=[Try(1, "running", T0, None)], persistent_steps=None,
+                      progress=progress_report(15, 20, 720.0, newest_checkpoint=10).to_xcom())
+    shown = run_view(waiting)
+    assert shown["waiting_for"] == "the JobSet of try 1 to be submitted"
+    assert shown["attempts"][0]["outcome"] == "waiting" and shown["live"]["eta"] == "waiting"
+    queued = run_view(records(None, attempts=[], tries=[Try(1, "queued", None, None)], persistent_steps=None))
+    assert queued["waiting_for"].startswith("a worker to start try 1")
+
+
+def test_maxtexts_own_goodput_is_shown_beside_ours(events):
+    """Item 2: the goodput task's report carries MaxText's figures (ml-goodput-measurement) under `library`."""
+    library = {"source": "ml-goodput-measurement", "goodput": 0.81, "badput": {"unproductive_checkpoint_save_time": 0.02}}
+    final = run_view(records(events, run_state="success", goodput={
+        "goodput": 0.7, "productive_s": 70.0, "elapsed_s": 100.0, "badput_s": {}, "recovery_s": [], "disruptions": 1,
+        "last_productive_step": 20, "source": "workload events", "library": library}))
+    assert final["goodput"]["goodput"] == 0.7 and final["goodput"]["library"] == library
+    assert run_view(records(events))["goodput"]["library"] is None  # so far: ours only
+
+
+def test_capacity_and_image_pulls_are_named_from_the_pods(events):
+    """Item 4: the watched JobSet's pods as adapters/run_cluster.py reads them (PodScheduled=False reason
+    Unschedulable with the scheduler's message; a container waiting in ImagePullBackOff)."""
+    pending = {"name": "p-0", "phase": "Pending", "leader": True, "waiting": "Unschedulable",
+               "message": "0/12 nodes are available: 12 Insufficient google.com/tpu."}
+    shown = run_view(records(None, persistent_steps=None, cluster={"pods": [pending]}))
+    assert shown["waiting_for"] == ("capacity: pod p-0 is unschedulable "
+                                    "(0/12 nodes are available: 12 Insufficient google.com/tpu.)")
+    pulling = {**pending, "waiting": "ImagePullBackOff", "message": "Back-off pulling image"}
+    assert run_view(records(None, persistent_steps=None, cluster={"pods": [pulling]}))["waiting_for"] == \
+        "the image pull: pod p-0 ImagePullBackOff (Back-off pulling image)"
+    training = {**pending, "phase": "Running", "waiting": ""}
+    assert run_view(records(None, persistent_steps=None, cluster={"pods": [training]}))["waiting_for"] is None

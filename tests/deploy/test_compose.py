@@ -304,6 +304,8 @@ def test_gke_target_never_installs_the_local_extra_or_jax(tmp_path: Path):
     assert pins["apache-airflow"] == locked("apache-airflow")
     assert not {"jax", "jaxlib", "orbax-checkpoint"} & set(pins), "the GKE image would carry JAX"
     assert pins["apache-airflow-providers-google"] == locked("apache-airflow-providers-google")
+    # MaxText's own goodput, read back by the goodput task and shown in the run view (issue 35 item 2).
+    assert pins["ml-goodput-measurement"] == locked("ml-goodput-measurement"), "no goodput reader in the GKE image"
 
 
 def test_local_target_adds_jax_at_the_locked_versions(tmp_path: Path):

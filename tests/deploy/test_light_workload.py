@@ -107,3 +107,18 @@ def test_importing_it_does_not_import_jax():
     code = "import sys, mtc_local.light_workload; print('jax' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
+
+
+def test_each_save_records_how_long_it_blocked_training_and_goodput_counts_it(tmp_path: Path):
+    """Issue 35 item 6: `save_blocking` after each save (its tier, blocking_s), so the goodput's checkpoint_save
+    badput is the time saves held training up, not 0 s."""
+    from mtc_provider.core.goodput import compute_goodput, timeline_from_workload_events
+
+    run = _run(tmp_path, "steps=12", "checkpoint_period=3", "step_time_ms=1")
+    assert run.returncode == 0, run.stderr
+    events = read_events(tmp_path / "r" / "events")
+    blocking = [e for e in events if e["event"] == "save_blocking"]
+    assert [(e["step"], e["tier"]) for e in blocking] == [(s, "persistent") for s in (3, 6, 9, 12)]
+    assert all(e["blocking_s"] > 0 for e in blocking), blocking
+    report = compute_goodput(timeline_from_workload_events(events))
+    assert report.badput_s["checkpoint_save"] == pytest.approx(sum(e["blocking_s"] for e in blocking), abs=1e-6)

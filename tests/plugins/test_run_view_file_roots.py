@@ -73,19 +73,25 @@ def planted(monkeypatch, airflow_db):
     return plant
 
 
+def assert_drawn_not_served(answer) -> None:
+    """The chart route draws the run's chart itself (issue 35 item 3): never the bytes of a file an XCom names."""
+    assert answer.status_code == 200 and answer.content.startswith(b"\x89PNG\r\n\x1a\n"), answer.content[:200]
+    assert b"s3cret" not in answer.content and answer.content != b"token" and answer.content != b"\x89PNG chart"
+
+
 def test_a_planted_xcom_cannot_serve_the_password_file_or_a_token(home, planted):
     client, run = planted("/", str(home / "simple_auth_manager_passwords.json"))
     for path in (f"{home}/simple_auth_manager_passwords.json"[1:], f"{home}/local/cluster/admin-token"[1:], ""):
         answer = client.get(f"{run}/files/checkpoints/{path}")
         assert answer.status_code == 404, (path, answer.text)
         assert "s3cret" not in answer.text and "token" != answer.text
-    assert client.get(f"{run}/chart.png").status_code == 404
+    assert_drawn_not_served(client.get(f"{run}/chart.png"))
     view = client.get(run.replace("/runs/", "/api/runs/", 1)).json()
-    assert "folder_url" not in view and view["chart_url"] is None  # the page links nothing it would not serve
+    assert "folder_url" not in view  # the page links nothing it would not serve
 
     client, run = planted(str(home / "local" / "cluster"), str(home / "local" / "cluster" / "admin-token"))
     assert client.get(f"{run}/files/checkpoints/admin-token").status_code == 404
-    assert client.get(f"{run}/chart.png").status_code == 404
+    assert_drawn_not_served(client.get(f"{run}/chart.png"))
 
 
 def test_a_symlink_in_the_root_pointing_out_is_not_followed(home, planted):
@@ -95,7 +101,7 @@ def test_a_symlink_in_the_root_pointing_out_is_not_followed(home, planted):
     (home / "local" / "buckets" / "escape").symlink_to(home)
     client, run = planted(str(run_dir / "checkpoints"), str(run_dir / "chart-link.png"))
     assert client.get(f"{run}/files/checkpoints/out/simple_auth_manager_passwords.json").status_code == 404
-    assert client.get(f"{run}/chart.png").status_code == 404
+    assert_drawn_not_served(client.get(f"{run}/chart.png"))
     # A checkpoint_dir that enters the root through a link out of it resolves outside: refused too.
     client, run = planted(str(home / "local" / "buckets" / "escape"), "")
     assert client.get(f"{run}/files/checkpoints/simple_auth_manager_passwords.json").status_code == 404
@@ -106,8 +112,7 @@ def test_files_under_the_root_still_serve(home, planted):
     client, run = planted(str(run_dir / "checkpoints"), str(run_dir / "goodput.png"))
     assert client.get(f"{run}/files/checkpoints/10/data").text == "weights"
     assert "data" in client.get(f"{run}/files/checkpoints/10/").text
-    chart = client.get(f"{run}/chart.png")
-    assert chart.status_code == 200 and chart.content == b"\x89PNG chart"
+    assert_drawn_not_served(client.get(f"{run}/chart.png"))  # drawn from the run's data, not the file (issue 35)
     view = client.get(run.replace("/runs/", "/api/runs/", 1)).json()
     assert view["folder_url"].endswith("/files/checkpoints/") and view["chart_url"].endswith("/chart.png")
 

@@ -75,7 +75,7 @@ def read_airflow_run(session: Any, dag_id: str, run_id: str) -> RunFacts | None:
     for row in session.scalars(select(XComModel).where(XComModel.dag_id == dag_id, XComModel.run_id == run_id)):
         xcoms[(row.task_id, row.key)] = _value(row)
     records = RunFacts(dag_id=dag_id, run_id=run_id, run_state=str(run.state) if run.state else None,
-                         now=time.time())
+                       now=time.time(), run_start=_epoch(run.start_date), run_end=_epoch(run.end_date))
     if launch is not None:
         records.launch_task_id = launch.task_id
         history = session.scalars(select(TaskInstanceHistory).where(
@@ -98,6 +98,8 @@ def read_airflow_run(session: Any, dag_id: str, run_id: str) -> RunFacts | None:
         records.checkpoint_dir = described.get("checkpoint_dir")
         target = described.get("target_step")
         records.target_step = target if isinstance(target, int) and not isinstance(target, bool) else None
+    if launch is not None:
+        read_watched_jobset(session, launch, records)
     if goodput_ti is not None:
         report = xcoms.get((goodput_ti.task_id, "return_value"))
         records.goodput = report if isinstance(report, Mapping) else None
@@ -107,6 +109,20 @@ def read_airflow_run(session: Any, dag_id: str, run_id: str) -> RunFacts | None:
             records.links[names[key]] = value
     read_local_files(records)
     return records
+
+
+def read_watched_jobset(session: Any, launch: Any, records: RunFacts) -> None:
+    """While the launch task is deferred: its JobSet's pods and the leader's step lines, read now
+    (adapters/run_cluster.py), so the step moves at the page's pace on GKE and any Kubernetes cluster."""
+    from mtc_provider.adapters.run_cluster import read_cluster, watched_jobset
+
+    if str(launch.state or "") != "deferred":
+        return
+    watch = watched_jobset(session, launch)
+    if watch is None:
+        return
+    records.cluster = read_cluster(watch)
+    records.log_steps = list(records.cluster.get("log_steps") or [])
 
 
 def rendered_run(session: Any, ti: Any) -> dict[str, Any]:

@@ -5,7 +5,8 @@ Pure Python (no JAX import): the local workload writes them, the goodput report 
 Each line is one JSON object with at least ``ts`` (unix time, float), ``event`` (one of
 :data:`EVENT_TYPES`), ``process`` (JAX process id) and ``step``. ``restore`` events carry ``tier``
 (``local`` | ``persistent``) and ``duration_s``; ``save_start`` carries ``tier``;
-``save_end`` carries ``tier`` and ``duration_s``; ``finish`` carries ``params_sha256``.
+``save_blocking`` carries ``tier`` and ``blocking_s`` (how long the save held training up: the goodput's
+checkpoint_save badput); ``save_end`` carries ``tier`` and ``duration_s``; ``finish`` carries ``params_sha256``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 EVENT_TYPES = frozenset(
-    {"start", "restore", "step", "save_start", "save_end", "preempted", "finish", "error"}
+    {"start", "restore", "step", "save_start", "save_blocking", "save_end", "preempted", "finish", "error"}
 )
 TIERS = frozenset({"local", "persistent"})
 

@@ -167,6 +167,8 @@ def _recovery(timeline: Timeline, index: int) -> float:
 def timeline_from_workload_events(events: Iterable[Mapping[str, Any]], process: int | None = None) -> Timeline:
     """The local workload's events (ts, event, process, step, tier, duration_s, blocking_s) as a Timeline.
 
+    A save's blocking time comes from its `save_blocking` event (or a `blocking_s` on `save_start`).
+
     Only one process is read (the lowest id unless given): every process records the same steps. An attempt
     starts at `start`; it ends at `preempted`/`error`/`finish`, or at its last event when the process was killed.
     """
@@ -199,12 +201,25 @@ def timeline_from_workload_events(events: Iterable[Mapping[str, Any]], process: 
             timeline.restores.append(Restore(attempt, int(e["step"]), ts - duration, ts, e.get("tier", "persistent")))
         elif kind == "save_start":
             timeline.saves.append(Save(int(e["step"]), ts, float(e.get("blocking_s") or 0.0), None, e.get("tier", "persistent")))
+        elif kind == "save_blocking":  # written once the save stopped blocking training (the workloads)
+            _set_blocking(timeline, int(e["step"]), e.get("tier", "persistent"), float(e.get("blocking_s") or 0.0))
         elif kind in END_EVENTS:
             close(ts, END_EVENTS[kind])
             current = None
     if current is not None:
         close(current["last"], DISRUPTED)
     return timeline
+
+
+def _set_blocking(timeline: Timeline, step: int, tier: str, blocking_s: float) -> None:
+    """The blocking time of the newest save of `step` in `tier` (its `save_start` came first)."""
+    from dataclasses import replace
+
+    for index in range(len(timeline.saves) - 1, -1, -1):
+        save = timeline.saves[index]
+        if save.step == step and save.tier == tier:
+            timeline.saves[index] = replace(save, blocking_s=blocking_s)
+            return
 
 
 def timeline_from_checkpoints(attempts: Iterable[Attempt], checkpoints: Iterable[tuple[int, float]],

@@ -104,3 +104,15 @@ def bounded_lines(lines: list[str], max_lines: int, max_bytes: int) -> tuple[lis
         kept.append(line)
         size += encoded
     return list(reversed(kept)), len(lines) - len(kept)
+
+
+# MaxText logs the checkpoint it resumes from before training (src/MaxText/checkpointing.py,
+# `load_state_if_possible`: `max_logging.log(f"restoring from this run's directory step {step}")`); the line names no
+# tier (its emergency and replicator managers restore through the same call).
+RESTORE_LINE = re.compile(r"\brestoring from this run's directory step (?P<step>\d+)")
+
+
+def parse_restore_line(line: str) -> int | None:
+    """The step of MaxText's restore line; None for any other line."""
+    found = RESTORE_LINE.search(line)
+    return int(found["step"]) if found else None

@@ -81,23 +81,31 @@ def render_chart(timeline: Timeline, report: GoodputReport, path: str | os.PathL
             records = sorted((s for s in timeline.steps if s.attempt == index), key=lambda s: s.end)
             if records:
                 ax.plot([r.end - origin for r in records], [r.step for r in records], "-", lw=1.5,
+                        marker="." if len(records) < 3 else None,  # coarse points (GKE) stay visible
                         label="steps" if index == 0 else None, color="tab:blue")
         saves = [s for s in timeline.saves if s.tier == "persistent"]
         if saves:
             ax.scatter([(s.end or s.start) - origin for s in saves], [s.step for s in saves], marker="s", s=18,
                        color="tab:green", label="persistent checkpoints", zorder=3)
+        local = [s for s in timeline.saves if s.tier == "local"]  # the emergency tier: what MTC is about
+        if local:
+            ax.scatter([(s.end or s.start) - origin for s in local], [s.step for s in local], marker="o", s=14,
+                       facecolors="none", edgecolors="tab:purple", label="local-tier checkpoints", zorder=3)
         if timeline.restores:
             ax.scatter([r.end - origin for r in timeline.restores], [r.step for r in timeline.restores], marker="^",
                        s=40, color="tab:orange", label="restores", zorder=3)
-        for number, attempt in enumerate(a for a in timeline.attempts if a.outcome != "finished"):
+        for number, attempt in enumerate(a for a in timeline.attempts if a.outcome in ("disrupted", "failed")):
             ax.axvline(attempt.end - origin, color="tab:red", ls="--", lw=1, label="faults" if number == 0 else None)
+        ax.set_xlim(left=0)  # the run starts at 0 even when its first steps are not known (coarse points)
         ax.set_xlabel("seconds since start")
         ax.set_ylabel("step")
-        ax.set_title(title or f"goodput {report.goodput:.1%} over {report.elapsed_s:.0f}s, "
-                     f"{report.disruptions} disruption(s)")
+        title = title or f"goodput {report.goodput:.1%} over {report.elapsed_s:.0f}s, {report.disruptions} disruption(s)"
+        ax.set_title(title)
         ax.legend(loc="upper left", fontsize=8)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=100, bbox_inches="tight")
+        drawn = "; ".join(ax.get_legend_handles_labels()[1])
+        fig.savefig(path, dpi=100, bbox_inches="tight",
+                    metadata={"Title": title, "Description": f"drawn: {drawn}"})  # PNG tEXt chunks
     finally:
         plt.close(fig)
     return str(path)

@@ -27,6 +27,7 @@ from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
+from mtc_provider.core.run_view import LAUNCH_OPERATOR
 from mtc_provider.links.run_view import PREFIX, run_path
 
 PAGE = Path(__file__).with_name("run_view.html")
@@ -76,8 +77,6 @@ def create_app() -> FastAPI:
         from airflow.api_fastapi.app import get_auth_manager
         from airflow.models.taskinstance import TaskInstance
 
-        from mtc_provider.core.run_view import LAUNCH_OPERATOR
-
         readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET", session=session)
         rows = session.execute(
             select(TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state,
@@ -96,7 +95,13 @@ def create_app() -> FastAPI:
                             f"<style>{LIST_STYLE}</style></head><body><h1>Training runs</h1>{body}</body></html>")
 
     @app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse, dependencies=read)
-    def run_page(dag_id: str, run_id: str) -> HTMLResponse:
+    def run_page(dag_id: str, run_id: str, task: str | None = Query(default=None),
+                 session=Depends(session_dep)) -> HTMLResponse:
+        """The live page for a run with a launch task (its launch task's tab); anywhere else a static note
+        without a script, so an unrelated run's tab never polls (Airflow 3.3's UI shows the tab on every run)."""
+        launch = _launch_task_id(session, dag_id, run_id)
+        if launch is None or (task is not None and task != launch):
+            return HTMLResponse(_not_a_training_page(dag_id, run_id, launch, task))
         return HTMLResponse(PAGE.read_text(encoding="utf-8"))
 
     @app.get("/api/runs/{dag_id}/{run_id}", dependencies=read)
@@ -141,36 +146,64 @@ def create_app() -> FastAPI:
 
     @app.get("/runs/{dag_id}/{run_id}/chart.png", dependencies=read)
     def chart(dag_id: str, run_id: str, session=Depends(session_dep)) -> Response:
-        """The goodput task's chart; before it ran, the same chart drawn from the workload's events so far."""
-        from mtc_provider.adapters.airflow_run import chart_path
-
+        """The run's chart, drawn here from the run's data on every target (never a file the XCom names): the
+        steps, saves of both tiers, restores and faults, titled with the summary's goodput and wall time."""
         records = _records(session, dag_id, run_id)
-        final = chart_path(records.goodput)
-        if final:
-            return FileResponse(final, media_type="image/png", headers={"Cache-Control": "no-store"})
-        if not records.events:
-            raise HTTPException(404, f"no goodput chart for run {dag_id}/{run_id} yet (no workload events visible)")
-        return Response(_draw(records.events), media_type="image/png", headers={"Cache-Control": "no-store"})
+        try:
+            png = _draw(records)
+        except ImportError as exc:  # matplotlib is the `chart` extra
+            raise HTTPException(404, str(exc)) from None
+        if png is None:
+            raise HTTPException(404, f"no goodput chart for run {dag_id}/{run_id} yet (no attempt recorded)")
+        return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
 
     return app
 
 
+def _launch_task_id(session, dag_id: str, run_id: str) -> str | None:
+    """The run's launch task (an MtcJobSetOperator task instance), or None: one indexed query, no XCom read."""
+    from sqlalchemy import select
+
+    from airflow.models.taskinstance import TaskInstance
+
+    return session.scalar(select(TaskInstance.task_id).where(
+        TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id,
+        TaskInstance.operator == LAUNCH_OPERATOR).limit(1))
+
+
+def _not_a_training_page(dag_id: str, run_id: str, launch: str | None, task: str | None) -> str:
+    if launch is None:
+        what = (f"DAG run {html.escape(dag_id)} / {html.escape(run_id)} has no MtcJobSetOperator task: "
+                "there is no training run to show here.")
+    else:
+        link = html.escape(_root_path() + run_path(dag_id, run_id))
+        what = (f"Task {html.escape(task or '')} is not this run's launch task; the training run is "
+                f"<a href='{link}' target='_top'>the run of task {html.escape(launch)}</a>.")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Training run</title><style>{LIST_STYLE}"
+            f"</style></head><body><p data-testid='not-a-training-run'>{what}</p></body></html>")
+
+
 def _chart_available(records) -> bool:
-    from mtc_provider.adapters.airflow_run import chart_path
+    from mtc_provider.core.run_view import run_timeline
 
-    return bool(chart_path(records.goodput) or records.events)
+    return run_timeline(records) is not None
 
 
-def _draw(events) -> bytes:
-    from mtc_provider.core.goodput import compute_goodput, timeline_from_workload_events
+def _draw(records) -> bytes | None:
+    from mtc_provider.core.goodput import compute_goodput
+    from mtc_provider.core.run_view import chart_title, goodput_view, run_timeline
     from mtc_provider.operators.goodput import render_chart
 
-    timeline = timeline_from_workload_events(events)
+    found = run_timeline(records)
+    if found is None:
+        return None
+    timeline, _ = found
+    report = compute_goodput(timeline)
+    summary = goodput_view(records) or report.to_payload()
+    span = {"start": min(a.start for a in timeline.attempts), "end": max(a.end for a in timeline.attempts)}
     with tempfile.TemporaryDirectory(prefix="mtc-chart-") as tmp:
         path = os.path.join(tmp, "goodput.png")
-        report = compute_goodput(timeline)
-        render_chart(timeline, report, path,
-                     title=f"so far: goodput {report.goodput:.1%} over {report.elapsed_s:.0f}s")
+        render_chart(timeline, report, path, title=chart_title(summary, span))
         return Path(path).read_bytes()
 
 
@@ -247,8 +280,12 @@ class MtcRunViewPlugin(AirflowPlugin):
     external_views = [
         {"name": "Training runs", "href": f"{PREFIX}/", "destination": "nav", "url_route": "mtc-training-runs",
          "category": "browse"},
+        # `applies_to` (apache/airflow PR #69148): a UI that reads it shows these tabs only where an
+        # MtcJobSetOperator task is; Airflow 3.3.2's UI passes it through unread (ExternalViewResponse allows extra
+        # keys) and shows the tabs everywhere, so the page itself stays static and silent there (run_page).
         {"name": "Training run", "href": f"{PREFIX}/runs/{{DAG_ID}}/{{RUN_ID}}", "destination": "dag_run",
-         "url_route": "mtc-training-run"},
+         "url_route": "mtc-training-run", "applies_to": {"operators": [LAUNCH_OPERATOR]}},
         {"name": "Training run", "href": f"{PREFIX}/runs/{{DAG_ID}}/{{RUN_ID}}?task={{TASK_ID}}",
-         "destination": "task_instance", "url_route": "mtc-training-run-task"},
+         "destination": "task_instance", "url_route": "mtc-training-run-task",
+         "applies_to": {"operators": [LAUNCH_OPERATOR]}},
     ]

@@ -198,6 +198,8 @@ class Checkpointer:
         else:
             saved = self.mgr.save(step, args=ocp.args.Composite(state=ocp.args.PyTreeSave(state)), force=force)
         blocking = time.time() - t0
+        for tier, _ in tiers:  # the time training waited for this save: goodput's checkpoint_save badput
+            self.emit("save_blocking", step=step, tier=tier, blocking_s=round(blocking, 6))
         if any(tier == "persistent" for tier, _ in tiers):
             self._bucket_upload(step, state)
         for tier, directory in tiers:
@@ -320,6 +322,7 @@ class Checkpointer:
                     self.emit("save_start", step=step, tier="persistent")
                     pm.save(step, args=ocp.args.PyTreeSave(state), force=True)
                     pm.wait_until_finished()
+                    self.emit("save_blocking", step=step, tier="persistent", blocking_s=round(time.time() - t0, 6))
                     self.tracker.add("persistent", step, self.persistent_dir, t0)
                 multihost_utils.sync_global_devices("mtc-final-persistent")
                 return

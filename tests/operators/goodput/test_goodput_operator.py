@@ -98,3 +98,19 @@ def test_chart_url_on_each_target():
     assert chart_url("gs://ckpt/run/goodput/r1.png") == \
         "https://console.cloud.google.com/storage/browser/_details/ckpt/run/goodput/r1.png"
     assert chart_url("/data/run a/goodput.png") == "file:///data/run%20a/goodput.png"
+
+
+def test_the_chart_draws_the_local_tiers_saves(tmp_path):
+    """Issue 35 item 3: the emergency (local) tier's saves are drawn, beside the persistent ones."""
+    from PIL import Image
+
+    from mtc_provider.core.goodput import Attempt, Save, StepRecord, Timeline, compute_goodput
+    from mtc_provider.operators.goodput import render_chart
+
+    timeline = Timeline(attempts=[Attempt(0.0, 10.0, "finished")],
+                        steps=[StepRecord(0, s, float(s)) for s in range(1, 10)],
+                        saves=[Save(4, 4.0, 0.1, None, "local"), Save(8, 8.0, 0.1, None, "local"),
+                               Save(5, 5.0, 0.2, None, "persistent")])
+    path = render_chart(timeline, compute_goodput(timeline), tmp_path / "c.png", title="t")
+    drawn = Image.open(path).info["Description"]
+    assert "local-tier checkpoints" in drawn and "persistent checkpoints" in drawn, drawn

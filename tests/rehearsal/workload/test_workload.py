@@ -364,6 +364,9 @@ def test_two_slices_complete_and_finalize(reference):
     # local every L on replica 1; nothing in between.
     starts = {(e["process"], e["tier"], e["step"]) for e in evs if e["event"] == "save_start"}
     assert starts == {(0, "persistent", s) for s in (P, STEPS)} | {(1, "local", s) for s in range(L, STEPS + 1, L)}
+    # Each save also says how long it held training up (issue 35 item 6: the goodput's checkpoint_save badput).
+    blocking = {(e["process"], e["tier"], e["step"]) for e in evs if e["event"] == "save_blocking"}
+    assert blocking == starts and all(e["blocking_s"] > 0 for e in evs if e["event"] == "save_blocking")
     print(f"\n2-process 12-step run: {reference['elapsed']:.1f}s wall")
 
 

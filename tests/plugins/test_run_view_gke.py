@@ -1,0 +1,251 @@
+"""The run view of a GKE-shaped run, and of runs that are not training runs (issue 35 items 1, 4, 5).
+
+Airflow's real metadata database holds the run: a DAG ran with dag.test() pushes the XComs the launch task pushes,
+then its task instance is put where a deferred try is: state `deferred` and a row in Airflow's `trigger` table with
+the JobSetTrigger's kwargs (connection, namespace, name). The cluster is the Kubernetes API double
+(tests/doubles/kubernetes.py, real HTTP, read through the real kubernetes client from an Airflow Kubernetes
+connection's `kube_config_path`): it lists the JobSet's pods by label and answers `read log` with `tailLines` and
+`timestamps=true` as the Pod v1 API reference documents. The leader's lines are MaxText's
+(`completed step: N, seconds: X, TFLOP/s/device: ..., loss: ...`, absl prefix: core.step_log).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.adapters.test_js_pod_logs import add_pod
+from tests.doubles.kubernetes import KubernetesApiDouble
+
+DAGS = Path(__file__).parent / "dags"
+CONN = "k8s_run_view"
+T0 = 1_796_000_000.0
+STEP_S = 2048 / 900  # Llama-2-70B on v6e (facts.md, "A real run's cadence")
+LEADER = "train-a1-slice-0-0-aaaaa"
+
+
+def maxtext_line(step: int) -> str:
+    return (f"I1202 08:00:00.123456 140 metric_logger.py:196] completed step: {step}, seconds: {STEP_S:.3f}, "
+            f"TFLOP/s/device: 412.000, Tokens/s/device: 900.000, total_weights: 2048, loss: 2.345")
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    """The Kubernetes API double as the Airflow Kubernetes connection CONN reaches it (a kubeconfig file)."""
+    from mtc_provider.adapters import run_cluster
+
+    double = KubernetesApiDouble().start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "double",
+        "clusters": [{"name": "double", "cluster": {"server": double.url}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "double", "context": {"cluster": "double", "user": "u"}}]}))
+    monkeypatch.setenv(f"AIRFLOW_CONN_{CONN.upper()}",
+                       json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}))
+    monkeypatch.setattr(run_cluster, "CACHE_SECONDS", 0.0)  # every request reads the cluster (the page's pace)
+    run_cluster._cache.clear()
+    yield double
+    double.stop()
+
+
+@pytest.fixture
+def shapes(monkeypatch, airflow_db):
+    """Run a DAG of dags/run_view_shapes.py; returns (client of the plugin's app, run id)."""
+    from airflow.utils.session import create_session
+
+    from mtc_provider.plugins import run_view
+
+    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([
+        {"name": "mtc-plugin-tests", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+         "kwargs": {"path": str(DAGS)}}]))
+    spec = importlib.util.spec_from_file_location("run_view_shapes", DAGS / "run_view_shapes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(run_view, "_read_access", lambda: [])  # read access granted (the auth manager's part)
+    app = run_view.create_app()
+
+    def session():
+        with create_session() as s:
+            yield s
+
+    app.dependency_overrides[run_view._session_dep()] = session
+    client = TestClient(app)
+
+    def run(name: str, progress: dict | None = None, attempts: list | None = None) -> str:
+        monkeypatch.setenv("MTC_TEST_MTC_RUN", json.dumps({"checkpoint_dir": "gs://ckpt/runs/r/checkpoints",
+                                                            "target_step": 4000, "run_name": "r"}))
+        monkeypatch.setenv("MTC_TEST_ATTEMPTS", json.dumps(attempts if attempts is not None else [
+            {"attempt": 1, "jobset": "train-a1", "start": T0, "end": None, "outcome": None, "restarts": 0}]))
+        monkeypatch.setenv("MTC_TEST_PROGRESS", json.dumps(progress or {}))
+        when = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(days=run.n)
+        run.n += 1
+        dag_run = getattr(module, name).test(logical_date=when, run_after=when)
+        assert dag_run.state == "success"
+        return dag_run.run_id
+
+    run.n = 1
+    return client, run
+
+
+def deferred(run_id: str, state: str = "deferred", jobset: str = "train-a1") -> None:
+    """The launch try as Airflow holds a deferred one: its trigger row (the JobSetTrigger's kwargs) and state."""
+    from sqlalchemy import select
+
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.trigger import Trigger
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        trigger = Trigger(classpath="mtc_provider.triggers.jobset.JobSetTrigger", kwargs={
+            "connection": {"kind": "kubernetes", "kubernetes_conn_id": CONN}, "namespace": "default",
+            "name": jobset})
+        session.add(trigger)
+        session.flush()
+        ti = session.scalar(select(TaskInstance).where(TaskInstance.dag_id == "mtc_gke_shaped",
+                                                       TaskInstance.run_id == run_id, TaskInstance.task_id == "train"))
+        ti.state, ti.trigger_id, ti.end_date = state, trigger.id, None
+        run = session.scalar(select(DagRun).where(DagRun.dag_id == "mtc_gke_shaped", DagRun.run_id == run_id))
+        run.state, run.end_date = "running", None
+
+
+def view(client, dag_id: str, run_id: str) -> dict:
+    answer = client.get(f"/api/runs/{dag_id}/{run_id}")
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_the_step_moves_with_the_leaders_log_lines_not_the_progress_interval(cluster, shapes):
+    """Item 1: the trigger's last report (step 100, five minutes old) is overtaken by the leader's newest line at
+    the next page refresh; a new line moves the step at the refresh after it; the rate is the lines' own.
+    Item 2: the restore MaxText logged at the start, long out of the log's tail, is shown."""
+    client, run = shapes
+    stale = {"step": 100, "target_step": 4000, "steps_per_hour": 1000.0, "source": "workload-log",
+             "updated_at": T0 + 300}
+    run_id = run("gke_shaped", progress=stale)
+    add_pod(cluster, LEADER, 0, 0, jobset="train-a1")
+    add_pod(cluster, "train-a1-slice-0-1-bbbbb", 0, 1, jobset="train-a1")
+    import time
+
+    now = time.time()
+    cluster.write_log(LEADER, *[f"I1202 config key_{i}: value" for i in range(300)], at=now - 400)
+    cluster.write_log(LEADER, "I1202 checkpoint manager exists so trying to load this run's existing checkpoint",
+                      "I1202 restoring from this run's directory step 100", at=now - 399)
+    for i, step in enumerate(range(101, 241)):
+        cluster.write_log(LEADER, maxtext_line(step), at=now - (240 - step) * STEP_S)
+    cluster.write_log(LEADER, "I1202 saving checkpoint 200 to the local tier")
+    deferred(run_id)
+    shown = view(client, "mtc_gke_shaped", run_id)
+    live = shown["live"]
+    assert shown["cluster_error"] is None, shown["cluster_error"]
+    assert live["step"] == 240 and live["source"] == "reported by the leader's log", live
+    assert live["steps_per_hour"] == pytest.approx(3600 / STEP_S, rel=0.02), live
+    assert live["eta_seconds"] == pytest.approx((4000 - 240) * STEP_S, rel=0.02)
+    assert [(r["step"], r["at"]) for r in shown["restores"]] == [(100, pytest.approx(now - 399, abs=0.01))]
+    cluster.write_log(LEADER, maxtext_line(241))
+    assert view(client, "mtc_gke_shaped", run_id)["live"]["step"] == 241
+    assert any(r.path.endswith(f"/pods/{LEADER}/log") and r.query.get("timestamps", "").lower() == "true"
+               for r in cluster.requests), "the log was not read with the kubelet's timestamps"
+
+
+def test_between_attempts_the_page_says_what_it_waits_for(cluster, shapes):
+    """Item 4: capacity (a pod Unschedulable with the scheduler's message), an image pull, the retry delay:
+    no ETA, and the try shows waiting, not running."""
+    client, run = shapes
+    run_id = run("gke_shaped", progress={"step": 100, "target_step": 4000, "steps_per_hour": 900.0,
+                                         "source": "workload-log", "updated_at": T0})
+    cluster.pods.append({
+        "metadata": {"name": LEADER, "namespace": "default", "labels": {
+            "jobset.sigs.k8s.io/jobset-name": "train-a1", "jobset.sigs.k8s.io/job-index": "0",
+            "batch.kubernetes.io/job-completion-index": "0"}},
+        "status": {"phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/12 nodes are available: 12 Insufficient google.com/tpu."}]}})
+    deferred(run_id)
+    shown = view(client, "mtc_gke_shaped", run_id)
+    assert shown["waiting_for"].startswith("capacity: pod " + LEADER)
+    assert "12 Insufficient google.com/tpu" in shown["waiting_for"]
+    assert shown["live"]["eta"] == "waiting" and shown["attempts"][-1]["outcome"] == "waiting", shown
+
+    cluster.pods[0]["status"] = {"phase": "Pending", "containerStatuses": [{
+        "name": "jax-tpu", "ready": False, "restartCount": 0, "image": "us-docker.pkg.dev/p/r/maxtext:bad",
+        "imageID": "", "state": {"waiting": {"reason": "ImagePullBackOff",
+                                             "message": "Back-off pulling image \"maxtext:bad\""}}}]}
+    assert view(client, "mtc_gke_shaped", run_id)["waiting_for"].startswith(
+        f"the image pull: pod {LEADER} ImagePullBackOff")
+
+    deferred(run_id, state="up_for_retry")
+    shown = view(client, "mtc_gke_shaped", run_id)
+    assert shown["waiting_for"].startswith("Airflow's retry delay before try 2"), shown["waiting_for"]
+    assert shown["live"]["eta"] == "waiting"
+
+
+def test_an_unrelated_run_has_a_silent_page_and_the_tabs_name_the_launch_operator(shapes):
+    """Item 5: the tab of a run without a launch task (and of another task of a training run) is a static note
+    with no script: nothing polls. The tabs carry `applies_to` for a UI that hides them (apache/airflow #69148)."""
+    from mtc_provider.plugins.run_view import MtcRunViewPlugin
+
+    client, run = shapes
+    other = run("unrelated")
+    page = client.get(f"/runs/mtc_unrelated/{other}")
+    assert page.status_code == 200 and "no MtcJobSetOperator task" in page.text
+    assert "<script" not in page.text and "fetch(" not in page.text
+    assert view(client, "mtc_unrelated", other)["running"] is False
+
+    training = run("gke_shaped")
+    deferred(training, state="running")  # a running training run: its own tab polls...
+    assert "<script" in client.get(f"/runs/mtc_gke_shaped/{training}").text
+    assert "<script" in client.get(f"/runs/mtc_gke_shaped/{training}?task=train").text
+    note = client.get(f"/runs/mtc_gke_shaped/{training}?task=after").text  # ...another task's tab does not
+    assert "<script" not in note and "not this run's launch task" in note
+
+    tabs = {v["destination"]: v for v in MtcRunViewPlugin.external_views}
+    for destination in ("dag_run", "task_instance"):
+        assert tabs[destination]["applies_to"] == {"operators": ["MtcJobSetOperator"]}
+    assert "applies_to" not in tabs["nav"]
+    # Airflow 3.3.2's response model (what /api/v2/plugins hands the UI) passes the key through unchanged.
+    from airflow.api_fastapi.core_api.datamodels.plugins import ExternalViewResponse
+
+    dumped = ExternalViewResponse.model_validate(tabs["dag_run"]).model_dump()
+    assert dumped["applies_to"] == {"operators": ["MtcJobSetOperator"]}
+
+
+def test_goodput_while_running_and_the_chart_drawn_by_the_api_server(cluster, shapes):
+    """Items 2 and 3: while the GKE-shaped run goes on, goodput so far from its attempts and progress, and a chart
+    the api-server draws from the run's data; its title's wall time is the summary's."""
+    import io
+    import time
+
+    from PIL import Image
+
+    from mtc_provider.core.progress_report import format_duration
+
+    client, run = shapes
+    now = time.time()
+    attempts = [{"attempt": 1, "jobset": "train-a0", "start": now - 3600, "end": now - 1900, "outcome": "disrupted",
+                 "restarts": 0, "last_step": 700, "reason": "JobSet failed"},
+                {"attempt": 2, "jobset": "train-a1", "start": now - 1800, "end": None, "outcome": None,
+                 "restarts": 0}]
+    run_id = run("gke_shaped", attempts=attempts, progress={
+        "step": 900, "target_step": 4000, "steps_per_hour": 1500.0, "source": "workload-log",
+        "updated_at": now - 300})
+    add_pod(cluster, LEADER, 0, 0, jobset="train-a1")
+    for step in range(1001, 1011):
+        cluster.write_log(LEADER, maxtext_line(step), at=now - (1011 - step) * STEP_S)
+    deferred(run_id)
+    shown = view(client, "mtc_gke_shaped", run_id)
+    goodput = shown["goodput"]
+    assert goodput is not None and goodput["final"] is False and "attempts" in goodput["source"], goodput
+    assert 0 < goodput["goodput"] < 1 and goodput["disruptions"] == 1
+    assert shown["chart_url"].endswith("/chart.png")
+    answer = client.get(f"/runs/mtc_gke_shaped/{run_id}/chart.png")
+    assert answer.status_code == 200 and answer.headers["content-type"] == "image/png"
+    info = Image.open(io.BytesIO(answer.content)).info
+    assert info["Title"].startswith(f"goodput {100 * goodput['goodput']:.1f}% over "
+                                    f"{format_duration(goodput['elapsed_s'])}"), (info, goodput)
