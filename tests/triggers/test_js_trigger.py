@@ -153,7 +153,7 @@ async def test_a_hung_attempt_whose_status_never_changes_is_reported_stalled(clu
     trigger.check_stall = counted
 
     async def checks(n: int) -> None:
-        while len(verdicts) < n:
+        while len(verdicts) < n and not task.done():
             await asyncio.sleep(0.01)
 
     task = asyncio.ensure_future(_events(trigger))
@@ -161,7 +161,7 @@ async def test_a_hung_attempt_whose_status_never_changes_is_reported_stalled(clu
     now[0] += 0.29  # within stall_timeout: more quiet ticks, still no verdict
     seen = len(verdicts)
     await asyncio.wait_for(checks(seen + 3), timeout=60)
-    assert not task.done() and not any(verdicts), verdicts
+    assert not any(verdicts) and not task.done(), verdicts
     before = len(verdicts)
     now[0] += 0.02  # past stall_timeout: the next check (one poll interval on) says stalled
     (event,) = await asyncio.wait_for(task, timeout=60)
