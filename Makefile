@@ -28,14 +28,17 @@ demo: venv
 	$(VENV)/bin/python scripts/demo.py $(ARGS)
 
 # The browser test drives Debian's Chromium (installed here when missing; needs root, as in CI).
+# WORKERS=N: N test processes (pytest-xdist, `--dist loadgroup`: the tests of a folder that share one expensive
+# set-up stay on one worker, tests/conftest.py); unset: one process, as CI runs it.
+XDIST = $(if $(WORKERS),-n $(WORKERS) --dist loadgroup)
 test: venv browser
-	$(VENV)/bin/python -m pytest -ra
+	$(VENV)/bin/python -m pytest -ra $(XDIST)
 
 browser:
 	@bash .ci/install-browser || echo "could not install chromium: the UI test (tests/e2e) will say so"
 
 test-fast: venv
-	$(VENV)/bin/python -m pytest -ra -m "not slow"
+	$(VENV)/bin/python -m pytest -ra -m "not slow" $(XDIST)
 
 # The lowest-direct-versions job: every direct dependency at its declared lower bound, then the fast tests
 # (its own .venv-lowest; 9 to 18 minutes on this machine, so it is not part of `make test`).
