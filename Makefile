@@ -31,8 +31,9 @@ demo: venv
 # WORKERS=N: N test processes (pytest-xdist, `--dist loadgroup`: the tests of a folder that share one expensive
 # set-up stay on one worker, tests/conftest.py); unset: one process, as CI runs it.
 XDIST = $(if $(WORKERS),-n $(WORKERS) --dist loadgroup)
+# --durations=20: every run (CI's included) prints its 20 slowest steps, so the suite's time stays visible.
 test: venv browser
-	$(VENV)/bin/python -m pytest -ra $(XDIST)
+	$(VENV)/bin/python -m pytest -ra --durations=20 $(XDIST)
 
 browser:
 	@bash .ci/install-browser || echo "could not install chromium: the UI test (tests/e2e) will say so"

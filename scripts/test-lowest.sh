@@ -28,5 +28,5 @@ printf -- '-e .[local,test,goodput,deploy]\n-e ./rehearsal\n' > "$VENV/requireme
 echo "lowest direct versions ($(($(date +%s) - start)) s to resolve and install):"
 grep -E '^(apache-airflow|apache-airflow-core|apache-airflow-task-sdk|apache-airflow-providers-google|apache-airflow-providers-cncf-kubernetes|google-cloud-storage|google-cloud-container|google-cloud-resource-manager|google-api-core|kubernetes|kubernetes-asyncio|pyyaml|typer|rich|tenacity|psutil|matplotlib)==' \
     "$VENV/requirements.txt" | sed 's/^/  /'
-"$VENV/bin/python" -m pytest -q -m "not slow" -p no:cacheprovider "$@"
+"$VENV/bin/python" -m pytest -q -m "not slow" -p no:cacheprovider --durations=20 "$@"
 echo "lowest-direct job: $(($(date +%s) - start)) s in all"
