@@ -22,10 +22,11 @@ start=$(date +%s)
 printf -- '-e .[local,test,goodput,deploy]\n-e ./rehearsal\n' > "$VENV/requirements.in"
 "$UV" pip compile --quiet "$VENV/requirements.in" --resolution lowest-direct \
     --python "$VENV/bin/python" --output-file "$VENV/requirements.txt"
-"$UV" pip sync --quiet --python "$VENV/bin/python" "$VENV/requirements.txt"
+# --compile-bytecode: the tests' Python processes then import compiled modules (see the Makefile's venv rule).
+"$UV" pip sync --quiet --compile-bytecode --python "$VENV/bin/python" "$VENV/requirements.txt"
 "$UV" pip install --quiet --python "$VENV/bin/python" --no-deps -e . -e ./rehearsal
 echo "lowest direct versions ($(($(date +%s) - start)) s to resolve and install):"
 grep -E '^(apache-airflow|apache-airflow-core|apache-airflow-task-sdk|apache-airflow-providers-google|apache-airflow-providers-cncf-kubernetes|google-cloud-storage|google-cloud-container|google-cloud-resource-manager|google-api-core|kubernetes|kubernetes-asyncio|pyyaml|typer|rich|tenacity|psutil|matplotlib)==' \
     "$VENV/requirements.txt" | sed 's/^/  /'
-"$VENV/bin/python" -m pytest -q -m "not slow" -p no:cacheprovider "$@"
+"$VENV/bin/python" -m pytest -q -m "not slow" -p no:cacheprovider --durations=20 "$@"
 echo "lowest-direct job: $(($(date +%s) - start)) s in all"

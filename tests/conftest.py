@@ -30,15 +30,32 @@ def sample_dag(filename: str, module_name: str):
 
 # Airflow reads its configuration at import: set the home before any test imports it.
 _AIRFLOW_HOME = Path(os.environ.get("MTC_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="mtc-airflow-home-"))
+# pytest-xdist (`make test WORKERS=2`): each worker process has its own home, so its own SQLite metadata database
+# (the workers inherit the controller's environment, AIRFLOW_HOME included, which they must not share).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER:
+    _AIRFLOW_HOME = _AIRFLOW_HOME.with_name(f"{_AIRFLOW_HOME.name}-{_WORKER}")
+    _AIRFLOW_HOME.mkdir(parents=True, exist_ok=True)
+    os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ.setdefault("AIRFLOW_HOME", str(_AIRFLOW_HOME))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
 
 
+# Folders whose tests share session fixtures that start real processes (trainings, Airflow, the MaxText
+# environment): under pytest-xdist's `--dist loadgroup` each folder runs on one worker, so each set-up is paid once.
+SHARED_SETUP_FOLDERS = ("acceptance", "conformance", "e2e")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The soak (tests/deploy/test_soak.py, 15 minutes) runs only when a marker expression names it (`make soak`:
-    `-m soak`); `make test` and `make test-fast` leave it out, so the suite stays within its time budget."""
+    `-m soak`); `make test` and `make test-fast` leave it out, so the suite stays within its time budget.
+    Tests of SHARED_SETUP_FOLDERS get an `xdist_group` of their folder (used only by `--dist loadgroup`)."""
+    for item in items:
+        parts = Path(str(item.path)).relative_to(REPO).parts
+        if len(parts) > 2 and parts[0] == "tests" and parts[1] in SHARED_SETUP_FOLDERS:
+            item.add_marker(pytest.mark.xdist_group(parts[1]))
     if "soak" in (config.getoption("markexpr") or ""):
         return
     soak = [item for item in items if item.get_closest_marker("soak")]

@@ -127,7 +127,11 @@ async def test_stall_extension_point_ends_the_watch(cluster):
 
 
 async def test_a_hung_attempt_whose_status_never_changes_is_reported_stalled(cluster, tmp_path):
-    """No watch event ever arrives (the workload hangs; JobSet status stays Running): the stall clock still runs."""
+    """No watch event ever arrives (the workload hangs; JobSet status stays Running): the stall clock still runs.
+
+    Load-proof: the trigger's stall clock is stepped by the test (`JobSetTrigger.clock`), and what is asserted is
+    the logical order: quiet ticks keep checking without a verdict while the clock stays within stall_timeout,
+    and the first check after the clock passes it reports the stall."""
     cluster.plan([])  # no status changes after creation
     created = cluster.create("default", jobset_body())
     cluster.objects[("default", "train")]["status"] = status_running()
@@ -137,9 +141,32 @@ async def test_a_hung_attempt_whose_status_never_changes_is_reported_stalled(clu
     trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name="train", poll_interval=0.05,
                             resource_version=created["metadata"]["resourceVersion"],
                             checkpoint_dir=str(checkpoints), stall_timeout=0.3)
-    started = asyncio.get_running_loop().time()
-    (event,) = await asyncio.wait_for(_events(trigger), timeout=10)
-    waited = asyncio.get_running_loop().time() - started
+    now = [1_000_000.0]
+    trigger.clock = lambda: now[0]
+    verdicts: list[str | None] = []
+    check_stall = trigger.check_stall
+
+    async def counted(state):
+        verdicts.append(await check_stall(state))
+        return verdicts[-1]
+
+    trigger.check_stall = counted
+
+    async def checks(n: int) -> None:
+        while len(verdicts) < n and not task.done():
+            await asyncio.sleep(0.01)
+
+    task = asyncio.ensure_future(_events(trigger))
+    await asyncio.wait_for(checks(3), timeout=60)  # quiet ticks, no watch event: the JobSet is read, then checked
+    now[0] += 0.29  # within stall_timeout: more quiet ticks, still no verdict
+    seen = len(verdicts)
+    await asyncio.wait_for(checks(seen + 3), timeout=60)
+    assert not any(verdicts) and not task.done(), verdicts
+    before = len(verdicts)
+    now[0] += 0.02  # past stall_timeout: the next check (one poll interval on) says stalled
+    (event,) = await asyncio.wait_for(task, timeout=60)
+    # at most one check still under way with the earlier time, then the first one after the limit stops the watch
+    after = verdicts[before:]
+    assert after[-1] and not any(after[:-1]) and len(after) <= 2, verdicts
     assert event.kind == STALLED and "newest finalized step 10" in event.message
-    assert 0.3 <= waited < 0.3 + 0.05 + 1.0  # stall_timeout + one poll interval (+ slack for listing off-loop)
     assert cluster.live() == ["train"]  # the operator, not the trigger, deletes the stalled attempt
