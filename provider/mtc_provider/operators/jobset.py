@@ -14,8 +14,9 @@ waits, bounded and logged, for it to go (its pods may still write checkpoints), 
 One lock object per run name (adapters.run_lock; a ConfigMap on GKE), created with create-if-absent
 semantics, makes "no other writer" atomic: of two launches started together exactly one proceeds. It also
 keeps what an attempt's deletion must not lose: the step history (newest finalized step when each attempt
-started, for the crash-loop guard) and one record per attempt (start, end, outcome, restarts, newest step),
-pushed as the `attempts` XCom for the goodput report. It is released when the run ends for good.
+started, for the crash-loop guard) and one record per attempt (core.attempt_records.AttemptRecord), written through
+the attempt journal (adapters.attempt_journal) that the triggerer's end of a retry uses too. It is released when the
+run ends for good.
 What to do in a try is decided by pure functions (core.launch.plan_launch, core.resubmission.decide, decide_stalled).
 """
 
@@ -38,8 +39,10 @@ from mtc_provider.adapters.retry import ApiUnreachable, PermissionDenied, Retrya
 from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 from mtc_provider.adapters.kubernetes import Forbidden
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore, NotFound
+from mtc_provider.adapters.attempt_journal import (ATTEMPTS_XCOM_KEY, XCOM_KEY, AttemptJournal, RunRecordPlace,
+                                                   logs_scope, write_run_record)
 from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, LockHeld, RunLock, lock_api
-from mtc_provider.core.outcomes import DISRUPTED, FAILED_OUTCOME, FINISHED
+from mtc_provider.core.attempt_records import REACHED_TARGET, AttemptEnd, AttemptRecord, end_of_attempt
 from mtc_provider.targets import backend_for
 from mtc_provider.core import labels as L
 from mtc_provider.core import vocabulary as V
@@ -58,17 +61,13 @@ from mtc_provider.core.resubmission import (
     decide_on_completion,
     decide_rejected,
     decide_stalled,
-    in_try_line,
-    resubmission_line,
-    resubmit_in_try,
 )
-from mtc_provider.core.interruptions import interruption_of
 from mtc_provider.core.jobset_names import attempt_name
 from mtc_provider.core.launch import attempt_of, history_of, needs_latest_step, next_attempt, plan_launch
 from mtc_provider.core.run_summary import FAILED as FAILED_RUN, RETRYING, RUNNING, SUCCEEDED as SUCCEEDED_RUN
 from mtc_provider.core.status import SUCCEEDED, JobSetState, evaluate_jobset
 from mtc_provider.core.tpu import SliceSpec
-from mtc_provider.links.jobset import JOBSET_LINKS, created_at, persist_links, persist_logs_link
+from mtc_provider.links.jobset import JOBSET_LINKS, created_at, persist_links
 from mtc_provider.operators.base import JOBSET_TARGET_FIELDS, JobSetTargetMixin
 from mtc_provider.core import outage as outages
 from mtc_provider.core.jobset_events import (
@@ -94,8 +93,6 @@ except ImportError:  # pragma: no cover - older Airflow
     from airflow.configuration import conf
 
 STEP_HISTORY_ANNOTATION = f"{L.PREFIX}/step-history"
-XCOM_KEY = "jobset"
-ATTEMPTS_XCOM_KEY = "attempts"
 WATCH_FAILURES_XCOM_KEY = "mtc_watch_failures"  # failed triggers of this try (resume_execution's bound)
 MAX_WATCH_FAILURES = 3
 RUN_XCOM_KEY = "mtc_run"  # checkpoint_dir, target_step, run_name: pushed at each try's launch, for the run view
@@ -365,7 +362,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
         self.keep_failed_attempts = keep_failed_attempts
         self.run_digest = run_digest
         self._described: tuple[Any, ...] | None = None  # the specs of the rendered arguments, once per try (_describe)
-        self._attempts_seen: list[dict[str, Any]] = []  # the run lock's attempt records, last read (_push)
+        self._journal: AttemptJournal | None = None  # this try's attempt journal (_journal_for)
         # (connection, namespace, name, ti ids) for on_kill
         self._current: tuple[dict[str, Any], str, str, dict[str, Any]] | None = None
 
@@ -663,20 +660,13 @@ class MtcJobSetOperator(JobSetTargetMixin):
                               "asked by %s", namespace, name, phase, asked)
                 api.delete(namespace, name, reason=V.DELETE_ATTEMPT_ENDED)
             obj = self._submit(api, workload, run_labels, ti, history)
-            record = {"attempt": number, "try": ti.try_number, "jobset": obj["metadata"]["name"],
-                      "start": time.time(), "end": None,
-                      "outcome": None, "restarts": 0, "last_step": previous_step, "reason": ""}
-
-            def remember(data: dict[str, Any]) -> None:
-                data[HISTORY] = history
-                if not any(r.get("jobset") == record["jobset"] for r in data[ATTEMPTS]):  # not on a reattach
-                    data[ATTEMPTS].append(record)
-
-            recorded = lock.update(remember)
-            self._write_record(ti, namespace, checkpoint_dir, target_step, RUNNING,
-                               recorded.get(ATTEMPTS) or [record], "attempt submitted")
+            record = AttemptRecord(attempt=number, try_number=ti.try_number, jobset=obj["metadata"]["name"],
+                                   start=time.time(), last_step=previous_step)
+            journal = self._journal_for(context, lock, namespace, checkpoint_dir, target_step)
+            self._write_record(ti, namespace, checkpoint_dir, target_step, RUNNING, journal.open(record, history),
+                               "attempt submitted")
             metrics.attempt_submitted(metrics.tags(ti.dag_id, ti.task_id, checkpointing.run_name,
-                                                   connection.get("kind")), lock_data[ATTEMPTS], record["start"])
+                                                   connection.get("kind")), lock_data[ATTEMPTS], record.start)
         name = obj["metadata"]["name"]
         self._current = (connection, namespace, name, {**_owner(ti), "run_name": checkpointing.run_name})
         persist_links(context, self._target(), namespace, name, checkpoint_dir, start=created_at(obj, time.time()),
@@ -711,7 +701,9 @@ class MtcJobSetOperator(JobSetTargetMixin):
                    "end_retry_in_trigger": bool(self.deferrable) and not self._last_try(ti),
                    "crash_loop_attempts": self.crash_loop_attempts, "completion": self._completion,
                    # the try that deferred: an event Airflow resumes another try with is not that try's end
-                   "owner": _owner(ti)},
+                   "owner": _owner(ti), "max_tries": self._max_tries(ti),
+                   # the attempt journal the triggerer's end of a retry writes through, as the worker's does
+                   "journal": self._journal_for(context, lock, namespace, checkpoint_dir, target_step).settings()},
         )
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
@@ -906,14 +898,15 @@ class MtcJobSetOperator(JobSetTargetMixin):
             return self._finish(context, connection, lock, ev.state, extra["attempt"], extra["history"], store,
                                 extra["checkpoint_dir"], extra["target_step"], ev.restarts_seen)
         latest = self._latest_or_none(store, extra["checkpoint_dir"])
+        journal = self._journal_for(context, lock, ev.namespace, extra.get("checkpoint_dir"), extra.get("target_step"))
         if ev.kind == LISTING_FAILED:  # training goes on: a retry reattaches; a 403 needs the user
-            self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message, lock)
+            journal.report(ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message)
             if " 403" in ev.message or "HTTP 403" in ev.message:  # Airflow's identity: kept, like the cluster's 403
                 raise storage_forbidden(PermissionDenied(ev.message), extra["checkpoint_dir"], *self._google())
             raise JobSetAttemptFailed(ev.message)
         if ev.kind == DELETED:
-            lock.close_attempt(ev.name, FAILED_OUTCOME, ev.restarts_seen, latest, ev.message)
-            self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message, lock)
+            journal.close(AttemptEnd.failed(jobset=ev.name, namespace=ev.namespace, attempt=extra["attempt"],
+                                            restarts=ev.restarts_seen, latest=latest, reason=ev.message))
             lock.release()  # the run fails for good: its run name is free again
             raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name} was deleted outside this task")
         api = self._jobset_api(connection)
@@ -921,8 +914,8 @@ class MtcJobSetOperator(JobSetTargetMixin):
         if ev.kind in (UNSTARTABLE, STARTUP_TIMEOUT):
             self.log.error("%s: deleting JobSet %s/%s", ev.message, ev.namespace, ev.name)
             api.delete(ev.namespace, ev.name, reason=V.DELETE_ATTEMPT_FAILED)
-            lock.close_attempt(ev.name, FAILED_OUTCOME, ev.restarts_seen, latest, ev.message)
-            self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message, lock)
+            journal.close(AttemptEnd.failed(jobset=ev.name, namespace=ev.namespace, attempt=extra["attempt"],
+                                            restarts=ev.restarts_seen, latest=latest, reason=ev.message))
             lock.release()
             raise AirflowFailException(ev.message)
         if ev.kind == STALLED:
@@ -932,17 +925,10 @@ class MtcJobSetOperator(JobSetTargetMixin):
                              decision.kind, decision.reason)
             if decision.kind != SUCCEED:
                 api.delete(ev.namespace, ev.name, reason=V.DELETE_ATTEMPT_FAILED)
-            outcome = FINISHED if decision.kind == SUCCEED else DISRUPTED
-            history = extra["history"] or [None]
-            in_try = resubmit_in_try(decision, history, latest)
-            lock.close_attempt(ev.name, outcome, ev.restarts_seen, latest, decision.reason,
-                               interruption_of(False) if outcome == DISRUPTED else None, in_try)
-            result = self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest,
-                                decision.reason, lock)
-            return self._conclude(context, lock, decision.kind, decision.reason, result, extra["target_step"],
-                                  in_try_from=history[-1] if in_try else False)
-        self._push(context, ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message or ev.kind,
-                   lock)
+            end = self._end(context["ti"], decision, ev.state, ev.name, ev.namespace, extra["attempt"],
+                            ev.restarts_seen, latest, extra["history"], extra["target_step"], stalled=True)
+            return self._conclude(context, lock, end, journal.close(end))
+        journal.report(ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message or ev.kind)
         reason = f"lost track of JobSet {ev.namespace}/{ev.name}: {ev.message}"  # ERROR: a retry reattaches
         if self._last_try(context["ti"]):  # no retry will come: the run ends here, and frees its run name
             lock.release()
@@ -973,39 +959,41 @@ class MtcJobSetOperator(JobSetTargetMixin):
                       decision.kind, decision.reason)
         if decision.kind != SUCCEED:  # why the attempt died, one click away: bounded tails of the failed pods
             log_failed_pod_tails(self.log, self._jobset_api(connection), state.namespace, state.name)
-        outcome = {SUCCEED: FINISHED, FAIL: FAILED_OUTCOME}.get(decision.kind, DISRUPTED)
-        # the same rule as the triggerer's end (triggers.attempt_end), so the record is the same whoever ends it
-        in_try = not self._completion and resubmit_in_try(decision, history or [None], latest)
-        lock.close_attempt(state.name, outcome, restarts, latest, decision.reason,
-                           interruption_of(state.phase == SUCCEEDED) if outcome == DISRUPTED else None, in_try)
-        result = self._push(context, state.namespace, state.name, attempt, restarts, latest, decision.reason, lock)
-        return self._conclude(context, lock, decision.kind, decision.reason, result, target_step,
-                              in_try_from=(history or [None])[-1] if in_try else False)
+        # the one rule and the one journal of the triggerer's end too (triggers.attempt_end)
+        end = self._end(context["ti"], decision, state, state.name, state.namespace, attempt, restarts, latest,
+                        history, target_step)
+        journal = self._journal_for(context, lock, state.namespace, checkpoint_dir, target_step)
+        return self._conclude(context, lock, end, journal.close(end))
 
-    def _conclude(self, context, lock: RunLock, kind: str, reason: str, result: dict[str, Any],
-                  target_step: int | None = None, in_try_from: Any = False) -> Any:
+    def _end(self, ti, decision, state: JobSetState | None, name: str, namespace: str, attempt: int, restarts: int,
+             latest: int | None, history: list[int | None] | None, target_step: int | None,
+             stalled: bool = False) -> AttemptEnd:
+        return end_of_attempt(decision, jobset=name, namespace=namespace, attempt=attempt, restarts=restarts,
+                              latest=latest, history=history or [None],
+                              phase_succeeded=state is not None and state.phase == SUCCEEDED,
+                              try_number=ti.try_number, max_tries=self._max_tries(ti), target_step=target_step,
+                              last_try=self._last_try(ti), completion=self._completion, stalled=stalled)
+
+    def _conclude(self, context, lock: RunLock, end: AttemptEnd, result: dict[str, Any]) -> Any:
         """Succeed, fail for good, or retry; the run lock goes with the run (success, final failure, last try).
-
-        `in_try_from` (the attempt's start step; False: not so) marks a retry after progress: the same try submits
-        the next attempt (NextAttemptInTry), on the last try too, and the run lock stays with the run."""
-        if kind != SUCCEED and kind != FAIL and in_try_from is not False:
-            line = in_try_line(reason, in_try_from, result.get("last_step"), int(result.get("attempt") or 0) + 1,
-                               target_step)
-            self.log.warning("%s", line)  # an interruption survived: not an error, and no retry is spent
-            raise NextAttemptInTry(line)
-        if kind == SUCCEED or kind == FAIL or self._last_try(context["ti"]):
+        An attempt followed in the same try (interrupted after progress) raises NextAttemptInTry, on the last try
+        too, and the run lock stays with the run."""
+        if end.in_try:
+            self.log.warning("%s", end.line)  # an interruption survived: not an error, and no retry is spent
+            raise NextAttemptInTry(end.line)
+        last = self._last_try(context["ti"])
+        if end.kind == SUCCEED or end.kind == FAIL or last:
             lock.release()
-        if kind == SUCCEED:
+        if end.kind == SUCCEED:
             return result
-        if kind == FAIL:
-            raise AirflowFailException(reason)
-        ti = context["ti"]
-        if self._last_try(ti):
-            raise JobSetAttemptFailed(f"{reason}; no retry left (try {ti.try_number} was the last)") from None
-        line = resubmission_line(reason, result.get("last_step"), ti.try_number,
-                                 getattr(ti, "max_tries", None) or self.retries, target_step)
-        self.log.warning("%s", line)  # the one line that says what happens (Airflow's own ERROR line follows)
-        raise JobSetAttemptFailed(line) from None
+        if end.kind == FAIL:
+            raise AirflowFailException(end.reason)
+        if not last:
+            self.log.warning("%s", end.line)  # the one line that says what happens (Airflow's own ERROR follows)
+        raise JobSetAttemptFailed(end.line) from None
+
+    def _max_tries(self, ti) -> int | None:
+        return getattr(ti, "max_tries", None) or self.retries
 
     def _last_try(self, ti) -> bool:
         return ti.try_number > (getattr(ti, "max_tries", None) or self.retries or 0)
@@ -1017,28 +1005,15 @@ class MtcJobSetOperator(JobSetTargetMixin):
                                                          "run_name": run_name})
         context["ti"].xcom_push(key=ATTEMPTS_XCOM_KEY, value=lock.read()[ATTEMPTS])
 
-    def _push(self, context, namespace, name, attempt, restarts, latest, reason, lock: RunLock) -> dict[str, Any]:
-        result = {"jobset_name": name, "namespace": namespace, "attempt": attempt, "restarts": restarts,
-                  "last_step": latest, "reason": reason}
-        context["ti"].xcom_push(key=XCOM_KEY, value=result)
-        # Every attempt so far (a try's XComs are cleared when the next try starts, the lock keeps them).
-        attempts = lock.read()[ATTEMPTS]
-        self._attempts_seen = attempts  # for the run's record, written once the try's outcome is known
-        context["ti"].xcom_push(key=ATTEMPTS_XCOM_KEY, value=attempts)
-        self._relink_logs(context, namespace, name, attempts)
-        return result
-
-    def _relink_logs(self, context, namespace: str, name: str, attempts: list[dict[str, Any]]) -> None:
-        """The logs link again, now scoped to the attempt's start..end (its record in the run lock)."""
-        record = next((r for r in reversed(attempts) if r.get("jobset") == name), None)
-        if record is None or record.get("start") is None:
-            return
-        try:
-            persist_logs_link(context, self._target(), namespace, name, record["start"],
-                              record.get("end") or time.time(),
-                              self._describe()[2].replicated_job_name)
-        except Exception as exc:  # noqa: BLE001 - a link must never change how the attempt ends
-            self.log.warning("could not update the pod logs link of %s/%s: %s", namespace, name, exc)
+    def _journal_for(self, context, lock: RunLock, namespace: str, checkpoint_dir: str | None,
+                     target_step: int | None) -> AttemptJournal:
+        """This try's attempt journal (adapters.attempt_journal): the one writer of its attempts' records, XComs,
+        logs link and run record; the trigger's end of a retry builds the same one from `settings()`."""
+        place = self._run_record_place(context["ti"], namespace, checkpoint_dir, target_step)
+        self._journal = AttemptJournal(lock, push=lambda key, value: context["ti"].xcom_push(key=key, value=value),
+                                       log=self.log, run_record=place,
+                                       logs=logs_scope(self._target(), self._describe()[2].replicated_job_name))
+        return self._journal
 
     # --- the run's record beside its checkpoints (adapters.run_records; read by mtc status / mtc list) -------
     def _recorded(self, context, namespace: str, checkpoint_dir: str | None, target_step: int | None,
@@ -1046,46 +1021,43 @@ class MtcJobSetOperator(JobSetTargetMixin):
         """Run the end of an attempt, then record the run's state: succeeded, retrying, or failed. An
         orchestrator fault records nothing new (the JobSet may still be training)."""
         ti = context["ti"]
+        self._journal = None
+
+        def record(state: str, reason: str) -> None:
+            seen = self._journal.attempts if self._journal is not None else []
+            self._write_record(ti, namespace, checkpoint_dir, target_step, state, seen, reason, progress)
+
         try:
             result = call()
         except (OrchestratorFault, Forbidden):
             raise
         except NextAttemptInTry as exc:
-            self._write_record(ti, namespace, checkpoint_dir, target_step, RETRYING, self._attempts_seen, str(exc),
-                               progress)
+            record(RETRYING, str(exc))
             raise
         except JobSetAttemptFailed as exc:
-            state = FAILED_RUN if self._last_try(ti) else RETRYING
-            self._write_record(ti, namespace, checkpoint_dir, target_step, state, self._attempts_seen, str(exc),
-                               progress)
+            record(FAILED_RUN if self._last_try(ti) else RETRYING, str(exc))
             raise
         except AirflowFailException as exc:
-            self._write_record(ti, namespace, checkpoint_dir, target_step, FAILED_RUN, self._attempts_seen, str(exc),
-                               progress)
+            record(FAILED_RUN, str(exc))
             raise
-        self._write_record(ti, namespace, checkpoint_dir, target_step, SUCCEEDED_RUN, self._attempts_seen,
-                           "training reached its target", progress)
+        record(SUCCEEDED_RUN, REACHED_TARGET)
         return result
+
+    def _run_record_place(self, ti, namespace: str, checkpoint_dir: str | None,
+                          target_step: int | None) -> RunRecordPlace | None:
+        """Where the run's record goes. A one-shot job (wait_for="completion", e.g. an evaluation reading a training
+        run's checkpoints) writes none: the record beside those checkpoints is the training run's."""
+        if not checkpoint_dir or self._completion:
+            return None
+        gcp_conn_id, impersonation_chain = self._google()
+        return RunRecordPlace(checkpoint_dir, gcp_conn_id, impersonation_chain, ti_run_name(self, checkpoint_dir),
+                              namespace, target_step, _owner(ti))
 
     def _write_record(self, ti, namespace: str, checkpoint_dir: str | None, target_step: int | None, state: str,
                       attempts: Sequence[Mapping[str, Any]], reason: str,
                       progress: Mapping[str, Any] | None = None) -> None:
-        """Best effort: a record that cannot be written is logged, and never changes how the attempt ends. A one-shot
-        job (wait_for="completion", e.g. an evaluation reading a training run's checkpoints) writes none: the record
-        beside those checkpoints is the training run's."""
-        if not checkpoint_dir or self._completion:
-            return
-        try:
-            from mtc_provider.adapters.run_records import record_run
-
-            gcp_conn_id, impersonation_chain = self._google()
-            run_name = ti_run_name(self, checkpoint_dir)
-            where = record_run(checkpoint_dir, gcp_conn_id, impersonation_chain, run_name=run_name, namespace=namespace,
-                               target_step=target_step, state=state, attempts=attempts, owner=_owner(ti),
-                               reason=reason, progress=progress)
-            self.log.info("run %s: %s, %d attempt(s) recorded in %s", run_name, state, len(attempts), where)
-        except Exception as exc:  # noqa: BLE001 - the record is for people reading the run later
-            self.log.warning("could not write the run's attempt record beside %s: %s", checkpoint_dir, exc)
+        write_run_record(self._run_record_place(ti, namespace, checkpoint_dir, target_step), state, reason,
+                         list(attempts), progress, self.log)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage: the run's checkpoint directory, read (a resubmission resumes from it) and written; in
