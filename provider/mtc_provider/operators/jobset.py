@@ -29,6 +29,7 @@ import dataclasses
 import json
 import time
 from datetime import timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -38,7 +39,7 @@ from mtc_provider.adapters import metrics
 from mtc_provider.adapters.retry import ApiUnreachable, PermissionDenied, Retryable, describe_failure
 from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 from mtc_provider.adapters.kubernetes import Forbidden
-from mtc_provider.adapters.protocols import AlreadyExists, ApiError, CheckpointStore, NotFound
+from mtc_provider.adapters.protocols import ApiError, CheckpointStore
 from mtc_provider.adapters.attempt_journal import (ATTEMPTS_XCOM_KEY, XCOM_KEY, AttemptJournal, RunRecordPlace,
                                                    logs_scope, write_run_record)
 from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, LockHeld, RunLock, lock_api
@@ -85,6 +86,7 @@ from mtc_provider.core.jobset_events import (
 
 if TYPE_CHECKING:  # the spec and the trigger are imported where they run: DAG files stay light
     from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
+    from mtc_provider.hooks.jobset import MtcJobSetHook
     from mtc_provider.triggers.jobset import JobSetTrigger
 
 try:
@@ -524,9 +526,13 @@ class MtcJobSetOperator(JobSetTargetMixin):
 
         return open_store(checkpoint_dir, gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain)
 
-    def _jobset_api(self, connection: Mapping[str, Any]):
-        """The sync api, waiting out an unreachable API for api_outage_timeout (then ApiUnreachable)."""
-        return targets.jobset_api(connection, outage_timeout=float(self.api_outage_timeout))
+    @cached_property
+    def hook(self) -> MtcJobSetHook:
+        """The JobSet client of this try (hooks.jobset): every request waits out an unreachable API for
+        api_outage_timeout (then ApiUnreachable). Made on first use, after the fields are rendered."""
+        from mtc_provider.hooks.jobset import MtcJobSetHook
+
+        return MtcJobSetHook(connection=self._connection(), api_outage_timeout=float(self.api_outage_timeout))
 
     def _unreachable(self, exc: ApiUnreachable) -> ApiUnreachableFailure:
         """An outage is not an attempt: fail for good (no retry spent), the JobSet and the run lock untouched."""
@@ -572,10 +578,9 @@ class MtcJobSetOperator(JobSetTargetMixin):
         slices, checkpointing, workload, target_step = self._specs(ti)
         run_labels = L.run_labels(ti.dag_id, ti.run_id, ti.task_id, checkpointing.run_name)
         namespace = workload.namespace
-        connection = self._connection()
-        api = self._jobset_api(connection)
+        connection = self.hook.connection
         store = self._store(checkpointing.checkpoint_directory)  # None: completion mode
-        lock = RunLock(lock_api(connection, api), namespace, checkpointing.run_name, run_labels, _owner(ti))
+        lock = self.hook.run_lock(namespace, checkpointing.run_name, run_labels, _owner(ti))
         try:
             lock_data = lock.acquire(owner_gone=self._owner_gone)
         except Forbidden as exc:
@@ -592,7 +597,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
             self.log.warning("run lock %s/%s taken over: %s", namespace, lock.name, lock.taken_over)
 
         try:
-            return self._run_try(context, ti, api, connection, store, lock, lock_data, slices, checkpointing,
+            return self._run_try(context, ti, connection, store, lock, lock_data, slices, checkpointing,
                                  workload, target_step, run_labels)
         except (JobSetForbidden, StorageForbidden):
             raise  # never release (delete) anything on a 403
@@ -604,16 +609,22 @@ class MtcJobSetOperator(JobSetTargetMixin):
             lock.release()  # refused or failed for good: the run name is free again
             raise
 
-    def _run_try(self, context, ti, api, connection, store, lock, lock_data, slices, checkpointing, workload,
+    def _run_try(self, context, ti, connection, store, lock, lock_data, slices, checkpointing, workload,
                  target_step, run_labels) -> Any:
+        from mtc_provider.hooks.jobset import StillTerminating
+
         namespace, checkpoint_dir = workload.namespace, checkpointing.checkpoint_directory
         while True:
-            found = self._this_tasks_jobsets(api, namespace, checkpointing.run_name, run_labels)
+            found = self.hook.this_tasks_jobsets(namespace, checkpointing.run_name, run_labels)
             latest = self._latest(store, checkpoint_dir) if needs_latest_step(found) else None
             plan = plan_launch(found, lock_data[HISTORY], latest, target_step, self._completion)
             if plan.kind != WAIT_DELETION:
                 break
-            self._wait_for_deletion(api, namespace, plan.waiting_for)
+            try:
+                self.hook.wait_for_deletion(namespace, plan.waiting_for, float(self.deletion_timeout),
+                                            float(self.poll_interval))
+            except StillTerminating as exc:
+                raise JobSetAttemptFailed(str(exc)) from None
 
         by_name = {o["metadata"]["name"]: o for o in found}
         own = _open_attempt_of_try(found, lock_data[ATTEMPTS], ti.try_number)
@@ -658,8 +669,8 @@ class MtcJobSetOperator(JobSetTargetMixin):
                     continue
                 self.log.info("deleting ended JobSet %s/%s (%s) before the next attempt (checkpoints are kept): "
                               "asked by %s", namespace, name, phase, asked)
-                api.delete(namespace, name, reason=V.DELETE_ATTEMPT_ENDED)
-            obj = self._submit(api, workload, run_labels, ti, history)
+                self.hook.delete(name, namespace, reason=V.DELETE_ATTEMPT_ENDED)
+            obj = self._submit(workload, run_labels, ti, history)
             record = AttemptRecord(attempt=number, try_number=ti.try_number, jobset=obj["metadata"]["name"],
                                    start=time.time(), last_step=previous_step)
             journal = self._journal_for(context, lock, namespace, checkpoint_dir, target_step)
@@ -710,53 +721,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
         # Synchronous path: the same trigger, run to its first event in this worker.
         return self.execute_complete(context, asyncio.run(_first_event(trigger)))
 
-    def _wait_for_deletion(self, api, namespace: str, names: Sequence[str]) -> None:
-        """Foreground deletion keeps a JobSet (and its pods, which may still write) for a while: wait, bounded."""
-        deadline = time.monotonic() + float(self.deletion_timeout)
-        pause = min(max(float(self.poll_interval), 0.0), 10.0)
-        for name in names:
-            logged = -1.0
-            while True:
-                try:
-                    api.get(namespace, name)
-                except NotFound:
-                    self.log.info("JobSet %s/%s is gone", namespace, name)
-                    break
-                now = time.monotonic()
-                if now >= deadline:
-                    raise JobSetAttemptFailed(
-                        f"JobSet {namespace}/{name} is still terminating after {self.deletion_timeout:.0f}s "
-                        "(foreground deletion waits for its pods); check its pods and finalizers: kubectl get jobset "
-                        f"-n {namespace} {name} -o yaml")
-                if logged < 0 or now - logged >= 60:
-                    self.log.info("waiting for JobSet %s/%s to finish terminating (deletionTimestamp set, its pods "
-                                  "are stopping) before the next attempt; at most %.0fs", namespace, name,
-                                  deadline - now)
-                    logged = now
-                time.sleep(pause)
-
-    def _this_tasks_jobsets(self, api, namespace: str, run_name: str,
-                            run_labels: dict[str, str]) -> list[dict[str, Any]]:
-        """This task's JobSets (every attempt), from one listing of the run name's JobSets.
-
-        Two live JobSets of one run name would write the same checkpoints, so a live one of another DAG run or
-        task (a new DAG run, or a re-run of `airflow dags test`) fails the try before anything is created.
-        """
-        selector = L.selector({L.RUN_NAME: run_labels[L.RUN_NAME], L.MANAGED_BY: L.MANAGED_BY_VALUE})
-        mine = []
-        for other in api.list(namespace, selector):
-            labels = other["metadata"].get("labels") or {}
-            if L.belongs_to(labels, run_labels):
-                mine.append(other)
-            elif evaluate_jobset(other).live:
-                raise AirflowFailException(
-                    f"run_name {run_name!r} already has a live JobSet {namespace}/{other['metadata']['name']} "
-                    f"(DAG {labels.get(L.DAG_ID)}, run {labels.get(L.RUN_ID)}): two JobSets must not write the same "
-                    "checkpoints; wait for it, delete it, or use another run_name"
-                )
-        return mine
-
-    def _submit(self, api, workload, run_labels, ti, history) -> dict[str, Any]:
+    def _submit(self, workload, run_labels, ti, history) -> dict[str, Any]:
         name, body = self._rendered[0], copy.deepcopy(self._rendered[1])  # rendered once, by _specs for this try
         body["metadata"].setdefault("annotations", {})[STEP_HISTORY_ANNOTATION] = json.dumps(history)
         if self.fault_plan:
@@ -764,18 +729,9 @@ class MtcJobSetOperator(JobSetTargetMixin):
 
             body["metadata"]["annotations"][FAULT_PLAN_ANNOTATION] = json.dumps(self.fault_plan)
         try:
-            created = api.create(workload.namespace, body)
-            self.log.info("submitted JobSet %s/%s (attempt %s, try %s, newest finalized step %s)",
-                          workload.namespace, name, attempt_of(body), ti.try_number, history[-1])
-            return created
+            obj, created = self.hook.submit_attempt(workload.namespace, name, body, run_labels)
         except ApiUnreachable:
             raise  # an outage, not a rejection: execute() says so
-        except AlreadyExists:
-            existing = api.get(workload.namespace, name)
-            if not L.belongs_to(existing["metadata"].get("labels"), run_labels):
-                raise AirflowFailException(f"JobSet name {name} is taken by a JobSet of another run")
-            self.log.info("JobSet %s already exists for this try: reattaching", name)
-            return existing
         except ApiError as exc:
             if isinstance(exc, Forbidden) and exc.rbac:
                 raise  # RBAC, not the spec: execute fails the try without releasing anything
@@ -783,14 +739,17 @@ class MtcJobSetOperator(JobSetTargetMixin):
             if decision.kind == FAIL:
                 raise AirflowFailException(decision.reason) from exc
             raise JobSetAttemptFailed(decision.reason) from exc
+        if created:
+            self.log.info("submitted JobSet %s/%s (attempt %s, try %s, newest finalized step %s)",
+                          workload.namespace, name, attempt_of(body), ti.try_number, history[-1])
+        return obj
 
-    def _lock_for(self, context, connection, extra: Mapping[str, Any]) -> RunLock:
+    def _lock_for(self, context, extra: Mapping[str, Any]) -> RunLock:
         ti = context["ti"]
         run_name = extra.get("run_name") or self._describe()[1].run_name
         namespace = extra.get("namespace") or self._describe()[2].namespace
-        api = self._jobset_api(connection)
-        return RunLock(lock_api(connection, api), namespace, run_name,
-                       L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name), _owner(ti))
+        return self.hook.run_lock(namespace, run_name, L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name),
+                                  _owner(ti))
 
     def _owner_gone(self, owner: Mapping[str, Any]) -> tuple[bool, str]:
         """Whether a run lock's owner is provably gone: Airflow (Task SDK) says its task ended or its run is gone."""
@@ -888,9 +847,9 @@ class MtcJobSetOperator(JobSetTargetMixin):
         extra = ev.extra
         if ev.progress:  # the trigger's latest progress figures, for dashboards and downstream tasks
             context["ti"].xcom_push(key=PROGRESS_XCOM_KEY, value=ev.progress)
-        connection = self._current[0] if self._current else self._connection()
+        connection = self.hook.connection
         store = self._store(extra["checkpoint_dir"])
-        lock = self._lock_for(context, connection, extra)
+        lock = self._lock_for(context, extra)
         self._current = None
         if ev.state is not None and ev.state.restarts > ev.restarts_seen:  # the JobSet's own count is the truth
             ev = dataclasses.replace(ev, restarts_seen=ev.state.restarts)
@@ -909,11 +868,10 @@ class MtcJobSetOperator(JobSetTargetMixin):
                                             restarts=ev.restarts_seen, latest=latest, reason=ev.message))
             lock.release()  # the run fails for good: its run name is free again
             raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name} was deleted outside this task")
-        api = self._jobset_api(connection)
-        ev = dataclasses.replace(ev, restarts_seen=self._restarts_now(api, ev))
+        ev = dataclasses.replace(ev, restarts_seen=self._restarts_now(ev))
         if ev.kind in (UNSTARTABLE, STARTUP_TIMEOUT):
             self.log.error("%s: deleting JobSet %s/%s", ev.message, ev.namespace, ev.name)
-            api.delete(ev.namespace, ev.name, reason=V.DELETE_ATTEMPT_FAILED)
+            self.hook.delete(ev.name, ev.namespace, reason=V.DELETE_ATTEMPT_FAILED)
             journal.close(AttemptEnd.failed(jobset=ev.name, namespace=ev.namespace, attempt=extra["attempt"],
                                             restarts=ev.restarts_seen, latest=latest, reason=ev.message))
             lock.release()
@@ -924,7 +882,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
             self.log.warning("attempt stalled (%s): deleting JobSet %s -> %s: %s", ev.message, ev.name,
                              decision.kind, decision.reason)
             if decision.kind != SUCCEED:
-                api.delete(ev.namespace, ev.name, reason=V.DELETE_ATTEMPT_FAILED)
+                self.hook.delete(ev.name, ev.namespace, reason=V.DELETE_ATTEMPT_FAILED)
             end = self._end(context["ti"], decision, ev.state, ev.name, ev.namespace, extra["attempt"],
                             ev.restarts_seen, latest, extra["history"], extra["target_step"], stalled=True)
             return self._conclude(context, lock, end, journal.close(end))
@@ -934,12 +892,12 @@ class MtcJobSetOperator(JobSetTargetMixin):
             lock.release()
         raise JobSetAttemptFailed(reason)
 
-    def _restarts_now(self, api, ev: JobSetEvent) -> int:
+    def _restarts_now(self, ev: JobSetEvent) -> int:
         """The attempt's in-cluster restarts for its record: the JobSet's `status.restarts` read now (before any
         delete), else what the trigger saw. A stall or start-up verdict can come before the trigger has seen the
         watch event of the latest restart; the record (and the demo summary's count) must not miss it."""
         try:
-            return max(ev.restarts_seen, evaluate_jobset(api.get(ev.namespace, ev.name)).restarts)
+            return max(ev.restarts_seen, self.hook.status(ev.name, ev.namespace).restarts)
         except ApiUnreachable:
             raise
         except Exception as exc:  # noqa: BLE001 - gone already, or unreadable: the trigger's count stands
@@ -958,7 +916,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
         self.log.info("%s; newest finalized step %s of %s -> %s: %s", state.describe(), latest, target_step,
                       decision.kind, decision.reason)
         if decision.kind != SUCCEED:  # why the attempt died, one click away: bounded tails of the failed pods
-            log_failed_pod_tails(self.log, self._jobset_api(connection), state.namespace, state.name)
+            log_failed_pod_tails(self.log, self.hook.api, state.namespace, state.name)
         # the one rule and the one journal of the triggerer's end too (triggers.attempt_end)
         end = self._end(context["ti"], decision, state, state.name, state.namespace, attempt, restarts, latest,
                         history, target_step)
@@ -1197,19 +1155,21 @@ class MtcDeleteJobSetOperator(JobSetTargetMixin):
                     self.launch_task_id, self.run_name, self.namespace, self.namespace, L.RUN_NAME,
                     L.label_value(self.run_name))
                 return []
-        api = targets.jobset_api(self._connection())
+        from mtc_provider.hooks.jobset import MtcJobSetHook
+
+        hook = MtcJobSetHook(connection=self._connection())
         if self.name:
             names, why = [self.name], "asked by name"
         else:
             ti = context["ti"]
             run_labels = L.run_labels(ti.dag_id, ti.run_id, self.launch_task_id, self.run_name)
-            lock = RunLock(lock_api(self._connection(), api), self.namespace, self.run_name, run_labels)
+            lock = hook.run_lock(self.namespace, self.run_name, run_labels)
             elsewhere = lock.held_elsewhere()
             if elsewhere:  # its JobSets may carry this run's labels: nothing here is ours to delete
                 self.log.warning("teardown deletes nothing of run %s: its run lock %s/%s says %s", self.run_name,
                                  self.namespace, lock.name, elsewhere)
                 return []
-            found = api.list(self.namespace, L.selector(run_labels))
+            found = hook.api.list(self.namespace, L.selector(run_labels))
             kept, who = kept_failed(found, keep), describe_owner(_owner(ti))
             for name in sorted(kept):
                 self.log.warning("teardown keeps failed JobSet %s/%s for debugging (keep_failed_attempts=%s, asked by "
@@ -1218,7 +1178,7 @@ class MtcDeleteJobSetOperator(JobSetTargetMixin):
             why = f"the teardown after the run ended (task {self.launch_task_id} is done; asked by {who})"
         for name in names:
             self.log.info("deleting JobSet %s/%s (checkpoints are kept): %s", self.namespace, name, why)
-            api.delete(self.namespace, name, reason=V.DELETE_TEARDOWN)
+            hook.delete(name, self.namespace, reason=V.DELETE_TEARDOWN)
         if not self.name:  # the run is over: free its run name (the lock of that launch task, if still held)
             lock.release()
         return names

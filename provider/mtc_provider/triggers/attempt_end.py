@@ -71,8 +71,8 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int)
         return None
     trigger.log.info("%s; newest finalized step %s of %s -> %s: %s", state.describe(), latest,
                      extra.get("target_step"), decision.kind, decision.reason)
-    from mtc_provider import targets
     from mtc_provider.adapters.pod_logs import log_failed_pod_tails
+    from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
     from mtc_provider.core.attempt_records import end_of_attempt
     from mtc_provider.core.status import SUCCEEDED
 
@@ -83,12 +83,13 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int)
                          phase_succeeded=state.phase == SUCCEEDED, try_number=int(ti.try_number),
                          max_tries=getattr(ti, "max_tries", None) or extra.get("max_tries"),
                          target_step=extra.get("target_step"), last_try=False)
-    api = targets.jobset_api(trigger.connection, outage_timeout=0.0)
+    hook = MtcJobSetAsyncHook(trigger.connection).sync_hook()  # blocking calls, each off the loop
     # why the attempt died, one click away (best effort, as on the worker), beside the record: both off the loop
-    tails = asyncio.create_task(asyncio.to_thread(log_failed_pod_tails, trigger.log, api, state.namespace, state.name))
+    tails = asyncio.create_task(asyncio.to_thread(log_failed_pod_tails, trigger.log, hook.api, state.namespace,
+                                                  state.name))
     pushed: list[tuple[str, Any]] = []
     try:
-        journal = await asyncio.to_thread(_close_attempt, trigger, api, ti, end, pushed)
+        journal = await asyncio.to_thread(_close_attempt, trigger, hook, ti, end, pushed)
     except Exception as exc:  # noqa: BLE001 - the worker closes the record instead
         await tails
         trigger.log.warning("could not close the attempt's record from the triggerer (%s): the task resumes on a "
@@ -104,17 +105,15 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int)
     return TaskFailedEvent()
 
 
-def _close_attempt(trigger: Any, api: Any, ti: Any, end: Any, pushed: list[tuple[str, Any]]) -> Any:
+def _close_attempt(trigger: Any, hook: Any, ti: Any, end: Any, pushed: list[tuple[str, Any]]) -> Any:
     """The attempt's record closed through the worker's journal (adapters.attempt_journal, built from the settings
     the operator handed over), blocking (off the loop); its XComs are collected in `pushed`."""
     from mtc_provider.adapters.attempt_journal import AttemptJournal
-    from mtc_provider.adapters.run_lock import RunLock, lock_api
     from mtc_provider.core import labels as L
 
     extra = trigger.extra
     run_name, namespace = extra["run_name"], extra.get("namespace") or trigger.namespace
-    lock = RunLock(lock_api(trigger.connection, api), namespace, run_name,
-                   L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
+    lock = hook.run_lock(namespace, run_name, L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
     journal = AttemptJournal.from_settings(lock, extra.get("journal") or _settings_of_older_operator(trigger, ti),
                                            log=trigger.log, push=lambda key, value: pushed.append((key, value)))
     journal.close(end)
