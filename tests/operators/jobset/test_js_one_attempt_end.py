@@ -71,7 +71,7 @@ def _one_try(tmp_path, monkeypatch, case: str, in_triggerer: bool):
     """Play the case's first attempt to the end of its try; what the try ended with, and what it left."""
     from airflow.sdk.execution_time import task_runner
 
-    monkeypatch.setattr("mtc_provider.operators.jobset.logs_scope", lambda target, replicated_job: dict(SCOPE))
+    monkeypatch.setattr("mtc_provider.operators.jobset_end.logs_scope", lambda target, replicated_job: dict(SCOPE))
     comms = RecordingComms()
     monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", comms, raising=False)
     overrides, script, _ = CASES[case]
