@@ -254,9 +254,13 @@ class AttemptEndMixin:
         """This try's attempt journal (adapters.attempt_journal): the one writer of its attempts' records, XComs,
         logs link and run record; the trigger's end of a retry builds the same one from `settings()`."""
         place = self._run_record_place(context["ti"], namespace, checkpoint_dir, target_step)
+        try:
+            logs, links = logs_scope(self._target(), self._describe()[2].replicated_job_name), True
+        except Exception as exc:  # noqa: BLE001 - a link must never change how the attempt ends
+            self.log.warning("the pod logs link of this attempt is left as it is: %s", exc)
+            logs, links = None, False
         self._journal = AttemptJournal(lock, push=lambda key, value: context["ti"].xcom_push(key=key, value=value),
-                                       log=self.log, run_record=place,
-                                       logs=logs_scope(self._target(), self._describe()[2].replicated_job_name))
+                                       log=self.log, run_record=place, logs=logs, links=links)
         return self._journal
 
     # --- the run's record beside its checkpoints (adapters.run_records; read by mtc status / mtc list) -------
