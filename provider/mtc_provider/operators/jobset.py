@@ -270,14 +270,15 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         self._described = self._options = None  # this try's arguments, as rendered for it
         try:
             slices, checkpointing, workload, customization = self._describe(self._target().kind)
-            options = self._parse_options()
+            options = self._parse_options(say_warnings=True)
             self._rendered = _attempt_body(slices, checkpointing, workload, customization, ti)
         except (SpecError, ValueError) as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         return slices, checkpointing, workload, options.target_step
 
-    def _parse_options(self) -> LaunchOptions:
-        """The settings from the rendered fields, once per try (core.launch_options); SpecError names the field."""
+    def _parse_options(self, say_warnings: bool = False) -> LaunchOptions:
+        """The settings from the rendered fields, once per try (core.launch_options); SpecError names the field.
+        Their warnings are said where the try starts (`_specs`), not again when it resumes."""
         if self._options is None:
             target = self._target()
             _, checkpointing, workload, _ = self._describe(target.kind)
@@ -285,7 +286,7 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
                 {name: getattr(self, name) for name in OPTION_DEFAULTS}, default_target_step=checkpointing.steps,
                 kind=target.kind, checkpointing=checkpointing, workload=workload,
                 injects_faults=backend_for(target).injects_faults)
-            for warning in warnings:
+            for warning in warnings if say_warnings else ():
                 self.log.warning("%s", warning)
         return self._options
 
