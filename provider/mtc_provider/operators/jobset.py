@@ -123,57 +123,58 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
     :param retry_exponential_backoff: multiply the wait by this factor after each attempt.
     :param max_retry_delay: the longest wait between attempts.
 
-    Settings (keyword arguments too; parsed once per try: core.launch_options.LaunchOptions):
-
-    - `target_step`: the step that means "done"; default `checkpointing.steps`.
-    - `crash_loop_attempts`: fail for good after this many consecutive attempts without checkpoint progress
+    :param int target_step: the step that means "done"; default `checkpointing.steps`.
+    :param int crash_loop_attempts: fail for good after this many consecutive attempts without checkpoint progress
         (a stalled attempt counts like a failed one).
-    - `poll_interval`: seconds between polls when the watch cannot be used, and between stall checks.
-    - `stall_timeout`: seconds without progress (any source: the workload's reported steps, MTC replicator
+    :param float poll_interval: seconds between polls when the watch cannot be used, and between stall checks.
+    :param float stall_timeout: seconds without progress (any source: the workload's reported steps, MTC replicator
         backups, finalized checkpoints; core.progress.ProgressSignal; measured while the JobSet runs, on successful
         listings only) before the attempt counts as stalled: it is deleted and resubmitted. "derived": from the run's
         cadence (core.cadence), re-derived from the step time the run reports. An explicit value shorter than the
         gap of every signal it is measured against is refused (core.cadence.check_stall_timeout).
-    - `stall_cadence`: the plan's cadence (core.run.stall_rule) when its stall_timeout was derived: the trigger
+    :param dict stall_cadence: the plan's cadence (core.run.stall_rule) when its stall_timeout was derived: the trigger
         re-derives the limit from it (templated); None: stall_timeout as given (or derived here, see above).
-    - `startup_timeout`: seconds each start of the pods (the first, and each in-cluster restart) may take until
+    :param float startup_timeout: seconds each start of the pods (the first, and each in-cluster restart) may take until
         every pod runs before the run fails; None: wait for ever, logging "waiting for capacity" every
         `capacity_log_interval` seconds.
-    - `image_pull_timeout`: seconds a start of the pods may keep failing to pull its image or create its
+    :param float image_pull_timeout: seconds a start of the pods may keep failing to pull its image or create its
         container (ErrImagePull, ImagePullBackOff, CreateContainerError: Kubernetes retries these with back-off)
         before the run fails with the pod's message (templated; default 900: a replacement node pulling a large
         image). What cannot heal (InvalidImageName, a missing Secret or ConfigMap) fails at once. None: no bound.
-    - `capacity_log_interval`: seconds between "waiting for capacity: k of n pods scheduled" lines.
-    - `listing_timeout`: seconds the checkpoint listing may keep failing (403, 429, 503, timeouts) before the
+    :param float capacity_log_interval: seconds between "waiting for capacity: k of n pods scheduled" lines.
+    :param float listing_timeout: seconds the checkpoint listing may keep failing (403, 429, 503, timeouts) before the
         try fails with the bucket and the HTTP status; training is not touched meanwhile.
-    - `progress_interval`: seconds between progress lines in the task log while the run trains ("step N of T,
+    :param float progress_interval: seconds between progress lines in the task log while the run trains ("step N of T,
         S steps/h, ETA, newest checkpoint, restarts so far; where the step comes from"), whether or not stall
         detection is on. The step is the workload's own (the leader pod's `completed step` lines when `pod_logs` is
         on, or the local workload's events), else the newest finalized checkpoint. Each report is pushed to XCom
         key `progress` during the run (from the triggerer) and again when the watch ends. None or 0: no lines.
-    - `pod_logs`: stream the leader pod's log into the task's log while the trigger waits (templated; default
+    :param bool pod_logs: stream the leader pod's log into the task's log while the trigger waits (templated; default
         on). Bounded: at most `pod_logs_max_lines` lines and `pod_logs_max_bytes` bytes every `pod_logs_interval`
         seconds (the newest; a line counts what was left out).
-    - `pod_logs_interval`: seconds between reads of the leader pod's log (templated; default 30).
-    - `pod_logs_max_lines`: lines per read at most (templated; default 100).
-    - `pod_logs_max_bytes`: bytes per read at most (templated; default 32768).
-    - `deletion_timeout`: seconds a try waits for a terminating JobSet of this task to go before submitting.
-    - `api_outage_timeout`: seconds of continuous Kubernetes API outage (429, 5xx, refused or hanging
+    :param float pod_logs_interval: seconds between reads of the leader pod's log (templated; default 30).
+    :param int pod_logs_max_lines: lines per read at most (templated; default 100).
+    :param int pod_logs_max_bytes: bytes per read at most (templated; default 32768).
+    :param float deletion_timeout: seconds a try waits for a terminating JobSet of this task to go before submitting.
+    :param float api_outage_timeout: seconds of continuous Kubernetes API outage (429, 5xx, refused or hanging
         connections) that the watch and every request wait out, with backoff honouring Retry-After, before the task
         fails for good naming the API and its last answer. An outage is not an attempt: it spends no Airflow
         retry, and the JobSet is never deleted for it (clear the task to reattach). Default one hour.
-    - `wait_for`: "checkpoint" (training: done when the newest finalized checkpoint reaches `target_step`)
+    :param str wait_for: "checkpoint" (training: done when the newest finalized checkpoint reaches `target_step`)
         or "completion" (a one-shot job such as an evaluation: done when the JobSet completes; no checkpoint
         store is read, no stall or crash-loop detection; a retryable failure is still resubmitted).
-    - `fault_plan`: local target only: faults the runner injects into the run (a list of
+    :param list fault_plan: local target only: faults the runner injects into the run (a list of
         {kind, at_step|at_seconds, slice, host}, or {seed, faults}); each fires once per training run.
-    - `keep_failed_attempts`: how many of the newest failed attempts' JobSets stay in the cluster, for
+    :param int keep_failed_attempts: how many of the newest failed attempts' JobSets stay in the cluster, for
         debugging, when the next attempt is submitted (templated; default 0: an ended attempt is deleted before the
         next one). Each attempt has its own name (`<jobset_name>-<run hash>-a<attempt>`), so a kept one never blocks the
         next; older failed ones beyond the bound are deleted. A kept JobSet has no running pods (they ended with
         it) and keeps its pods' logs; the teardown deletes it unless its own keep_failed_attempts says otherwise,
         and `mtc delete RUN --attempt N` deletes it by hand. Every delete and every kept JobSet is logged with who
         asked.
+
+    The settings (from target_step on) are parsed once per try into one options object
+    (core.launch_options.LaunchOptions), from which the trigger's settings come.
 
     Where it runs: target, kubernetes_conn_id and the google provider's parameters (gcp_conn_id,
     impersonation_chain, project_id, location, cluster_name, use_dns_endpoint), as JobSetTargetMixin takes them;
