@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from functools import cached_property
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException
@@ -27,15 +27,14 @@ from airflow.sdk.exceptions import AirflowFailException
 from mtc_provider import targets
 from mtc_provider.adapters.protocols import AlreadyExists, AsyncJobSetApi, CheckpointStore, JobSetApi, NotFound
 from mtc_provider.core import labels as L
-from mtc_provider.core.attempts import Attempt, attempts, run_selector
-from mtc_provider.core.customization import CustomizationSpec
-from mtc_provider.core.jobset import build_jobset, pod_template
-from mtc_provider.core.names import label_value
-from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
 from mtc_provider.core.status import JobSetState, evaluate_jobset
-from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.core.vocabulary import DELETE_UNSPECIFIED
-from mtc_provider.target import target_from_dict
+
+if TYPE_CHECKING:  # the run description is imported where it is used: the triggerer loads this module on its loop
+    from mtc_provider.core.attempts import Attempt
+    from mtc_provider.core.customization import CustomizationSpec
+    from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
+    from mtc_provider.core.tpu import SliceSpec
 
 
 class StillTerminating(Exception):
@@ -81,6 +80,8 @@ class MtcJobSetHook(BaseHook):
         super().__init__(**kwargs)
         self.connection = dict(connection) if connection is not None else None
         self.api_outage_timeout = float(api_outage_timeout)
+        from mtc_provider.target import target_from_dict
+
         # a resolved connection needs no target (and a deployment without the local target has no default one)
         self.target = target_from_dict(target) if connection is None or target is not None else None
         self.kubernetes_conn_id = kubernetes_conn_id
@@ -119,6 +120,11 @@ class MtcJobSetHook(BaseHook):
                workload: WorkloadSpec | Mapping[str, Any], labels: Mapping[str, str] | None = None,
                customization: CustomizationSpec | Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The JobSet manifest, validated (a SpecError names the bad field) and customized."""
+        from mtc_provider.core.customization import CustomizationSpec
+        from mtc_provider.core.jobset import build_jobset
+        from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
+        from mtc_provider.core.tpu import SliceSpec
+
         return build_jobset(_as(SliceSpec, slices), _as(CheckpointingSpec, checkpointing),
                             _as(WorkloadSpec, workload), labels, CustomizationSpec.from_value(customization))
 
@@ -130,6 +136,9 @@ class MtcJobSetHook(BaseHook):
 
         :param attempt: the try number written to the attempt label (what `find_by_run` orders by).
         """
+        from mtc_provider.core.jobset import pod_template
+        from mtc_provider.core.names import label_value
+
         body = self.render(slices, checkpointing, workload, labels, customization)
         if attempt is not None:
             for meta in (body["metadata"], pod_template(body)["metadata"]):
@@ -142,6 +151,8 @@ class MtcJobSetHook(BaseHook):
     # --- read ---------------------------------------------------------------------------------------
     def find_by_run(self, run_name: str, namespace: str | None = None) -> list[Attempt]:
         """Every JobSet the provider launched for this run name (each attempt), oldest first."""
+        from mtc_provider.core.attempts import attempts, run_selector
+
         return attempts(self.api.list(namespace or self.namespace, run_selector(run_name)))
 
     def status(self, name: str, namespace: str | None = None) -> JobSetState:
