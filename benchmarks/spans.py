@@ -42,7 +42,7 @@ TARGETS: tuple[tuple[str, str | None, str, str | None], ...] = (
     ("mtc_provider.adapters.attempt_journal", "AttemptJournal", "report", "XCom push + attempts (lock read)"),
     ("mtc_provider.adapters.attempt_journal", "AttemptJournal", "relink_logs", "logs link (XCom)"),
     ("mtc_provider.operators.jobset", "MtcJobSetOperator", "_owner_gone", "owner gone? (Task SDK lookup)"),
-    ("mtc_provider.operators.jobset", None, "log_failed_pod_tails", "pod-log tails of failed pods"),
+    ("mtc_provider.operators.jobset_end", None, "log_failed_pod_tails", "pod-log tails of failed pods"),
     ("mtc_provider.operators.jobset", None, "persist_links", "links (XCom)"),
     ("mtc_provider.operators.jobset", None, "plan_launch", "plan_launch (pure)"),
     ("mtc_provider.targets.registry", None, "jobset_api", "JobSet api construction"),
