@@ -116,7 +116,7 @@ def test_the_launch_operator_uses_the_same_rule(tmp_path):
         op._specs()
     op = launch(str(tmp_path), workload=workload, stall_timeout="derived")
     op._specs()
-    assert op.stall_timeout == 120.0 and op.stall_cadence["step_seconds"] == 2.0
+    assert op._options.stall_timeout == 120.0 and op._options.stall_cadence["step_seconds"] == 2.0
     op = launch(str(tmp_path), workload=workload, stall_timeout="soon")
     with pytest.raises(AirflowFailException, match=r"stall_timeout: 'soon' is not allowed; allowed: a positive"):
         op._specs()

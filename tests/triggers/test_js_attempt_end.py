@@ -98,9 +98,10 @@ async def test_the_trigger_s_end_of_a_retry_records_the_run_and_says_one_line(cl
     assert record["restarts"] == 3
     # Airflow's structlog renders to the output (`[warning  ]`); plain logging records land in caplog
     out = capsys.readouterr().out.splitlines() + [f"[{r.levelname.lower()}] {r.getMessage()}" for r in caplog.records]
-    lines = [line for line in out if "The triggerer ends this try" in line]
+    lines = [line for line in out if "resubmitting (try" in line and "-> retry" not in line]
     assert len(lines) == 1 and "[warning" in lines[0] and "error" not in lines[0].split("]")[0], lines
     assert "resubmitting (try 2 of 4 next)" in lines[0] and "resumes from step 10 of 100" in lines[0]
+    assert any("the triggerer ends this try (TaskFailedEvent)" in line for line in out), out
 
 
 @pytest.mark.parametrize("case", ["no task instance", "last try", "crash loop", "target reached", "old airflow",

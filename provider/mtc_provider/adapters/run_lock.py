@@ -183,19 +183,15 @@ class RunLock:
                     raise
         raise ApiError(409, f"lock {self.name} kept changing under us", "Conflict")
 
-    def close_attempt(self, name: str, outcome: str, restarts: int, latest: int | None, reason: str,
-                      interruption: str | None = None, in_try: bool = False) -> None:
-        """Close the record of the attempt whose JobSet is `name` (end time, outcome: core.outcomes', in-cluster
-        restarts, newest step, why; for a retryable end its kind, core.interruptions, and whether the same try
-        follows it): the launch operator's end of an attempt and the trigger's end of a retry
-        (triggers.attempt_end)."""
+    def close_attempt(self, end: Any, now: float) -> None:
+        """Close the open record of the ended attempt (a core.attempt_records.AttemptEnd), as its typed record
+        closes it; keys it does not know are kept. Written through adapters.attempt_journal by either end of a try."""
+        from mtc_provider.core.attempt_records import AttemptRecord
+
         def change(data: dict[str, Any]) -> None:
-            for record in data[ATTEMPTS]:
-                if record.get("jobset") == name and record.get("end") is None:
-                    record.update(end=time.time(), outcome=outcome, restarts=restarts, last_step=latest,
-                                  reason=reason)
-                    if interruption:
-                        record.update(interruption=interruption, in_try=bool(in_try))
+            for index, stored in enumerate(data[ATTEMPTS]):
+                if stored.get("jobset") == end.jobset and stored.get("end") is None:
+                    data[ATTEMPTS][index] = {**stored, **AttemptRecord.from_dict(stored).closed(end, now).to_dict()}
         self.update(change)
 
     def release(self) -> None:

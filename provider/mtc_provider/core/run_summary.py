@@ -1,8 +1,8 @@
 """A run's record (its attempt history, kept beside its checkpoints) and the one-line summary `mtc list` shows (pure).
 
-The launch operator writes the record (adapters.run_records) when an attempt is submitted and when it ends, from
-the attempt records of the run lock (operators/jobset.py): `{"attempt", "jobset", "start", "end", "outcome",
-"restarts", "last_step", "reason"}` each. The run's state is the operator's last word: `running` while an
+The attempt journal (adapters.attempt_journal, for either end of a try) writes the record (adapters.run_records)
+when an attempt is submitted and when it ends, with the run lock's attempt records (core.attempt_records'
+`AttemptRecord`). The run's state is the operator's last word: `running` while an
 attempt goes on, `retrying` between attempts, `succeeded` or `failed` when the run ended.
 """
 

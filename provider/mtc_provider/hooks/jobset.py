@@ -1,8 +1,11 @@
-"""`MtcJobSetHook`: the provider's JobSet operations for `@task` code and scripts.
+"""`MtcJobSetHook`: the provider's JobSet client, for the launch operator, `@task` code and scripts; and
+`MtcJobSetAsyncHook`, its twin for the triggers (as cncf.kubernetes' KubernetesJobOperator runs over
+KubernetesHook and its JobTrigger over the async hook).
 
-Built on the same adapters as the operators (`targets` for the Kubernetes side, the checkpoint
-stores for the newest finalized step) and the same pure core (`core.jobset` renders, `core.attempts` reads a
-run's attempts back), so a JobSet submitted here is exactly what `MtcJobSetOperator` would submit.
+Built on the adapters (`targets` for the Kubernetes side, the run lock, the checkpoint stores for the newest
+finalized step) and the pure core (`core.jobset` renders, `core.attempts` reads a run's attempts back): the launch
+operator submits its attempts, finds its task's JobSets, waits for a deletion, deletes with a reason and takes
+its run lock here, so a JobSet submitted by `@task` code is exactly what `MtcJobSetOperator` would submit.
 
     @task
     def launch():
@@ -14,23 +17,28 @@ run's attempts back), so a JobSet submitted here is exactly what `MtcJobSetOpera
 
 from __future__ import annotations
 
+import time
 from functools import cached_property
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowFailException
 
 from mtc_provider import targets
-from mtc_provider.adapters.protocols import CheckpointStore, JobSetApi
+from mtc_provider.adapters.protocols import AlreadyExists, AsyncJobSetApi, CheckpointStore, JobSetApi, NotFound
 from mtc_provider.core import labels as L
-from mtc_provider.core.attempts import Attempt, attempts, run_selector
-from mtc_provider.core.customization import CustomizationSpec
-from mtc_provider.core.jobset import build_jobset, pod_template
-from mtc_provider.core.names import label_value
-from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
 from mtc_provider.core.status import JobSetState, evaluate_jobset
-from mtc_provider.core.tpu import SliceSpec
 from mtc_provider.core.vocabulary import DELETE_UNSPECIFIED
-from mtc_provider.target import target_from_dict
+
+if TYPE_CHECKING:  # the run description is imported where it is used: the triggerer loads this module on its loop
+    from mtc_provider.core.attempts import Attempt
+    from mtc_provider.core.customization import CustomizationSpec
+    from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
+    from mtc_provider.core.tpu import SliceSpec
+
+
+class StillTerminating(Exception):
+    """A deleted JobSet of this task was still terminating when the wait for its deletion ran out."""
 
 
 def _as(kind: type, value: Any) -> Any:
@@ -50,6 +58,10 @@ class MtcJobSetHook(BaseHook):
     :param kubeconfig: a kubeconfig file to use instead (what `mtc status --kubeconfig` passes).
     :param context: the kubeconfig context; default: the file's current context.
     :param checkpoint_store_factory: (checkpoint_dir, gcp_conn_id) -> CheckpointStore; default open_store.
+    :param connection: serializable connection details (`targets.connection_for`), as the launch operator resolved
+        them once for its try; instead of target/kubernetes_conn_id/kubeconfig.
+    :param api_outage_timeout: seconds every request waits out an unreachable API (then ApiUnreachable); 0: bounded
+        retries only.
     """
 
     hook_name = "MTC JobSet"
@@ -61,10 +73,17 @@ class MtcJobSetHook(BaseHook):
         kubeconfig: str | None = None,
         context: str | None = None,
         checkpoint_store_factory: Callable[[str, str], CheckpointStore] | None = None,
+        connection: Mapping[str, Any] | None = None,
+        api_outage_timeout: float = 0.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.target = target_from_dict(target)
+        self.connection = dict(connection) if connection is not None else None
+        self.api_outage_timeout = float(api_outage_timeout)
+        from mtc_provider.target import target_from_dict
+
+        # a resolved connection needs no target (and a deployment without the local target has no default one)
+        self.target = target_from_dict(target) if connection is None or target is not None else None
         self.kubernetes_conn_id = kubernetes_conn_id
         self.kubeconfig = kubeconfig
         self.context = context
@@ -77,6 +96,8 @@ class MtcJobSetHook(BaseHook):
     @cached_property
     def api(self) -> JobSetApi:
         """The JobSetApi for the target (resolved once: GKE endpoint and CA, or the kubeconfig)."""
+        if self.connection is not None:
+            return targets.jobset_api(self.connection, outage_timeout=self.api_outage_timeout)
         if self.kubeconfig:
             from kubernetes import config
 
@@ -99,6 +120,11 @@ class MtcJobSetHook(BaseHook):
                workload: WorkloadSpec | Mapping[str, Any], labels: Mapping[str, str] | None = None,
                customization: CustomizationSpec | Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The JobSet manifest, validated (a SpecError names the bad field) and customized."""
+        from mtc_provider.core.customization import CustomizationSpec
+        from mtc_provider.core.jobset import build_jobset
+        from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
+        from mtc_provider.core.tpu import SliceSpec
+
         return build_jobset(_as(SliceSpec, slices), _as(CheckpointingSpec, checkpointing),
                             _as(WorkloadSpec, workload), labels, CustomizationSpec.from_value(customization))
 
@@ -110,6 +136,9 @@ class MtcJobSetHook(BaseHook):
 
         :param attempt: the try number written to the attempt label (what `find_by_run` orders by).
         """
+        from mtc_provider.core.jobset import pod_template
+        from mtc_provider.core.names import label_value
+
         body = self.render(slices, checkpointing, workload, labels, customization)
         if attempt is not None:
             for meta in (body["metadata"], pod_template(body)["metadata"]):
@@ -122,6 +151,8 @@ class MtcJobSetHook(BaseHook):
     # --- read ---------------------------------------------------------------------------------------
     def find_by_run(self, run_name: str, namespace: str | None = None) -> list[Attempt]:
         """Every JobSet the provider launched for this run name (each attempt), oldest first."""
+        from mtc_provider.core.attempts import attempts, run_selector
+
         return attempts(self.api.list(namespace or self.namespace, run_selector(run_name)))
 
     def status(self, name: str, namespace: str | None = None) -> JobSetState:
@@ -170,3 +201,106 @@ class MtcJobSetHook(BaseHook):
     def delete(self, name: str, namespace: str | None = None, reason: str = DELETE_UNSPECIFIED) -> None:
         """Delete the JobSet and its pods; its checkpoints stay. `reason`: one of core.vocabulary.DELETE_REASONS."""
         self.api.delete(namespace or self.namespace, name, reason=reason)
+
+    # --- the launch operator's attempts ------------------------------------------------------------------
+    def run_lock(self, namespace: str, run_name: str, run_labels: Mapping[str, str],
+                 owner: Mapping[str, Any] | None = None) -> Any:
+        """The run's lock (adapters.run_lock: a ConfigMap on GKE): one writer per run name, and its records."""
+        from mtc_provider.adapters.run_lock import RunLock, lock_api
+
+        connection = self.connection if self.connection is not None else \
+            targets.connection_for(self.target, self.kubernetes_conn_id)
+        return RunLock(lock_api(connection, self.api), namespace, run_name, run_labels, owner)
+
+    def submit_attempt(self, namespace: str, name: str, body: Mapping[str, Any],
+                       run_labels: Mapping[str, str]) -> tuple[dict[str, Any], bool]:
+        """Create an attempt's JobSet: (the JobSet, True), or (the one already there under its name, False) when it
+        is this task's (a worker that died after the create); a name taken by another run fails for good. Other
+        API errors are the caller's to decide (core.resubmission.decide_rejected)."""
+        try:
+            return self.api.create(namespace, body), True
+        except AlreadyExists:
+            existing = self.api.get(namespace, name)
+            if not L.belongs_to(existing["metadata"].get("labels"), run_labels):
+                raise AirflowFailException(f"JobSet name {name} is taken by a JobSet of another run") from None
+            self.log.info("JobSet %s already exists for this try: reattaching", name)
+            return existing, False
+
+    def this_tasks_jobsets(self, namespace: str, run_name: str,
+                           run_labels: Mapping[str, str]) -> list[dict[str, Any]]:
+        """This task's JobSets (every attempt), from one listing of the run name's JobSets.
+
+        Two live JobSets of one run name would write the same checkpoints, so a live one of another DAG run or
+        task (a new DAG run, or a re-run of `airflow dags test`) fails the try before anything is created.
+        """
+        selector = L.selector({L.RUN_NAME: run_labels[L.RUN_NAME], L.MANAGED_BY: L.MANAGED_BY_VALUE})
+        mine = []
+        for other in self.api.list(namespace, selector):
+            labels = other["metadata"].get("labels") or {}
+            if L.belongs_to(labels, run_labels):
+                mine.append(other)
+            elif evaluate_jobset(other).live:
+                raise AirflowFailException(
+                    f"run_name {run_name!r} already has a live JobSet {namespace}/{other['metadata']['name']} "
+                    f"(DAG {labels.get(L.DAG_ID)}, run {labels.get(L.RUN_ID)}): two JobSets must not write the same "
+                    "checkpoints; wait for it, delete it, or use another run_name"
+                )
+        return mine
+
+    def wait_for_deletion(self, namespace: str, names: Sequence[str], timeout: float, poll_interval: float) -> None:
+        """Foreground deletion keeps a JobSet (and its pods, which may still write) for a while: wait, bounded;
+        StillTerminating names the JobSet when `timeout` seconds ran out."""
+        deadline = time.monotonic() + float(timeout)
+        pause = min(max(float(poll_interval), 0.0), 10.0)
+        for name in names:
+            logged = -1.0
+            while True:
+                try:
+                    self.api.get(namespace, name)
+                except NotFound:
+                    self.log.info("JobSet %s/%s is gone", namespace, name)
+                    break
+                now = time.monotonic()
+                if now >= deadline:
+                    raise StillTerminating(
+                        f"JobSet {namespace}/{name} is still terminating after {timeout:.0f}s "
+                        "(foreground deletion waits for its pods); check its pods and finalizers: kubectl get jobset "
+                        f"-n {namespace} {name} -o yaml")
+                if logged < 0 or now - logged >= 60:
+                    self.log.info("waiting for JobSet %s/%s to finish terminating (deletionTimestamp set, its pods "
+                                  "are stopping) before the next attempt; at most %.0fs", namespace, name,
+                                  deadline - now)
+                    logged = now
+                time.sleep(pause)
+
+
+class MtcJobSetAsyncHook(BaseHook):
+    """The triggers' JobSet client: the async api, rebuilt inside the triggerer from the serializable connection
+    (every client mints a fresh token), and the sync hook for the few blocking calls a trigger runs off its loop.
+
+    :param connection: serializable connection details (`targets.connection_for`).
+    :param poll_interval: seconds between polls when the api cannot watch.
+    :param request_timeout: client-side seconds per request (default adapters.kubernetes.REQUEST_TIMEOUT).
+    """
+
+    hook_name = "MTC JobSet (async)"
+
+    def __init__(self, connection: Mapping[str, Any], poll_interval: float = 30.0,
+                 request_timeout: float | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.connection = dict(connection)
+        self.poll_interval = poll_interval
+        self.request_timeout = request_timeout
+
+    @cached_property
+    def api(self) -> AsyncJobSetApi:
+        return targets.async_jobset_api(self.connection, poll_interval=self.poll_interval,
+                                        request_timeout=self.request_timeout)
+
+    def sync_hook(self, api_outage_timeout: float = 0.0) -> MtcJobSetHook:
+        """The sync twin over the same connection (run lock, pod logs): call it off the event loop."""
+        return MtcJobSetHook(connection=self.connection, api_outage_timeout=api_outage_timeout)
+
+    async def get_status(self, name: str, namespace: str) -> JobSetState:
+        """The JobSet's phase, restarts and failure reason (the core's one evaluator)."""
+        return evaluate_jobset(await self.api.get(namespace, name))

@@ -5,13 +5,15 @@ When the JobSet ends and the decision is "retry" (core.resubmission.decide, the 
 a task process, the DAG file's parse and the provider's imports (seconds on every resubmission: docs/benchmarks.md,
 "Where the seconds go"). Airflow 3.3.1 routes a trigger's `TaskFailedEvent` through the task's retries (up_for_retry
 while retries are left: apache/airflow #69821, backported to 3.3.1 as #71163), so the trigger ends the try itself,
-after the same bookkeeping the worker would do: the failed pods' log tails (in this try's log), and the attempt's
-record closed in the run lock (end, outcome, restarts, newest step).
+after the failed pods' log tails (in this try's log), by the worker's own rule (core.attempt_records.end_of_attempt)
+and through the worker's own attempt journal (adapters.attempt_journal: the record in the run lock, the `jobset` and
+`attempts` XComs, the logs link narrowed to the attempt, the run's record beside its checkpoints, the one line).
 
 Only the plain retry without progress is ended here: an attempt interrupted after progress is followed in the
 same try (core.resubmission.resubmit_in_try), which needs the worker to submit it, so the worker ends it. Success,
-a final failure (crash loop, non-retryable), the last try, a listing that fails (the worker waits it out for listing_timeout), a trigger without a task instance (`dag.test`, the
-synchronous path), or any error in the bookkeeping: the worker resumes as before. Nothing is deleted here.
+a final failure (crash loop, non-retryable), the last try, a listing that fails (the worker waits it out for
+listing_timeout), a trigger without a task instance (`dag.test`, the synchronous path), or any error in the
+bookkeeping: the worker resumes as before. Nothing is deleted here.
 """
 
 from __future__ import annotations
@@ -69,67 +71,77 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int)
         return None
     trigger.log.info("%s; newest finalized step %s of %s -> %s: %s", state.describe(), latest,
                      extra.get("target_step"), decision.kind, decision.reason)
-    from mtc_provider import targets
     from mtc_provider.adapters.pod_logs import log_failed_pod_tails
-    from mtc_provider.core.resubmission import resubmission_line
+    from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
+    from mtc_provider.core.attempt_records import end_of_attempt
+    from mtc_provider.core.status import SUCCEEDED
 
-    restarts = max(restarts, state.restarts)  # the JobSet's own count is the truth (a restart the watch missed)
-    api = targets.jobset_api(trigger.connection, outage_timeout=0.0)
+    # the worker's rule for the same end (operators.jobset `_finish`): never the last try here
+    end = end_of_attempt(decision, jobset=state.name, namespace=state.namespace, attempt=extra["attempt"],
+                         restarts=max(restarts, state.restarts),  # the JobSet's own count is the truth
+                         latest=latest, history=extra.get("history") or [None],
+                         phase_succeeded=state.phase == SUCCEEDED, try_number=int(ti.try_number),
+                         max_tries=getattr(ti, "max_tries", None) or extra.get("max_tries"),
+                         target_step=extra.get("target_step"), last_try=False)
+    hook = MtcJobSetAsyncHook(trigger.connection).sync_hook()  # blocking calls, each off the loop
     # why the attempt died, one click away (best effort, as on the worker), beside the record: both off the loop
-    tails = asyncio.create_task(asyncio.to_thread(log_failed_pod_tails, trigger.log, api, state.namespace, state.name))
-    line = resubmission_line(decision.reason, latest, int(ti.try_number), getattr(ti, "max_tries", None),
-                             extra.get("target_step"))
+    tails = asyncio.create_task(asyncio.to_thread(log_failed_pod_tails, trigger.log, hook.api, state.namespace,
+                                                  state.name))
+    pushed: list[tuple[str, Any]] = []
     try:
-        lock = await asyncio.to_thread(_close_attempt, trigger, api, ti, state, restarts, latest, line)
+        journal = await asyncio.to_thread(_close_attempt, trigger, hook, ti, end, pushed)
     except Exception as exc:  # noqa: BLE001 - the worker closes the record instead
         await tails
         trigger.log.warning("could not close the attempt's record from the triggerer (%s): the task resumes on a "
                             "worker to end this try", exc)
         return None
     await tails
-    await asyncio.to_thread(_record_retrying, trigger, ti, lock, line)
+    trigger.log.warning("%s", end.line)  # the one line that says what happens, as the worker's: not an error
+    await asyncio.to_thread(journal.record_run, end.run_state, end.line, trigger.last_progress)
+    await _push_xcoms(trigger, ti, pushed)
     from airflow.triggers.base import TaskFailedEvent
 
-    # The one line that says what happens, as the worker's (core.resubmission.resubmission_line): not an error.
-    trigger.log.warning("%s. The triggerer ends this try (TaskFailedEvent); Airflow's retries submit the next "
-                        "attempt", line)
+    trigger.log.info("the triggerer ends this try (TaskFailedEvent): Airflow's retries submit the next attempt")
     return TaskFailedEvent()
 
 
-def _close_attempt(trigger: Any, api: Any, ti: Any, state: JobSetState, restarts: int, latest: int | None,
-                   reason: str) -> None:
-    """The attempt's record closed in the run lock as the worker closes it (RunLock.close_attempt), blocking (off
-    the loop)."""
-    from mtc_provider.adapters.run_lock import RunLock, lock_api
-    from mtc_provider.core.outcomes import DISRUPTED
+def _close_attempt(trigger: Any, hook: Any, ti: Any, end: Any, pushed: list[tuple[str, Any]]) -> Any:
+    """The attempt's record closed through the worker's journal (adapters.attempt_journal, built from the settings
+    the operator handed over), blocking (off the loop); its XComs are collected in `pushed`."""
+    from mtc_provider.adapters.attempt_journal import AttemptJournal
     from mtc_provider.core import labels as L
 
     extra = trigger.extra
     run_name, namespace = extra["run_name"], extra.get("namespace") or trigger.namespace
-    lock = RunLock(lock_api(trigger.connection, api), namespace, run_name,
-                   L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
-    from mtc_provider.core.interruptions import interruption_of
-    from mtc_provider.core.status import SUCCEEDED
-
-    # as the worker closes it (operators.jobset `_finish`): here only retries without progress, never in-try
-    lock.close_attempt(state.name, DISRUPTED, restarts, latest, reason, interruption_of(state.phase == SUCCEEDED),
-                       False)
-    return lock
+    lock = hook.run_lock(namespace, run_name, L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
+    journal = AttemptJournal.from_settings(lock, extra.get("journal") or _settings_of_older_operator(trigger, ti),
+                                           log=trigger.log, push=lambda key, value: pushed.append((key, value)))
+    journal.close(end)
+    return journal
 
 
-def _record_retrying(trigger: Any, ti: Any, lock: Any, reason: str) -> None:
-    """The run's record beside its checkpoints says "retrying", as the worker's end of a retry writes it
-    (operators.jobset `_write_record`; read by `mtc status`/`mtc list`). Best effort: it never changes the end."""
-    from mtc_provider.adapters.run_lock import ATTEMPTS
-    from mtc_provider.adapters.run_records import record_run
+def _settings_of_older_operator(trigger: Any, ti: Any) -> dict[str, Any]:
+    """A trigger deferred by a provider version before the journal (an upgrade while the task waits): the run's
+    record from the trigger's own fields, as that version wrote it; the logs link is left as it is."""
     from mtc_provider.core.ownership import task_owner
-    from mtc_provider.core.run_summary import RETRYING
 
-    extra, checkpoint_dir = trigger.extra, trigger.checkpoint_dir
-    try:
-        record_run(checkpoint_dir, trigger.gcp_conn_id or "google_cloud_default", trigger.impersonation_chain,
-                   run_name=extra["run_name"], namespace=extra.get("namespace") or trigger.namespace,
-                   target_step=extra.get("target_step"), state=RETRYING, attempts=lock.read()[ATTEMPTS],
-                   owner=task_owner(ti), reason=reason)
-    except Exception as exc:  # noqa: BLE001 - the record is for people reading the run later
-        trigger.log.warning("could not write the run's attempt record beside %s: %s", checkpoint_dir, exc)
+    extra = trigger.extra
+    return {"run_record": {"checkpoint_dir": trigger.checkpoint_dir, "impersonation_chain": trigger.impersonation_chain,
+                           "gcp_conn_id": trigger.gcp_conn_id or "google_cloud_default",
+                           "run_name": extra["run_name"], "namespace": extra.get("namespace") or trigger.namespace,
+                           "target_step": extra.get("target_step"), "owner": task_owner(ti)},
+            "links": False}
+
+
+async def _push_xcoms(trigger: Any, ti: Any, pushed: list[tuple[str, Any]]) -> None:
+    """The XComs the worker's end would push, through the triggerer's comms (adapters.live_xcom); best effort."""
+    from mtc_provider.adapters.live_xcom import apush_xcom
+
+    owner = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id,
+             "map_index": getattr(ti, "map_index", -1)}
+    for key, value in pushed:
+        try:
+            await apush_xcom(owner, key, value)
+        except Exception as exc:  # noqa: BLE001 - the records in the run lock and beside the checkpoints stand
+            trigger.log.warning("could not push the %s XCom from the triggerer (%s)", key, exc)
+            return

@@ -192,8 +192,10 @@ class JobSetTrigger(BaseTrigger):
     clock = staticmethod(time.time)  # wall clock of the stall and startup checks (tests step it by hand)
 
     def _api(self):
-        return async_jobset_api(self.connection, poll_interval=self.poll_interval,
-                                request_timeout=self.request_timeout)
+        from mtc_provider.hooks.jobset import MtcJobSetAsyncHook  # the triggers' JobSet client
+
+        return MtcJobSetAsyncHook(self.connection, poll_interval=self.poll_interval,
+                                  request_timeout=self.request_timeout).api
 
     def _api_name(self) -> str:
         """Which Kubernetes API, in words (no secret: the endpoint or the connection id)."""

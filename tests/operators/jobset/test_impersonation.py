@@ -160,4 +160,5 @@ def test_google_parameters_render_from_templates_with_the_real_operator(gke_clus
     target = op._target()
     assert (target.project_id, target.location, target.cluster_name, target.use_dns_endpoint) == (
         "proj-t", "us-east5", "tpu", True)
-    assert (op.crash_loop_attempts, op.wait_for, op.deletion_timeout) == (4, "checkpoint", 60.0)
+    options = op._options  # the settings, parsed once from the rendered fields (core.launch_options)
+    assert (options.crash_loop_attempts, options.wait_for, options.times.deletion_timeout) == (4, "checkpoint", 60.0)

@@ -1,0 +1,139 @@
+"""The attempt journal: where both ends of a try write an attempt's start and end (I/O only).
+
+An attempt ends in the worker (the launch operator's `execute_complete`, or its synchronous path) or in the
+triggerer (a plain retry: triggers.attempt_end). Both decide with the same pure rule
+(core.attempt_records.end_of_attempt) and write through one journal, so the run lock's record, the `jobset` and
+`attempts` XComs, the logs link narrowed to the attempt's start..end, the run's record beside its checkpoints
+(`mtc status`) and the lines in the task log are the same whoever ended the try.
+
+The journal writes the lock and the run record itself; XComs go through `push(key, value)`: the task's own
+`xcom_push` in the worker, a list the trigger sends through the triggerer's comms (adapters.live_xcom) after the
+blocking part ran off its event loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, RunLock
+from mtc_provider.core.attempt_records import AttemptEnd, AttemptRecord
+
+XCOM_KEY = "jobset"  # the attempt's end: jobset_name, namespace, attempt, restarts, last_step, reason
+ATTEMPTS_XCOM_KEY = "attempts"  # every attempt record so far (a try's XComs are cleared when the next starts)
+
+
+@dataclass(frozen=True)
+class RunRecordPlace:
+    """Where and for whom the run's record beside its checkpoints is written (adapters.run_records)."""
+
+    checkpoint_dir: str
+    gcp_conn_id: str
+    impersonation_chain: Any
+    run_name: str
+    namespace: str
+    target_step: int | None
+    owner: Mapping[str, Any]
+
+
+def logs_scope(target: Any, replicated_job: str | None) -> dict[str, Any] | None:
+    """What the logs link needs, serializable for the trigger: None on a target without a Cloud Console."""
+    from mtc_provider.targets import backend_for
+
+    scope = backend_for(target).console
+    if scope is None:
+        return None
+    return {"project_id": scope.project_id, "cluster": scope.cluster_name, "replicated_job": replicated_job}
+
+
+class AttemptJournal:
+    """Open and close a run's attempt records in its run lock, and say so where people and tools read it."""
+
+    def __init__(self, lock: RunLock, *, push: Callable[[str, Any], None], log: Any,
+                 run_record: RunRecordPlace | None = None, logs: Mapping[str, Any] | None = None,
+                 links: bool = True, clock: Callable[[], float] = time.time) -> None:
+        self.lock = lock
+        self.push = push
+        self.log = log
+        self.run_record = run_record  # None: no record (a one-shot job's checkpoints are another run's)
+        self.logs = logs  # logs_scope(...)
+        self.links = links  # False: the logs link is left as it is (its scope is not known)
+        self.clock = clock
+        self.attempts: list[dict[str, Any]] = []  # the lock's records, as last read
+
+    def open(self, record: AttemptRecord, history: list[int | None]) -> list[dict[str, Any]]:
+        """Keep the step history and the new attempt's record (not again on a reattach); every record so far."""
+        opened = record.to_dict()
+
+        def remember(data: dict[str, Any]) -> None:
+            data[HISTORY] = history
+            if not any(r.get("jobset") == record.jobset for r in data[ATTEMPTS]):
+                data[ATTEMPTS].append(opened)
+
+        return self.lock.update(remember).get(ATTEMPTS) or [opened]
+
+    def close(self, end: AttemptEnd) -> dict[str, Any]:
+        """Close the attempt's open record, then report it (XComs, logs link); returns the `jobset` XCom."""
+        self.lock.close_attempt(end, self.clock())
+        return self.report(end.namespace, end.jobset, end.attempt, end.restarts, end.last_step, end.reason)
+
+    def report(self, namespace: str, name: str, attempt: int, restarts: int, latest: int | None,
+               reason: str) -> dict[str, Any]:
+        """The attempt's figures and every record so far as XComs, and its logs link narrowed to its record."""
+        result = {"jobset_name": name, "namespace": namespace, "attempt": attempt, "restarts": restarts,
+                  "last_step": latest, "reason": reason}
+        self.push(XCOM_KEY, result)
+        self.attempts = self.lock.read()[ATTEMPTS]
+        self.push(ATTEMPTS_XCOM_KEY, self.attempts)
+        self.relink_logs(namespace, name)
+        return result
+
+    def relink_logs(self, namespace: str, name: str) -> None:
+        """The logs link again, now scoped to the attempt's start..end (its record); before, it spans a day."""
+        record = next((r for r in reversed(self.attempts) if r.get("jobset") == name), None)
+        if not self.links or record is None or record.get("start") is None:
+            return
+        from mtc_provider.links.jobset import JobSetLogsLink, logs_url
+
+        try:
+            url = "" if not self.logs else logs_url(self.logs["project_id"], self.logs["cluster"], namespace, name,
+                                                    record["start"], record.get("end") or self.clock(),
+                                                    self.logs.get("replicated_job"))
+            self.push(JobSetLogsLink.key, url)
+        except Exception as exc:  # noqa: BLE001 - a link must never change how the attempt ends
+            self.log.warning("could not update the pod logs link of %s/%s: %s", namespace, name, exc)
+
+    def record_run(self, state: str, reason: str, progress: Mapping[str, Any] | None = None) -> None:
+        """The run's record beside its checkpoints, with every attempt as last read."""
+        write_run_record(self.run_record, state, reason, self.attempts, progress, self.log)
+
+    def settings(self) -> dict[str, Any]:
+        """What a trigger needs to build the same journal (serializable: no token, no client)."""
+        return {"run_record": dataclasses.asdict(self.run_record) if self.run_record else None, "logs": self.logs,
+                "links": self.links}
+
+    @classmethod
+    def from_settings(cls, lock: RunLock, settings: Mapping[str, Any], **kwargs: Any) -> "AttemptJournal":
+        place = settings.get("run_record")
+        return cls(lock, run_record=RunRecordPlace(**place) if place else None, logs=settings.get("logs"),
+                   links=bool(settings.get("links", True)), **kwargs)
+
+
+def write_run_record(place: RunRecordPlace | None, state: str, reason: str, attempts: list[dict[str, Any]],
+                     progress: Mapping[str, Any] | None, log: Any) -> None:
+    """The run's record beside its checkpoints (read by `mtc status`/`mtc list`; adapters.run_records). Best
+    effort: a record that cannot be written is logged, and never changes how the attempt ends. None: no record (a
+    one-shot job's checkpoints belong to another run)."""
+    if place is None:
+        return
+    try:
+        from mtc_provider.adapters.run_records import record_run
+
+        where = record_run(place.checkpoint_dir, place.gcp_conn_id, place.impersonation_chain,
+                           run_name=place.run_name, namespace=place.namespace, target_step=place.target_step,
+                           state=state, attempts=attempts, owner=place.owner, reason=reason, progress=progress)
+        log.info("run %s: %s, %d attempt(s) recorded in %s", place.run_name, state, len(attempts), where)
+    except Exception as exc:  # noqa: BLE001 - the record is for people reading the run later
+        log.warning("could not write the run's attempt record beside %s: %s", place.checkpoint_dir, exc)
