@@ -611,7 +611,7 @@ class JobSetTrigger(BaseTrigger):
                         answers_then = answers
                         now = self.clock()
                         delay = outage.failed(now, retry.describe_failure(exc), retry.retry_after_of(exc),
-                                              started=began)
+                                              started=_first_failure(api, began, now))
                         if outage.exhausted(now):
                             raise retry.ApiUnreachable(self._api_name(), outage.elapsed(now), outage.last_status,
                                                        self.api_outage_timeout) from exc
@@ -810,6 +810,16 @@ class StartClock:
     pull_since: float | None = None
     first_pull_error: str = ""
     volume_events: list[str] = dataclasses.field(default_factory=list)  # the newest lines of core.pod_events
+
+
+def _first_failure(api: Any, began: float, now: float) -> float:
+    """When this run of failures began, on the trigger's clock: the api's first transient failure since it last
+    answered (`failing_since`, wall time), else the start of the call that failed. A watch call lasts as long
+    as the JobSet is quiet (hours): its start is no outage's start once the api says when it failed first."""
+    since = getattr(api, "failing_since", None)
+    if since is None:
+        return began
+    return max(began, now - max(0.0, time.time() - since))
 
 
 def _bound(startup_timeout: float | None) -> str:
