@@ -656,7 +656,10 @@ class JobSetTrigger(BaseTrigger):
         return min(ticks) if ticks else None
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        api = self._api()
+        # Off the triggerer's shared event loop: the target's hook and the clients' cold imports took 16-27 s in
+        # one callback at load 10-12, which Airflow's watchdog reports as a deadlocked loop (adapters.kubernetes
+        # AsyncKubernetesJobSetApi imports them when built; tests/triggers/test_trigger_event_loop.py)
+        api = await asyncio.to_thread(self._api)
         self._live_since = self.clock()
         self._pods_started = False if hasattr(api, "list_pods") else None
         restarts = self.restarts_seen
@@ -754,7 +757,7 @@ class JobSetTrigger(BaseTrigger):
                              "jobset -n %s %s", where, verdict.reason, self.namespace, self.name)
             return
         self.log.warning("deleting JobSet %s (checkpoints are kept): %s", where, verdict.reason)
-        api = self._api()
+        api = await asyncio.to_thread(self._api)
         failed = await adelete_within(lambda: api.delete(self.namespace, self.name, reason=DELETE_USER_KILL),
                                       trigger_budget(time.monotonic() - started))
         if failed:  # the lock stays too: the teardown releases it with the JobSet
