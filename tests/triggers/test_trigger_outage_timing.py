@@ -64,3 +64,39 @@ async def test_an_outage_is_timed_from_its_first_failure_to_the_answer(outage_cl
     # the outage, from the first failed call to the answer: not less than the switch was on, and not the quiet
     # watch's 10 s on top (it is at most what this test saw, rounded)
     assert OUTAGE_S - 1 <= answered <= seen_s + 1 and answered < QUIET_S + OUTAGE_S - 2, (answered, seen_s, text)
+
+
+async def test_a_gap_far_above_the_cadence_is_said_when_supervision_resumes(cluster, tmp_path, monkeypatch):
+    """The triggerer was stopped (a metadata-database outage stops it; a SIGSTOP, a starved host) for 120 s: the
+    watch's next look says so in the task log. The trigger's clock is stepped by hand, as the stall tests do."""
+    from tests.doubles.memory_jobset import status_completed
+
+    lines_at = tmp_path / "gap.log"
+    logger = file_logger(lines_at)
+    monkeypatch.setattr(JobSetTrigger, "log", property(lambda self: logger))
+    now = [1000.0]
+    looks = []
+
+    def paused_once(obj):  # the JobSet's next status, read after the triggerer was away for 120 s
+        now[0] += 120.0
+        return status_running()
+
+    cluster.plan([status_running(), paused_once, status_running(), status_completed()])
+    cluster.create("default", jobset_body())
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    trigger = JobSetTrigger(connection={"kind": "local", "home": str(tmp_path / "home")}, namespace="default",
+                            name="train", poll_interval=1.0, checkpoint_dir=str(checkpoints), stall_timeout=3600,
+                            progress_interval=None)
+
+    def clock():
+        now[0] += 0.01
+        looks.append(now[0])
+        return now[0]
+
+    monkeypatch.setattr(trigger, "clock", clock)
+    events = [event async for event in trigger.run()]
+    assert events and events[-1].payload["kind"] == "ended", events
+    text = lines_at.read_text()
+    (gap,) = [float(x) for x in re.findall(r"supervision resumed after (\d+) s", text)]
+    assert 120 <= gap <= 125 and "one look is due every 1 s" in text, text

@@ -29,6 +29,9 @@ from mtc_provider.core.vocabulary import DEFAULT_POLL_INTERVAL_S, DELETE_USER_KI
 from mtc_provider.core import jobset_events as events  # the event kinds and the typed event (their one home)
 
 
+RESUMED_FACTOR, RESUMED_MIN_S = 5.0, 60.0  # a gap above both is said in the task log ("supervision resumed")
+
+
 class JobSetTrigger(BaseTrigger):
     """Watch JobSet `namespace/name` until it succeeds, fails, disappears or stalls.
 
@@ -665,9 +668,11 @@ class JobSetTrigger(BaseTrigger):
         restarts = self.restarts_seen
         state: JobSetState | None = None
         failed_rjob = ""
+        looked_at = self.clock()
         async for item in self._events(api):
             if isinstance(item, BaseException) and not isinstance(item, Exception):
                 raise item
+            looked_at = self._say_if_resumed(looked_at)
             if isinstance(item, retry.ApiUnreachable):  # not the attempt's failure: the JobSet was not touched
                 self.log.error("%s; JobSet %s/%s was not touched", item, self.namespace, self.name)
                 yield self._event(events.API_UNREACHABLE, state, restarts, str(item))
@@ -721,6 +726,18 @@ class JobSetTrigger(BaseTrigger):
             if state is not None and not state.terminating:
                 await self.follow_pod_logs()
                 await self.report_progress(restarts)
+
+    def _say_if_resumed(self, looked_at: float) -> float:
+        """Log when this watch looked at its JobSet again after a gap far above its cadence (a stopped or
+        starved triggerer, its loop held, a metadata-database outage: docs/deployment.md); returns now."""
+        now, tick = self.clock(), self._tick()
+        gap = now - looked_at
+        if tick is not None and gap > max(RESUMED_FACTOR * tick, RESUMED_MIN_S):
+            self.log.warning("supervision resumed after %.0f s: JobSet %s/%s was not looked at since (one look is "
+                             "due every %.0f s; the triggerer was stopped, starved or cut off from Airflow's "
+                             "database meanwhile); its state is read now, and nothing was deleted", gap,
+                             self.namespace, self.name, tick)
+        return now
 
     async def on_kill(self) -> None:
         """The triggerer cancelled this watch "by user action": delete the JobSet only when Airflow confirms it.
