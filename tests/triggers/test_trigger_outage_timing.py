@@ -25,7 +25,7 @@ from tests.support.js_airflow_db import file_logger
 from tests.support.js_helpers import jobset_body
 
 pytestmark = pytest.mark.timeout(120)
-QUIET_S, OUTAGE_S = 10.0, 6.0
+QUIET_S, OUTAGE_S = 10.0, 15.0  # longer than the adapter rides out inside its own retries (about 8 s here)
 
 
 async def test_an_outage_is_timed_from_its_first_failure_to_the_answer(outage_cluster, monkeypatch,  # noqa: F811
@@ -45,8 +45,8 @@ async def test_an_outage_is_timed_from_its_first_failure_to_the_answer(outage_cl
         await asyncio.sleep(QUIET_S)  # watching a quiet JobSet: no event since the watch began
         outage_started = time.monotonic()
         outage_cluster.faults.set("unavailable", seconds=OUTAGE_S, retry_after=0)
-        deadline = time.monotonic() + 60
-        while "answers again" not in (lines_at.read_text() if lines_at.exists() else ""):
+        deadline = time.monotonic() + 90
+        while "answers again after" not in (lines_at.read_text() if lines_at.exists() else ""):
             assert time.monotonic() < deadline, lines_at.read_text() if lines_at.exists() else "no lines"
             assert not watching.done(), watching.result()
             await asyncio.sleep(0.2)
@@ -56,7 +56,9 @@ async def test_an_outage_is_timed_from_its_first_failure_to_the_answer(outage_cl
         await asyncio.gather(watching, return_exceptions=True)
         await events.aclose()
     text = lines_at.read_text()
-    (unreachable,) = [float(x) for x in re.findall(r"Kubernetes API unreachable for (\d+) s", text)]
+    found = re.findall(r"Kubernetes API unreachable for (\d+) s", text)
+    assert len(found) == 1, text
+    unreachable = float(found[0])
     (answered,) = [float(x) for x in re.findall(r"answers again after (\d+) s", text)]
     # the first warning comes after the adapter's retries gave up: seconds into the outage, never 0, and not the
     # quiet watch before it

@@ -29,6 +29,7 @@ from mtc_provider.core.vocabulary import DEFAULT_POLL_INTERVAL_S, DELETE_USER_KI
 from mtc_provider.core import jobset_events as events  # the event kinds and the typed event (their one home)
 
 
+ANSWER_CHECK_S = 0.5  # how often an ongoing outage checks whether the api answered again
 RESUMED_FACTOR, RESUMED_MIN_S = 5.0, 60.0  # a gap above both is said in the task log ("supervision resumed")
 
 
@@ -593,6 +594,7 @@ class JobSetTrigger(BaseTrigger):
             version = self.resource_version
             outage = outages.OutageClock(self.api_outage_timeout, self.api_backoff_max, self.api_outage_log_interval)
             answers_then = None  # the api's answer count at the last failure
+            said_back = None  # says "answers again" when the api answers a quiet watch (no event to carry it)
             try:
                 while True:
                     began = self.clock()  # an outage starts with its first failing call, not after its inner retries
@@ -625,6 +627,8 @@ class JobSetTrigger(BaseTrigger):
                                 outage.last_status, self.namespace, self.name, self._api_name(),
                                 self.api_outage_timeout, outage.remaining(now))
                             metrics.api_outage(metrics.trigger_tags(self), outage.failures, outage.elapsed(now))
+                        if said_back is None or said_back.done():
+                            said_back = asyncio.create_task(self._say_when_answered(api, outage, answers))
                         await asyncio.sleep(delay)
                         continue
                     await asyncio.sleep(self.poll_interval)  # the watch ended quietly: watch again from version
@@ -632,6 +636,9 @@ class JobSetTrigger(BaseTrigger):
                 raise
             except BaseException as exc:  # handed to run(): an Exception becomes an error event, others re-raise
                 await queue.put(exc)
+            finally:
+                if said_back is not None:
+                    said_back.cancel()
 
         task = asyncio.create_task(pump())
         try:
@@ -648,6 +655,17 @@ class JobSetTrigger(BaseTrigger):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+    async def _say_when_answered(self, api, outage: outages.OutageClock, answers_then: Any) -> None:
+        """Log the outage's end when the api answers again, event or not: a re-opened watch of a quiet JobSet
+        yields nothing, so the watch loop alone would say it only at the JobSet's next change."""
+        while outage.ongoing:
+            await asyncio.sleep(ANSWER_CHECK_S)
+            answered = getattr(api, "failing_since", 0.0) is None and getattr(api, "answers", None) != answers_then
+            if answered and outage.ongoing:
+                self.log.info("%s answers again after %.0f s; watching JobSet %s/%s", self._api_name(),
+                              outage.reset(self.clock()), self.namespace, self.name)
+                return
 
     def _tick(self) -> float | None:
         watching = self._stall_watch() or self._pods_started is False
