@@ -102,6 +102,13 @@ class AirflowApi:
         return self._request("GET", f"/api/v2/dags/{urllib.parse.quote(dag_id)}/dagRuns/"
                                     f"{urllib.parse.quote(run_id, safe='')}")
 
+    def tries(self, dag_id: str, run_id: str, task_id: str) -> list[dict[str, Any]]:
+        """Every try of one task instance (Airflow 3: TaskInstanceHistoryCollectionResponse.task_instances)."""
+        answer = self._request("GET", f"/api/v2/dags/{urllib.parse.quote(dag_id)}/dagRuns/"
+                                      f"{urllib.parse.quote(run_id, safe='')}/taskInstances/"
+                                      f"{urllib.parse.quote(task_id)}/tries")
+        return list((answer or {}).get("task_instances") or [])
+
     def ui_url(self, dag_id: str, run_id: str) -> str:
         return f"{self.url}/dags/{urllib.parse.quote(dag_id)}/runs/{urllib.parse.quote(run_id, safe='')}"
 

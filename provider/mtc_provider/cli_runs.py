@@ -293,7 +293,7 @@ def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict
     attempts: list[dict[str, Any]] = []
     for entry in (record or {}).get("attempts") or []:
         jobset = in_cluster.pop(entry.get("jobset"), None)
-        attempts.append({"attempt": entry.get("attempt"), "name": entry.get("jobset"),
+        attempts.append({"attempt": entry.get("attempt"), "try": entry.get("try"), "name": entry.get("jobset"),
                          "phase": jobset["phase"] if jobset else "deleted",
                          "restarts": max(entry.get("restarts") or 0, jobset["restarts"] if jobset else 0),
                          "reason": entry.get("reason") or (jobset or {}).get("reason") or "",
@@ -354,11 +354,13 @@ def status(
     timeout: float = typer.Option(0, "--timeout", help="With --wait: give up after this many seconds (exit 3); "
                                   "0: no bound."),
     poll: float = typer.Option(10, "--poll", help="With --wait: seconds between reads."),
+    api_url: str = typer.Option(None, "--api-url", help="Airflow's API server, to count the launch's tries that "
+                                "never reached the provider (default: $AIRFLOW_API_URL; credentials as `mtc run`)."),
     output: Any = None,
     options: ClusterOptions = None,
 ) -> None:
     """A run's attempts (one JobSet each; kept in the run's record after the teardown deleted them), their state,
-    and the newest finalized checkpoint step."""
+    and the newest finalized checkpoint step; with Airflow's API, its tries beside them."""
     from mtc_provider.cli import Output, _emit
     from mtc_provider.core.run_summary import ENDED_STATES
 
@@ -381,12 +383,34 @@ def status(
             if deadline is not None and time.monotonic() >= deadline:
                 timed_out(f"run {run_name} still {summary['state']} after {timeout:g} s (--timeout)")
             time.sleep(poll)
+    summary["tries"] = airflow_tries(summary, api_url)
     if output is not Output.text:
         _emit(output, summary)
     else:
         _print_status(summary)
     if wait and summary["state"] != "succeeded":
         raise typer.Exit(ERROR)
+
+
+def airflow_tries(summary: dict[str, Any], api_url: str | None) -> dict[str, Any] | None:
+    """Airflow's tries of the run's launch task beside its attempts (core.tries), when Airflow's API is given and
+    the run's record names its DAG run; None otherwise (a warning when the API did not answer)."""
+    from mtc_provider.cli_run import AirflowApi, AirflowApiError, _env
+    from mtc_provider.core.tries import tries_line, unreached_tries
+
+    url, dag_run = api_url or _env("AIRFLOW_API_URL", "AIRFLOW_URL"), summary.get("dag_run") or {}
+    if not url or not dag_run.get("dag_id"):
+        return None
+    api = AirflowApi(url, _env("AIRFLOW_CLI_TOKEN", "AIRFLOW_TOKEN"), _env("AIRFLOW_USERNAME"), _env("AIRFLOW_PASSWORD"))
+    try:
+        tries = api.tries(dag_run["dag_id"], dag_run["run_id"], dag_run.get("task_id") or "train")
+    except AirflowApiError as exc:
+        Console(file=sys.stderr, soft_wrap=True, highlight=False).print(
+            f"warning: Airflow's tries not counted: {escape(str(exc))}")
+        return None
+    unreached = unreached_tries(tries, summary["attempts"])
+    return {"total": len(tries), "unreached": unreached,
+            "line": tries_line(len(tries), len(summary["attempts"]), unreached)}
 
 
 def _status_line(summary: dict[str, Any]) -> str:
@@ -416,6 +440,8 @@ def _print_status(summary: dict[str, Any]) -> None:
     target = f" of {summary['target_step']}" if summary.get("target_step") else ""
     console.print(f"newest finalized step: {step if step is not None else 'none yet'}{target} "
                   f"({escape(summary['checkpoint_dir'] or 'checkpoint directory unknown')})")
+    if summary.get("tries"):
+        console.print(escape(summary["tries"]["line"]))
     if any((summary.get("interruptions") or {}).values()):  # nothing survived yet: no line
         from mtc_provider.core.interruptions import summary as interruption_summary
 

@@ -394,3 +394,33 @@ def test_topology_database_and_broker_are_this_runs_own(tmp_path: Path):
     scheduler = one.services["airflow-scheduler"]
     ports = {one.env_for(scheduler, i)["AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT"] for i in (1, 2)}
     assert len(ports) == 2  # two schedulers on one machine: a health server each
+
+
+def test_the_task_sdks_api_client_rides_out_an_api_server_restart_during_a_resume(monkeypatch):
+    """Issue #33 item 9: a resumed try's first Execution API calls failed while the api-server was down for 45 s or
+    took 44.7 s to answer its first request. The Task SDK's client retries with tenacity
+    `stop_after_attempt([workers] execution_api_retries)` and `wait_random_exponential(min=..._retry_wait_min,
+    max=..._retry_wait_max)`, each request bounded by `execution_api_timeout` (apache/airflow task-sdk
+    src/airflow/sdk/api/client.py@3.3.2, `Client.request`). The shortest schedule the compose settings allow (every
+    random wait at its lower bound) must outlast the outage, and one request must outwait the slow first answer;
+    Airflow's defaults (5 tries, 1-90 s, 5 s) do neither."""
+    import random
+
+    import tenacity
+
+    def shortest_wait(retries: int, wait_min: float, wait_max: float) -> float:
+        monkeypatch.setattr(random, "uniform", lambda low, high: low)  # the shortest draw of each wait
+        wait = tenacity.wait_random_exponential(min=wait_min, max=wait_max)
+        states = [tenacity.RetryCallState(None, None, (), {}) for _ in range(retries - 1)]
+        for number, state in enumerate(states, start=1):
+            state.attempt_number = number
+        return sum(wait(state) for state in states)
+
+    for name in AIRFLOW_SERVICES - {"airflow-init", "mtc-local"}:
+        env = _resolved()["services"][name]["environment"]
+        budget = shortest_wait(int(env["AIRFLOW__WORKERS__EXECUTION_API_RETRIES"]),
+                               float(env["AIRFLOW__WORKERS__EXECUTION_API_RETRY_WAIT_MIN"]),
+                               float(env["AIRFLOW__WORKERS__EXECUTION_API_RETRY_WAIT_MAX"]))
+        assert budget >= 90, (name, budget)  # twice the 45 s outage seen
+        assert float(env["AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT"]) > 44.7, name
+    assert shortest_wait(5, 1.0, 90.0) < 45  # Airflow's defaults: the failure the soak saw

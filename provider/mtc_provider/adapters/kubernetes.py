@@ -292,6 +292,20 @@ class KubernetesJobSetApi:
         return json.loads(response.data) if hasattr(response, "data") else response
 
 
+ASYNC_CLIENT_MODULES = ("aiohttp", "kubernetes_asyncio.client", "kubernetes_asyncio.watch",
+                        "kubernetes_asyncio.config")
+
+
+def import_clients() -> None:
+    """Import the async clients (about 1000 modules: seconds cold, 12 s at load 9). The requests import them
+    lazily on the triggerer's event loop, where a cold import holds every trigger of the process; a trigger
+    builds its api in a thread, so this runs there once and the requests find them loaded."""
+    import importlib
+
+    for name in ASYNC_CLIENT_MODULES:
+        importlib.import_module(name)
+
+
 class AsyncKubernetesJobSetApi:
     """Async JobSetApi for triggers. `client_factory()` is an async context manager yielding a
     kubernetes_asyncio ApiClient with a fresh token (e.g. GKEKubernetesAsyncHook.get_conn).
@@ -313,6 +327,24 @@ class AsyncKubernetesJobSetApi:
         self.rewatch_after = rewatch_after
         self.polling = False  # set while watching kept failing and polling stands in
         self.answers = 0
+        import_clients()  # here, where a trigger builds its api in a thread, not at its first request on the loop
+        # time.time() of the first transient failure since the API last answered (None while it answers): an
+        # outage is timed from there, not from when the bounded retries here gave up (a minute later)
+        self.failing_since: float | None = None
+
+    def _answered(self) -> None:
+        self.answers += 1
+        self.failing_since = None
+
+    @contextlib.contextmanager
+    def _observed(self):
+        """Notes a transient failure (429, 5xx, no answer) of a request; any other answer (404...) is an answer."""
+        try:
+            yield
+        except retry.Retryable:
+            if self.failing_since is None:
+                self.failing_since = time.time()
+            raise
 
     @contextlib.asynccontextmanager
     async def _client(self) -> AsyncIterator[Any]:
@@ -333,11 +365,11 @@ class AsyncKubernetesJobSetApi:
                     api = k8s.CustomObjectsApi(api_client)
                     result = await getattr(api, method)(group=GROUP, version=VERSION, plural=PLURAL, **kwargs,
                                                         _request_timeout=self.request_timeout)
-                    self.answers += 1
+                    self._answered()
                     return result
 
         async for attempt in _async_retrying():
-            with attempt:
+            with attempt, self._observed():
                 return await once()
 
     async def get(self, namespace: str, name: str) -> dict[str, Any]:
@@ -352,12 +384,12 @@ class AsyncKubernetesJobSetApi:
         from kubernetes_asyncio import client as k8s
 
         async for attempt in _async_retrying():
-            with attempt, mapped_errors("list_namespaced_pod", namespace, self.where):
+            with attempt, self._observed(), mapped_errors("list_namespaced_pod", namespace, self.where):
                 async with self._client() as api_client:
                     api = k8s.CoreV1Api(api_client)
                     pods = await api.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={jobset_name}",
                                                          _request_timeout=self.request_timeout)
-                    self.answers += 1
+                    self._answered()
                     return [api_client.sanitize_for_serialization(p) for p in pods.items]
 
     async def list_pod_events(self, namespace: str) -> list[dict[str, Any]]:
@@ -367,12 +399,12 @@ class AsyncKubernetesJobSetApi:
         from kubernetes_asyncio import client as k8s
 
         async for attempt in _async_retrying():
-            with attempt, mapped_errors("list_namespaced_event", namespace, self.where):
+            with attempt, self._observed(), mapped_errors("list_namespaced_event", namespace, self.where):
                 async with self._client() as api_client:
                     api = k8s.CoreV1Api(api_client)
                     found = await api.list_namespaced_event(namespace, field_selector="involvedObject.kind=Pod,"
                                                             "type=Warning", _request_timeout=self.request_timeout)
-                    self.answers += 1
+                    self._answered()
                     return [api_client.sanitize_for_serialization(e) for e in found.items]
 
     def _counting(self, list_fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -388,7 +420,7 @@ class AsyncKubernetesJobSetApi:
                 data = await response.read()
                 response.release()
                 raise ApiException(http_resp=RESTResponse(response, data))
-            self.answers += 1
+            self._answered()
             return response
 
         return connect
@@ -467,6 +499,7 @@ class AsyncKubernetesJobSetApi:
                     log.info("watch of %s/%s: 401, reconnecting with a fresh token", namespace, name)
                 elif isinstance(exc, retry.Retryable):
                     failures += 1
+                    self.failing_since = self.failing_since or time.time()
                     await asyncio.sleep(max(min(retry.MAX_WAIT, retry.INITIAL_WAIT * 2 ** failures),
                                             min(retry.retry_after_of(exc) or 0.0, retry.MAX_WAIT)))
                 else:

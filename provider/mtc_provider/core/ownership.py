@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 # States a user's action leaves behind (mark failed / mark success / skip) or that end a task for good.
 TERMINAL_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
-CLEARED_STATES = frozenset({"none", "restarting"})  # a user's clear: of a deferred try (None), of a running one
+CLEARED_STATES = frozenset({"none", "restarting"})  # a user's clear: of a deferred try (None), of a running one: kept
 
 
 @dataclass(frozen=True)
@@ -35,13 +35,23 @@ class KillVerdict:
     reason: str
 
 
-def kill_verdict(lookup: TaskLookup | None, who: str, error: str = "") -> KillVerdict:
+def kill_verdict(lookup: TaskLookup | None, who: str, error: str = "", own_try: int | None = None,
+                 holder_try: int | None = None) -> KillVerdict:
     """What a cancelled watch (trigger) or a SIGTERM'd try (worker) may do with its JobSet.
 
     `who` names the task instance ("DAG d, run r, task t, try n"); `lookup` None: Airflow could not be asked
-    (`error` says why). Deferred, scheduled, queued, running and up_for_retry are a try still alive, or one
-    that a newer try takes over (it reattaches to the JobSet): keep. Cleared (None, restarting), marked
-    (failed, success, skipped) or no row at all (the DAG run was deleted): a user stopped it, delete.
+    (`error` says why). Only a try that will never run again deletes: marked (failed, success, skipped,
+    upstream_failed, removed) or no row at all (the DAG run was deleted). Every other state keeps the JobSet:
+    deferred (the trigger moved), scheduled, queued, running, up_for_retry, and a clear (None, restarting).
+
+    A clear keeps it too, always: Airflow answers the kill None or, when its scheduler was quicker, `scheduled`
+    with the next try (clear_task_instances sets None; DagRun.schedule_tis makes it scheduled), and `scheduled`
+    is also what a try resumed by its trigger's event shows (Trigger.submit_event), whose worker decides the
+    JobSet's fate. No answer tells those apart, so a clear means "run the task again": the next try reattaches
+    to the live JobSet. To stop the TPUs a user marks the task failed (docs/resubmission.md).
+
+    `own_try` is the killed try; `holder_try` the try the run lock records now (None: not read): a newer one
+    has taken the run over, and the line says so instead of calling this try's state its own.
     """
     if lookup is None:
         return KillVerdict(False, False, f"could not confirm that a user stopped {who} ({error or 'no answer'})")
@@ -50,8 +60,13 @@ def kill_verdict(lookup: TaskLookup | None, who: str, error: str = "") -> KillVe
     state = lookup.state_name
     if state in TERMINAL_STATES:
         return KillVerdict(True, True, f"{who} was marked {state} (a user's action)")
+    if holder_try is not None and own_try is not None and holder_try > own_try:
+        return KillVerdict(False, False, f"{who} was followed by try {holder_try} (state {state}), which holds "
+                                         "the run lock and watches the run")
     if state in CLEARED_STATES:
-        return KillVerdict(True, False, f"{who} was cleared by a user (state {state})")
+        return KillVerdict(False, False, f"{who} was cleared by a user (state {state}): a clear runs the task "
+                                         "again and its next try reattaches to the JobSet (to stop it: mark the "
+                                         "task failed)")
     if state == "deferred":
         return KillVerdict(False, False, f"{who} is still deferred: its trigger moved to another triggerer, "
                                          "which keeps watching")

@@ -588,9 +588,10 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         """SIGTERM of a synchronous try: stop the JobSet only when Airflow confirms a user's action.
 
         A worker's own SIGTERM (a deploy, a scale-down) also lands here while the task is still `running` on the
-        server: then the JobSet keeps training and the next try reattaches to it. A deleted DAG run (no task
-        instance row any more) is a user's action too: the JobSet is deleted and the run lock released, since no
-        try of that run will ever come back for them (core.ownership.kill_verdict).
+        server, and a user's clear of a running try leaves it `restarting`: both keep the JobSet training and the
+        next try reattaches to it. A mark (failed, success) or a deleted DAG run (no task instance row any more)
+        deletes it, and releases the run lock, since no try of that run will ever come back for them
+        (core.ownership.kill_verdict).
         """
         if not self._current:
             return

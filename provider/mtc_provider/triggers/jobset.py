@@ -29,6 +29,10 @@ from mtc_provider.core.vocabulary import DEFAULT_POLL_INTERVAL_S, DELETE_USER_KI
 from mtc_provider.core import jobset_events as events  # the event kinds and the typed event (their one home)
 
 
+ANSWER_CHECK_S = 0.5  # how often an ongoing outage checks whether the api answered again
+RESUMED_FACTOR, RESUMED_MIN_S = 5.0, 60.0  # a gap above both is said in the task log ("supervision resumed")
+
+
 class JobSetTrigger(BaseTrigger):
     """Watch JobSet `namespace/name` until it succeeds, fails, disappears or stalls.
 
@@ -594,6 +598,7 @@ class JobSetTrigger(BaseTrigger):
             version = self.resource_version
             outage = outages.OutageClock(self.api_outage_timeout, self.api_backoff_max, self.api_outage_log_interval)
             answers_then = None  # the api's answer count at the last failure
+            said_back = None  # says "answers again" when the api answers a quiet watch (no event to carry it)
             try:
                 while True:
                     began = self.clock()  # an outage starts with its first failing call, not after its inner retries
@@ -615,7 +620,7 @@ class JobSetTrigger(BaseTrigger):
                         answers_then = answers
                         now = self.clock()
                         delay = outage.failed(now, retry.describe_failure(exc), retry.retry_after_of(exc),
-                                              started=began)
+                                              started=_first_failure(api, began, now))
                         if outage.exhausted(now):
                             raise retry.ApiUnreachable(self._api_name(), outage.elapsed(now), outage.last_status,
                                                        self.api_outage_timeout) from exc
@@ -626,6 +631,8 @@ class JobSetTrigger(BaseTrigger):
                                 outage.last_status, self.namespace, self.name, self._api_name(),
                                 self.api_outage_timeout, outage.remaining(now))
                             metrics.api_outage(metrics.trigger_tags(self), outage.failures, outage.elapsed(now))
+                        if said_back is None or said_back.done():
+                            said_back = asyncio.create_task(self._say_when_answered(api, outage, answers))
                         await asyncio.sleep(delay)
                         continue
                     await asyncio.sleep(self.poll_interval)  # the watch ended quietly: watch again from version
@@ -633,6 +640,9 @@ class JobSetTrigger(BaseTrigger):
                 raise
             except BaseException as exc:  # handed to run(): an Exception becomes an error event, others re-raise
                 await queue.put(exc)
+            finally:
+                if said_back is not None:
+                    said_back.cancel()
 
         task = asyncio.create_task(pump())
         try:
@@ -650,6 +660,17 @@ class JobSetTrigger(BaseTrigger):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
+    async def _say_when_answered(self, api, outage: outages.OutageClock, answers_then: Any) -> None:
+        """Log the outage's end when the api answers again, event or not: a re-opened watch of a quiet JobSet
+        yields nothing, so the watch loop alone would say it only at the JobSet's next change."""
+        while outage.ongoing:
+            await asyncio.sleep(ANSWER_CHECK_S)
+            answered = getattr(api, "failing_since", 0.0) is None and getattr(api, "answers", None) != answers_then
+            if answered and outage.ongoing:
+                self.log.info("%s answers again after %.0f s; watching JobSet %s/%s", self._api_name(),
+                              outage.reset(self.clock()), self.namespace, self.name)
+                return
+
     def _tick(self) -> float | None:
         watching = self._stall_watch() or self._pods_started is False
         ticks = [self.poll_interval] if watching else []
@@ -660,15 +681,20 @@ class JobSetTrigger(BaseTrigger):
         return min(ticks) if ticks else None
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        api = self._api()
+        # Off the triggerer's shared event loop: the target's hook and the clients' cold imports took 16-27 s in
+        # one callback at load 10-12, which Airflow's watchdog reports as a deadlocked loop (adapters.kubernetes
+        # AsyncKubernetesJobSetApi imports them when built; tests/triggers/test_trigger_event_loop.py)
+        api = await asyncio.to_thread(self._api)
         self._live_since = self.clock()
         self._pods_started = False if hasattr(api, "list_pods") else None
         restarts = self.restarts_seen
         state: JobSetState | None = None
         failed_rjob = ""
+        looked_at = self.clock()
         async for item in self._events(api):
             if isinstance(item, BaseException) and not isinstance(item, Exception):
                 raise item
+            looked_at = self._say_if_resumed(looked_at)
             if isinstance(item, retry.ApiUnreachable):  # not the attempt's failure: the JobSet was not touched
                 self.log.error("%s; JobSet %s/%s was not touched", item, self.namespace, self.name)
                 yield self._event(events.API_UNREACHABLE, state, restarts, str(item))
@@ -723,14 +749,28 @@ class JobSetTrigger(BaseTrigger):
                 await self.follow_pod_logs()
                 await self.report_progress(restarts)
 
+    def _say_if_resumed(self, looked_at: float) -> float:
+        """Log when this watch looked at its JobSet again after a gap far above its cadence (a stopped or
+        starved triggerer, its loop held, a metadata-database outage: docs/deployment.md); returns now."""
+        now, tick = self.clock(), self._tick()
+        gap = now - looked_at
+        if tick is not None and gap > max(RESUMED_FACTOR * tick, RESUMED_MIN_S):
+            self.log.warning("supervision resumed after %.0f s: JobSet %s/%s was not looked at since (one look is "
+                             "due every %.0f s; the triggerer was stopped, starved or cut off from Airflow's "
+                             "database meanwhile); its state is read now, and nothing was deleted", gap,
+                             self.namespace, self.name, tick)
+        return now
+
     async def on_kill(self) -> None:
         """The triggerer cancelled this watch "by user action": delete the JobSet only when Airflow confirms it.
 
         Airflow 3.3 also cancels a trigger that moved to another triggerer (a lapsed heartbeat) with the user's
         message (TriggerRunnerSupervisor.update_triggers -> TriggerRunner.cancel_triggers -> run_trigger,
         apache/airflow PR #73454), so ask the task instance's state now (core.ownership.kill_verdict): still
-        deferred or running keeps the JobSet; marked, cleared or a deleted DAG run deletes it, with the reason.
+        deferred, running or cleared keeps the JobSet (the next try reattaches); marked or a deleted DAG run
+        deletes it, with the reason. A newer try that holds the run lock is named as such.
         """
+        from mtc_provider.adapters.kill_delete import adelete_within, handoff, trigger_budget
         from mtc_provider.adapters.task_state import atry_lookup
         from mtc_provider.core.ownership import describe_owner, kill_verdict
 
@@ -747,14 +787,16 @@ class JobSetTrigger(BaseTrigger):
             who = describe_owner(owner)
             lookup, error = await atry_lookup(owner)
         verdict = kill_verdict(lookup, who, error)
+        if not verdict.delete and lookup is not None and ti is not None:
+            # Airflow's answer has no try number: the run lock says whether a newer try has taken the run over
+            holder = await self._holder_try(trigger_budget(time.monotonic() - started) / 2)
+            verdict = kill_verdict(lookup, who, error, getattr(ti, "try_number", None), holder)
         if not verdict.delete:
             self.log.warning("trigger cancelled: JobSet %s kept: %s. To stop the run yourself: kubectl delete "
                              "jobset -n %s %s", where, verdict.reason, self.namespace, self.name)
             return
         self.log.warning("deleting JobSet %s (checkpoints are kept): %s", where, verdict.reason)
-        from mtc_provider.adapters.kill_delete import adelete_within, handoff, trigger_budget
-
-        api = self._api()
+        api = await asyncio.to_thread(self._api)
         failed = await adelete_within(lambda: api.delete(self.namespace, self.name, reason=DELETE_USER_KILL),
                                       trigger_budget(time.monotonic() - started))
         if failed:  # the lock stays too: the teardown releases it with the JobSet
@@ -762,6 +804,26 @@ class JobSetTrigger(BaseTrigger):
             return
         if verdict.run_over and ti is not None and self.extra.get("run_name"):
             await asyncio.to_thread(self._release_lock, ti)
+
+    async def _holder_try(self, budget: float) -> int | None:
+        """The try the run lock records as its owner now, or None (no run name, no answer within `budget`)."""
+        if not self.extra.get("run_name"):
+            return None
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(self._read_holder_try), budget)
+        except Exception as exc:  # noqa: BLE001 - the verdict stands without it (the JobSet is kept either way)
+            self.log.info("could not read the run lock's owner (%s: %s)", type(exc).__name__, exc)
+            return None
+
+    def _read_holder_try(self) -> int | None:
+        from mtc_provider import targets
+        from mtc_provider.adapters.run_lock import OWNER, RunLock, lock_api
+
+        run_name, namespace = self.extra["run_name"], self.extra.get("namespace") or self.namespace
+        api = targets.jobset_api(self.connection)
+        owner = RunLock(lock_api(self.connection, api), namespace, run_name, {}).read().get(OWNER) or {}
+        number = owner.get("try_number")
+        return int(number) if isinstance(number, int) or str(number).isdigit() else None
 
     def _release_lock(self, ti) -> None:
         """The run is over for good (marked, or its DAG run deleted): free its run name (blocking; off the loop)."""
@@ -790,6 +852,16 @@ class StartClock:
     pull_since: float | None = None
     first_pull_error: str = ""
     volume_events: list[str] = dataclasses.field(default_factory=list)  # the newest lines of core.pod_events
+
+
+def _first_failure(api: Any, began: float, now: float) -> float:
+    """When this run of failures began, on the trigger's clock: the api's first transient failure since it last
+    answered (`failing_since`, wall time), else the start of the call that failed. A watch call lasts as long
+    as the JobSet is quiet (hours): its start is no outage's start once the api says when it failed first."""
+    since = getattr(api, "failing_since", None)
+    if since is None:
+        return began
+    return max(began, now - max(0.0, time.time() - since))
 
 
 def _bound(startup_timeout: float | None) -> str:

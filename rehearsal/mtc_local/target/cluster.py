@@ -67,6 +67,8 @@ def client_factory(home: str | os.PathLike[str]) -> Callable[[], Any]:
 def async_client_factory(home: str | os.PathLike[str]) -> Callable[[], contextlib.AbstractAsyncContextManager[Any]]:
     """A kubernetes_asyncio ApiClient per use, through AsyncKubernetesHook with the kubeconfig as its
     `kube_config_path` extra; a new hook each time, so a restarted cluster (new port) is found again."""
+    # imported here (a trigger builds its api in a thread), not cold on the triggerer's event loop at the first use
+    from airflow.providers.cncf.kubernetes.hooks import kubernetes  # noqa: F401
 
     @contextlib.asynccontextmanager
     async def make() -> AsyncIterator[Any]:

@@ -106,10 +106,11 @@ def test_terminating_jobset_after_a_trigger_on_kill_is_not_reattached_to(cluster
     ti = FakeTI(try_number=1)
     with pytest.raises(TaskDeferred) as deferred:
         run_try(launch(str(tmp_path), deferrable=True), ti)
-    # A user cleared the deferred task: Airflow answers state None for it (clear_task_instances sets it,
-    # apache/airflow airflow-core/src/airflow/models/taskinstance.py@3.3.2); the triggerer then runs on_kill.
+    # A user marked the deferred task failed (then cleared it to start again): Airflow answers state failed for it
+    # (TaskInstance.set_state); the triggerer then runs on_kill. (A clear alone keeps it: tests/triggers/
+    # test_clear_keeps.py.)
     monkeypatch.setattr(RuntimeTaskInstance, "get_task_states",
-                        staticmethod(lambda **kw: {ti.run_id: {ti.task_id: None}}))
+                        staticmethod(lambda **kw: {ti.run_id: {ti.task_id: "failed"}}))
     trigger = deferred.value.trigger
     ti.map_index = -1
     trigger.task_instance = ti
@@ -311,7 +312,7 @@ def test_stall_timeout_reaches_the_trigger(cluster, tmp_path):
     ("running", False, False), ("deferred", False, False), ("queued", False, False), ("scheduled", False, False),
     ("up_for_retry", False, False),  # its next try reattaches to the JobSet
     ("up_for_reschedule", False, False),
-    (None, True, False), ("restarting", True, False),  # a user's clear: the new try starts a new attempt
+    (None, False, False), ("restarting", False, False),  # a user's clear: the next try reattaches
     ("failed", True, True), ("success", True, True), ("skipped", True, True), ("upstream_failed", True, True),
     ("removed", True, True),
     ("no row", True, True),  # the DAG run was deleted
