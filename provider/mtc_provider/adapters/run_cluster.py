@@ -16,10 +16,8 @@ CACHE_SECONDS, however many pages poll; a failure is reported as a sentence, nev
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
-from datetime import datetime
 from typing import Any, Mapping
 
 CACHE_SECONDS = 2.0
@@ -145,42 +143,29 @@ def _pod(pod: Any) -> dict[str, Any]:
             "waiting": waiting, "message": message}
 
 
-_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+def _stamped(text: str, parse: Any) -> list[tuple[float, Any]]:
+    """(time, what `parse` found) for each line of a log read with timestamps=true that it recognises."""
+    from mtc_provider.core.step_log import log_timestamp
 
-
-def _epoch(stamp: str) -> float | None:
-    """RFC 3339 (the kubelet's nanoseconds included) as unix seconds."""
-    found = _STAMP.match(stamp)
-    if found is None:
-        return None
-    zone = "+00:00" if found[3] == "Z" else found[3]
-    fraction = f".{(found[2] or '0')[:6]}"
-    return datetime.fromisoformat(found[1] + fraction + zone).timestamp()
+    out = []
+    for line in text.splitlines():
+        stamp, _, message = line.partition(" ")
+        found = parse(message)
+        at = log_timestamp(stamp) if found is not None else None
+        if found is not None and at is not None:
+            out.append((at, found))
+    return out
 
 
 def timestamped_steps(text: str) -> list[tuple[float, int]]:
     """(time, step) of each `completed step` line of a log read with timestamps=true."""
     from mtc_provider.core.step_log import parse_step_line
 
-    out = []
-    for line in text.splitlines():
-        stamp, _, message = line.partition(" ")
-        parsed = parse_step_line(message)
-        at = _epoch(stamp) if parsed is not None else None
-        if parsed is not None and at is not None:
-            out.append((at, parsed.step))
-    return out
+    return [(at, parsed.step) for at, parsed in _stamped(text, parse_step_line)]
 
 
 def timestamped_restores(text: str) -> list[dict[str, Any]]:
     """{at, step} of each restore MaxText logged (`restoring from this run's directory step N`: core.step_log)."""
     from mtc_provider.core.step_log import parse_restore_line
 
-    out = []
-    for line in text.splitlines():
-        stamp, _, message = line.partition(" ")
-        step = parse_restore_line(message)
-        at = _epoch(stamp) if step is not None else None
-        if step is not None and at is not None:
-            out.append({"at": at, "step": step})
-    return out
+    return [{"at": at, "step": step} for at, step in _stamped(text, parse_restore_line)]
