@@ -105,7 +105,7 @@ def check_target_mode(target: str, spec: "CheckpointingSpec", command: Sequence[
         return
     require(LIGHT_WORKLOAD_MODULE in tuple(command or ()), "checkpointing.enable_multi_tier_checkpointing", True,
             "false on the local target unless the workload is the light one (workload.command "
-            f"python -m {LIGHT_WORKLOAD_MODULE}, local_workload 'light'); the JAX workload has no multi-tier mode, "
+            f"['python', '-m', '{LIGHT_WORKLOAD_MODULE}']); the JAX workload has no multi-tier mode, "
             "use enable_emergency_checkpoint")
     require(spec.base_output_directory.startswith("/"), "checkpointing.base_output_directory",
             spec.base_output_directory, "a local path on the local target in multi-tier mode (the replicator "
