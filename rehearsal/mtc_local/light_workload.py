@@ -144,7 +144,7 @@ def run(cfg: Config, ident: Identity, events_file: str) -> int:
         if preempted and step < cfg.steps:
             if cfg.enable_autocheckpoint:
                 save(step, force=True)
-            emit("preempted", step=step, saved=bool(cfg.enable_autocheckpoint and writes_persistent))
+            emit("preempted", step=step, saved=bool(cfg.enable_autocheckpoint and (writes_persistent or multi_tier)))
             return EXIT_OK
         save(step)
     if multi_tier:
