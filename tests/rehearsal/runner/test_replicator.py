@@ -8,6 +8,7 @@ mode: the local replicator")."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -50,7 +51,8 @@ def test_a_backup_is_in_the_replicators_layout_and_the_providers_listing_reads_i
 
 
 def test_only_a_step_every_ramdisk_holds_is_backed_up(tmp_path, ramdisks):
-    _save(ramdisks[0], 2), _save(ramdisks[1], 2), _save(ramdisks[0], 4)  # node 1 has not saved 4 yet
+    for node, step in ((0, 2), (1, 2), (0, 4)):  # node 1 has not saved 4 yet
+        _save(ramdisks[node], step)
     replicator = Replicator("run", tmp_path / "run", interval_steps=1)
     assert replicator.backup(ramdisks, now=0.0) == 2
 
@@ -92,11 +94,9 @@ def test_a_restore_refills_a_wiped_ramdisk_from_the_newest_complete_backup(tmp_p
     for node, disk in ramdisks.items():
         _save(disk, 4, f"node {node} step 4")
     replicator.backup(ramdisks, now=0.0)
-    _save(ramdisks[0], 6), _save(ramdisks[1], 6)
-    _save(ramdisks[0], 8)  # a save node 1 never finished
-    for child in ramdisks[1].iterdir():  # node 1's ramdisk is wiped (a host lost)
-        import shutil
-        shutil.rmtree(child)
+    for node, step in ((0, 6), (1, 6), (0, 8)):  # step 8: a save node 1 never finished
+        _save(ramdisks[node], step)
+    shutil.rmtree(ramdisks[1])  # node 1's ramdisk is wiped (a host lost)
     fresh = Replicator("run", tmp_path / "run", interval_steps=1)  # a new start of the pods
     assert fresh.restore(ramdisks) == (4, "backup")
     assert {int(p.name) for p in ramdisks[0].iterdir()} == {4} and {int(p.name) for p in ramdisks[1].iterdir()} == {4}
