@@ -42,7 +42,8 @@ class JobSetRun:
         self.orphaned = False  # its JobSet was deleted with propagationPolicy Orphan: its Jobs' pods run on
         self.step: int | None = None
         self._written_pods: list[dict[str, Any]] | None = None
-        self.replicator: Replicator | None = None  # multi-tier mode only (runner.replicator)
+        # Multi-tier mode only (runner.replicator); a command it cannot serve is refused here, at create.
+        self.replicator: Replicator | None = from_argv(self.plan.replicated_jobs[0].command)
         # Set by the supervisor: writes the object to the API server's store, which stamps its resourceVersion.
         self.publish: Callable[[dict[str, Any]], str] | None = None
         status = obj.setdefault("status", {})
@@ -293,8 +294,6 @@ class JobSetRun:
 
     def _restore_local_tier(self) -> None:
         """A new start of the pods: in multi-tier mode every ramdisk gets the step MTC restores (runner.replicator)."""
-        if self.replicator is None and self.pods:
-            self.replicator = from_argv(next(iter(self.pods.values())).spec.argv)
         if self.replicator is not None:
             self.replicator.restore(self._ramdisks())
 

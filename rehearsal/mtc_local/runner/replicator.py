@@ -31,6 +31,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Iterable, Mapping, Sequence
 
+from mtc_provider.core.errors import require
 from mtc_provider.core.listing import parse_mtc_backup
 from mtc_provider.core.progress import replicator_backup_dir
 
@@ -156,16 +157,17 @@ def flag_values(argv: Sequence[str]) -> dict[str, str]:
 
 
 def from_argv(argv: Sequence[str]) -> Replicator | None:
-    """The replicator of a pod whose command turns multi-tier mode on, or None (no replicator in other modes)."""
+    """The replicator of a pod whose command turns multi-tier mode on, or None (no replicator in other modes);
+    SpecError naming the flag when the command cannot have one (the JobSet is refused before anything starts)."""
     flags = flag_values(argv)
     if flags.get("enable_multi_tier_checkpointing") not in ("True", "true", "1"):
         return None
     run_name, base = flags.get("run_name", ""), flags.get("base_output_directory", "")
     root = replicator_backup_dir(SimpleNamespace(enable_multi_tier_checkpointing=True, run_name=run_name,
                                                  base_output_directory=base))
-    if not run_name or not root or root.startswith("gs://"):
-        raise ValueError(f"multi-tier mode on the local target needs run_name and a local base_output_directory; "
-                         f"got run_name={run_name!r}, base_output_directory={base!r}")
+    require(bool(run_name), "run_name", run_name, "a run name in multi-tier mode (the replicator's job name)")
+    require(base.startswith("/"), "base_output_directory", base,
+            "a local path in multi-tier mode on the local target (the replicator backs up to its bucket folder)")
     steps = int(flags.get("multi_tier_checkpointing_backup_interval_steps") or 0) or None
     minutes = int(flags.get("multi_tier_checkpointing_backup_interval_minutes") or 0) or None
     return Replicator(run_name, Path(root), interval_steps=steps,

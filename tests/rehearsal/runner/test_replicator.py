@@ -12,6 +12,7 @@ import shutil
 
 import pytest
 
+from mtc_provider.core.errors import SpecError
 from mtc_provider.core.listing import backup_steps, parse_mtc_backup
 from mtc_local.runner.replicator import (
     Replicator,
@@ -131,5 +132,6 @@ def test_only_a_multi_tier_command_gets_a_replicator(tmp_path):
     assert replicator.root == tmp_path / "buckets" / "b" / "r" and replicator.interval_steps == 4
     assert from_argv(flags + ["enable_multi_tier_checkpointing=True",
                               "multi_tier_checkpointing_backup_interval_minutes=2"]).interval_seconds == 120.0
-    with pytest.raises(ValueError, match="base_output_directory='gs://b'"):
+    with pytest.raises(SpecError) as caught:
         from_argv(["run_name=r", "base_output_directory=gs://b", "enable_multi_tier_checkpointing=True"])
+    assert caught.value.field == "base_output_directory" and caught.value.value == "gs://b"
