@@ -8,6 +8,11 @@ operator's decisions see what they see with the real workload:
 - persistent tier, by the processes of slice 0 (replica 0): `<base>/<run>/checkpoints/<step>.orbax-checkpoint-tmp/`
   with the item folder and `_CHECKPOINT_METADATA`, renamed to `<step>/`, then `<step>/commit_success.txt`;
 - local tier (emergency mode), by the other slices: `<local_checkpoint_directory>/<step>/`, the newest kept.
+- multi-tier mode (`enable_multi_tier_checkpointing=True`), as MaxText's: every process saves only its local tier
+  every `local_checkpoint_period` steps and the last step, never a persistent checkpoint; the local runner's
+  replicator (`mtc_local.runner.replicator`) backs the ramdisks up to the bucket and, at a new start of the pods,
+  restores them, so the process resumes from the newest step in its own ramdisk and logs
+  `restored step N from tier local`.
 
 A restart restores from the newest finalized persistent step (every process reads the same bucket, so all agree
 without talking to each other; the light mode does not coordinate local-tier restores). SIGTERM: the process
@@ -73,12 +78,25 @@ def write_persistent(checkpoint_dir: Path, step: int, item: str, payload: bytes)
 
 
 def write_local(local_dir: Path, step: int, payload: bytes, keep: int) -> None:
+    """Into `<step>.tmp` then renamed to `<step>/`: a step folder is always whole (the replicator copies it)."""
     target = local_dir / str(step)
-    target.mkdir(parents=True, exist_ok=True)
-    (target / "state").write_bytes(payload)
+    if target.is_dir():
+        return
+    tmp = local_dir / f"{step}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    (tmp / "state").write_bytes(payload)
+    os.replace(tmp, target)
     steps = sorted(int(d.name) for d in local_dir.iterdir() if d.name.isdigit())
     for old in steps[:-keep]:
         shutil.rmtree(local_dir / str(old), ignore_errors=True)
+
+
+def local_steps(local_dir: Path) -> list[int]:
+    """Steps in the local tier (`<step>/` folders), ascending."""
+    if not local_dir.is_dir():
+        return []
+    return sorted(int(d.name) for d in local_dir.iterdir() if d.name.isdigit() and (d / "state").exists())
 
 
 def params_sha256(cfg: Config, step: int) -> str:
@@ -92,14 +110,21 @@ def run(cfg: Config, ident: Identity, events_file: str) -> int:
     preempted = []
     signal.signal(signal.SIGTERM, lambda *_: preempted.append(True))
     checkpoints = Path(cfg.persistent_checkpoint_directory)
-    writes_persistent = cfg.enable_checkpointing and ident.slice_index == 0
-    writes_local = (cfg.enable_checkpointing and cfg.enable_emergency_checkpoint and ident.slice_index > 0)
+    multi_tier = cfg.enable_checkpointing and cfg.enable_multi_tier_checkpointing
+    writes_persistent = cfg.enable_checkpointing and ident.slice_index == 0 and not multi_tier
+    writes_local = multi_tier or (cfg.enable_checkpointing and cfg.enable_emergency_checkpoint
+                                  and ident.slice_index > 0)
     item = "default" if cfg.enable_emergency_checkpoint else "items"
     t0 = time.time()
-    done = finalized_steps(checkpoints)
-    step = done[-1] if done and cfg.enable_checkpointing else 0
+    if multi_tier:  # what MTC restored into this ramdisk before the process started
+        local = local_steps(Path(cfg.local_checkpoint_directory))
+        step, tier = (local[-1] if local else 0), "local"
+    else:
+        done = finalized_steps(checkpoints)
+        step, tier = (done[-1] if done and cfg.enable_checkpointing else 0), "persistent"
     if step:
-        emit("restore", step=step, tier="persistent", duration_s=round(time.time() - t0, 4))
+        print(f"restored step {step} from tier {tier}", flush=True)
+        emit("restore", step=step, tier=tier, duration_s=round(time.time() - t0, 4))
 
     def save(at: int, force: bool = False) -> None:
         payload = json.dumps({"step": at, "seed": cfg.seed}).encode()
@@ -125,9 +150,11 @@ def run(cfg: Config, ident: Identity, events_file: str) -> int:
         if preempted and step < cfg.steps:
             if cfg.enable_autocheckpoint:
                 save(step, force=True)
-            emit("preempted", step=step, saved=bool(cfg.enable_autocheckpoint and writes_persistent))
+            emit("preempted", step=step, saved=bool(cfg.enable_autocheckpoint and (writes_persistent or multi_tier)))
             return EXIT_OK
         save(step)
+    if multi_tier:
+        save(step, force=True)  # the last step in the local tier: the replicator backs it up
     emit("finish", step=step, params_sha256=params_sha256(cfg, step))
     return EXIT_OK
 

@@ -119,10 +119,15 @@ def test_pre_rename_images_lack_the_newer_multi_tier_keys(key, value) -> None:
     assert container_command(checkpointing(**MULTI_TIER), workload(maxtext_layout="pre-rename"))[0][2] == "MaxText.train"
 
 
-def test_multi_tier_is_refused_on_the_local_target() -> None:
+def test_multi_tier_on_the_local_target_needs_the_light_workload() -> None:
+    """The JAX workload has no multi-tier mode (it refuses the flag); the light one saves only its local tier and the
+    runner's replicator backs it up (mtc_local.runner.replicator)."""
     with pytest.raises(SpecError) as caught:
         RunConfig.from_dict(local_config(checkpointing=MULTI_TIER))
-    assert caught.value.field == "checkpointing.enable_multi_tier_checkpointing" and "local target" in caught.value.allowed
+    assert caught.value.field == "checkpointing.enable_multi_tier_checkpointing" and "light" in caught.value.allowed
+    light = local_config(checkpointing=MULTI_TIER)
+    light["workload"] = {**light.get("workload", {}), "command": ["python", "-m", "mtc_local.light_workload"]}
+    assert RunConfig.from_dict(light).checkpointing.enable_multi_tier_checkpointing
     assert RunConfig.from_dict(gke_config(checkpointing=MULTI_TIER)).checkpointing.enable_multi_tier_checkpointing
 
 

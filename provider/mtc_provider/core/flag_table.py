@@ -36,8 +36,17 @@ LOCAL_RUN_FLAGS: dict[str, tuple[type, Any]] = {
     # The workload's own watchdog: a survivor of a dead or frozen peer exits (retryable) after this long.
     "distributed_timeout_s": (int, 60),
 }
+# MaxText's multi-tier flags, rendered only in that mode (CheckpointingSpec._multi_tier_flags); 0: unset. The
+# local target's light workload runs this mode against the runner's replicator (mtc_local.runner.replicator).
+MULTI_TIER_FLAGS: dict[str, tuple[type, Any]] = {
+    "enable_multi_tier_checkpointing": (bool, False),
+    "multi_tier_checkpointing_backup_interval_minutes": (int, 0),
+    "multi_tier_checkpointing_backup_interval_steps": (int, 0),
+    "use_replicator_service": (bool, False),
+}
 WORKLOAD_FLAGS: dict[str, tuple[type, Any]] = {
     **CHECKPOINT_FLAGS,
+    **MULTI_TIER_FLAGS,
     # Run identity and outputs.
     "run_name": (str, None),
     "base_output_directory": (str, None),

@@ -12,7 +12,7 @@ has the version table); the multi-tier rules below are the ones MaxText 0.2.5 ap
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from mtc_provider.core.errors import SpecError, require
 
@@ -44,6 +44,9 @@ MAXTEXT_LAYOUTS: dict[str, dict[str, str]] = {
 }
 DEFAULT_LAYOUT = "current"
 LAYOUTS_ALLOWED = "current (MaxText 0.2.0 and later, package maxtext) or pre-rename (images with the MaxText package)"
+
+
+LIGHT_WORKLOAD_MODULE = "mtc_local.light_workload"  # the local workload with a multi-tier mode
 
 
 def maxtext_command(layout: str = DEFAULT_LAYOUT, entry: str = "train") -> tuple[str, ...]:
@@ -94,11 +97,19 @@ def check_multi_tier(spec: "CheckpointingSpec") -> None:
                 steps, f"an integer >= local_checkpoint_period ({spec.local_checkpoint_period})")
 
 
-def check_target_mode(target: str, spec: "CheckpointingSpec") -> None:
-    """The local target's workload has Orbax's emergency manager but no MTC replicator."""
-    require(target != "local" or not spec.enable_multi_tier_checkpointing,
-            "checkpointing.enable_multi_tier_checkpointing", True,
-            "false on the local target (no MTC replicator there; use enable_emergency_checkpoint)")
+def check_target_mode(target: str, spec: "CheckpointingSpec", command: Sequence[str] | None = None) -> None:
+    """Multi-tier mode on the local target: the local runner's replicator (mtc_local.runner.replicator) backs the
+    ramdisks up and restores them, and the light workload is the one that saves only its local tier, as MaxText
+    does in this mode; the JAX workload has Orbax's emergency manager only."""
+    if target != "local" or not spec.enable_multi_tier_checkpointing:
+        return
+    require(LIGHT_WORKLOAD_MODULE in tuple(command or ()), "checkpointing.enable_multi_tier_checkpointing", True,
+            "false on the local target unless the workload is the light one (workload.command "
+            f"['python', '-m', '{LIGHT_WORKLOAD_MODULE}']); the JAX workload has no multi-tier mode, "
+            "use enable_emergency_checkpoint")
+    require(spec.base_output_directory.startswith("/"), "checkpointing.base_output_directory",
+            spec.base_output_directory, "a local path on the local target in multi-tier mode (the replicator "
+            "backs up to <bucket folder>/<run_name>)")
 
 
 def last_step(checkpointing: "CheckpointingSpec", workload: "WorkloadSpec") -> int:

@@ -235,4 +235,4 @@ def replicator_backup_dir(checkpointing: Any) -> str | None:
     base = checkpointing.base_output_directory.rstrip("/")
     if base.startswith("gs://"):
         return f"gs://{base[len('gs://'):].split('/', 1)[0]}/{checkpointing.run_name}"
-    return f"{base}/{checkpointing.run_name}"  # not a bucket: no replicator writes there (the local target refuses it)
+    return f"{base}/{checkpointing.run_name}"  # the local target: its bucket folder (mtc_local.runner.replicator)

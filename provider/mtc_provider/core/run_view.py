@@ -225,7 +225,8 @@ def checkpoints_view(records: RunFacts) -> list[dict[str, Any]]:
         elif events is None:
             visible, note = False, "not visible from Airflow on this target (the pods' ramdisks and the replicator)"
         elif tier == "replicator" and not steps:
-            visible, note = False, "no replicator backups recorded (MTC's replicator runs on GKE only)"
+            visible, note = False, ("no replicator backups recorded (multi-tier mode only: MTC's replicator on GKE, "
+                                    "the runner's on the local target)")
         else:
             visible, note = True, ""
         out.append({"tier": tier, "title": TIER_TITLES[tier], "visible": visible, "steps": steps,

@@ -386,7 +386,7 @@ class RunConfig:
         else:
             require(not self.fault_plan, "fault_plan", self.fault_plan,
                     f"empty on the {self.target} target (faults are injected on the local target)")
-        check_target_mode(self.target, self.checkpointing)
+        check_target_mode(self.target, self.checkpointing, self.workload.command)
         check_checkpoint_configuration_name(self.checkpoint_configuration_name)
         if self.target == "gke":
             require(self.cluster is not None, "cluster", None, "a cluster section (project_id, location, name)")

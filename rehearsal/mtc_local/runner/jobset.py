@@ -16,6 +16,7 @@ from mtc_local.runner.faults import Fault, parse_plan
 from mtc_local.runner.manifest import FAULT_PLAN_ANNOTATION, JobSetPlan, parse, pod_spec
 from mtc_local.runner.pods import Pod, free_port, kill_leftover, write_init_info
 from mtc_local.runner.ramdisk import RamdiskRootError, check_private_root, ensure_private_root
+from mtc_local.runner.replicator import Replicator, from_argv
 from mtc_local.shared.state import Home, append_jsonl, read_json, read_jsonl, write_json
 
 RUNNING, TERMINATING, DONE = "running", "terminating", "done"
@@ -41,6 +42,8 @@ class JobSetRun:
         self.orphaned = False  # its JobSet was deleted with propagationPolicy Orphan: its Jobs' pods run on
         self.step: int | None = None
         self._written_pods: list[dict[str, Any]] | None = None
+        # Multi-tier mode only (runner.replicator); a command it cannot serve is refused here, at create.
+        self.replicator: Replicator | None = from_argv(self.plan.replicated_jobs[0].command)
         # Set by the supervisor: writes the object to the API server's store, which stamps its resourceVersion.
         self.publish: Callable[[dict[str, Any]], str] | None = None
         status = obj.setdefault("status", {})
@@ -110,12 +113,13 @@ class JobSetRun:
                 spec = pod_spec(self.plan, rj, job_index, slice_index, host, coordinator, ramdisk, restart)
                 write_init_info(ramdisk, spec.process_id, coordinator)
                 log = self.home.log_dir(self.namespace, self.name) / str(restart) / f"s{slice_index}-h{host}.log"
-                pod = Pod(spec, rj, job_index, restart, log)
-                self.pods[(slice_index, host)] = pod
-                if slice_index in holds:
-                    pod.hold(holds[slice_index].kind, holds[slice_index].seconds)
-                else:
-                    pod.start()
+                self.pods[(slice_index, host)] = Pod(spec, rj, job_index, restart, log)
+        self._restore_local_tier()  # MTC restores the ramdisks before the workload starts
+        for (slice_index, _host), pod in self.pods.items():
+            if slice_index in holds:
+                pod.hold(holds[slice_index].kind, holds[slice_index].seconds)
+            else:
+                pod.start()
         self.phase = RUNNING
         for fault in holds.values():
             self._fired(fault, time.time(), [])
@@ -216,6 +220,8 @@ class JobSetRun:
             if pod_step is not None and (self.step is None or pod_step > self.step):
                 self.step = pod_step
         if self.phase == RUNNING:
+            if self.replicator is not None and self.replicator.backup_due(self._ramdisks(), now):
+                self.replicator.backup(self._ramdisks(), now)
             for pod in self.pods.values():
                 pod.release_due(now)
             if not self.orphaned:
@@ -269,6 +275,10 @@ class JobSetRun:
                     status["restartsCountTowardsMax"] += 1
                 self._terminate_all("restart")
         elif self.pods and all(p.exit_code == 0 for p in self.pods.values()):
+            if self.replicator is not None:
+                # The ramdisk outlives the pods on the node and the replicator backs its last step up; here that
+                # backup is taken before Completed is published, so a reader of Completed finds it.
+                self.replicator.backup(self._ramdisks())
             self._set_terminal(policy.COMPLETED, *policy.ALL_JOBS_COMPLETED)
             self.phase = DONE
 
@@ -277,6 +287,15 @@ class JobSetRun:
         status["conditions"] = [c for c in status["conditions"] if c.get("type") != kind]
         status["conditions"].append(policy.condition(kind, reason, message))
         status["terminalState"] = kind
+
+    # ---- the MTC replicator (multi-tier mode) -----------------------------------------------------
+    def _ramdisks(self) -> dict[int, Any]:
+        return {pod.spec.process_id: pod.spec.ramdisk for pod in self.pods.values()}
+
+    def _restore_local_tier(self) -> None:
+        """A new start of the pods: in multi-tier mode every ramdisk gets the step MTC restores (runner.replicator)."""
+        if self.replicator is not None:
+            self.replicator.restore(self._ramdisks())
 
     # ---- faults ----------------------------------------------------------------------------------
     def _fire_faults(self, now: float) -> None:

@@ -57,6 +57,10 @@ class Config:
     jax_num_cpu_devices: int
     distributed_timeout_s: int
     local_checkpoint_max_to_keep: int
+    enable_multi_tier_checkpointing: bool = False
+    multi_tier_checkpointing_backup_interval_minutes: int = 0
+    multi_tier_checkpointing_backup_interval_steps: int = 0
+    use_replicator_service: bool = False
 
     @property
     def run_directory(self) -> str:
@@ -138,14 +142,17 @@ def _validate(cfg: Config) -> None:
         raise FlagError(f"flag run_name: bad value {cfg.run_name!r}; allowed: a non-empty name without '/'")
     if not cfg.base_output_directory:
         raise FlagError("flag base_output_directory: must not be empty; allowed: a local path or gs://...")
-    if cfg.enable_checkpointing and cfg.enable_emergency_checkpoint:
+    if cfg.enable_multi_tier_checkpointing and cfg.enable_emergency_checkpoint:
+        raise FlagError("flag enable_multi_tier_checkpointing: bad value True with enable_emergency_checkpoint=True;"
+                        " allowed: one local-checkpoint mode at a time")
+    mode = "enable_multi_tier_checkpointing" if cfg.enable_multi_tier_checkpointing else "enable_emergency_checkpoint"
+    if cfg.enable_checkpointing and (cfg.enable_emergency_checkpoint or cfg.enable_multi_tier_checkpointing):
         if not cfg.local_checkpoint_directory:
             raise FlagError(
-                "flag local_checkpoint_directory: required (a ramdisk path) when"
-                " enable_emergency_checkpoint=True"
+                f"flag local_checkpoint_directory: required (a ramdisk path) when {mode}=True"
             )
         if cfg.local_checkpoint_period <= 0:
             raise FlagError(
                 f"flag local_checkpoint_period: bad value {cfg.local_checkpoint_period!r};"
-                " allowed: an integer > 0 when enable_emergency_checkpoint=True"
+                f" allowed: an integer > 0 when {mode}=True"
             )

@@ -23,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(configured, int):
         return configured
     cfg, ident = configured
+    if cfg.enable_multi_tier_checkpointing:  # before any side effect: the JAX workload has no such mode
+        print("error: flag enable_multi_tier_checkpointing: bad value True; allowed: False for the JAX workload "
+              "(multi-tier mode is rehearsed by python -m mtc_local.light_workload)", file=sys.stderr, flush=True)
+        return EXIT_BAD_CONFIG
     base = cfg.base_output_directory if "://" not in cfg.base_output_directory else "/tmp/mtc-workload"
     events_file = cfg.events_file or events_path(base, cfg.run_name, ident.process_id)
     w = Workload(cfg, ident, events_file)

@@ -31,8 +31,11 @@ def test_checkpointing_flag_defaults_are_the_providers():
     """A flag the provider leaves out must mean the same to the workload as the provider's default."""
     provider = {f.name: f.default for f in dataclasses.fields(CheckpointingSpec)
                 if f.default is not dataclasses.MISSING and f.name in FLAG_SPECS}
-    assert len(provider) == 8  # MaxText's eight checkpointing flags
-    assert provider == {name: FLAG_SPECS[name][1] for name in provider}
+    # MaxText's eight checkpointing flags and its four multi-tier ones (rendered only in that mode).
+    assert len(provider) == 12
+    unset = {name for name in provider if name.startswith("multi_tier_checkpointing_backup_interval_")}
+    assert provider == {name: None if name in unset else FLAG_SPECS[name][1] for name in provider}
+    assert {FLAG_SPECS[name][1] for name in unset} == {0}  # the workload's "unset": the spec never renders None
 
 
 def test_local_run_defaults_are_the_workloads():
@@ -69,9 +72,12 @@ def test_the_rendered_flags_mean_the_same_to_the_workload_in_its_own_process(tmp
     parsed = json.loads(subprocess.run([sys.executable, "-c", code, *container["args"]], capture_output=True,
                                        text=True, check=True, cwd=Path(__file__).resolve().parents[3]).stdout)
     described = {**run["checkpointing"], **run["workload"]["extra_flags"]}
-    expected = {key: value for key, value in described.items() if key in FLAG_SPECS}
+    # An unset backup interval (None) is not rendered: the workload's default (0) means unset too.
+    expected = {key: value for key, value in described.items() if key in FLAG_SPECS and value is not None}
     assert set(expected) >= {"run_name", "base_output_directory", "steps", "checkpoint_period", "model_dim",
-                             "step_time_ms", "seed", "distributed_timeout_s"} and len(expected) == 15
+                             "step_time_ms", "seed", "distributed_timeout_s", "enable_multi_tier_checkpointing",
+                             "use_replicator_service"} and len(expected) == 17
+    assert parsed["multi_tier_checkpointing_backup_interval_minutes"] == 0
     assert {key: parsed[key] for key in expected} == expected
 
 
