@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+from mtc_provider.core.install import install_line
+
 BLOCKED = ("airflow", "kubernetes", "kubernetes_asyncio", "google", "requests", "aiohttp", "httpx")
 
 SCRIPT = textwrap.dedent(
@@ -132,5 +134,5 @@ def test_every_production_module_imports_without_mtc_local_and_the_local_target_
     assert report["kinds"] == ["gke", "kubernetes"] and report["gke"] == "c"
     for message in (report["local"], report["default"]):
         assert "target.kind: 'local' is not allowed" in message, message
-        assert "pip install 'airflow-provider-mtc[local]'" in message, message
+        assert install_line("local") in message, message
         assert "gke or kubernetes" in message, message

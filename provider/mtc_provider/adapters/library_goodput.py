@@ -19,8 +19,10 @@ import datetime
 import tempfile
 from typing import Any, Callable, Sequence
 
+from mtc_provider.core.install import install_line
+
 LIBRARY = "ml-goodput-measurement"
-INSTALL_HINT = "pip install 'airflow-provider-mtc[goodput]'"
+INSTALL_HINT = f"{install_line('goodput')} (after make dist)"
 
 
 def logger_name_for(run_name: str) -> str:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
 from mtc_provider.core.iam import workload_identity_pool
+from mtc_provider.core.install import install_line
 from mtc_provider.core.sizing import RamdiskSize
 from mtc_provider.core.tpu import TPU_TYPES, SliceSpec
 from mtc_provider.core.versions import MTC_MIN_VERSION_EXCLUSIVE, is_later_than
@@ -404,7 +405,7 @@ def evaluate_local_machine(facts: Mapping[str, Any], hosts: int, ramdisk_bytes: 
         Check("cpu_count", (facts.get("cpu_count") or 0) >= min_cpus, facts.get("cpu_count"), f">= {min_cpus}",
               "run on a machine with more CPUs"),
         Check("jax_importable", bool(facts.get("jax_version")), facts.get("jax_version") or facts.get("jax_error"),
-              "jax importable", "pip install 'airflow-provider-mtc[local]'"),
+              "jax importable", f"{install_line('local')} (after make dist)"),
     ]
 
 

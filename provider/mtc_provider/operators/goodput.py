@@ -69,7 +69,9 @@ def render_chart(timeline: Timeline, report: GoodputReport, path: str | os.PathL
     try:
         import matplotlib  # lazy: only the report task pays for it
     except ImportError as exc:  # the chart is an extra: GKE-only installs leave it out
-        raise ImportError("the goodput chart needs matplotlib: pip install 'airflow-provider-mtc[chart]'") from exc
+        from mtc_provider.core.install import install_line
+
+        raise ImportError(f"the goodput chart needs matplotlib: {install_line('chart')} (after make dist)") from exc
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

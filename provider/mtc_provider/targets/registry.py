@@ -26,11 +26,12 @@ from typing import Any, Callable, Iterator, Mapping
 
 from mtc_provider.adapters.protocols import AsyncJobSetApi, CheckpointStore, JobSetApi, TargetBackend
 from mtc_provider.core.errors import SpecError
+from mtc_provider.core.install import install_line
 
 GROUP = "mtc_provider.targets"
 # The kinds this project's distributions register, and the extra that installs each (for the error).
 EXTRAS = {"local": "local"}
-INSTALL = "pip install 'airflow-provider-mtc[{extra}]'"
+INSTALL = "{line} (after make dist)"
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def kind_of(kind: Any) -> TargetKind:
     allowed = " or ".join(kinds()) or "no kind (none installed)"
     if kind in EXTRAS:
         allowed += (f"; the {kind} target is in the {EXTRAS[kind]!r} extra, which is not installed: "
-                    + INSTALL.format(extra=EXTRAS[kind]))
+                    + INSTALL.format(line=install_line(EXTRAS[kind])))
     raise SpecError("target.kind", kind, allowed)
 
 
