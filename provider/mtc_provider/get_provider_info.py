@@ -39,7 +39,10 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": INTEGRATION,
                 "python-modules": [
                     "mtc_provider.operators.base",
+                    "mtc_provider.operators.delete_jobset",
                     "mtc_provider.operators.jobset",
+                    "mtc_provider.operators.jobset_end",
+                    "mtc_provider.operators.jobset_failures",
                     "mtc_provider.operators.gcp",
                     "mtc_provider.operators.goodput",
                 ],
