@@ -35,8 +35,7 @@ class KillVerdict:
     reason: str
 
 
-def kill_verdict(lookup: TaskLookup | None, who: str, error: str = "", own_try: int | None = None,
-                 holder_try: int | None = None) -> KillVerdict:
+def kill_verdict(lookup: TaskLookup | None, who: str, error: str = "") -> KillVerdict:
     """What a cancelled watch (trigger) or a SIGTERM'd try (worker) may do with its JobSet.
 
     `who` names the task instance ("DAG d, run r, task t, try n"); `lookup` None: Airflow could not be asked
@@ -49,9 +48,6 @@ def kill_verdict(lookup: TaskLookup | None, who: str, error: str = "", own_try: 
     is also what a try resumed by its trigger's event shows (Trigger.submit_event), whose worker decides the
     JobSet's fate. No answer tells those apart, so a clear means "run the task again": the next try reattaches
     to the live JobSet. To stop the TPUs a user marks the task failed (docs/resubmission.md).
-
-    `own_try` is the killed try; `holder_try` the try the run lock records now (None: not read): a newer one
-    has taken the run over, and the line says so instead of calling this try's state its own.
     """
     if lookup is None:
         return KillVerdict(False, False, f"could not confirm that a user stopped {who} ({error or 'no answer'})")
@@ -60,9 +56,6 @@ def kill_verdict(lookup: TaskLookup | None, who: str, error: str = "", own_try: 
     state = lookup.state_name
     if state in TERMINAL_STATES:
         return KillVerdict(True, True, f"{who} was marked {state} (a user's action)")
-    if holder_try is not None and own_try is not None and holder_try > own_try:
-        return KillVerdict(False, False, f"{who} was followed by try {holder_try} (state {state}), which holds "
-                                         "the run lock and watches the run")
     if state in CLEARED_STATES:
         return KillVerdict(False, False, f"{who} was cleared by a user (state {state}): a clear runs the task "
                                          "again and its next try reattaches to the JobSet (to stop it: mark the "

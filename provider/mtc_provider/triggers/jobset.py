@@ -768,8 +768,7 @@ class JobSetTrigger(BaseTrigger):
         message (TriggerRunnerSupervisor.update_triggers -> TriggerRunner.cancel_triggers -> run_trigger,
         apache/airflow PR #73454), so ask the task instance's state now (core.ownership.kill_verdict): still
         deferred, running or cleared keeps the JobSet (the next try reattaches); marked or a deleted DAG run
-        deletes it, with the reason. (Reading the run lock for a newer try here hung the forked trigger runner's
-        on_kill past the reassignment in tests/triggers/ownership_triggerer_cases.py: not done.)
+        deletes it, with the reason.
         """
         from mtc_provider.adapters.kill_delete import adelete_within, handoff, trigger_budget
         from mtc_provider.adapters.task_state import atry_lookup
