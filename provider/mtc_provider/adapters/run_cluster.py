@@ -90,18 +90,22 @@ def _read(watch: Mapping[str, Any]) -> dict[str, Any]:
         leader = next((p for p in pods if p["leader"] and p["phase"] != "Pending"), None)
         steps: list[tuple[float, int]] = []
         if leader is not None:
-            response = core.read_namespaced_pod_log(leader["name"], namespace, tail_lines=TAIL_LINES,
-                                                    limit_bytes=TAIL_BYTES, timestamps=True,
-                                                    _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-            try:
-                text = response.data.decode("utf-8", "replace")
-            finally:
-                response.release_conn()
+            text = _log_text(core, namespace, leader["name"], tail_lines=TAIL_LINES, limit_bytes=TAIL_BYTES)
             steps = timestamped_steps(text)
             restores = _head_restores(core, namespace, leader["name"])
     finally:
         api_client.close()
     return {"jobset": name, "pods": pods, "log_steps": steps, "restores": restores if leader else [], "error": None}
+
+
+def _log_text(core: Any, namespace: str, pod: str, **bounds: Any) -> str:
+    """A pod's log with the kubelet's timestamps, as text (raw bytes: the client's preload would parse it)."""
+    response = core.read_namespaced_pod_log(pod, namespace, timestamps=True, _preload_content=False,
+                                            _request_timeout=REQUEST_TIMEOUT, **bounds)
+    try:
+        return response.data.decode("utf-8", "replace")
+    finally:
+        response.release_conn()
 
 
 def _head_restores(core: Any, namespace: str, pod: str) -> list[dict[str, Any]]:
@@ -110,12 +114,7 @@ def _head_restores(core: Any, namespace: str, pod: str) -> list[dict[str, Any]]:
     with _lock:
         if pod in _heads:
             return _heads[pod]
-    response = core.read_namespaced_pod_log(pod, namespace, limit_bytes=HEAD_BYTES, timestamps=True,
-                                            _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-    try:
-        text = response.data.decode("utf-8", "replace")
-    finally:
-        response.release_conn()
+    text = _log_text(core, namespace, pod, limit_bytes=HEAD_BYTES)
     found = timestamped_restores(text)
     with _lock:
         if len(_heads) > 256:
