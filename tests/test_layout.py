@@ -2,7 +2,7 @@
 
 A folder of tests (one holding a `test_*.py`) mirrors a room of the code: `tests/<path>` tests
 `provider/mtc_provider/<path>` and `tests/rehearsal/<path>` tests `rehearsal/mtc_local/<path>`, where the room is a
-package folder or a module (`tests/cli/` for `cli.py`, `tests/operators/gcp/` for `operators/gcp.py`). Suites that
+package folder or a module (`tests/cli/` for `cli/`, `tests/operators/gcp/` for `operators/gcp.py`). Suites that
 cross every room keep folders of their own, and the shared helpers live in folders that hold no tests.
 """
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mtc_provider.cli import app
+from mtc_provider.cli.app import app
 from mtc_provider.core import labels as L
 from mtc_provider.core.status import evaluate_jobset
 from mtc_local.cluster.client import LocalCluster

@@ -11,7 +11,7 @@ import yaml
 from tests.core.core_helpers import gke_config, local_config
 from typer.testing import CliRunner
 
-from mtc_provider.cli import app
+from mtc_provider.cli.app import app
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

@@ -11,7 +11,7 @@ from tests.core.core_helpers import gke_config
 from typer.testing import CliRunner
 
 from mtc_provider import __version__
-from mtc_provider.cli import app
+from mtc_provider.cli.app import app
 
 runner = CliRunner()
 

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
 from mtc_provider.adapters.run_records import RunRecords
-from mtc_provider.cli import app
+from mtc_provider.cli.app import app
 from mtc_provider.core.run_summary import run_record
 from tests.support.js_helpers import finalize
 
@@ -45,7 +45,7 @@ def test_reads_of_a_stopped_local_home_start_nothing_and_import_no_airflow(tmp_p
     before = files(home)
     script = (
         "import sys, json\n"
-        "from mtc_provider.cli import app\n"
+        "from mtc_provider.cli.app import app\n"
         "codes = []\n"
         "for args in sys.argv[1:]:\n"
         "    try:\n"
@@ -96,8 +96,8 @@ def test_a_base_no_reader_takes_is_refused_naming_base(base: str, monkeypatch) -
 def test_a_local_example_writes_where_mtc_list_reads(example: str, tmp_path: Path, monkeypatch) -> None:
     """A local run's checkpoints and record go under its home's bucket folders, the bases `mtc list --local-home`
     reads (examples/local.yaml wrote to /tmp/mtc-local, so its run dropped out of `mtc list` once it ended)."""
-    from mtc_provider.cli import load_config
-    from mtc_provider.cli_runs import ClusterOptions
+    from mtc_provider.cli.app import load_config
+    from mtc_provider.cli.runs import ClusterOptions
 
     home = tmp_path / "home"
     monkeypatch.setenv("MTC_LOCAL_HOME", str(home))

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from mtc_provider.cli import app
-from mtc_provider.cli_runs import TIMED_OUT
+from mtc_provider.cli.app import app
+from mtc_provider.cli.console import TIMED_OUT
 from tests.doubles.airflow_api import AirflowApiDouble
 
 DAG = "mtc_resilient_training"

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mtc_provider.adapters.run_records import record_run
-from mtc_provider.cli import app
+from mtc_provider.cli.app import app
 
 runner = CliRunner()
 TRIES = [{"try_number": 1, "state": "up_for_retry"}, {"try_number": 2, "state": "failed"},

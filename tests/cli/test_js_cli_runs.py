@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.support.js_helpers import ckpt_dir, finalize, reach
-from mtc_provider.cli import app
+from mtc_provider.cli.app import app
 from mtc_provider.operators.jobset import MtcDeleteJobSetOperator, kept_failed
 from tests.doubles.memory_jobset import status_completed, status_failed, status_running
 from tests.support.jobset_fixtures import load_bundle_dags

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from tests.support.js_helpers import finalize
 from tests.doubles.memory_jobset import status_failed, status_running
-from mtc_provider.cli import app
+from mtc_provider.cli.app import app
 from mtc_provider.core import labels as L
 from mtc_provider.core.jobset import build_jobset
 from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
@@ -96,7 +96,7 @@ def test_status_on_the_local_target(tmp_path, apiserver, fast_retries) -> None:
 
 def test_status_wait_shows_progress_and_times_out_with_the_shared_code(tmp_path, apiserver, fast_retries) -> None:
     """`--wait` on a run that goes on: its state on stderr while waiting, exit 3 at --timeout (as run and delete)."""
-    from mtc_provider.cli_runs import TIMED_OUT
+    from mtc_provider.cli.console import TIMED_OUT
 
     seed(tmp_path, apiserver)
     result = runner.invoke(app, ["status", "llama", "--kubeconfig", kubeconfig(tmp_path, apiserver), "--wait",

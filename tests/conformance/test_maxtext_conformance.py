@@ -19,7 +19,7 @@ import pytest
 import yaml
 from conftest import run_probe
 
-from mtc_provider.cli import load_config
+from mtc_provider.cli.app import load_config
 from mtc_provider.core.errors import SpecError
 from mtc_provider.core.jobset import pod_template
 from mtc_provider.core.maxtext import container_command, maxtext_command, render_flags

@@ -258,7 +258,7 @@ HAND = ["--step-s", "1", "--save-local-s", "1", "--save-persistent-s", "3", "--r
 def cli(*args):
     from typer.testing import CliRunner
 
-    from mtc_provider.cli import app
+    from mtc_provider.cli.app import app
 
     return CliRunner().invoke(app, ["advise", *args])
 

@@ -208,7 +208,7 @@ def test_mtc_plan_refuses(tmp_path, config, field, allowed, shown) -> None:
     import yaml
     from typer.testing import CliRunner
 
-    from mtc_provider.cli import app
+    from mtc_provider.cli.app import app
 
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -226,7 +226,7 @@ def test_buffer_override_is_explicit_in_the_sizing_spec_and_the_cli(tmp_path) ->
     import yaml
     from typer.testing import CliRunner
 
-    from mtc_provider.cli import app
+    from mtc_provider.cli.app import app
     from mtc_provider.core.plan import build_plan
     from mtc_provider.core.spec import RunConfig
 
@@ -248,7 +248,7 @@ def test_a_ramdisk_taking_most_of_the_host_memory_warns(tmp_path) -> None:
     import yaml
     from typer.testing import CliRunner
 
-    from mtc_provider.cli import app
+    from mtc_provider.cli.app import app
 
     # Two hosts per slice (2x4 on ct6e-standard-4t): 20e9 parameters need 258Gi per host, 36% of 720 GiB (no
     # warning); 40e9 need 515Gi, 72%.

@@ -54,7 +54,7 @@ def test_an_explicit_stall_timeout_shorter_than_every_signal_is_refused_naming_t
 
 def test_mtc_plan_warns_when_stall_timeout_holds_only_while_the_leaders_lines_are_read(tmp_path):
     """(d) `mtc plan` shows the warning: field, value, the computed gap."""
-    from mtc_provider.cli import app
+    from mtc_provider.cli.app import app
 
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(_v6e(stall_timeout=1800, step_seconds=STEP_S)))

@@ -43,7 +43,7 @@ def test_mtc_status_shows_the_line(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from mtc_provider.adapters.run_records import RunRecords
-    from mtc_provider.cli import app
+    from mtc_provider.cli.app import app
     from mtc_provider.core.run_summary import run_record
 
     monkeypatch.delenv("KUBECONFIG", raising=False)

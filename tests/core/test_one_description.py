@@ -14,7 +14,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from mtc_provider.cli import app
+from mtc_provider.cli.app import app
 from tests.conftest import sample_dag
 
 REPO = Path(__file__).resolve().parents[2]
@@ -143,7 +143,7 @@ def same_error_everywhere(tmp_path, monkeypatch, training_dag, described, field,
 
 def test_a_valid_file_is_the_dags_run_exactly(tmp_path, monkeypatch, training_dag):
     """What `mtc run` sends (every field explicit) plans in the DAG to the run `mtc plan` validated."""
-    from mtc_provider.cli_run import run_conf
+    from mtc_provider.cli.submit import run_conf
     from mtc_provider.core.params import training_run
 
     monkeypatch.setenv("MTC_LOCAL_HOME", str(tmp_path / "home"))
@@ -159,7 +159,7 @@ def test_a_valid_file_is_the_dags_run_exactly(tmp_path, monkeypatch, training_da
 
 
 def test_a_local_file_without_an_output_directory_takes_the_servers_home(tmp_path):
-    from mtc_provider.cli_run import run_conf
+    from mtc_provider.cli.submit import run_conf
 
     described = copy.deepcopy(LOCAL)
     assert "base_output_directory" not in described["checkpointing"]  # the example leaves it to the local home
@@ -190,7 +190,7 @@ def test_the_launch_switches_are_description_fields_from_file_to_launch_task(tmp
     """keep_failed_attempts, pod_logs, pod_logs_interval and apply_advice are fields of the one description (issue
     35 item 8): a file's values reach the plan (and from it the launch task), and `mtc run` sends them explicitly
     so the form's never fill them."""
-    from mtc_provider.cli_run import run_conf
+    from mtc_provider.cli.submit import run_conf
 
     described = {**LOCAL, "keep_failed_attempts": 2, "pod_logs": False, "pod_logs_interval": 5,
                  "apply_advice": False}

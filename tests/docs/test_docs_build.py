@@ -174,7 +174,7 @@ def provider_names() -> set[str]:
 
 
 def cli_commands() -> set[str]:
-    from mtc_provider.cli import app
+    from mtc_provider.cli.app import app
 
     groups = {g.name for g in app.registered_groups}  # `mtc local up|down`
     return {(c.name or c.callback.__name__) for c in app.registered_commands} | groups

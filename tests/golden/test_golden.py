@@ -12,7 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from mtc_provider.cli import app
+from mtc_provider.cli.app import app
 from mtc_provider.core.jobset import FAIL_ON_BUG_RULE, pod_template
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

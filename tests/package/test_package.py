@@ -113,7 +113,7 @@ def test_wheel_ships_the_package_and_the_provider_entry_point(dist: Path) -> Non
     assert "mtc_provider/get_provider_info.py" in names and "mtc_provider/hooks/jobset.py" in names
     assert any(n.endswith("licenses/LICENSE") for n in names)
     assert "[apache_airflow_provider]\nprovider_info = mtc_provider.get_provider_info:get_provider_info" in entry_points
-    assert "mtc = mtc_provider.cli:app" in entry_points
+    assert "mtc = mtc_provider.cli.app:app" in entry_points
     assert "[airflow.plugins]\nmtc_run_view = mtc_provider.plugins.run_view:MtcRunViewPlugin" in entry_points
     assert "mtc_provider/plugins/run_view.html" in names  # the run view's page ships with the plugin
     assert not [n for n in names if n.startswith("tests/") or "__pycache__" in n]

@@ -165,7 +165,7 @@ def _planned_members() -> list[str]:
     import yaml
     from typer.testing import CliRunner
 
-    from mtc_provider.cli import app
+    from mtc_provider.cli.app import app
     from mtc_provider.core.iam import CHECKPOINTING_KSA
 
     config = {

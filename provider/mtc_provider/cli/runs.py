@@ -23,62 +23,18 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from mtc_provider.cli.airflow_api import AirflowApi, AirflowApiError, env
+from mtc_provider.cli.console import (ERROR, OUTPUT_OPTION, USAGE_ERROR, Output, WaitProgress, emit, err_console, fail,
+                                      out as _out, timed_out)
 from mtc_provider.core.errors import SpecError
 
-# The exit codes of every command (docs/cli.md): 0 done (with --wait: the run succeeded, the JobSets are gone),
-# ERROR the run failed or a request did, 2 bad input (nothing was sent), TIMED_OUT --wait gave up at --timeout.
-ERROR = 1
-TIMED_OUT = 3
 BASE_ENV = "MTC_BASE_OUTPUT_DIRECTORY"
 
 
 def _err(message: str, code: int = ERROR) -> None:
-    Console(file=sys.stderr, soft_wrap=True, highlight=False).print(f"error: {escape(message)}")
-    raise typer.Exit(code)
-
-
-def _out() -> Console:
-    return Console(file=sys.stdout, soft_wrap=True, highlight=False)
-
-
-class WaitProgress:
-    """What a --wait is waiting for, on stderr (stdout stays the command's result): on a terminal a rich spinner with
-    the state and the time waited, updated at each poll; elsewhere (a pipe, a CI log) one line per change."""
-
-    def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(file=sys.stderr, soft_wrap=True, highlight=False)
-        self.started = time.monotonic()
-        self.last: str | None = None
-        self._status: Any = None
-
-    def __enter__(self) -> "WaitProgress":
-        if self.console.is_terminal:
-            self._status = self.console.status("waiting")
-            self._status.start()
-        return self
-
-    def update(self, text: str) -> None:
-        from mtc_provider.core.progress_report import format_duration
-
-        waited = format_duration(time.monotonic() - self.started)
-        if self._status is not None:
-            self._status.update(f"{escape(text)} (waited {waited})")
-        elif text != self.last:
-            self.console.print(f"waiting: {escape(text)} (after {waited})")
-        self.last = text
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._status is not None:
-            self._status.stop()
-
-
-def timed_out(message: str) -> None:
-    """--wait gave up at --timeout: the same exit code (TIMED_OUT) from every command that waits."""
-    Console(file=sys.stderr, soft_wrap=True, highlight=False).print(f"timed out: {escape(message)}")
-    raise typer.Exit(TIMED_OUT)
+    fail(message, code)
 
 
 # --- the one connection option set --------------------------------------------------------------------------
@@ -187,7 +143,7 @@ def cluster_options(records: bool = True) -> Callable[[Callable[..., Any]], Call
             try:
                 options = ClusterOptions(**{name: kwargs.pop(name) for name, _, _ in extra}).absolute()
             except SpecError as exc:
-                _err(str(exc), 2)
+                _err(str(exc), USAGE_ERROR)
             return command(*args, options=options, **kwargs)
 
         wrapper.__signature__ = signature.replace(parameters=own + added)  # what typer reads
@@ -202,7 +158,7 @@ def guarded_hook(options: ClusterOptions) -> Any:
     try:
         return options.hook()
     except SpecError as exc:
-        _err(str(exc), 2)
+        _err(str(exc), USAGE_ERROR)
 
 
 def _api_errors() -> tuple[type[BaseException], ...]:
@@ -285,7 +241,7 @@ def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict
             if not options.bases():
                 raise
             # The run's record answers without the cluster (a run that ended, a cluster that is down).
-            Console(file=sys.stderr, soft_wrap=True, highlight=False).print(
+            err_console().print(
                 f"warning: the cluster did not answer ({escape(str(exc))}): showing the run's record only")
             hook = None
     record = find_record(options, run_name, live["checkpoint_dir"])
@@ -309,7 +265,7 @@ def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict
         try:
             step = newest_step({}, [s for s, _ in _commits(options, checkpoint_dir)])
         except Exception as exc:  # noqa: BLE001 - the record's figure stands (no bucket access from here)
-            Console(file=sys.stderr, soft_wrap=True, highlight=False).print(
+            err_console().print(
                 f"warning: listing {escape(checkpoint_dir)} failed ({escape(str(exc))}): the record's step is shown")
     if step is None and record is not None:
         step = newest_step(record)
@@ -356,12 +312,11 @@ def status(
     poll: float = typer.Option(10, "--poll", help="With --wait: seconds between reads."),
     api_url: str = typer.Option(None, "--api-url", help="Airflow's API server, to count the launch's tries that "
                                 "never reached the provider (default: $AIRFLOW_API_URL; credentials as `mtc run`)."),
-    output: Any = None,
+    output: Output = OUTPUT_OPTION,
     options: ClusterOptions = None,
 ) -> None:
     """A run's attempts (one JobSet each; kept in the run's record after the teardown deleted them), their state,
     and the newest finalized checkpoint step; with Airflow's API, its tries beside them."""
-    from mtc_provider.cli import Output, _emit
     from mtc_provider.core.run_summary import ENDED_STATES
 
     hook = reader_hook(options)
@@ -385,7 +340,7 @@ def status(
             time.sleep(poll)
     summary["tries"] = airflow_tries(summary, api_url)
     if output is not Output.text:
-        _emit(output, summary)
+        emit(output, summary)
     else:
         _print_status(summary)
     if wait and summary["state"] != "succeeded":
@@ -395,17 +350,16 @@ def status(
 def airflow_tries(summary: dict[str, Any], api_url: str | None) -> dict[str, Any] | None:
     """Airflow's tries of the run's launch task beside its attempts (core.tries), when Airflow's API is given and
     the run's record names its DAG run; None otherwise (a warning when the API did not answer)."""
-    from mtc_provider.cli_run import AirflowApi, AirflowApiError, _env
     from mtc_provider.core.tries import tries_line, unreached_tries
 
-    url, dag_run = api_url or _env("AIRFLOW_API_URL", "AIRFLOW_URL"), summary.get("dag_run") or {}
+    url, dag_run = api_url or env("AIRFLOW_API_URL", "AIRFLOW_URL"), summary.get("dag_run") or {}
     if not url or not dag_run.get("dag_id"):
         return None
-    api = AirflowApi(url, _env("AIRFLOW_CLI_TOKEN", "AIRFLOW_TOKEN"), _env("AIRFLOW_USERNAME"), _env("AIRFLOW_PASSWORD"))
+    api = AirflowApi(url, env("AIRFLOW_CLI_TOKEN", "AIRFLOW_TOKEN"), env("AIRFLOW_USERNAME"), env("AIRFLOW_PASSWORD"))
     try:
         tries = api.tries(dag_run["dag_id"], dag_run["run_id"], dag_run.get("task_id") or "train")
     except AirflowApiError as exc:
-        Console(file=sys.stderr, soft_wrap=True, highlight=False).print(
+        err_console().print(
             f"warning: Airflow's tries not counted: {escape(str(exc))}")
         return None
     unreached = unreached_tries(tries, summary["attempts"])
@@ -449,12 +403,11 @@ def _print_status(summary: dict[str, Any]) -> None:
 
 
 def list_runs(
-    output: Any = None,
+    output: Output = OUTPUT_OPTION,
     options: ClusterOptions = None,
 ) -> None:
     """Every run (like `xpk workload list`): state, newest step of the target, ETA, attempts, age. From the runs'
     records under --base (kept after their teardown) and the JobSets in the cluster."""
-    from mtc_provider.cli import Output, _emit
     from mtc_provider.core import labels as L
     from mtc_provider.core.attempts import checkpoint_dir_of
     from mtc_provider.core.run_summary import ENDED_STATES, summary, summary_cells
@@ -487,7 +440,7 @@ def list_runs(
     except _api_errors() as exc:
         _err(str(exc))
     if output is not Output.text:
-        return _emit(output, rows)
+        return emit(output, rows)
     from rich.table import Table
 
     table = Table("RUN", "STATE", "STEP", "ETA", "ATTEMPTS", "AGE", box=None, pad_edge=False)
@@ -505,7 +458,7 @@ def _attempt_jobset(options: ClusterOptions, hook: Any, run_name: str, attempt: 
     chosen = attempts[-1] if attempt is None else next((a for a in attempts if a["attempt"] == attempt), None)
     if chosen is None:
         _err(f"run {run_name!r} has no attempt {attempt} (attempts: "
-             f"{', '.join(str(a['attempt']) for a in attempts)})", 2)
+             f"{', '.join(str(a['attempt']) for a in attempts)})", USAGE_ERROR)
     if not chosen["in_cluster"]:
         _err(f"attempt {chosen['attempt']} of run {run_name!r} (JobSet {chosen['name']}) is no longer in the cluster: "
              "its pods, and their logs, went with it (keep_failed_attempts on the launch and teardown operators "
@@ -527,7 +480,7 @@ def logs(
     from mtc_provider.core.status import evaluate_jobset
 
     if tail is not None and tail < 1:
-        _err(str(SpecError("--tail", tail, "a number of lines >= 1")), 2)
+        _err(str(SpecError("--tail", tail, "a number of lines >= 1")), USAGE_ERROR)
     hook = reader_hook(options) if options.local_home else guarded_hook(options)
     if hook is None:
         _err(f"the local cluster of {options.local_home} is not running, so no pod of run {run_name!r} is either: "
@@ -627,23 +580,9 @@ def _try_number(jobset: dict[str, Any]) -> int | None:
     return attempt_of(jobset) or None
 
 
-def register(app: typer.Typer, output_option: Any) -> None:
-    """Add the commands to the `mtc` app (called from cli.py, one line)."""
-    def with_output(command: Callable[..., Any]) -> Callable[..., Any]:
-        signature = inspect.signature(command)
-        parameters = [p.replace(default=output_option, annotation=_output_type()) if p.name == "output" else p
-                      for p in signature.parameters.values()]
-        command.__signature__ = signature.replace(parameters=parameters)
-        command.__annotations__ = {**command.__annotations__, "output": _output_type()}
-        return command
-
-    app.command("list")(cluster_options()(with_output(list_runs)))
-    app.command("status")(cluster_options()(with_output(status)))
+def register(app: typer.Typer) -> None:
+    """Add the commands to the `mtc` app (cli.app)."""
+    app.command("list")(cluster_options()(list_runs))
+    app.command("status")(cluster_options()(status))
     app.command("logs")(cluster_options(records=True)(logs))
     app.command("delete")(cluster_options(records=False)(delete))
-
-
-def _output_type() -> Any:
-    from mtc_provider.cli import Output
-
-    return Output

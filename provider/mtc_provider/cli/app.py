@@ -1,5 +1,5 @@
 """`mtc`: size the ramdisk, plan a run, render its manifests, advise checkpoint periods (no cluster or network
-access); `mtc list`, `status`, `logs` and `delete` follow a run's life (cli_runs.py); `mtc unlock` frees a run name
+access); `mtc list`, `status`, `logs` and `delete` follow a run's life (cli/runs.py); `mtc unlock` frees a run name
 whose lock outlived its run.
 
 Bad input (a SpecError, invalid YAML, a missing file) goes to stderr with exit code 2, naming the field,
@@ -8,12 +8,9 @@ the bad value and what is allowed.
 
 from __future__ import annotations
 
-import json
 import sys
-from decimal import Decimal
-from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 import typer
 import yaml
@@ -21,7 +18,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from mtc_provider import __version__
-from mtc_provider.cli_runs import ClusterOptions, cluster_options, guarded_hook, register as register_run_commands
+from mtc_provider.cli.console import OUTPUT_OPTION, Output, emit as _emit, guarded as _guarded, load_data
+from mtc_provider.cli.console import out as _out
+from mtc_provider.cli.runs import ClusterOptions, cluster_options, guarded_hook, register as register_run_commands
+from mtc_provider.cli.submit import run as submit_run
 from mtc_provider.core.errors import SpecError
 from mtc_provider.core.plan import build_plan
 from mtc_provider.core.sizing import DEFAULT_BUFFER, DEFAULT_BYTES_PER_PARAMETER, check_fits_host, ramdisk_size
@@ -34,37 +34,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-USAGE_ERROR = 2
-T = TypeVar("T")
-
-
-def _out() -> Console:
-    # soft_wrap: long IAM principals and walk-through lines stay on one line, whatever the terminal width.
-    return Console(file=sys.stdout, soft_wrap=True, highlight=False)
-
-
-def _fail(message: str) -> None:
-    Console(file=sys.stderr, soft_wrap=True, highlight=False).print(f"error: {escape(message)}")
-    raise typer.Exit(USAGE_ERROR)
-
-
-def _guarded(action: Callable[[], T]) -> T:
-    try:
-        return action()
-    except SpecError as exc:
-        _fail(str(exc))
-    raise AssertionError("unreachable")
-
-
-class Output(str, Enum):
-    text = "text"
-    json = "json"
-    yaml = "yaml"
-
-
-OUTPUT_OPTION = typer.Option(Output.text, "--output", "-o", help="text (for people), json or yaml (for scripts).")
-STDIN = "-"
-register_run_commands(app, OUTPUT_OPTION)  # mtc list, status, logs, delete (cli_runs.py)
+register_run_commands(app)  # mtc list, status, logs, delete (cli/runs.py)
+app.command(name="run")(submit_run)  # mtc run (cli/submit.py)
 
 
 def _version(value: bool) -> None:
@@ -101,48 +72,12 @@ def main(
     """
 
 
-def _plain(value: Any) -> Any:
-    """JSON/YAML-friendly values: Decimals become ints when whole, floats otherwise; tuples become lists."""
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    return value
-
-
-def _emit(output: Output, data: Any) -> None:
-    """Print machine-readable output for --output json|yaml."""
-    if output is Output.json:
-        sys.stdout.write(json.dumps(_plain(data), indent=2) + "\n")
-    else:
-        sys.stdout.write(yaml.safe_dump(_plain(data), sort_keys=False, default_flow_style=False, width=1_000_000))
-
-
 def load_config(path: Path) -> RunConfig:
     """Read and validate a run description (`-` reads standard input); every failure becomes a SpecError."""
     from mtc_provider.core.run import parse_run  # the one parse, the DAG's plan task's too
     from mtc_provider.target import default_local_home
 
     return parse_run(load_data(path), default_local_home())
-
-
-def load_data(path: Path) -> Any:
-    """Read a run description's YAML (`-` reads standard input); a missing file or bad YAML is a SpecError."""
-    if str(path) == STDIN:
-        text, name = sys.stdin.read(), "<stdin>"
-    elif not path.is_file():
-        raise SpecError("config", str(path), "the path of an existing YAML run description, or - for stdin")
-    else:
-        text, name = path.read_text(encoding="utf-8"), str(path)
-    try:
-        data: Any = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        position = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-        raise SpecError("config", name, f"valid YAML (parse error{position}: {getattr(exc, 'problem', exc)})") from exc
-    return data
 
 
 @app.command()
@@ -400,10 +335,3 @@ def local_down(home: Path = HOME_OPTION) -> None:
 def render_manifests(manifests: Any) -> str:
     return yaml.safe_dump_all(list(manifests), sort_keys=False, default_flow_style=False, width=1_000_000)
 
-
-from mtc_provider.cli_run import run as _run  # noqa: E402  (`mtc run`: its own module)
-
-app.command(name="run")(_run)
-
-if __name__ == "__main__":  # pragma: no cover
-    app()

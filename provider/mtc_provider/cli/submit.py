@@ -3,7 +3,7 @@
 The file is validated here first with the function the DAG's plan task and `mtc plan` call (core.run.parse_run):
 a bad value exits 2 naming the field, and no request is sent. Then `POST /api/v2/dags/{dag_id}/dagRuns` (Airflow 3's
 public API, `TriggerDAGRunPostBody`: `logical_date` null, `conf` the description) starts a run; its URL in the UI is
-printed; `--wait` follows it to its end (exit 0 success, 1 failed, 3 timed out: cli_runs' codes, as `status` and
+printed; `--wait` follows it to its end (exit 0 success, 1 failed, 3 timed out: cli.console's codes, as `status` and
 `delete`), showing the run's state on stderr while it waits.
 
 A paused DAG queues a triggered run and never starts it, so the DAG is read first: when paused, `mtc run` refuses
@@ -18,12 +18,7 @@ a token with `--api-token` or `AIRFLOW_CLI_TOKEN` (`AIRFLOW_TOKEN`), as airflowc
 
 from __future__ import annotations
 
-import json
-import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -31,86 +26,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from mtc_provider.cli.airflow_api import AirflowApi, AirflowApiError, env
+from mtc_provider.cli.console import WaitProgress, err_console, fail, guarded, load_data, out as out_console, timed_out
 from mtc_provider.core.errors import SpecError
 
 TRAINING_DAG_ID = "mtc_resilient_training"
 ENDED = ("success", "failed")
-REQUEST_TIMEOUT_S = 30.0
-
-
-class AirflowApiError(RuntimeError):
-    """The API refused or could not be reached: the message names the request and the answer."""
-
-
-def _env(*names: str) -> str | None:
-    import os
-
-    return next((os.environ[name] for name in names if os.environ.get(name)), None)
-
-
-class AirflowApi:
-    """The few calls `mtc run` makes, over the standard library (no client package to install)."""
-
-    def __init__(self, url: str, token: str | None = None, username: str | None = None,
-                 password: str | None = None, timeout: float = REQUEST_TIMEOUT_S) -> None:
-        self.url = url.rstrip("/")
-        self.timeout = timeout
-        self._token = token
-        self._login = (username, password)
-
-    def _request(self, method: str, path: str, body: Any = None, auth: bool = True) -> Any:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if auth:
-            headers["Authorization"] = f"Bearer {self.token()}"
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(f"{self.url}{path}", data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                text = response.read().decode()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:1000]
-            raise AirflowApiError(f"{method} {self.url}{path} -> HTTP {exc.code}: {detail}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise AirflowApiError(f"{method} {self.url}{path}: Airflow's API is not reachable ({reason})") from None
-        return json.loads(text) if text else None
-
-    def token(self) -> str:
-        if not self._token:
-            username, password = self._login
-            if not username or not password:
-                raise AirflowApiError("no credentials: --api-token (or AIRFLOW_CLI_TOKEN), or --username and "
-                                      "--password (or AIRFLOW_USERNAME and AIRFLOW_PASSWORD)")
-            self._token = self._request("POST", "/auth/token", {"username": username, "password": password},
-                                        auth=False)["access_token"]
-        return self._token
-
-    def dag(self, dag_id: str) -> dict[str, Any]:
-        return self._request("GET", f"/api/v2/dags/{urllib.parse.quote(dag_id)}")
-
-    def unpause(self, dag_id: str) -> dict[str, Any]:
-        return self._request("PATCH", f"/api/v2/dags/{urllib.parse.quote(dag_id)}?update_mask=is_paused",
-                             {"is_paused": False})
-
-    def trigger(self, dag_id: str, conf: dict[str, Any], note: str | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {"logical_date": None, "conf": conf}
-        if note:
-            body["note"] = note
-        return self._request("POST", f"/api/v2/dags/{urllib.parse.quote(dag_id)}/dagRuns", body)
-
-    def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
-        return self._request("GET", f"/api/v2/dags/{urllib.parse.quote(dag_id)}/dagRuns/"
-                                    f"{urllib.parse.quote(run_id, safe='')}")
-
-    def tries(self, dag_id: str, run_id: str, task_id: str) -> list[dict[str, Any]]:
-        """Every try of one task instance (Airflow 3: TaskInstanceHistoryCollectionResponse.task_instances)."""
-        answer = self._request("GET", f"/api/v2/dags/{urllib.parse.quote(dag_id)}/dagRuns/"
-                                      f"{urllib.parse.quote(run_id, safe='')}/taskInstances/"
-                                      f"{urllib.parse.quote(task_id)}/tries")
-        return list((answer or {}).get("task_instances") or [])
-
-    def ui_url(self, dag_id: str, run_id: str) -> str:
-        return f"{self.url}/dags/{urllib.parse.quote(dag_id)}/runs/{urllib.parse.quote(run_id, safe='')}"
 
 
 def run_conf(description: Any, local_home: str | None) -> dict[str, Any]:
@@ -147,19 +68,17 @@ def run(
     poll: float = typer.Option(10.0, "--poll", help="With --wait: seconds between state checks."),
 ) -> None:
     """Validate a run description, then trigger the training DAG with it and print the run's URL in the UI."""
-    from mtc_provider.cli import _fail, _guarded, load_data
     from mtc_provider.target import default_local_home
 
-    conf = _guarded(lambda: run_conf(load_data(config), default_local_home()))  # nothing is sent when invalid
-    url = api_url or _env("AIRFLOW_API_URL", "AIRFLOW_URL")
+    conf = guarded(lambda: run_conf(load_data(config), default_local_home()))  # nothing is sent when invalid
+    url = api_url or env("AIRFLOW_API_URL", "AIRFLOW_URL")
     if not url:
-        _fail(str(SpecError("--api-url", None, "Airflow's API server URL, or $AIRFLOW_API_URL")))
+        fail(str(SpecError("--api-url", None, "Airflow's API server URL, or $AIRFLOW_API_URL")))
     if not url.startswith(("http://", "https://")):
-        _fail(str(SpecError("--api-url", url, "an http:// or https:// URL, e.g. http://127.0.0.1:8080")))
-    api = AirflowApi(url, api_token or _env("AIRFLOW_CLI_TOKEN", "AIRFLOW_TOKEN"),
-                     username or _env("AIRFLOW_USERNAME"), password or _env("AIRFLOW_PASSWORD"))
-    out, err = Console(file=sys.stdout, soft_wrap=True, highlight=False), Console(file=sys.stderr, soft_wrap=True,
-                                                                                  highlight=False)
+        fail(str(SpecError("--api-url", url, "an http:// or https:// URL, e.g. http://127.0.0.1:8080")))
+    api = AirflowApi(url, api_token or env("AIRFLOW_CLI_TOKEN", "AIRFLOW_TOKEN"),
+                     username or env("AIRFLOW_USERNAME"), password or env("AIRFLOW_PASSWORD"))
+    out, err = out_console(), err_console()
     try:
         _ready_to_run(api, dag_id, unpause, out)
         created = api.trigger(dag_id, conf, note=f"mtc run {config}")
@@ -199,8 +118,6 @@ def _ready_to_run(api: AirflowApi, dag_id: str, unpause: bool, out: Console) -> 
 def _wait(api: AirflowApi, dag_id: str, run_id: str, state: str | None, timeout: float, poll: float) -> str:
     """Poll the run until it ends; its state (and how long it waited) on stderr meanwhile. A run still queued
     under a DAG paused meanwhile would never start: AirflowApiError. At --timeout: exit TIMED_OUT."""
-    from mtc_provider.cli_runs import WaitProgress, timed_out
-
     deadline = time.monotonic() + timeout if timeout > 0 else None
     with WaitProgress() as progress:
         while state not in ENDED:
