@@ -61,8 +61,8 @@ def read_airflow_run(session: Any, dag_id: str, run_id: str) -> RunFacts | None:
     from airflow.models.taskinstancehistory import TaskInstanceHistory
     from airflow.models.xcom import XComModel
 
-    from mtc_provider.operators.jobset import (ATTEMPTS_XCOM_KEY, PROGRESS_XCOM_KEY, RUN_XCOM_KEY,
-                                               XCOM_KEY as JOBSET_XCOM_KEY)
+    from mtc_provider.adapters.attempt_journal import (ATTEMPTS_XCOM_KEY, PROGRESS_XCOM_KEY, RUN_XCOM_KEY,
+                                                       XCOM_KEY as JOBSET_XCOM_KEY)
 
     run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
     if run is None:

@@ -23,6 +23,8 @@ from mtc_provider.core.attempt_records import AttemptEnd, AttemptRecord
 
 XCOM_KEY = "jobset"  # the attempt's end: jobset_name, namespace, attempt, restarts, last_step, reason
 ATTEMPTS_XCOM_KEY = "attempts"  # every attempt record so far (a try's XComs are cleared when the next starts)
+PROGRESS_XCOM_KEY = "progress"  # the latest progress figures of the watch (core.progress_report)
+RUN_XCOM_KEY = "mtc_run"  # checkpoint_dir, target_step, run_name: pushed at each try's launch, for the run view
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from mtc_provider.adapters.attempt_journal import (ATTEMPTS_XCOM_KEY, AttemptJournal, RunRecordPlace, logs_scope,
-                                                   write_run_record)
+from mtc_provider.adapters.attempt_journal import (ATTEMPTS_XCOM_KEY, PROGRESS_XCOM_KEY, RUN_XCOM_KEY,  # noqa: F401
+                                                   AttemptJournal, RunRecordPlace, logs_scope, write_run_record)
 from mtc_provider.adapters.kubernetes import Forbidden
 from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 from mtc_provider.adapters.protocols import CheckpointStore
@@ -37,8 +37,6 @@ from mtc_provider.operators.jobset_failures import (NOT_AN_ATTEMPT, ApiUnreachab
 
 WATCH_FAILURES_XCOM_KEY = "mtc_watch_failures"  # failed triggers of this try (resume_execution's bound)
 MAX_WATCH_FAILURES = 3
-PROGRESS_XCOM_KEY = "progress"  # the latest progress figures of the watch (core.progress_report)
-RUN_XCOM_KEY = "mtc_run"  # checkpoint_dir, target_step, run_name: pushed at each try's launch, for the run view
 
 
 class AttemptEndMixin:
