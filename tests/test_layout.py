@@ -59,7 +59,8 @@ def test_every_folder_of_tests_mirrors_a_room_of_the_code():
     ("targets/gke", True), ("targets/kubernetes", True), ("operators/gcp", True), ("cli", True),
     ("rehearsal/cluster", True), ("rehearsal/workload", True), ("rehearsal", True), ("core", True),
     ("gcp", False), ("jobset", False), ("local", False), ("rehearsal/jobset", False), ("targets/eks", False),
-    ("core/definition", True), ("core/definition/spec", True), ("core/spec", False), ("core/no_such_module", False), ("operators/gcp/more", False),
+    ("core/definition", True), ("core/definition/spec", True), ("core/spec", False), ("core/no_such_module", False),
+    ("operators/gcp/more", False),
 ])
 def test_a_folder_of_tests_passes_only_when_it_mirrors_a_package_or_a_module(tmp_path, folder, mirrors):
     (tmp_path / folder).mkdir(parents=True)
