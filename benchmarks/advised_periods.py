@@ -7,9 +7,9 @@ slice 1 holds the only local copies, so the run falls back to the persistent tie
 through the local runner; every fault restarts it in the cluster (failurePolicy.maxRestarts).
 
 1. Calibration: one run with the default periods and two faults at fixed steps (a host loss, then a slice loss),
-   the "earlier run of the same run_name". `core.advisor.measure_events` reads step time, blocking save costs,
+   the "earlier run of the same run_name". `core.view.advisor.measure_events` reads step time, blocking save costs,
    restore (both tiers), restart and start-up times from its events; with the injected failure rates (given, as a
-   user gives a fleet's MTBF) `core.advisor.advise` picks (L, P).
+   user gives a fleet's MTBF) `core.view.advisor.advise` picks (L, P).
 2. The runs, interleaved: default and advised, seeds 0..n-1 (same seed = same fault times in both arms).
 3. Goodput of a run = steps x the calibrated step time / wall time, from the end of the first step to the finish:
    the quantity the model predicts for a run without its one-time start-up (JAX start-up takes 10-45 s here
@@ -112,7 +112,7 @@ def model_from_runs(measured: Sequence[Mapping[str, Any]], periods: Sequence[int
     """The model with the figures re-measured in an arm's own runs (median of each figure over the runs; failure
     rates = failures / exposure, pooled): its expected wall time, and goodput on the common step time `step_s`.
     This checks the model itself, apart from how well one calibration run foresaw the arm's conditions."""
-    from mtc_provider.core.advisor import Costs, FailureRates, expected_goodput
+    from mtc_provider.core.view.advisor import Costs, FailureRates, expected_goodput
 
     def pooled(name: str) -> float | None:
         values = [m[name] for m in measured if m.get(name) is not None]
@@ -139,9 +139,9 @@ def model_from_runs(measured: Sequence[Mapping[str, Any]], periods: Sequence[int
 # ---- running ---------------------------------------------------------------------------------------------
 def run_once(api: Any, scratch: Path, arm: str, seed: int, periods: tuple[int, int], args: Any,
              plan: list[dict[str, Any]] | None = None, steps: int | None = None) -> dict[str, Any]:
-    from mtc_provider.core.advisor import measure_events
-    from mtc_provider.core.goodput import compute_goodput, timeline_from_workload_events
-    from mtc_provider.core.spec import CheckpointingSpec
+    from mtc_provider.core.view.advisor import measure_events
+    from mtc_provider.core.view.goodput import compute_goodput, timeline_from_workload_events
+    from mtc_provider.core.definition.spec import CheckpointingSpec
     from mtc_provider.adapters.workload_events import events_dir, read_events
 
     run_name = f"ap-{arm}-{seed}"
@@ -170,7 +170,7 @@ def run_once(api: Any, scratch: Path, arm: str, seed: int, periods: tuple[int, i
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from mtc_provider.core.advisor import FailureRates, advise, expected_goodput, measure_events, measured_goodput
+    from mtc_provider.core.view.advisor import FailureRates, advise, expected_goodput, measure_events, measured_goodput
 
     parser = argument_parser(__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         events = run.pop("events")
         run["goodput"] = goodput_after_startup(events, step_s) if run["finished"] else None
         run["goodput_with_startup"] = measured_goodput(events, step_s) if run["finished"] else None
-    from mtc_provider.core.advisor import Costs
+    from mtc_provider.core.view.advisor import Costs
 
     costs = Costs(**calibration["costs"])
     predicted = {arm: expected_goodput(costs, rates, *periods, args.steps).goodput
@@ -240,7 +240,7 @@ def report(result: Mapping[str, Any]) -> None:
             for r in result["runs"]]
     print_table("Runs (goodput = steps x step time / wall time after start-up)",
                 ["arm", "seed", "L/P", "faults", "restarts", "wall s", "start-up s", "goodput", "with start-up",
-                 "core.goodput"], rows)
+                 "core.view.goodput"], rows)
     arms = summary["arms"]
     print_table(
         f"Advised L={advice['local_period']}, P={advice['persistent_period']} (Young/Daly: "

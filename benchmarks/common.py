@@ -129,10 +129,10 @@ def local_jobset(
     num_slices: int = 2,
 ) -> dict[str, Any]:
     """The JobSet the GKE path would render (v6e 2x2, one host per slice), running the local workload."""
-    from mtc_provider.core.jobset import build_jobset
-    from mtc_provider.core.spec import WorkloadSpec
-    from mtc_provider.core.tpu import SliceSpec
-    from mtc_provider.core.vocabulary import FAULT_PLAN_ANNOTATION
+    from mtc_provider.core.definition.jobset_manifest import build_jobset
+    from mtc_provider.core.definition.spec import WorkloadSpec
+    from mtc_provider.core.definition.tpu import SliceSpec
+    from mtc_provider.core.basics.vocabulary import FAULT_PLAN_ANNOTATION
 
     slices = SliceSpec("v6e", "2x2", num_slices, "ct6e-standard-4t")
     workload = WorkloadSpec(

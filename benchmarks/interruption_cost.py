@@ -7,7 +7,7 @@ operator, synchronous, in this process:
 - ``in_cluster``: ``max_restarts`` 2. JobSet restarts every slice in the cluster (``failurePolicy.maxRestarts``);
   Airflow and the operator do nothing but watch. The nodes, image and ramdisks stay (layer 1).
 - ``operator``: ``max_restarts`` 0. The JobSet fails; the operator's watch ends the attempt (the attempt made
-  progress, so it is followed in the same try: core.resubmission), deletes it and submits attempt 2, whose new pods
+  progress, so it is followed in the same try: core.attempt.resubmission), deletes it and submits attempt 2, whose new pods
   restore (layer 2). This is the path a graceful interruption without an in-cluster rule, or any end of an attempt,
   takes through Airflow's worker; an Airflow *retry* (a new try, when an attempt ends without progress) adds the
   scheduler's legs on top, which benchmark 2 (``resubmission_e2e``) times.

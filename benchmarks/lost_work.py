@@ -6,7 +6,7 @@ restart the JobSet in the cluster (failurePolicy.maxRestarts); a SIGTERM preempt
 (enable_autocheckpoint) and exit 0, so the JobSet ends Completed below the target step and the benchmark
 resubmits a new attempt JobSet at once, as the launch operator's retry would. Per fault, from the workload's
 event files: steps lost (last step of the disrupted attempt minus the step restored from), kill-to-first-new-step
-time, time to regain the pre-fault step, restore tier and restore time; per arm: goodput (core.goodput) and
+time, time to regain the pre-fault step, restore tier and restore time; per arm: goodput (core.view.goodput) and
 total wall time; then ratios emergency / persistent-only.
 
     python -m benchmarks.lost_work            # the published run
@@ -109,7 +109,7 @@ def fault_outcomes(events: Sequence[Mapping[str, Any]], faults: Sequence[Mapping
 
 
 def arm_summary(events: Sequence[Mapping[str, Any]], outcomes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    from mtc_provider.core.goodput import compute_goodput, timeline_from_workload_events
+    from mtc_provider.core.view.goodput import compute_goodput, timeline_from_workload_events
 
     report = compute_goodput(timeline_from_workload_events(events))
     hard = [o for o in outcomes if o["kind"] in HARD_KINDS]
@@ -134,7 +134,7 @@ def arm_summary(events: Sequence[Mapping[str, Any]], outcomes: Sequence[Mapping[
 
 # ---- running one arm ---------------------------------------------------------------------------------------
 def checkpointing_spec(arm: str, run_name: str, bucket: Path, args: Any) -> Any:
-    from mtc_provider.core.spec import CheckpointingSpec
+    from mtc_provider.core.definition.spec import CheckpointingSpec
 
     emergency = arm == "emergency"
     return CheckpointingSpec(
@@ -246,7 +246,7 @@ def restore_split(result: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def same_cost_goodput(arms: Mapping[str, Mapping[str, Any]], steps: int) -> dict[str, float | None]:
-    """steps x one common ideal step time / wall time: core.goodput credits each arm with its own median step
+    """steps x one common ideal step time / wall time: core.view.goodput credits each arm with its own median step
     time, and the emergency manager's per-step coordination makes its steps slower, which would count as
     "productive" there. With one step cost for both arms the ratio is the inverse ratio of wall times."""
     ideals = [a["ideal_step_s"] for a in arms.values() if a.get("ideal_step_s")]
@@ -352,7 +352,7 @@ def report(result: Mapping[str, Any]) -> None:
              ratios["steps_lost_total"]],
             ["time to regain (s)", arms["emergency"]["time_to_regain_s_total"],
              arms["persistent"]["time_to_regain_s_total"], ratios["time_to_regain_s_total"]],
-            ["goodput (core.goodput)", arms["emergency"]["goodput"], arms["persistent"]["goodput"], ratios["goodput"]],
+            ["goodput (core.view.goodput)", arms["emergency"]["goodput"], arms["persistent"]["goodput"], ratios["goodput"]],
             ["goodput (same step cost)", arms["emergency"]["goodput_same_step_cost"],
              arms["persistent"]["goodput_same_step_cost"], ratios["goodput_same_step_cost"]],
             ["median step (s)", arms["emergency"]["ideal_step_s"], arms["persistent"]["ideal_step_s"],

@@ -33,7 +33,7 @@ from benchmarks.common import REPO, argument_parser, interleaved, median, print_
 
 from tests.doubles.gcs import GcsDouble
 from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, open_store
-from mtc_provider.core.listing import backup_steps, finalized_from_objects
+from mtc_provider.core.measure.listing import backup_steps, finalized_from_objects
 
 BUCKET = "bench"
 CONN_ID = "mtc_bench_gcs"

@@ -29,9 +29,9 @@ from mtc_provider.sensors.gcp import MtcClusterReadinessSensor
 WORKLOAD_KSA = "default"
 OBJECT = ["null", "object"]
 
-# The trigger form: the run description's sections (as in mtc_resilient_training.py and the `mtc` YAML; core.run),
-# plus the setup's switches (core.params.SETUP_SWITCHES). The plan task validates them all with one function
-# (core.params.cluster_setup_run). A dag_run.conf key that is not one of these is refused; a conf section is laid
+# The trigger form: the run description's sections (as in mtc_resilient_training.py and the `mtc` YAML; core.definition.run),
+# plus the setup's switches (core.definition.params.SETUP_SWITCHES). The plan task validates them all with one function
+# (core.definition.params.cluster_setup_run). A dag_run.conf key that is not one of these is refused; a conf section is laid
 # over the form's section field by field.
 PARAMS = {
     "target": Param("local", enum=["local", "gke", "kubernetes"], title="Target", section=TARGET,

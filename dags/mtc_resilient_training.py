@@ -51,10 +51,10 @@ LAUNCH_SLOTS = {field: os.environ[variable] for field, variable in (("pool", "MT
                                                                    ("queue", "MTC_LAUNCH_QUEUE"))
                 if os.environ.get(variable)}
 
-# The trigger form: the run description's sections, one to one with the `mtc` YAML (examples/*.yaml; core.run).
+# The trigger form: the run description's sections, one to one with the `mtc` YAML (examples/*.yaml; core.definition.run).
 # `mtc plan FILE` and this DAG's plan task validate it with the same function; `mtc run FILE` triggers this DAG with
 # the file's description. A dag_run.conf key that is not one of these is refused; a conf section is laid over the
-# form's section field by field. Empty values are the target's (core.run.TARGET_DEFAULTS).
+# form's section field by field. Empty values are the target's (core.definition.run.TARGET_DEFAULTS).
 PARAMS = {
     "target": Param("local", enum=["local", "gke", "kubernetes"], title="Target", section=TARGET,
                     description="Where the JobSet runs: local (this machine), gke, or kubernetes (any cluster "
@@ -141,8 +141,8 @@ with DAG(
         if form.get("apply_advice"):
             from airflow.sdk import Variable
 
-            from mtc_provider.core.advisor import VARIABLE_PREFIX, apply_advice
-            from mtc_provider.core.errors import SpecError
+            from mtc_provider.core.view.advisor import VARIABLE_PREFIX, apply_advice
+            from mtc_provider.core.basics.errors import SpecError
 
             run_name = (form.get("checkpointing") or {}).get("run_name")
             stored = Variable.get(VARIABLE_PREFIX + str(run_name), default=None, deserialize_json=True)
@@ -163,10 +163,10 @@ with DAG(
         slices=planned("slices"),
         sizing=planned("sizing"),
         # The CheckpointConfiguration must serve this run: nodeSelector = the slices' machine type, its bucket the
-        # run's, inMemoryVolumeSize >= the run's ramdisk (core.configuration_match; not checked on the local target).
+        # run's, inMemoryVolumeSize >= the run's ramdisk (core.definition.configuration_match; not checked on the local target).
         checkpoint_configuration_name="{{ ti.xcom_pull(task_ids='plan')['description']['checkpoint_configuration_name'] }}",
         bucket_name="{{ (ti.xcom_pull(task_ids='plan')['description']['bucket'] or {}).get('name') }}",
-        # Spot or reservation runs need node pools of that capacity (core.capacity; checked on GKE).
+        # Spot or reservation runs need node pools of that capacity (core.definition.capacity; checked on GKE).
         capacity="{{ ti.xcom_pull(task_ids='plan')['customization']['capacity'] }}",
         reservation="{{ ti.xcom_pull(task_ids='plan')['customization']['reservation'] }}",
         retries=0,
@@ -185,7 +185,7 @@ with DAG(
         # Scaled with the target: seconds locally, minutes on GKE. Deferrable: a worker's restart (a deploy, a
         # scale-down) never touches the JobSet, and no worker slot is held for hours.
         stall_timeout=planned("stall_timeout"),
-        startup_timeout=planned("startup_timeout"),  # bounded by default (core.startup)
+        startup_timeout=planned("startup_timeout"),  # bounded by default (core.definition.startup)
         stall_cadence=planned("stall_cadence"),  # derived from the run's cadence unless the form gave a value
         poll_interval=planned("poll_interval"),
         progress_interval=PROGRESS_INTERVAL,
@@ -236,7 +236,7 @@ with DAG(
             return None
         from airflow.sdk import Variable
 
-        from mtc_provider.core.advisor import VARIABLE_PREFIX
+        from mtc_provider.core.view.advisor import VARIABLE_PREFIX
 
         stored = {"advice": advice["advice"], "line": advice["line"]}
         Variable.set(VARIABLE_PREFIX + str(run_name), stored, serialize_json=True)

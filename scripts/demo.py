@@ -144,7 +144,7 @@ def build_summary(recorded: dict, events: list[dict], faults: list[dict], wall_s
     """The summary from what the run recorded: Airflow's rows and XComs (`recorded`), the workload's events and
     the runner's fault records. In-cluster restarts are the JobSets' own `status.restarts`, as the launch
     operator recorded them per attempt (its `attempts` XCom; the `train` return value when that is missing)."""
-    from mtc_provider.core.attempt_records import in_cluster_restarts
+    from mtc_provider.core.attempt.attempt_records import in_cluster_restarts
     from mtc_provider.core.fault_report import fault_outcomes
 
     train = recorded.get("train") or {}
@@ -222,7 +222,7 @@ def main() -> int:
     if airflow("db", "migrate") != 0:
         console.print("[red]airflow db migrate failed[/red]")
         return 1
-    # dag_run.conf in the run description's sections (core.run), laid over the DAG's form field by field.
+    # dag_run.conf in the run description's sections (core.definition.run), laid over the DAG's form field by field.
     runs = [("emergency checkpointing", {"checkpointing": {"run_name": "mtc-demo"}})]
     if args.baseline:
         runs.append(("persistent-only baseline", {"checkpointing": {"run_name": "mtc-demo-baseline",

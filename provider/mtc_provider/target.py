@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.targets.gke.target import GkeTarget
 from mtc_provider.targets.kubernetes.target import KubernetesTarget
 

@@ -34,8 +34,8 @@ import sys
 import time
 from pathlib import Path
 
-from mtc_provider.core.listing import COMMIT_FILE
-from mtc_provider.core.vocabulary import ENV_JOBSET_NAME
+from mtc_provider.core.measure.listing import COMMIT_FILE
+from mtc_provider.core.basics.vocabulary import ENV_JOBSET_NAME
 from mtc_local.workload import (
     EXIT_OK,
     EXIT_RETRYABLE,
@@ -129,7 +129,7 @@ def run(cfg: Config, ident: Identity, events_file: str) -> int:
     def save(at: int, force: bool = False) -> None:
         payload = json.dumps({"step": at, "seed": cfg.seed}).encode()
         # Each save blocks training while it writes: `save_blocking` records how long (the goodput's
-        # checkpoint_save badput, core.goodput.timeline_from_workload_events).
+        # checkpoint_save badput, core.view.goodput.timeline_from_workload_events).
         if writes_persistent and (force or persistent_save_due(cfg, at)):
             emit("save_start", step=at, tier="persistent")
             began = time.time()

@@ -23,7 +23,7 @@ import time
 import uuid
 from typing import Any, Callable
 
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 from mtc_local.cluster import errors as api_errors
 from mtc_local.cluster import kubeconfig, pki
 from mtc_local.cluster.access import Access

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
-from mtc_provider.core.status import evaluate_jobset
+from mtc_provider.core.attempt.status import evaluate_jobset
 from mtc_local.cluster.client import LocalCluster
 from mtc_local.shared.state import read_json
 from mtc_provider.adapters.workload_events import read_events

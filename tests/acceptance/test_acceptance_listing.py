@@ -9,7 +9,7 @@ import os
 import pytest
 
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
-from mtc_provider.core.listing import finalized_from_objects
+from mtc_provider.core.measure.listing import finalized_from_objects
 from tests.acceptance.conftest import STEPS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

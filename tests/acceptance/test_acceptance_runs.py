@@ -21,8 +21,8 @@ import pytest
 from typer.testing import CliRunner
 
 from mtc_provider.cli.app import app
-from mtc_provider.core import labels as L
-from mtc_provider.core.status import evaluate_jobset
+from mtc_provider.core.basics import labels as L
+from mtc_provider.core.attempt.status import evaluate_jobset
 from mtc_local.cluster.client import LocalCluster
 from mtc_local.shared.state import read_jsonl
 from tests.acceptance.conftest import NAMESPACE, AirflowEnv

@@ -11,7 +11,7 @@ import pytest
 from tests.support.checkpoint_fixtures import GCS_CONN_ID, run_orbax
 
 from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, LocalCheckpointStore
-from mtc_provider.core.listing import finalized_from_objects, item_of
+from mtc_provider.core.measure.listing import finalized_from_objects, item_of
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -79,7 +79,7 @@ def test_terminating_pods_and_run_lock_over_the_wire(apiserver, fast_retries):
     from tests.doubles.memory_jobset import pod_unschedulable
     from mtc_provider.adapters.protocols import ApiError
     from mtc_provider.adapters.run_lock import LockHeld, RunLock
-    from mtc_provider.core import labels as L
+    from mtc_provider.core.basics import labels as L
 
     api = sync_api(apiserver)
     apiserver.pods = [pod_unschedulable("train-a1", 0), pod_unschedulable("other", 0)]
@@ -207,7 +207,7 @@ async def test_async_get_and_delete(apiserver, fast_retries):
 
 async def test_async_list_pods_reads_the_waiting_reason(apiserver, fast_retries):
     from tests.doubles.memory_jobset import pod_waiting
-    from mtc_provider.core.status import evaluate_pods
+    from mtc_provider.core.attempt.status import evaluate_pods
 
     apiserver.pods = [pod_waiting("train-a1", "ImagePullBackOff", index=0)]
     pods = await async_api(apiserver).list_pods("ml", "train-a1")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from mtc_provider.adapters.run_lock import DEPLOYMENT, LockHeld, RunLock
-from mtc_provider.core import labels as L
-from mtc_provider.core.ownership import TaskLookup, owner_gone
+from mtc_provider.core.basics import labels as L
+from mtc_provider.core.attempt.ownership import TaskLookup, owner_gone
 from tests.doubles.memory_jobset import MemoryJobSetApi, MemoryJobSetCluster
 
 NS, RUN = "ml", "llama"

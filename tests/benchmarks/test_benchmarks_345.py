@@ -18,8 +18,8 @@ import pytest
 from benchmarks.sensing_cost import FsCalls, backup_objects, naive_walk, make_local_tree, step_objects
 from benchmarks.triggerer_load import jobset_script, percentile
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
-from mtc_provider.core.listing import backup_steps, finalized_from_objects
-from mtc_provider.core.status import evaluate_jobset
+from mtc_provider.core.measure.listing import backup_steps, finalized_from_objects
+from mtc_provider.core.attempt.status import evaluate_jobset
 
 REPO = Path(__file__).resolve().parents[2]
 

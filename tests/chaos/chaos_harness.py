@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mtc_provider.core.labels import ATTEMPT
+from mtc_provider.core.basics.labels import ATTEMPT
 from mtc_provider.adapters.workload_events import read_events
 
 STEP_DIR = re.compile(r"^\d+$")

@@ -44,7 +44,7 @@ def training_form() -> dict:
 
 
 def dag_conf(schedule: Schedule) -> dict:
-    return {  # the run description's sections (core.run), laid over the training DAG's form field by field
+    return {  # the run description's sections (core.definition.run), laid over the training DAG's form field by field
         "checkpointing": {"run_name": RUN_NAME, "steps": schedule.steps, "local_checkpoint_period": L,
                           "checkpoint_period": P},
         "workload": {
@@ -60,10 +60,10 @@ def dag_conf(schedule: Schedule) -> dict:
 
 
 def reference_sha(conf: dict) -> str:
-    """The fault-free run: the same specs (core.params), straight through the runner, no extra step time."""
+    """The fault-free run: the same specs (core.definition.params), straight through the runner, no extra step time."""
     from benchmarks.common import local_jobset, local_runner, wait_terminal
-    from mtc_provider.core.params import form_with_conf, training_run
-    from mtc_provider.core.spec import CheckpointingSpec
+    from mtc_provider.core.definition.params import form_with_conf, training_run
+    from mtc_provider.core.definition.spec import CheckpointingSpec
     from mtc_provider.adapters.workload_events import read_events
 
     with local_runner("chaos-ref") as (api, scratch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from chaos_schedule import AIRFLOW_KILL, ENDING_KINDS, MIX, make_schedule, seed_from_env
 
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 from mtc_local.runner.faults import parse_plan
 
 

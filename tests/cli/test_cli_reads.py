@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
 from mtc_provider.adapters.run_records import RunRecords
 from mtc_provider.cli.app import app
-from mtc_provider.core.run_summary import run_record
+from mtc_provider.core.attempt.run_summary import run_record
 from tests.support.js_helpers import finalize
 
 runner = CliRunner()

@@ -145,7 +145,7 @@ def test_the_training_dag_passes_keep_failed_attempts_from_its_form():
 
 def test_status_from_the_record_when_the_cluster_does_not_answer(tmp_path, monkeypatch, fast_retries):
     from mtc_provider.adapters.run_records import RunRecords
-    from mtc_provider.core.run_summary import run_record
+    from mtc_provider.core.attempt.run_summary import run_record
 
     monkeypatch.delenv("KUBECONFIG", raising=False)
     where = str(tmp_path / "out" / "r" / "checkpoints")

@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 from tests.support.js_helpers import finalize
 from tests.doubles.memory_jobset import status_failed, status_running
 from mtc_provider.cli.app import app
-from mtc_provider.core import labels as L
-from mtc_provider.core.jobset import build_jobset
-from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
-from mtc_provider.core.tpu import SliceSpec
+from mtc_provider.core.basics import labels as L
+from mtc_provider.core.definition.jobset_manifest import build_jobset
+from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec
+from mtc_provider.core.definition.tpu import SliceSpec
 from mtc_provider.hooks import jobset as _hook  # noqa: F401  (Airflow logs its unit-test config once, on import)
 
 runner = CliRunner()

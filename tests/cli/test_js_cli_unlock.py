@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from test_js_cli_status import attempt_body, kubeconfig
 from tests.doubles.memory_jobset import status_failed, status_running
 from mtc_provider.cli.app import app
-from mtc_provider.core import labels as L
+from mtc_provider.core.basics import labels as L
 
 runner = CliRunner()
 

@@ -11,8 +11,8 @@ checkpoint sensor and its progress XCom; the goodput report on the commit times.
 and its last checkpoint is `steps - 1`, asserted exactly (docs/maxtext.md, known limits).
 
 The progress signal is checked against MaxText's own output (issue 32): its `completed step: N` lines read by our
-parser (core.step_log) give every step in order with its seconds and loss, and the last one is the newest
-checkpoint's step (a step from the log and a checkpoint step compare directly: core.progress counts a step once);
+parser (core.measure.step_log) give every step in order with its seconds and loss, and the last one is the newest
+checkpoint's step (a step from the log and a checkpoint step compare directly: core.measure.progress counts a step once);
 a second run of the same run name restores (`restoring from this run's directory step N`) and reports from N + 1
 on, which the signal counts as progress after a new start of the pods.
 
@@ -49,10 +49,10 @@ import pytest
 from tests.support.local_cluster import api, home, terminal  # noqa: F401  (fixtures)
 
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
-from mtc_provider.core.jobset import build_jobset_for_run, pod_template
-from mtc_provider.core.progress import PERSISTENT, REPORTED_LOG, ProgressSignal
-from mtc_provider.core.step_log import latest_step_line, parse_step_line
-from mtc_provider.core.spec import RunConfig
+from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run, pod_template
+from mtc_provider.core.measure.progress import PERSISTENT, REPORTED_LOG, ProgressSignal
+from mtc_provider.core.measure.step_log import latest_step_line, parse_step_line
+from mtc_provider.core.definition.spec import RunConfig
 from mtc_provider.operators.goodput import GoodputReportOperator
 from mtc_provider.sensors.checkpoint import CheckpointProgressSensor
 
@@ -144,7 +144,7 @@ def test_real_maxtext_run_is_sensed(api, tmp_path, trainer_python):  # noqa: F81
     assert waiting.poke({}) is False
 
     # The newest reported step is the newest checkpoint's: the two sources compare directly, so the signal counts
-    # the checkpoint of step 5 as no news after the log showed step 5 (core.progress.ProgressSignal).
+    # the checkpoint of step 5 as no news after the log showed step 5 (core.measure.progress.ProgressSignal).
     assert latest_step_line(logs.splitlines()).step == found[-1].step == STEPS - 1
 
     report = GoodputReportOperator(
@@ -183,11 +183,11 @@ def _port_free(port: int) -> bool:
 
 
 def test_real_maxtext_saves_and_exits_0_on_sigterm(api, tmp_path, trainer_python):  # noqa: F811
-    """What the signal's "graceful interruption" relies on (core.interruptions: the JobSet completes below its
+    """What the signal's "graceful interruption" relies on (core.attempt.interruptions: the JobSet completes below its
     target): SIGTERM makes MaxText save at JAX's preemption sync point and exit 0, with autocheckpoint."""
     from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore as Store
-    from mtc_provider.core.resubmission import RETRY, decide
-    from mtc_provider.core.status import evaluate_jobset
+    from mtc_provider.core.attempt.resubmission import RETRY, decide
+    from mtc_provider.core.attempt.status import evaluate_jobset
 
     assert _port_free(1234), ("MaxText 0.2.5's CPU start-up binds the JAX coordinator on the fixed port 1234 "
                               "(maxtext/utils/max_utils.py initialize_jax_for_cpu), which something else holds here")

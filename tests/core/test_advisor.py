@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from mtc_provider.core.advisor import (
+from mtc_provider.core.view.advisor import (
     Costs,
     FailureRates,
     advice_after_run,
@@ -18,7 +18,7 @@ from mtc_provider.core.advisor import (
     measured_goodput,
     young_daly_steps,
 )
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 
 # Case D of the docs: step 1 s, saves 1 s (local) / 3 s (persistent step), restores 2 s / 6 s, restart 20 s.
 COSTS = Costs(step_s=1.0, save_local_s=1.0, save_persistent_s=3.0, restore_local_s=2.0, restore_persistent_s=6.0,
@@ -240,7 +240,7 @@ def test_no_failures_measured_gives_no_advice():
 def test_apply_advice_sets_both_periods_or_says_there_is_none():
     params, said = apply_advice({"checkpointing": {"checkpoint_period": 20, "local_checkpoint_period": 4, "steps": 70}},
                                 {"advice": {"local_period": 8, "persistent_period": 24}})
-    section = params["checkpointing"]  # the run description's section (core.run)
+    section = params["checkpointing"]  # the run description's section (core.definition.run)
     assert (section["local_checkpoint_period"], section["checkpoint_period"], section["steps"]) == (8, 24, 70)
     assert "(4, 20) -> (8, 24)" in said
     unchanged, said = apply_advice({"checkpointing": {"checkpoint_period": 20}}, None)

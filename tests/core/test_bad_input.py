@@ -8,13 +8,13 @@ from typing import Any, Callable
 import pytest
 from core_helpers import checkpointing, run_config, slices, workload
 
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.locations import check_bucket_location, check_bucket_name
-from mtc_provider.core.names import check_jobset_name, check_run_name
-from mtc_provider.core.sizing import ramdisk_size
-from mtc_provider.core.spec import BucketSpec, ClusterSpec, RunConfig
-from mtc_provider.core.tpu import SliceSpec
-from mtc_provider.core.versions import GkeVersion
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.definition.locations import check_bucket_location, check_bucket_name
+from mtc_provider.core.basics.names import check_jobset_name, check_run_name
+from mtc_provider.core.definition.sizing import ramdisk_size
+from mtc_provider.core.definition.spec import BucketSpec, ClusterSpec, RunConfig
+from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.basics.versions import GkeVersion
 
 # (case id, action, field named in the error, substrings the "allowed" text must contain)
 CASES: list[tuple[str, Callable[[], Any], str, tuple[str, ...]]] = [
@@ -227,8 +227,8 @@ def test_buffer_override_is_explicit_in_the_sizing_spec_and_the_cli(tmp_path) ->
     from typer.testing import CliRunner
 
     from mtc_provider.cli.app import app
-    from mtc_provider.core.plan import build_plan
-    from mtc_provider.core.spec import RunConfig
+    from mtc_provider.core.definition.plan import build_plan
+    from mtc_provider.core.definition.spec import RunConfig
 
     plan = build_plan(RunConfig.from_dict(_dash(sizing={"parameters": "70e9", "buffer": 0.3,
                                                         "allow_any_buffer": True})))
@@ -262,8 +262,8 @@ def test_a_ramdisk_taking_most_of_the_host_memory_warns(tmp_path) -> None:
 
 
 def test_the_ramdisk_path_is_rendered_normalized() -> None:
-    from mtc_provider.core.jobset import build_jobset_for_run, pod_template
-    from mtc_provider.core.spec import RunConfig
+    from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run, pod_template
+    from mtc_provider.core.definition.spec import RunConfig
 
     config = RunConfig.from_dict(_dash(checkpointing={"local_checkpoint_directory": "/local/./ram//disk/"}))
     container = pod_template(build_jobset_for_run(config))["spec"]["containers"][0]
@@ -274,8 +274,8 @@ def test_the_ramdisk_path_is_rendered_normalized() -> None:
 def test_user_values_in_args_cannot_expand_kubernetes_variables() -> None:
     """Kubernetes expands $(VAR) in command and args and reduces $$ to $ (kubernetes.io, "Define a Command and
     Arguments for a Container"; facts.md): doubled, a user's value reaches the program as written."""
-    from mtc_provider.core.jobset import build_jobset_for_run, pod_template
-    from mtc_provider.core.spec import RunConfig
+    from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run, pod_template
+    from mtc_provider.core.definition.spec import RunConfig
     from mtc_local.runner.manifest import expand_vars
 
     value = "$(GOOGLE_APPLICATION_CREDENTIALS)-and-$$-and-$HOME"
@@ -300,7 +300,7 @@ def _cp(**fields):
 
 
 # (case id, DAG, change sent by the trigger, field, substrings of "allowed"). The training DAG's form has the run
-# description's sections (core.run): the same fields and errors as `mtc plan FILE` (tests/core/test_one_description.py).
+# description's sections (core.definition.run): the same fields and errors as `mtc plan FILE` (tests/core/test_one_description.py).
 DAG_CASES: list[tuple[str, str, dict, str, tuple[str, ...]]] = [
     ("conf-command", "training", {"command": "rm -rf /"}, "dag_run.conf.command", ("one of the DAG's params",)),
     ("conf-connection", "training", {"gcp_conn_id": "prod_admin"}, "dag_run.conf.gcp_conn_id", ("params",)),

@@ -1,4 +1,4 @@
-"""The stall limit derived from the run's cadence, and its plan-time check (issue 32; core.cadence, core.run).
+"""The stall limit derived from the run's cadence, and its plan-time check (issue 32; core.measure.cadence, core.definition.run).
 
 The cadence is the guide's (examples/gke-v6e.yaml: a persistent checkpoint every 1000 steps, ~2.28 s a step for
 Llama-2-70B on v6e at MaxText's published ~900 tokens/s per device: one every ~38 minutes).
@@ -12,10 +12,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from mtc_provider.core.cadence import STALL_FACTOR, check_stall_timeout, run_cadence
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.progress import PERSISTENT, REPLICATOR, REPORTED_LOG, ProgressSignal
-from mtc_provider.core.run import checkpoint_stall_timeout, parse_run, run_plan, stall_rule
+from mtc_provider.core.measure.cadence import STALL_FACTOR, check_stall_timeout, run_cadence
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.measure.progress import PERSISTENT, REPLICATOR, REPORTED_LOG, ProgressSignal
+from mtc_provider.core.definition.run import checkpoint_stall_timeout, parse_run, run_plan, stall_rule
 
 REPO = Path(__file__).resolve().parents[2]
 STEP_S = 2048 / 900
@@ -104,7 +104,7 @@ def test_one_signal_alive_from_any_source_restorable_from_saves_only():
 
 
 def test_the_launch_operator_uses_the_same_rule(tmp_path):
-    """MtcJobSetOperator checks an explicit stall_timeout and derives "derived" with core.cadence, before any call."""
+    """MtcJobSetOperator checks an explicit stall_timeout and derives "derived" with core.measure.cadence, before any call."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from tests.support.js_helpers import launch

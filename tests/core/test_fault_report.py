@@ -60,7 +60,7 @@ def test_real_event_order_start_then_restore_per_process():
 
 
 def test_a_listing_outage_is_reported_as_hitting_the_bucket_not_a_slice():
-    """The runner records a bucket fault without slice or host (core.vocabulary: scope "bucket")."""
+    """The runner records a bucket fault without slice or host (core.basics.vocabulary: scope "bucket")."""
     [outcome] = fault_outcomes([{"ts": 2.5, "kind": "listing_outage", "status": 503, "seconds": 6.0}],
                                _steps(1, 5, 0.0))
     assert outcome.target == "the bucket"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mtc_provider.core.goodput import (
+from mtc_provider.core.view.goodput import (
     Attempt,
     Restore,
     Save,
@@ -121,7 +121,7 @@ def test_the_example_of_docs_goodput_md():
     """docs/goodput.md works one run through by hand; the code gives the same figures."""
     from pathlib import Path
 
-    from mtc_provider.core.goodput import Attempt, Restore, StepRecord, Timeline, compute_goodput
+    from mtc_provider.core.view.goodput import Attempt, Restore, StepRecord, Timeline, compute_goodput
 
     timeline = Timeline(attempts=[Attempt(0, 100, "disrupted"), Attempt(110, 155, "finished")],
                         steps=[StepRecord(0, 1, 20), StepRecord(0, 2, 40), StepRecord(0, 3, 60), StepRecord(0, 4, 80),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mtc_provider.adapters.library_goodput import INSTALL_HINT
-from mtc_provider.core.install import install_line
+from mtc_provider.core.basics.install import install_line
 from mtc_provider.targets.registry import INSTALL
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -1,4 +1,4 @@
-"""How many interruptions of each kind a run survived (core.interruptions), as the run view's JSON and `mtc status`
+"""How many interruptions of each kind a run survived (core.attempt.interruptions), as the run view's JSON and `mtc status`
 show them. The records are the launch operator's (operators.jobset `_finish`: `interruption` and `in_try` on each
 retryable end) and older ones without those fields (their reason says which)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from mtc_provider.core.interruptions import count, summary
-from mtc_provider.core.run_view import RunFacts, run_view
+from mtc_provider.core.attempt.interruptions import count, summary
+from mtc_provider.core.view.run_page import RunFacts, run_view
 
 RECORDS = [
     {"attempt": 1, "jobset": "r-a1", "outcome": "disrupted", "interruption": "graceful", "in_try": True, "restarts": 0,
@@ -44,7 +44,7 @@ def test_mtc_status_shows_the_line(tmp_path, monkeypatch):
 
     from mtc_provider.adapters.run_records import RunRecords
     from mtc_provider.cli.app import app
-    from mtc_provider.core.run_summary import run_record
+    from mtc_provider.core.attempt.run_summary import run_record
 
     monkeypatch.delenv("KUBECONFIG", raising=False)
     where = str(tmp_path / "out" / "r" / "checkpoints")

@@ -7,9 +7,10 @@ import pytest
 import yaml
 
 from tests.doubles.memory_jobset import status_completed, status_failed, status_restarting, status_running
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.resubmission import FAIL, RETRY, SUCCEED, attempts_without_progress, decide, decide_rejected
-from mtc_provider.core.status import JobSetState, evaluate_jobset
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.attempt.resubmission import (FAIL, RETRY, SUCCEED, attempts_without_progress, decide,
+                                                    decide_rejected)
+from mtc_provider.core.attempt.status import JobSetState, evaluate_jobset
 from tests.conftest import reference_file
 
 FIRST_FAILED = "train-slice-1"

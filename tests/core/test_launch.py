@@ -1,4 +1,4 @@
-"""What the launch operator does this try (core.launch.plan_launch), from plain JobSet dicts.
+"""What the launch operator does this try (core.attempt.launch.plan_launch), from plain JobSet dicts.
 
 A JobSet is live until it has a Completed or Failed condition (kubernetes-sigs/jobset), and it is terminating
 once `metadata.deletionTimestamp` is set (kubernetes.io/docs/concepts/architecture/garbage-collection/).
@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from mtc_provider.core import vocabulary as V
-from mtc_provider.core.launch import (
+from mtc_provider.core.basics import vocabulary as V
+from mtc_provider.core.attempt.launch import (
     REATTACH,
     SUBMIT,
     TAKE_RESULT,

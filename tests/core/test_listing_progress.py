@@ -6,7 +6,7 @@ import fnmatch
 
 import pytest
 
-from mtc_provider.core.listing import (
+from mtc_provider.core.measure.listing import (
     backup_steps,
     commit_glob,
     finalized_from_objects,
@@ -17,7 +17,7 @@ from mtc_provider.core.listing import (
     start_offset_after,
     step_of_dir,
 )
-from mtc_provider.core.progress import ProgressTracker
+from mtc_provider.core.measure.progress import ProgressTracker
 
 
 @pytest.mark.parametrize("name, step", [

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from core_helpers import checkpointing, workload
 
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.maxtext import container_command, render_flags
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.definition.maxtext import container_command, render_flags
 
 
 @pytest.mark.parametrize(

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from mtc_provider.core.iam import BUCKET_ROLE, bucket_members, workload_identity_pool
+from mtc_provider.core.definition.iam import BUCKET_ROLE, bucket_members, workload_identity_pool
 from mtc_local.cluster.selectors import label_matcher  # the one matcher: the local API server's
-from mtc_provider.core.labels import DAG_ID, MANAGED_BY, RUN_ID, run_labels, selector
-from mtc_provider.core.locations import check_bucket_location, check_bucket_name
-from mtc_provider.core.names import LABEL_VALUE_RE, check_dns1123_label, check_jobset_name, label_value
+from mtc_provider.core.basics.labels import DAG_ID, MANAGED_BY, RUN_ID, run_labels, selector
+from mtc_provider.core.definition.locations import check_bucket_location, check_bucket_name
+from mtc_provider.core.basics.names import LABEL_VALUE_RE, check_dns1123_label, check_jobset_name, label_value
 
 
 @pytest.mark.parametrize("name", ["a", "run-1", "x" * 40, "0abc"])
@@ -81,7 +81,7 @@ def test_selector_matches_what_selector_builds() -> None:
 # '.'-joined labels of lower-case letters, digits and '-', at most 253 characters (issue 33 item 15).
 @pytest.mark.parametrize("name", ["mtc.workload", "a.b.c", "team-a.trainer-1", "a" * 63 + "." + "b" * 63, "x" * 253])
 def test_service_account_and_checkpoint_configuration_names_are_dns_subdomains(name) -> None:
-    from mtc_provider.core.names import check_checkpoint_configuration_name, check_service_account
+    from mtc_provider.core.basics.names import check_checkpoint_configuration_name, check_service_account
 
     assert check_service_account(name) == name
     assert check_checkpoint_configuration_name(name) == name
@@ -91,8 +91,8 @@ def test_service_account_and_checkpoint_configuration_names_are_dns_subdomains(n
                                            ("a.", "starting and ending"), ("A.b", "lower-case"),
                                            ("a_b.c", "lower-case"), ("x" * 254, "at most 253")])
 def test_names_that_are_no_dns_subdomain_are_refused_naming_the_rule(name, allowed) -> None:
-    from mtc_provider.core.errors import SpecError
-    from mtc_provider.core.names import check_checkpoint_configuration_name, check_service_account
+    from mtc_provider.core.basics.errors import SpecError
+    from mtc_provider.core.basics.names import check_checkpoint_configuration_name, check_service_account
 
     for check, field in ((check_service_account, "workload.service_account"),
                          (check_checkpoint_configuration_name, "checkpoint_configuration.name")):

@@ -1,11 +1,11 @@
-"""The outage budget (core.outage): backoff capped, Retry-After honoured (RFC 9110 section 10.2.3), bounded."""
+"""The outage budget (core.attempt.outage): backoff capped, Retry-After honoured (RFC 9110 section 10.2.3), bounded."""
 
 from __future__ import annotations
 
 import pytest
 
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.outage import RETRY_AFTER_CAP, OutageClock, validate
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.attempt.outage import RETRY_AFTER_CAP, OutageClock, validate
 
 
 @pytest.mark.parametrize("failures, retry_after, expected", [

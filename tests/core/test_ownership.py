@@ -1,8 +1,8 @@
-"""core.ownership.foreign_event: whether the event Airflow resumed a try with is that try's trigger's."""
+"""core.attempt.ownership.foreign_event: whether the event Airflow resumed a try with is that try's trigger's."""
 
 from __future__ import annotations
 
-from mtc_provider.core.ownership import foreign_event
+from mtc_provider.core.attempt.ownership import foreign_event
 
 MINE = {"dag_id": "resub_preload", "run_id": "prel2", "task_id": "train", "map_index": -1, "try_number": 1}
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from mtc_provider.core.status import evaluate_pods
+from mtc_provider.core.attempt.status import evaluate_pods
 
 
 def pod(name: str, phase: str = "Pending", waiting: tuple[str, str] | None = None, attempt: int | None = 0,

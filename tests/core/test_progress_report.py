@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mtc_provider.core.progress_report import failed_pod_section, format_duration, progress_report, tail
+from mtc_provider.core.measure.progress_report import failed_pod_section, format_duration, progress_report, tail
 
 
 def test_progress_line_has_step_rate_eta_checkpoint_and_restarts() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import copy
 
-from mtc_provider.core.readiness import add_members, all_ok, enable_steps, evaluate_cluster, evaluate_local_machine
-from mtc_provider.core.tpu import SliceSpec
+from mtc_provider.core.definition.readiness import (add_members, all_ok, enable_steps, evaluate_cluster,
+                                                    evaluate_local_machine)
+from mtc_provider.core.definition.tpu import SliceSpec
 
 SLICES = SliceSpec("v6e", "4x8", 2, "ct6e-standard-4t")
 
@@ -77,7 +78,7 @@ def test_existing_tpu_pool_without_gke_metadata_fails_with_the_update_command():
 
 
 def test_preflight_blocks_what_no_following_task_fixes_and_lists_the_changes():
-    from mtc_provider.core.readiness import changes_summary, preflight, setup_fixable
+    from mtc_provider.core.definition.readiness import changes_summary, preflight, setup_fixable
 
     cluster = ready_cluster()
     cluster["currentMasterVersion"] = "1.32.3-gke.1170000"  # the guide wants later than this
@@ -143,8 +144,8 @@ def test_conditional_binding_does_not_count_as_granted():
 
 def test_spot_and_reservation_runs_need_node_pools_of_that_capacity():
     """Issue 32 (4): customization.capacity made the pods select Spot or reservation nodes, but readiness counted
-    on-demand pools as ready; the pods then stayed Pending. GKE's Container API shapes (core.capacity)."""
-    from mtc_provider.core.capacity import RESERVATION_KEY, pool_capacity
+    on-demand pools as ready; the pods then stayed Pending. GKE's Container API shapes (core.definition.capacity)."""
+    from mtc_provider.core.definition.capacity import RESERVATION_KEY, pool_capacity
 
     cluster = ready_cluster()
     assert "tpu_node_pools_capacity" not in by_name(evaluate_cluster(cluster, SLICES, "proj", "us-central1"))

@@ -1,4 +1,4 @@
-"""The run's record beside its checkpoints (core.run_summary.run_record): what a later writer keeps.
+"""The run's record beside its checkpoints (core.attempt.run_summary.run_record): what a later writer keeps.
 
 Seen in the real-Airflow e2e (tests/e2e/test_cli_run.py) on a busy machine: the worker's report of a finished try
 got a 404 ("Task Instance not found"), the scheduler ran the task again, and that try took the ended JobSet's
@@ -8,7 +8,7 @@ attempts, and its record would have said the run had none.
 
 from __future__ import annotations
 
-from mtc_provider.core.run_summary import RETRYING, RUNNING, SUCCEEDED, run_record
+from mtc_provider.core.attempt.run_summary import RETRYING, RUNNING, SUCCEEDED, run_record
 
 OWNER = {"dag_id": "d", "run_id": "r1", "task_id": "train", "try_number": 1}
 

@@ -1,4 +1,4 @@
-"""The run view's figures from what the provider records (core/run_view.py), on the records' real formats:
+"""The run view's figures from what the provider records (core/view/run_page.py), on the records' real formats:
 event files written by adapters.workload_events (as the local workload writes them), attempt records and the
 progress XCom as operators/jobset.py pushes them."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from mtc_provider.adapters.workload_events import append_event, read_events
-from mtc_provider.core.progress_report import progress_report
-from mtc_provider.core.run_view import RunFacts, Try, attempts_view, checkpoints_view, live_progress, run_view
+from mtc_provider.core.measure.progress_report import progress_report
+from mtc_provider.core.view.run_page import RunFacts, Try, attempts_view, checkpoints_view, live_progress, run_view
 
 T0 = 1_800_000_000.0
 
@@ -140,7 +140,7 @@ def test_the_whole_view_has_restores_and_live_goodput(events):
 
 
 def test_the_live_step_says_where_it_came_from():
-    """The trigger's progress XCom carries its step's source and the restorable step (core.progress, issue 32)."""
+    """The trigger's progress XCom carries its step's source and the restorable step (core.measure.progress, issue 32)."""
     figures = {**progress_report(1560, 19999, 1580.0, newest_checkpoint=1000, source="workload-log").to_xcom(),
                "alive_step": 1560, "alive_source": "workload-log", "restorable_step": 1000,
                "restorable_source": "checkpoints"}

@@ -1,4 +1,4 @@
-"""The workload's step from its own log lines (core.step_log), on lines in the exact formats the workloads print.
+"""The workload's step from its own log lines (core.measure.step_log), on lines in the exact formats the workloads print.
 
 MaxText: `MetricLogger.log_metrics` (AI-Hypercomputer/maxtext src/MaxText/metric_logger.py) logs
 `completed step: {step}, seconds: {:.3f}, TFLOP/s/device: {:.3f}, Tokens/s/device: {:.3f}, total_weights: {},
@@ -10,7 +10,7 @@ max_utils/train.py. The local workload prints `completed step: N, seconds: X, lo
 
 from __future__ import annotations
 
-from mtc_provider.core.step_log import StepLine, bounded_lines, latest_step_line, parse_step_line
+from mtc_provider.core.measure.step_log import StepLine, bounded_lines, latest_step_line, parse_step_line
 
 MAXTEXT = ("I1201 11:02:03.456789 140230 metric_logger.py:184] completed step: 1200, seconds: 2.481, "
            "TFLOP/s/device: 187.302, Tokens/s/device: 6603.911, total_weights: 1048576, loss: 7.412")

@@ -1,10 +1,10 @@
-"""Airflow tries that never reached the provider, counted beside the attempts (issue #33 item 9; core.tries).
+"""Airflow tries that never reached the provider, counted beside the attempts (issue #33 item 9; core.attempt.tries).
 
 The tries are the shape Airflow 3's REST API answers for
 `GET /api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/tries` (TaskInstanceHistoryCollectionResponse:
 `task_instances` with `try_number` and `state`); the attempts are the run record's (`"try"` of each attempt)."""
 
-from mtc_provider.core.tries import tries_line, unreached_tries
+from mtc_provider.core.attempt.tries import tries_line, unreached_tries
 
 SOAK = [  # the soak of issue #33: 5 tries, 2 attempts; tries 2-4 failed in the Task SDK while the api-server was down
     {"try_number": 1, "state": "up_for_retry"}, {"try_number": 2, "state": "failed"},

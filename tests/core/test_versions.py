@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from mtc_provider.core.readiness import evaluate_cluster
-from mtc_provider.core.tpu import SliceSpec
-from mtc_provider.core.versions import MTC_MIN_VERSION_EXCLUSIVE, GkeVersion, is_later_than
+from mtc_provider.core.definition.readiness import evaluate_cluster
+from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.basics.versions import MTC_MIN_VERSION_EXCLUSIVE, GkeVersion, is_later_than
 
 SLICES = SliceSpec("v6e", "2x2", 2)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from mtc_provider.core import vocabulary as V
+from mtc_provider.core.basics import vocabulary as V
 from tests.conftest import reference_file  # the CRDs the local API server ships live in the package
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mtc_provider.core.customization import CustomizationSpec
-from mtc_provider.core.jobset import build_jobset_for_run
-from mtc_provider.core.run import LAUNCH_SECTIONS, launch_digest, parse_run, run_plan
-from mtc_provider.core.spec import SECTIONS, CheckpointingSpec, spec_restored, spec_to_dict
+from mtc_provider.core.definition.customization import CustomizationSpec
+from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run
+from mtc_provider.core.definition.run import LAUNCH_SECTIONS, launch_digest, parse_run, run_plan
+from mtc_provider.core.definition.spec import SECTIONS, CheckpointingSpec, spec_restored, spec_to_dict
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 CUSTOMIZED = {"queue_name": "q", "capacity": "spot", "tolerations": [{"key": "k", "operator": "Exists"}],
@@ -62,7 +62,7 @@ def test_mtc_render_checks_the_periods_once_and_renders_the_flags_once(tmp_path,
 def test_the_spec_refuses_what_rendering_no_longer_checks():
     """Rendering writes a spec's flags as they are, so the spec refuses a local directory that is no string even
     with the local tier off (it used to fail only at rendering, naming the same field)."""
-    from mtc_provider.core.errors import SpecError
+    from mtc_provider.core.basics.errors import SpecError
 
     with pytest.raises(SpecError, match=r"checkpointing.local_checkpoint_directory: \['/a'\] is not allowed"):
         CheckpointingSpec(run_name="r", base_output_directory="/out", steps=10, local_checkpoint_directory=["/a"])

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from mtc_provider.core.attempt_records import in_cluster_restarts
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.jobset_names import attempt_name
+from mtc_provider.core.attempt.attempt_records import in_cluster_restarts
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.definition.jobset_names import attempt_name
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ def record(attempt: int, jobset: str, restarts: int, outcome: str, last_step: in
 
 def test_demo_summary_counts_in_cluster_restarts(demo):
     # Two host kills on slice 0 one step apart: the trigger logged "restart 1" and "restart 2" on one JobSet.
-    # The run name is long enough that the attempt name is cut (core.jobset_names.attempt_name): the old
+    # The run name is long enough that the attempt name is cut (core.definition.jobset_names.attempt_name): the old
     # count, a regex over the runner's log folder names, found no folder of this run and reported 0.
     run_name = "demo-two-host-kills-same-slice-one-step"
     jobset = attempt_name(run_name, "mtc_resilient_training", "manual__2026-12-01", "train", 1)

@@ -37,11 +37,11 @@ def test_training_graph(dagbag):
     train = dag.get_task("train")
     assert train.retries >= 3
     assert dag.get_task("teardown").is_teardown
-    assert "startup_timeout" in str(train.startup_timeout)  # the plan's derived bound (core.startup), never None
+    assert "startup_timeout" in str(train.startup_timeout)  # the plan's derived bound (core.definition.startup), never None
     readiness = dag.get_task("readiness")  # checks the run's CheckpointConfiguration against the run
     assert "checkpoint_configuration_name" in str(readiness.checkpoint_configuration_name)
     assert "bucket" in str(readiness.bucket_name)
-    # The run description's sections, one to one with the `mtc` YAML (core.run; examples/*.yaml).
+    # The run description's sections, one to one with the `mtc` YAML (core.definition.run; examples/*.yaml).
     assert set(dag.params.keys()) == {"target", "kubernetes_conn_id", "bucket", "cluster", "customization", "slices",
                                       "checkpoint_configuration_name",
                                       "sizing", "checkpointing", "workload", "poll_interval", "stall_timeout",
@@ -50,7 +50,7 @@ def test_training_graph(dagbag):
                                       "pod_logs_interval"}
     import dataclasses
 
-    from mtc_provider.core.spec import RunConfig
+    from mtc_provider.core.definition.spec import RunConfig
 
     # ... and every one of them a field of the run description, each field a param (issue 35 item 8).
     assert set(dag.params.keys()) == {f.name for f in dataclasses.fields(RunConfig)}
@@ -107,7 +107,7 @@ def test_setup_and_training_agree_on_the_workload_ksa_and_machine_type(dagbag, m
     """The KSA the setup binds to the bucket is the one the training pods run as; both forms take machine_type."""
     setup, training = dagbag.dags["mtc_cluster_setup"], dagbag.dags["mtc_resilient_training"]
     assert "service_account" not in setup.params and "service_account" not in training.params
-    # The same sections in both forms (the run description's, core.run): one description serves both DAGs.
+    # The same sections in both forms (the run description's, core.definition.run): one description serves both DAGs.
     assert {"target", "bucket", "cluster", "slices", "sizing", "checkpointing", "workload"} <= set(setup.params)
     assert "machine_type" in setup.params["slices"] and "machine_type" in training.params["slices"]
     described = {"target": "gke", "cluster": {"project_id": "my-project", "location": "us-central1", "name": "c"},
@@ -250,8 +250,8 @@ def test_plan_eval_picks_the_newest_announced_checkpoint(monkeypatch):
         plan_eval(triggering_asset_events={})
 
 
-# The fields only one target reads (core.params.training_run / cluster_setup_run read them only for that target,
-# or refuse them elsewhere, as core.maxtext.check_target_mode does the multi-tier mode on the local target).
+# The fields only one target reads (core.definition.params.training_run / cluster_setup_run read them only for that target,
+# or refuse them elsewhere, as core.definition.maxtext.check_target_mode does the multi-tier mode on the local target).
 GKE_ONLY_FIELDS = {"cluster", "location", "cluster_name", "enable_multi_tier_checkpointing",
                    "multi_tier_checkpointing_backup_interval_minutes", "multi_tier_checkpointing_backup_interval_steps",
                    "use_replicator_service", "tpu_zone", "enable_mtc", "create_node_pools", "node_pool_prefix"}

@@ -21,7 +21,7 @@ import datetime as dt
 
 import pytest
 
-from mtc_provider.core import labels as L
+from mtc_provider.core.basics import labels as L
 from mtc_provider.operators import jobset as jobset_ops
 from tests.support.training_dag import load_training_dag
 from tests.support.jobset_fixtures import cluster  # noqa: F401 - fixture

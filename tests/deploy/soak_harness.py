@@ -23,8 +23,8 @@ from typing import Any, Callable
 
 import psutil
 
-from mtc_provider.core import labels as L
-from mtc_provider.core.vocabulary import DELETE_ATTEMPT_ENDED, DELETE_TEARDOWN
+from mtc_provider.core.basics import labels as L
+from mtc_provider.core.basics.vocabulary import DELETE_ATTEMPT_ENDED, DELETE_TEARDOWN
 from mtc_local.shared.state import Home, read_json, read_jsonl
 from scripts.airflow_topology import Topology, wait_until
 from tests.deploy import soak_schedule as S

@@ -112,7 +112,7 @@ def test_importing_it_does_not_import_jax():
 def test_each_save_records_how_long_it_blocked_training_and_goodput_counts_it(tmp_path: Path):
     """Issue 35 item 6: `save_blocking` after each save (its tier, blocking_s), so the goodput's checkpoint_save
     badput is the time saves held training up, not 0 s."""
-    from mtc_provider.core.goodput import compute_goodput, timeline_from_workload_events
+    from mtc_provider.core.view.goodput import compute_goodput, timeline_from_workload_events
 
     run = _run(tmp_path, "steps=12", "checkpoint_period=3", "step_time_ms=1")
     assert run.returncode == 0, run.stderr

@@ -52,7 +52,7 @@ from tests.doubles.http import HttpDouble, HttpError, Raw, Stream, match
 
 
 # The resources as the Kubernetes and JobSet API references name them (group, version, plural, kind, namespaced),
-# spelled here apart from the provider's core/vocabulary.py so that a wrong spelling there fails against this double.
+# spelled here apart from the provider's core/basics/vocabulary.py so that a wrong spelling there fails against this double.
 Resource = namedtuple("Resource", "group version plural kind namespaced")
 
 

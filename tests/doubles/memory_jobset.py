@@ -32,7 +32,7 @@ import threading
 from typing import Any, AsyncIterator, Callable, Iterable, Mapping, Sequence
 
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound, WatchEvent
-from mtc_provider.core import vocabulary as V
+from mtc_provider.core.basics import vocabulary as V
 from mtc_local.cluster.selectors import label_matcher  # the one selector matcher (the local API server's)
 
 Frame = Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]]

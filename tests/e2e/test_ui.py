@@ -35,7 +35,7 @@ STEPS = 40
 # persistent save (step 10): no
 # restorable progress, so Airflow's retry (try 2) resubmits it (an attempt that made progress would be followed in
 # the same try: docs/resubmission.md). Each fault fires once per run (mtc_local/runner/jobset.py).
-RUN_CONF = {  # the run description's sections (core.run), laid over the DAG's form field by field
+RUN_CONF = {  # the run description's sections (core.definition.run), laid over the DAG's form field by field
     "checkpointing": {"run_name": RUN_NAME, "steps": STEPS, "checkpoint_period": 10, "local_checkpoint_period": 4},
     # step_time_ms: slow enough for the run view's 3 s refresh to show the step moving
     "workload": {"max_restarts": 1, "extra_flags": {"step_time_ms": 250}},

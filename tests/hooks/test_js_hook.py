@@ -9,7 +9,7 @@ import yaml
 
 from tests.support.js_helpers import finalize
 from tests.doubles.memory_jobset import status_failed, status_running
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.hooks.jobset import MtcJobSetHook
 
 SLICES = {"tpu_type": "v6e", "topology": "2x2", "num_slices": 2}

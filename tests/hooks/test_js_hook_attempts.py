@@ -12,7 +12,7 @@ import asyncio
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from mtc_provider.core import labels as L
+from mtc_provider.core.basics import labels as L
 from mtc_provider.hooks.jobset import MtcJobSetAsyncHook, MtcJobSetHook, StillTerminating
 from tests.doubles.memory_jobset import status_failed, status_running
 from tests.support.js_helpers import jobset_body

@@ -6,7 +6,7 @@ the JobSetTrigger's kwargs (connection, namespace, name). The cluster is the Kub
 (tests/doubles/kubernetes.py, real HTTP, read through the real kubernetes client from an Airflow Kubernetes
 connection's `kube_config_path`): it lists the JobSet's pods by label and answers `read log` with `tailLines` and
 `timestamps=true` as the Pod v1 API reference documents. The leader's lines are MaxText's
-(`completed step: N, seconds: X, TFLOP/s/device: ..., loss: ...`, absl prefix: core.step_log).
+(`completed step: N, seconds: X, TFLOP/s/device: ..., loss: ...`, absl prefix: core.measure.step_log).
 """
 
 from __future__ import annotations
@@ -224,7 +224,7 @@ def test_goodput_while_running_and_the_chart_drawn_by_the_api_server(cluster, sh
 
     from PIL import Image
 
-    from mtc_provider.core.progress_report import format_duration
+    from mtc_provider.core.measure.progress_report import format_duration
 
     client, run = shapes
     now = time.time()

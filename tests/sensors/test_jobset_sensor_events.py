@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from mtc_provider.core.jobset_events import STALLED, UNSTARTABLE, JobSetEvent
+from mtc_provider.core.attempt.jobset_events import STALLED, UNSTARTABLE, JobSetEvent
 from mtc_provider.sensors.jobset import MtcJobSetSensor
 
 

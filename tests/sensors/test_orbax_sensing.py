@@ -7,7 +7,7 @@ import pytest
 from tests.support.checkpoint_fixtures import GCS_CONN_ID, orbax_steps, run_orbax
 
 from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, LocalCheckpointStore, open_store
-from mtc_provider.core.errors import CheckpointStalled, SpecError
+from mtc_provider.core.basics.errors import CheckpointStalled, SpecError
 from mtc_provider.sensors.checkpoint import CheckpointProgressSensor
 
 pytestmark = pytest.mark.timeout(240)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from mtc_provider.core.errors import CheckpointStalled
+from mtc_provider.core.basics.errors import CheckpointStalled
 from mtc_provider.sensors.checkpoint import CheckpointProgressSensor
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mtc_provider.core.errors import CheckpointStalled
-from mtc_provider.core.progress import Progress
+from mtc_provider.core.basics.errors import CheckpointStalled
+from mtc_provider.core.measure.progress import Progress
 from mtc_provider.sensors.checkpoint import CheckpointProgressSensor
 from mtc_provider.triggers.checkpoint import CheckpointProgressEvent, CheckpointProgressTrigger
 

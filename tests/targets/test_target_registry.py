@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mtc_provider import targets
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.hooks.jobset import MtcJobSetHook
 from mtc_provider.target import target_from_dict
 from mtc_provider.targets import registry

@@ -131,7 +131,7 @@ def test_triggerer_reassign_keeps_jobset_and_a_confirmed_mark_failed_deletes_it(
 
     from mtc_local.target.cluster import running_kubeconfig
     from mtc_provider.adapters.run_lock import RunLock
-    from mtc_provider.core import labels as L
+    from mtc_provider.core.basics import labels as L
     from mtc_local.cluster.client import LocalCluster
     from mtc_provider.triggers.jobset import JobSetTrigger
 

@@ -3,7 +3,7 @@
 examples/gke-v6e.yaml saves a persistent checkpoint every 1000 steps; at MaxText's published v6e throughput for
 Llama-2-70B (~900 tokens/s per device, batch 1 x 2048 tokens: ~2.28 s a step) that is one every ~38 minutes
 (/work/shared/notes/facts.md, "A real run's cadence"). The leader logs `completed step: N` every step (MaxText's
-`MetricLogger.log_metrics`: core.step_log). The trigger's clock is stepped by hand; the checkpoints are real objects
+`MetricLogger.log_metrics`: core.measure.step_log). The trigger's clock is stepped by hand; the checkpoints are real objects
 in the GCS emulator (tests/support/checkpoint_fixtures.py); the leader's log is served by the Kubernetes API double,
 which answers `read log` as the API reference documents (tailLines, sinceSeconds, timestamps: see
 tests/adapters/test_js_pod_logs.py) and is read through the real kubernetes client and LeaderLogFollower.
@@ -20,10 +20,10 @@ from tests.adapters.test_js_pod_logs import add_pod, factory
 from tests.doubles.kubernetes import KubernetesApiDouble
 from tests.support.checkpoint_fixtures import GCS_CONN_ID
 from mtc_provider.adapters.pod_logs import KubernetesPodLogs, LeaderLogFollower
-from mtc_provider.core.progress import replicator_backup_dir
-from mtc_provider.core.resubmission import RETRY, decide
-from mtc_provider.core.run import parse_run, stall_rule
-from mtc_provider.core.status import JobSetState
+from mtc_provider.core.measure.progress import replicator_backup_dir
+from mtc_provider.core.attempt.resubmission import RETRY, decide
+from mtc_provider.core.definition.run import parse_run, stall_rule
+from mtc_provider.core.attempt.status import JobSetState
 from mtc_provider.triggers.jobset import JobSetTrigger
 
 pytestmark = pytest.mark.timeout(300)
@@ -51,7 +51,7 @@ def core():
 def _description(run: str, **changes) -> dict:
     data = yaml.safe_load((REPO / "examples/gke-v6e.yaml").read_text())
     data["checkpointing"].update(run_name=run, base_output_directory="gs://ckpt/runs")
-    data["bucket"]["name"] = "ckpt"  # the output must be in the run's bucket (core.spec, issue 33 item 13)
+    data["bucket"]["name"] = "ckpt"  # the output must be in the run's bucket (core.definition.spec, issue 33 item 13)
     data["checkpointing"].update(changes.pop("checkpointing", {}))
     return {**data, **changes}
 
@@ -65,7 +65,7 @@ def _upload(name: str) -> None:
 
 
 def _trigger(config, clock: _Clock, core=None, reported: bool = True) -> JobSetTrigger:
-    """The launch task's trigger as the operator builds it from the plan: the one stall rule (core.run.stall_rule)."""
+    """The launch task's trigger as the operator builds it from the plan: the one stall rule (core.definition.run.stall_rule)."""
     limit, cadence, _ = stall_rule(config, reported=reported)
     trigger = JobSetTrigger(connection={"kind": "gke", "cluster_url": "https://gke.invalid"}, namespace="default",
                             name="train", checkpoint_dir=config.checkpointing.checkpoint_directory,
@@ -146,7 +146,7 @@ async def test_without_the_leaders_lines_the_limit_is_measured_against_the_saves
 async def test_multi_tier_progresses_from_replicator_backups_and_the_attempt_end_sees_it(gcs):
     """(c) Multi-tier mode: no persistent step ever (MaxText writes none: docs/maxtext.md), the replicator backs up
     every 30 minutes as `<bucket>/<job>/<time>/<job>-s<step>-n<node>-w<worker>.meta` (the layout
-    core.progress.replicator_backup_dir cites). No stall in 3 hours; the end of the attempt decides on the newest
+    core.measure.progress.replicator_backup_dir cites). No stall in 3 hours; the end of the attempt decides on the newest
     backup, so an attempt that trained is a retry, not a crash loop."""
     run = "cadence-c"
     config = parse_run(_description(run, checkpointing={

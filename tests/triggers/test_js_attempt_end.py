@@ -13,9 +13,9 @@ from airflow.triggers.base import TaskFailedEvent
 from tests.support.js_helpers import jobset_body
 from tests.doubles.memory_jobset import MemoryJobSetApi, status_failed, status_running
 from mtc_provider.adapters.run_lock import ATTEMPTS, RunLock
-from mtc_provider.core import labels as L
+from mtc_provider.core.basics import labels as L
 from mtc_provider.triggers import attempt_end
-from mtc_provider.core.jobset_events import ENDED, JobSetEvent
+from mtc_provider.core.attempt.jobset_events import ENDED, JobSetEvent
 from mtc_provider.triggers.jobset import JobSetTrigger
 
 CONNECTION = {"kind": "local", "home": "/nonexistent/mtc-home"}
@@ -86,7 +86,7 @@ async def test_the_trigger_s_end_of_a_retry_records_the_run_and_says_one_line(cl
     import json
     import logging
 
-    from mtc_provider.core.run_summary import RECORD_FILE
+    from mtc_provider.core.attempt.run_summary import RECORD_FILE
 
     lock, checkpoints = _setup(cluster, tmp_path, restarts=3)  # three in-cluster restarts before it failed
     with caplog.at_level(logging.INFO):
@@ -113,7 +113,7 @@ async def test_anything_but_a_plain_retry_resumes_the_task(cluster, tmp_path, mo
         "crash loop": {"history": [10, 10], "crash_loop_attempts": 2}, "target reached": {},
         "old airflow": {},
         # interrupted after progress (no checkpoint -> step 10): the same try submits the next attempt, on a worker
-        # (core.resubmission.resubmit_in_try), which closes the record as it does for any end it decides
+        # (core.attempt.resubmission.resubmit_in_try), which closes the record as it does for any end it decides
         "progressed": {"history": [None]}}[case])
     if case == "no task instance":  # dag.test() and the synchronous path run the trigger without one
         trigger.task_instance = None

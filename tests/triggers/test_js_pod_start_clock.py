@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from mtc_provider.core.jobset_events import STARTUP_TIMEOUT, UNSTARTABLE
+from mtc_provider.core.attempt.jobset_events import STARTUP_TIMEOUT, UNSTARTABLE
 from mtc_provider.triggers.jobset import JobSetTrigger
 from tests.core.test_pods_status import pod
 
@@ -167,7 +167,7 @@ def test_an_events_list_that_fails_is_logged_once_and_the_startup_clock_still_de
 
 
 def test_volume_event_lines_keep_the_newest_per_pod_and_bound_the_count():
-    from mtc_provider.core.pod_events import volume_event_lines
+    from mtc_provider.core.attempt.pod_events import volume_event_lines
 
     older = {**failed_mount("a0", count=1), "lastTimestamp": "2026-12-02T02:00:00Z", "message": "old"}
     attach = {**failed_mount("b0", node=""), "reason": "FailedAttachVolume", "message": "attach failed"}

@@ -13,7 +13,7 @@ from tests.doubles.memory_jobset import (
     status_restarting,
     status_running,
 )
-from mtc_provider.core.jobset_events import DELETED, ENDED, STALLED, JobSetEvent
+from mtc_provider.core.attempt.jobset_events import DELETED, ENDED, STALLED, JobSetEvent
 from mtc_provider.triggers.jobset import JobSetTrigger
 
 CONNECTION = {"kind": "local", "home": "/nonexistent/mtc-home"}

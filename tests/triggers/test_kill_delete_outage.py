@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from mtc_provider.adapters import task_state
-from mtc_provider.core.ownership import TaskLookup
+from mtc_provider.core.attempt.ownership import TaskLookup
 from mtc_provider.triggers.jobset import JobSetTrigger
 from tests.doubles.memory_jobset import status_running
 from tests.support.jobset_fixtures import fast_retries, outage_cluster  # noqa: F401 - fixtures

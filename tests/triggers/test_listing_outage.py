@@ -24,7 +24,7 @@ from tests.doubles.memory_jobset import (
     status_completed,
     status_running,
 )
-from mtc_provider.core.jobset_events import ENDED, LISTING_FAILED, JobSetEvent
+from mtc_provider.core.attempt.jobset_events import ENDED, LISTING_FAILED, JobSetEvent
 from mtc_provider.triggers.jobset import JobSetTrigger
 
 pytestmark = pytest.mark.timeout(120)
@@ -79,7 +79,7 @@ def _trigger_at(run: str, clock: _Clock, **kwargs) -> JobSetTrigger:
     return trigger
 
 
-RUNNING = __import__("mtc_provider.core.status", fromlist=["JobSetState"]).JobSetState("train", "default", "running")
+RUNNING = __import__("mtc_provider.core.attempt.status", fromlist=["JobSetState"]).JobSetState("train", "default", "running")
 
 
 @pytest.mark.parametrize("status", [503, 429, "timeout"])

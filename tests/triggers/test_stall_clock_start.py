@@ -22,9 +22,9 @@ import pytest
 from tests.adapters.test_js_pod_logs import add_pod, factory
 from tests.doubles.kubernetes import KubernetesApiDouble
 from mtc_provider.adapters.pod_logs import KubernetesPodLogs, LeaderLogFollower
-from mtc_provider.core.progress import PERSISTENT, REPORTED_EVENTS, REPORTED_LOG, ProgressSignal
-from mtc_provider.core.status import JobSetState
-from mtc_provider.core.step_log import latest_step_line_at, log_timestamp
+from mtc_provider.core.measure.progress import PERSISTENT, REPORTED_EVENTS, REPORTED_LOG, ProgressSignal
+from mtc_provider.core.attempt.status import JobSetState
+from mtc_provider.core.measure.step_log import latest_step_line_at, log_timestamp
 from mtc_provider.triggers.jobset import JobSetTrigger
 
 pytestmark = pytest.mark.timeout(120)

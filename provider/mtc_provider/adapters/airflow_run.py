@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
-from mtc_provider.core.run_view import GOODPUT_OPERATOR, LAUNCH_OPERATOR, RunFacts, Try
+from mtc_provider.core.view.run_page import GOODPUT_OPERATOR, LAUNCH_OPERATOR, RunFacts, Try
 
 
 
@@ -138,7 +138,7 @@ def rendered_run(session: Any, ti: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     checkpointing = fields.get("checkpointing")
     if isinstance(checkpointing, Mapping):  # the planned spec, as dataclasses.asdict wrote it
-        from mtc_provider.core.spec import CheckpointingSpec
+        from mtc_provider.core.definition.spec import CheckpointingSpec
 
         try:
             out["checkpoint_dir"] = CheckpointingSpec(**checkpointing).checkpoint_directory

@@ -2,7 +2,7 @@
 
 An attempt ends in the worker (the launch operator's `execute_complete`, or its synchronous path) or in the
 triggerer (a plain retry: triggers.attempt_end). Both decide with the same pure rule
-(core.attempt_records.end_of_attempt) and write through one journal, so the run lock's record, the `jobset` and
+(core.attempt.attempt_records.end_of_attempt) and write through one journal, so the run lock's record, the `jobset` and
 `attempts` XComs, the logs link narrowed to the attempt's start..end, the run's record beside its checkpoints
 (`mtc status`) and the lines in the task log are the same whoever ended the try.
 
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, RunLock
-from mtc_provider.core.attempt_records import AttemptEnd, AttemptRecord
+from mtc_provider.core.attempt.attempt_records import AttemptEnd, AttemptRecord
 
 XCOM_KEY = "jobset"  # the attempt's end: jobset_name, namespace, attempt, restarts, last_step, reason
 ATTEMPTS_XCOM_KEY = "attempts"  # every attempt record so far (a try's XComs are cleared when the next starts)
-PROGRESS_XCOM_KEY = "progress"  # the latest progress figures of the watch (core.progress_report)
+PROGRESS_XCOM_KEY = "progress"  # the latest progress figures of the watch (core.measure.progress_report)
 RUN_XCOM_KEY = "mtc_run"  # checkpoint_dir, target_step, run_name: pushed at each try's launch, for the run view
 
 

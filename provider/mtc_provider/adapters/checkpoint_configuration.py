@@ -14,8 +14,8 @@ from kubernetes import client as k8s
 
 from mtc_provider.adapters import retry
 from mtc_provider.adapters.protocols import NotFound
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.vocabulary import CHECKPOINT_CONFIGURATION
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.basics.vocabulary import CHECKPOINT_CONFIGURATION
 
 GROUP, VERSION, PLURAL = CHECKPOINT_CONFIGURATION.group, CHECKPOINT_CONFIGURATION.version, CHECKPOINT_CONFIGURATION.plural
 KIND = CHECKPOINT_CONFIGURATION.kind

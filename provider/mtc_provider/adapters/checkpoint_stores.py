@@ -4,7 +4,7 @@ A directory in a local target's bucket folder (`<home>/buckets/<bucket>/...`, wh
 through a GCS FUSE mount) is listed through that home's local GCS with the GCS store, so the local target runs
 the same sensing code as GKE; any other local directory is read with scandir.
 
-The core (`core.listing`) decides what counts; these classes only fetch names. Both answer an incremental
+The core (`core.measure.listing`) decides what counts; these classes only fetch names. Both answer an incremental
 question, `finalized(dir, after=step)`, so a poke after the first looks only at what is new where the store
 allows it. The async side (`AsyncCheckpointStore`) runs the same code in a worker thread
 (asyncio.to_thread) so a trigger never blocks the event loop; the hook is built there, from the connection id.
@@ -21,8 +21,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from mtc_provider.adapters.protocols import CheckpointInfo, CheckpointStore
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.listing import (
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.measure.listing import (
     COMMIT_FILE,
     backup_steps,
     commit_glob,
@@ -88,7 +88,7 @@ class LocalCheckpointStore(FinalizedSteps):
         return out
 
     def item_path(self, step_path: str) -> str | None:
-        """`<step>/<item>` for a step directory (items, default or state: core.listing.ITEM_DIRS), or None."""
+        """`<step>/<item>` for a step directory (items, default or state: core.measure.listing.ITEM_DIRS), or None."""
         try:
             item = item_of(entry.name for entry in os.scandir(local_path(step_path)) if entry.is_dir())
         except FileNotFoundError:
@@ -215,7 +215,7 @@ class AsyncCheckpointStore:
 
 def restorable_step(store: CheckpointStore, checkpoint_dir: str, backup_dir: str | None = None) -> int | None:
     """The newest step a resubmission can resume from: a finalized persistent checkpoint, or (multi-tier mode,
-    `backup_dir`: core.progress.replicator_backup_dir) an MTC replicator backup. Blocking."""
+    `backup_dir`: core.measure.progress.replicator_backup_dir) an MTC replicator backup. Blocking."""
     steps = [store.latest_step(checkpoint_dir)]
     if backup_dir and hasattr(store, "backup_steps"):
         steps += store.backup_steps(backup_dir)[-1:]

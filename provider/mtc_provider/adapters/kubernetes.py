@@ -37,7 +37,7 @@ try:
 except ImportError:  # pragma: no cover - Python 3.10: aiohttp's own dependency there
     from async_timeout import timeout as _timeout
 from mtc_provider.adapters.protocols import ApiError, NotFound, WatchEvent
-from mtc_provider.core.vocabulary import (
+from mtc_provider.core.basics.vocabulary import (
     DEFAULT_POLL_INTERVAL_S,
     DELETE_CALLER_HEADER,
     DELETE_LOCK_RELEASED,
@@ -223,7 +223,7 @@ class KubernetesJobSetApi:
 
     def _through_outage(self, call: Callable[[], Any], what: str) -> Any:
         """`call()`, and while the API stays unreachable keep calling, bounded by outage_timeout."""
-        from mtc_provider.core.outage import OutageClock
+        from mtc_provider.core.attempt.outage import OutageClock
 
         outage = OutageClock(self.outage_timeout, self.outage_max_backoff, self.outage_log_interval)
         while True:
@@ -395,7 +395,7 @@ class AsyncKubernetesJobSetApi:
     async def list_pod_events(self, namespace: str) -> list[dict[str, Any]]:
         """The Warning events about pods in `namespace` (core/v1 events, fieldSelector involvedObject.kind=Pod and
         type=Warning: https://kubernetes.io/docs/reference/kubernetes-api/cluster-resources/event-v1/), as plain
-        dicts; the caller keeps those of its own pods (core.pod_events)."""
+        dicts; the caller keeps those of its own pods (core.attempt.pod_events)."""
         from kubernetes_asyncio import client as k8s
 
         async for attempt in _async_retrying():

@@ -19,7 +19,7 @@ import datetime
 import tempfile
 from typing import Any, Callable, Sequence
 
-from mtc_provider.core.install import install_line
+from mtc_provider.core.basics.install import install_line
 
 LIBRARY = "ml-goodput-measurement"
 INSTALL_HINT = f"{install_line('goodput')} (after make dist)"

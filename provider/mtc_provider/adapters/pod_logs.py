@@ -4,7 +4,7 @@ Kubernetes: pods are found by the label JobSet puts on each of them (`jobset.sig
 is job index 0, completion index 0. Logs come from the pod log endpoint with `tailLines` / `limitBytes` (bounded
 on the server) and `timestamps=true`, so a follower polls with `sinceSeconds` and drops lines it has already seen.
 The local target's cluster serves the same endpoints (its kubelet timestamps each line as it reads it).
-Formatting (what a failed pod's section looks like, how much is kept) is the core's (`core.progress_report`).
+Formatting (what a failed pod's section looks like, how much is kept) is the core's (`core.measure.progress_report`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from mtc_provider.core.labels import COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL, JOBSET_NAME_LABEL
-from mtc_provider.core.progress_report import DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES, failed_pod_section, tail
+from mtc_provider.core.basics.labels import COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL, JOBSET_NAME_LABEL
+from mtc_provider.core.measure.progress_report import DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES, failed_pod_section, tail
 
 
 @dataclass(frozen=True)

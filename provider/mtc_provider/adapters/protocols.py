@@ -52,7 +52,7 @@ class JobSetApi(Protocol):
 
     def delete(self, namespace: str, name: str, reason: str = ...) -> None:
         """Delete the JobSet and its pods (foreground propagation); missing is not an error. `reason`: one of
-        core.vocabulary.DELETE_REASONS, sent with the request for the cluster's audit."""
+        core.basics.vocabulary.DELETE_REASONS, sent with the request for the cluster's audit."""
 
 
 @runtime_checkable
@@ -120,7 +120,7 @@ class ClusterControl(Protocol):
     def readiness(self, slices: dict[str, Any], sizing: dict[str, Any] | None,
                   checkpoint_configuration_name: str | None, bucket_name: str | None = None,
                   capacity: tuple[str, str] = ("on-demand", "")) -> list[Any]:
-        """The core's readiness checks (core.readiness.Check) for these slices; blocking. A named
+        """The core's readiness checks (core.definition.readiness.Check) for these slices; blocking. A named
         CheckpointConfiguration must serve the slices (and `bucket_name`, and the ramdisk of `sizing`, when given)."""
 
     def kubernetes_client_factory(self) -> Any:

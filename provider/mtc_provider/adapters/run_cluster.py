@@ -6,8 +6,8 @@ The run view reads, at the page's pace and not the trigger's 300 s progress inte
 the pods of that JobSet (pending ones say what the attempt waits for: `PodScheduled=False` reason `Unschedulable`
 for capacity, a container `waiting` with `ErrImagePull`/`ImagePullBackOff` for an image pull; Kubernetes "Pod
 Lifecycle" and "Images"), and the leader pod's log tail with `timestamps=true`, whose `completed step` lines
-(core.step_log, as MaxText prints them) give the step and, with the kubelet's timestamps, the rate; the head of
-its log names the checkpoint it restored (core.step_log.parse_restore_line).
+(core.measure.step_log, as MaxText prints them) give the step and, with the kubelet's timestamps, the rate; the head of
+its log names the checkpoint it restored (core.measure.step_log.parse_restore_line).
 
 Bounded: one pod list and one log read of at most TAIL_LINES lines / TAIL_BYTES bytes per JobSet every
 CACHE_SECONDS, however many pages poll; a failure is reported as a sentence, never an error page.
@@ -74,7 +74,7 @@ def _read(watch: Mapping[str, Any]) -> dict[str, Any]:
     from kubernetes import client as k8s
 
     from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
-    from mtc_provider.core.labels import JOBSET_NAME_LABEL
+    from mtc_provider.core.basics.labels import JOBSET_NAME_LABEL
     from mtc_provider.targets import jobset_api
 
     api = jobset_api(watch["connection"], request_timeout=REQUEST_TIMEOUT)
@@ -125,7 +125,7 @@ def _head_restores(core: Any, namespace: str, pod: str) -> list[dict[str, Any]]:
 
 
 def _pod(pod: Any) -> dict[str, Any]:
-    from mtc_provider.core.labels import COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL
+    from mtc_provider.core.basics.labels import COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL
 
     labels = pod.metadata.labels or {}
     status = pod.status
@@ -144,7 +144,7 @@ def _pod(pod: Any) -> dict[str, Any]:
 
 def _stamped(text: str, parse: Any) -> list[tuple[float, Any]]:
     """(time, what `parse` found) for each line of a log read with timestamps=true that it recognises."""
-    from mtc_provider.core.step_log import log_timestamp
+    from mtc_provider.core.measure.step_log import log_timestamp
 
     out = []
     for line in text.splitlines():
@@ -158,13 +158,13 @@ def _stamped(text: str, parse: Any) -> list[tuple[float, Any]]:
 
 def timestamped_steps(text: str) -> list[tuple[float, int]]:
     """(time, step) of each `completed step` line of a log read with timestamps=true."""
-    from mtc_provider.core.step_log import parse_step_line
+    from mtc_provider.core.measure.step_log import parse_step_line
 
     return [(at, parsed.step) for at, parsed in _stamped(text, parse_step_line)]
 
 
 def timestamped_restores(text: str) -> list[dict[str, Any]]:
-    """{at, step} of each restore MaxText logged (`restoring from this run's directory step N`: core.step_log)."""
-    from mtc_provider.core.step_log import parse_restore_line
+    """{at, step} of each restore MaxText logged (`restoring from this run's directory step N`: core.measure.step_log)."""
+    from mtc_provider.core.measure.step_log import parse_restore_line
 
     return [{"at": at, "step": step} for at, step in _stamped(text, parse_restore_line)]

@@ -24,7 +24,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound, RunLockApi
-from mtc_provider.core import labels as L
+from mtc_provider.core.basics import labels as L
 
 HOLDER, HISTORY, ATTEMPTS, OWNER, DEPLOYMENT = "holder", "history", "attempts", "owner", "deployment"
 KEYS = (HOLDER, HISTORY, ATTEMPTS, OWNER, DEPLOYMENT)
@@ -184,9 +184,9 @@ class RunLock:
         raise ApiError(409, f"lock {self.name} kept changing under us", "Conflict")
 
     def close_attempt(self, end: Any, now: float) -> None:
-        """Close the open record of the ended attempt (a core.attempt_records.AttemptEnd), as its typed record
+        """Close the open record of the ended attempt (a core.attempt.attempt_records.AttemptEnd), as its typed record
         closes it; keys it does not know are kept. Written through adapters.attempt_journal by either end of a try."""
-        from mtc_provider.core.attempt_records import AttemptRecord
+        from mtc_provider.core.attempt.attempt_records import AttemptRecord
 
         def change(data: dict[str, Any]) -> None:
             for index, stored in enumerate(data[ATTEMPTS]):

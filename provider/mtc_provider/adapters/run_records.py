@@ -6,7 +6,7 @@ the teardown deletes the JobSets. So the launch operator also writes the records
 store that lists the checkpoints: GCS through GCSHook, a local target's bucket folder through that home's local
 GCS, any other local directory as a file. `mtc status` and `mtc list` read it after the run ended.
 
-What a record holds and how a run is summarized is the core's (core.run_summary).
+What a record holds and how a run is summarized is the core's (core.attempt.run_summary).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 from typing import Any
 
 from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, local_path, open_store, split_gcs_uri
-from mtc_provider.core.run_summary import RECORD_FILE, record_path
+from mtc_provider.core.attempt.run_summary import RECORD_FILE, record_path
 
 TIMEOUT = 60.0  # seconds for one request
 
@@ -104,11 +104,11 @@ class RunRecords:
 def record_run(checkpoint_dir: str, gcp_conn_id: str, impersonation_chain: str | list[str] | None, *, run_name: str,
                namespace: str, target_step: int | None, state: str, attempts: Any, owner: Any, reason: str,
                progress: Any = None) -> str:
-    """Write the run's record (core.run_summary.run_record over the one already there); returns where it went. The
+    """Write the run's record (core.attempt.run_summary.run_record over the one already there); returns where it went. The
     launch operator's end of an attempt and the trigger's end of a retry both write through here."""
     import time
 
-    from mtc_provider.core.run_summary import run_record
+    from mtc_provider.core.attempt.run_summary import run_record
 
     records = RunRecords(checkpoint_dir, gcp_conn_id, impersonation_chain)
     data = run_record(run_name=run_name, namespace=namespace, checkpoint_dir=checkpoint_dir, target_step=target_step,

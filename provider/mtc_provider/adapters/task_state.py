@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Mapping
 
-from mtc_provider.core.ownership import TaskLookup
+from mtc_provider.core.attempt.ownership import TaskLookup
 
 
 def _key(task_id: str, map_index: int | None) -> str:

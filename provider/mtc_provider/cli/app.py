@@ -22,11 +22,12 @@ from mtc_provider.cli.console import OUTPUT_OPTION, Output, emit as _emit, guard
 from mtc_provider.cli.console import out as _out
 from mtc_provider.cli.runs import ClusterOptions, cluster_options, guarded_hook, register as register_run_commands
 from mtc_provider.cli.submit import run as submit_run
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.plan import build_plan
-from mtc_provider.core.sizing import DEFAULT_BUFFER, DEFAULT_BYTES_PER_PARAMETER, check_fits_host, ramdisk_size
-from mtc_provider.core.spec import RunConfig
-from mtc_provider.core.tpu import HOST_MEMORY_GIB, SliceSpec
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.definition.plan import build_plan
+from mtc_provider.core.definition.sizing import (DEFAULT_BUFFER, DEFAULT_BYTES_PER_PARAMETER, check_fits_host,
+                                                 ramdisk_size)
+from mtc_provider.core.definition.spec import RunConfig
+from mtc_provider.core.definition.tpu import HOST_MEMORY_GIB, SliceSpec
 
 app = typer.Typer(
     name="mtc",
@@ -74,7 +75,7 @@ def main(
 
 def load_config(path: Path) -> RunConfig:
     """Read and validate a run description (`-` reads standard input); every failure becomes a SpecError."""
-    from mtc_provider.core.run import parse_run  # the one parse, the DAG's plan task's too
+    from mtc_provider.core.definition.run import parse_run  # the one parse, the DAG's plan task's too
     from mtc_provider.target import default_local_home
 
     return parse_run(load_data(path), default_local_home())
@@ -210,7 +211,7 @@ def advise(
     output: Output = OUTPUT_OPTION,
 ) -> None:
     """Checkpoint periods (L, P) maximising expected goodput, from measurements and/or figures given by hand."""
-    from mtc_provider.core.advisor import FailureRates, advice_report, measure_events
+    from mtc_provider.core.view.advisor import FailureRates, advice_report, measure_events
 
     def build() -> dict[str, Any]:
         measured = None
@@ -261,9 +262,9 @@ def unlock(
     namespace = options.namespace
     from mtc_provider.adapters.protocols import ApiError
     from mtc_provider.adapters.run_lock import HOLDER, OWNER, unlock as delete_lock
-    from mtc_provider.core import labels as L
-    from mtc_provider.core.ownership import describe_owner
-    from mtc_provider.core.status import evaluate_jobset
+    from mtc_provider.core.basics import labels as L
+    from mtc_provider.core.attempt.ownership import describe_owner
+    from mtc_provider.core.attempt.status import evaluate_jobset
 
     err = Console(file=sys.stderr, soft_wrap=True, highlight=False)
     name = L.lock_name(run_name)

@@ -20,7 +20,7 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 
 ERROR = 1
 USAGE_ERROR = 2
@@ -121,7 +121,7 @@ class WaitProgress:
         return self
 
     def update(self, text: str) -> None:
-        from mtc_provider.core.progress_report import format_duration
+        from mtc_provider.core.measure.progress_report import format_duration
 
         waited = format_duration(time.monotonic() - self.started)
         if self._status is not None:

@@ -28,7 +28,7 @@ from rich.markup import escape
 from mtc_provider.cli.airflow_api import AirflowApi, AirflowApiError, env
 from mtc_provider.cli.console import (ERROR, OUTPUT_OPTION, USAGE_ERROR, Output, WaitProgress, emit, err_console, fail,
                                       out as _out, timed_out)
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 
 BASE_ENV = "MTC_BASE_OUTPUT_DIRECTORY"
 
@@ -231,7 +231,7 @@ def _commits(options: ClusterOptions, checkpoint_dir: str) -> list[tuple[int, fl
 
 def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict[str, Any]:
     """The run's attempts from its record (kept after the teardown) and from its JobSets still in the cluster."""
-    from mtc_provider.core.run_summary import newest_step
+    from mtc_provider.core.attempt.run_summary import newest_step
 
     live: dict[str, Any] = {"attempts": [], "checkpoint_dir": "", "newest_step": None}
     if hook is not None:
@@ -289,8 +289,8 @@ def _live_status(options: ClusterOptions, hook: Any, run_name: str) -> dict[str,
 
 
 def _interruptions(records: list[Any]) -> dict[str, int]:
-    """How many interruptions of each kind the run survived (core.interruptions, over the record's attempts)."""
-    from mtc_provider.core.interruptions import count
+    """How many interruptions of each kind the run survived (core.attempt.interruptions, over the record's attempts)."""
+    from mtc_provider.core.attempt.interruptions import count
 
     return count(records)
 
@@ -317,7 +317,7 @@ def status(
 ) -> None:
     """A run's attempts (one JobSet each; kept in the run's record after the teardown deleted them), their state,
     and the newest finalized checkpoint step; with Airflow's API, its tries beside them."""
-    from mtc_provider.core.run_summary import ENDED_STATES
+    from mtc_provider.core.attempt.run_summary import ENDED_STATES
 
     hook = reader_hook(options)
     deadline = time.monotonic() + timeout if timeout > 0 else None
@@ -348,9 +348,9 @@ def status(
 
 
 def airflow_tries(summary: dict[str, Any], api_url: str | None) -> dict[str, Any] | None:
-    """Airflow's tries of the run's launch task beside its attempts (core.tries), when Airflow's API is given and
+    """Airflow's tries of the run's launch task beside its attempts (core.attempt.tries), when Airflow's API is given and
     the run's record names its DAG run; None otherwise (a warning when the API did not answer)."""
-    from mtc_provider.core.tries import tries_line, unreached_tries
+    from mtc_provider.core.attempt.tries import tries_line, unreached_tries
 
     url, dag_run = api_url or env("AIRFLOW_API_URL", "AIRFLOW_URL"), summary.get("dag_run") or {}
     if not url or not dag_run.get("dag_id"):
@@ -379,7 +379,7 @@ def _status_line(summary: dict[str, Any]) -> str:
 def _print_status(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from mtc_provider.core.progress_report import format_duration
+    from mtc_provider.core.measure.progress_report import format_duration
 
     table = Table("attempt", "JobSet", "state", "restarts", "outcome", "took", "reason", box=None, pad_edge=False)
     for a in summary["attempts"]:
@@ -397,7 +397,7 @@ def _print_status(summary: dict[str, Any]) -> None:
     if summary.get("tries"):
         console.print(escape(summary["tries"]["line"]))
     if any((summary.get("interruptions") or {}).values()):  # nothing survived yet: no line
-        from mtc_provider.core.interruptions import summary as interruption_summary
+        from mtc_provider.core.attempt.interruptions import summary as interruption_summary
 
         console.print(interruption_summary(summary["interruptions"]))
 
@@ -408,10 +408,10 @@ def list_runs(
 ) -> None:
     """Every run (like `xpk workload list`): state, newest step of the target, ETA, attempts, age. From the runs'
     records under --base (kept after their teardown) and the JobSets in the cluster."""
-    from mtc_provider.core import labels as L
-    from mtc_provider.core.attempts import checkpoint_dir_of
-    from mtc_provider.core.run_summary import ENDED_STATES, summary, summary_cells
-    from mtc_provider.core.status import evaluate_jobset
+    from mtc_provider.core.basics import labels as L
+    from mtc_provider.core.attempt.attempts import checkpoint_dir_of
+    from mtc_provider.core.attempt.run_summary import ENDED_STATES, summary, summary_cells
+    from mtc_provider.core.attempt.status import evaluate_jobset
 
     hook = reader_hook(options)
     records: dict[str, dict[str, Any]] = {}
@@ -477,7 +477,7 @@ def logs(
     """The leader pod's log of an attempt (job index 0, completion index 0), like `kubectl logs` on that pod."""
     from mtc_provider.adapters.pod_logs import LeaderLogFollower, pod_logs_for
     from mtc_provider.adapters.protocols import NotFound
-    from mtc_provider.core.status import evaluate_jobset
+    from mtc_provider.core.attempt.status import evaluate_jobset
 
     if tail is not None and tail < 1:
         _err(str(SpecError("--tail", tail, "a number of lines >= 1")), USAGE_ERROR)
@@ -532,9 +532,9 @@ def delete(
     with each delete request to the cluster's audit. A live JobSet ends its launch task: asked first, unless --yes."""
     from mtc_provider.adapters.kubernetes import delete_headers
     from mtc_provider.adapters.protocols import NotFound
-    from mtc_provider.core import vocabulary as V
-    from mtc_provider.core.attempts import attempts as attempts_of, run_selector
-    from mtc_provider.core.status import evaluate_jobset
+    from mtc_provider.core.basics import vocabulary as V
+    from mtc_provider.core.attempt.attempts import attempts as attempts_of, run_selector
+    from mtc_provider.core.attempt.status import evaluate_jobset
 
     hook = guarded_hook(options)
     namespace = options.namespace
@@ -575,7 +575,7 @@ def delete(
 
 
 def _try_number(jobset: dict[str, Any]) -> int | None:
-    from mtc_provider.core.launch import attempt_of
+    from mtc_provider.core.attempt.launch import attempt_of
 
     return attempt_of(jobset) or None
 

@@ -3,7 +3,7 @@
 KubernetesHook and its JobTrigger over the async hook).
 
 Built on the adapters (`targets` for the Kubernetes side, the run lock, the checkpoint stores for the newest
-finalized step) and the pure core (`core.jobset` renders, `core.attempts` reads a run's attempts back): the launch
+finalized step) and the pure core (`core.definition.jobset_manifest` renders, `core.attempt.attempts` reads a run's attempts back): the launch
 operator submits its attempts, finds its task's JobSets, waits for a deletion, deletes with a reason and takes
 its run lock here, so a JobSet submitted by `@task` code is exactly what `MtcJobSetOperator` would submit.
 
@@ -26,15 +26,15 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from mtc_provider import targets
 from mtc_provider.adapters.protocols import AlreadyExists, AsyncJobSetApi, CheckpointStore, JobSetApi, NotFound
-from mtc_provider.core import labels as L
-from mtc_provider.core.status import JobSetState, evaluate_jobset
-from mtc_provider.core.vocabulary import DELETE_UNSPECIFIED
+from mtc_provider.core.basics import labels as L
+from mtc_provider.core.attempt.status import JobSetState, evaluate_jobset
+from mtc_provider.core.basics.vocabulary import DELETE_UNSPECIFIED
 
 if TYPE_CHECKING:  # the run description is imported where it is used: the triggerer loads this module on its loop
-    from mtc_provider.core.attempts import Attempt
-    from mtc_provider.core.customization import CustomizationSpec
-    from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
-    from mtc_provider.core.tpu import SliceSpec
+    from mtc_provider.core.attempt.attempts import Attempt
+    from mtc_provider.core.definition.customization import CustomizationSpec
+    from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec
+    from mtc_provider.core.definition.tpu import SliceSpec
 
 
 class StillTerminating(Exception):
@@ -42,7 +42,7 @@ class StillTerminating(Exception):
 
 
 def _as(kind: type, value: Any) -> Any:
-    from mtc_provider.core.spec import spec_from_dict  # the run description's one dict-to-spec function
+    from mtc_provider.core.definition.spec import spec_from_dict  # the run description's one dict-to-spec function
 
     return spec_from_dict(kind, kind.__name__, value)
 
@@ -120,10 +120,10 @@ class MtcJobSetHook(BaseHook):
                workload: WorkloadSpec | Mapping[str, Any], labels: Mapping[str, str] | None = None,
                customization: CustomizationSpec | Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The JobSet manifest, validated (a SpecError names the bad field) and customized."""
-        from mtc_provider.core.customization import CustomizationSpec
-        from mtc_provider.core.jobset import build_jobset
-        from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
-        from mtc_provider.core.tpu import SliceSpec
+        from mtc_provider.core.definition.customization import CustomizationSpec
+        from mtc_provider.core.definition.jobset_manifest import build_jobset
+        from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec
+        from mtc_provider.core.definition.tpu import SliceSpec
 
         return build_jobset(_as(SliceSpec, slices), _as(CheckpointingSpec, checkpointing),
                             _as(WorkloadSpec, workload), labels, CustomizationSpec.from_value(customization))
@@ -136,8 +136,8 @@ class MtcJobSetHook(BaseHook):
 
         :param attempt: the try number written to the attempt label (what `find_by_run` orders by).
         """
-        from mtc_provider.core.jobset import pod_template
-        from mtc_provider.core.names import label_value
+        from mtc_provider.core.definition.jobset_manifest import pod_template
+        from mtc_provider.core.basics.names import label_value
 
         body = self.render(slices, checkpointing, workload, labels, customization)
         if attempt is not None:
@@ -151,7 +151,7 @@ class MtcJobSetHook(BaseHook):
     # --- read ---------------------------------------------------------------------------------------
     def find_by_run(self, run_name: str, namespace: str | None = None) -> list[Attempt]:
         """Every JobSet the provider launched for this run name (each attempt), oldest first."""
-        from mtc_provider.core.attempts import attempts, run_selector
+        from mtc_provider.core.attempt.attempts import attempts, run_selector
 
         return attempts(self.api.list(namespace or self.namespace, run_selector(run_name)))
 
@@ -199,7 +199,7 @@ class MtcJobSetHook(BaseHook):
         return LeaderLogFollower(logs, namespace or self.namespace, name, max_lines)
 
     def delete(self, name: str, namespace: str | None = None, reason: str = DELETE_UNSPECIFIED) -> None:
-        """Delete the JobSet and its pods; its checkpoints stay. `reason`: one of core.vocabulary.DELETE_REASONS."""
+        """Delete the JobSet and its pods; its checkpoints stay. `reason`: one of core.basics.vocabulary.DELETE_REASONS."""
         self.api.delete(namespace or self.namespace, name, reason=reason)
 
     # --- the launch operator's attempts ------------------------------------------------------------------
@@ -216,7 +216,7 @@ class MtcJobSetHook(BaseHook):
                        run_labels: Mapping[str, str]) -> tuple[dict[str, Any], bool]:
         """Create an attempt's JobSet: (the JobSet, True), or (the one already there under its name, False) when it
         is this task's (a worker that died after the create); a name taken by another run fails for good. Other
-        API errors are the caller's to decide (core.resubmission.decide_rejected)."""
+        API errors are the caller's to decide (core.attempt.resubmission.decide_rejected)."""
         try:
             return self.api.create(namespace, body), True
         except AlreadyExists:

@@ -16,7 +16,7 @@ from urllib.parse import quote
 from airflow.sdk import BaseOperatorLink
 from mtc_provider.links import stored_value
 
-from mtc_provider.core.vocabulary import JOBSET
+from mtc_provider.core.basics.vocabulary import JOBSET
 from mtc_provider.target import Target
 
 CONSOLE = "https://console.cloud.google.com"

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.target import GOOGLE_PARAMETERS, Target, google_parameters, with_google
 
 # Every task that reaches a target templates these.

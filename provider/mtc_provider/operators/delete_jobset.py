@@ -6,21 +6,21 @@ from typing import Any, Mapping, Sequence
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from mtc_provider.core import labels as L
-from mtc_provider.core import vocabulary as V
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.launch import attempt_of
-from mtc_provider.core.launch_options import keep_count
-from mtc_provider.core.ownership import describe_owner
-from mtc_provider.core.ownership import task_owner as _owner
-from mtc_provider.core.status import evaluate_jobset
+from mtc_provider.core.basics import labels as L
+from mtc_provider.core.basics import vocabulary as V
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.attempt.launch import attempt_of
+from mtc_provider.core.attempt.launch_options import keep_count
+from mtc_provider.core.attempt.ownership import describe_owner
+from mtc_provider.core.attempt.ownership import task_owner as _owner
+from mtc_provider.core.attempt.status import evaluate_jobset
 from mtc_provider.operators.base import JOBSET_TARGET_FIELDS, JobSetTargetMixin
 from mtc_provider.operators.jobset_failures import JOBSET_KEPT_XCOM_KEY
 
 
 def kept_failed(jobsets: Sequence[Mapping[str, Any]], keep: int) -> set[str]:
     """The names of the newest `keep` failed JobSets among these ended attempts (by try number)."""
-    from mtc_provider.core.status import FAILED
+    from mtc_provider.core.attempt.status import FAILED
 
     failed = sorted((o for o in jobsets if evaluate_jobset(o).phase == FAILED), key=attempt_of)
     return {o["metadata"]["name"] for o in failed[len(failed) - keep:]} if keep > 0 else set()

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from airflow.sdk import BaseOperator, Context
 
 from mtc_provider.adapters import metrics
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.links.goodput import GoodputChartLink, chart_url as chart_link_url
 
 if TYPE_CHECKING:  # the goodput core and the stores are imported where they run: DAG files stay light
-    from mtc_provider.core.goodput import Attempt, GoodputReport, Timeline
+    from mtc_provider.core.view.goodput import Attempt, GoodputReport, Timeline
 
 
 def parse_attempts(value: Any) -> list[Mapping[str, Any]]:
@@ -51,7 +51,7 @@ def parse_attempts(value: Any) -> list[Mapping[str, Any]]:
 
 
 def attempts_from_dicts(items: Iterable[Mapping[str, Any]], now: float | None = None) -> list[Attempt]:
-    from mtc_provider.core.goodput import Attempt
+    from mtc_provider.core.view.goodput import Attempt
 
     out = []
     for index, item in enumerate(items):
@@ -69,7 +69,7 @@ def render_chart(timeline: Timeline, report: GoodputReport, path: str | os.PathL
     try:
         import matplotlib  # lazy: only the report task pays for it
     except ImportError as exc:  # the chart is an extra: GKE-only installs leave it out
-        from mtc_provider.core.install import install_line
+        from mtc_provider.core.basics.install import install_line
 
         raise ImportError(f"the goodput chart needs matplotlib: {install_line('chart')} (after make dist)") from exc
 
@@ -160,7 +160,7 @@ class GoodputReportOperator(BaseOperator):
 
     def build_timeline(self) -> tuple[Timeline, str]:
         from mtc_provider.adapters.checkpoint_stores import open_store
-        from mtc_provider.core.goodput import Attempt, timeline_from_checkpoints, timeline_from_workload_events
+        from mtc_provider.core.view.goodput import Attempt, timeline_from_checkpoints, timeline_from_workload_events
 
         if self.events_dir:
             from mtc_provider.adapters.workload_events import read_events
@@ -177,7 +177,7 @@ class GoodputReportOperator(BaseOperator):
         return timeline_from_checkpoints(attempts, checkpoints), "checkpoint commit times"
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from mtc_provider.core.goodput import compute_goodput
+        from mtc_provider.core.view.goodput import compute_goodput
 
         if self.attempts in (None, "", "None") and self.attempts_task_id:
             self.attempts = context["ti"].xcom_pull(task_ids=self.attempts_task_id, key="attempts") or []
@@ -244,10 +244,10 @@ class GoodputReportOperator(BaseOperator):
         return figures
 
     def checkpoint_advice(self) -> dict[str, Any] | None:
-        """Checkpoint periods advised from this run_name's events (core.advisor), logged as one line."""
+        """Checkpoint periods advised from this run_name's events (core.view.advisor), logged as one line."""
         if not self.events_dir:
             return None
-        from mtc_provider.core.advisor import advice_after_run
+        from mtc_provider.core.view.advisor import advice_after_run
         from mtc_provider.adapters.workload_events import read_events
 
         events = read_events(self.events_dir)

@@ -4,7 +4,7 @@ One try of the task is one attempt. A try first looks for its run's JobSets by l
 run name): a live one is reattached to (a worker that died, or a triggerer restart, never leads to a
 second JobSet); an ended one is deleted (its checkpoints stay) and the next attempt is submitted with
 the same run_name, so it resumes from the newest checkpoint. When the attempt ends, the newest
-finalized checkpoint step decides (core.resubmission): succeed, retry (a retryable exception, so
+finalized checkpoint step decides (core.attempt.resubmission): succeed, retry (a retryable exception, so
 Airflow's retries resubmit) or fail for good (AirflowFailException with the reason).
 
 Attempt JobSets are named `<jobset_name>-<run hash>-a<attempt>`, and the run hash keeps two DAG runs apart.
@@ -14,10 +14,10 @@ waits, bounded and logged, for it to go (its pods may still write checkpoints), 
 One lock object per run name (adapters.run_lock; a ConfigMap on GKE), created with create-if-absent
 semantics, makes "no other writer" atomic: of two launches started together exactly one proceeds. It also
 keeps what an attempt's deletion must not lose: the step history (newest finalized step when each attempt
-started, for the crash-loop guard) and one record per attempt (core.attempt_records.AttemptRecord), written through
+started, for the crash-loop guard) and one record per attempt (core.attempt.attempt_records.AttemptRecord), written through
 the attempt journal (adapters.attempt_journal) that the triggerer's end of a retry uses too. It is released when the
 run ends for good.
-What to do in a try is decided by pure functions (core.launch.plan_launch, core.resubmission.decide, decide_stalled).
+What to do in a try is decided by pure functions (core.attempt.launch.plan_launch, core.attempt.resubmission.decide, decide_stalled).
 """
 
 from __future__ import annotations
@@ -40,22 +40,22 @@ from mtc_provider.adapters.kubernetes import Forbidden
 from mtc_provider.adapters.protocols import ApiError, CheckpointStore
 from mtc_provider.adapters.retry import ApiUnreachable, PermissionDenied, Retryable, describe_failure
 from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, LockHeld, RunLock, lock_api
-from mtc_provider.core import labels as L
-from mtc_provider.core import vocabulary as V
-from mtc_provider.core.attempt_records import AttemptRecord
-from mtc_provider.core.customization import CustomizationSpec
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.jobset_events import ERROR, JobSetEvent
-from mtc_provider.core.jobset_names import attempt_name
-from mtc_provider.core.launch import attempt_of, history_of, needs_latest_step, next_attempt, plan_launch
-from mtc_provider.core.launch_options import (OPTION_DEFAULTS, WAIT_FOR, WAIT_FOR_CHECKPOINT,  # noqa: F401
+from mtc_provider.core.basics import labels as L
+from mtc_provider.core.basics import vocabulary as V
+from mtc_provider.core.attempt.attempt_records import AttemptRecord
+from mtc_provider.core.definition.customization import CustomizationSpec
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.attempt.jobset_events import ERROR, JobSetEvent
+from mtc_provider.core.definition.jobset_names import attempt_name
+from mtc_provider.core.attempt.launch import attempt_of, history_of, needs_latest_step, next_attempt, plan_launch
+from mtc_provider.core.attempt.launch_options import (OPTION_DEFAULTS, WAIT_FOR, WAIT_FOR_CHECKPOINT,  # noqa: F401
                                               WAIT_FOR_COMPLETION, LaunchOptions, keep_count, settings_signature)
-from mtc_provider.core.ownership import describe_owner, kill_verdict, owner_gone
-from mtc_provider.core.ownership import task_owner as _owner
-from mtc_provider.core.resubmission import FAIL, REATTACH, TAKE_RESULT, WAIT_DELETION, decide_rejected
-from mtc_provider.core.run_summary import RUNNING
-from mtc_provider.core.status import evaluate_jobset
-from mtc_provider.core.tpu import SliceSpec
+from mtc_provider.core.attempt.ownership import describe_owner, kill_verdict, owner_gone
+from mtc_provider.core.attempt.ownership import task_owner as _owner
+from mtc_provider.core.attempt.resubmission import FAIL, REATTACH, TAKE_RESULT, WAIT_DELETION, decide_rejected
+from mtc_provider.core.attempt.run_summary import RUNNING
+from mtc_provider.core.attempt.status import evaluate_jobset
+from mtc_provider.core.definition.tpu import SliceSpec
 from mtc_provider.links.jobset import JOBSET_LINKS, created_at, persist_links
 from mtc_provider.operators.base import JOBSET_TARGET_FIELDS, JobSetTargetMixin
 from mtc_provider.operators.delete_jobset import MtcDeleteJobSetOperator, kept_failed  # noqa: F401 - its old home
@@ -67,7 +67,7 @@ from mtc_provider.operators.jobset_failures import (  # noqa: F401 - names users
 from mtc_provider.targets import backend_for
 
 if TYPE_CHECKING:  # the spec and the trigger are imported where they run: DAG files stay light
-    from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec
+    from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec
     from mtc_provider.hooks.jobset import MtcJobSetHook
     from mtc_provider.triggers.jobset import JobSetTrigger
 
@@ -79,7 +79,7 @@ except ImportError:  # pragma: no cover - older Airflow
 STEP_HISTORY_ANNOTATION = f"{L.PREFIX}/step-history"
 def _spec(kind: type, section: str, value: Any) -> Any:
     """A spec object or a plain dict (DAG params), through the run description's one dict-to-spec function."""
-    from mtc_provider.core.spec import spec_from_dict
+    from mtc_provider.core.definition.spec import spec_from_dict
 
     return spec_from_dict(kind, section, value)
 
@@ -90,7 +90,7 @@ def _attempt_body(slices: SliceSpec, checkpointing: CheckpointingSpec, workload:
     """The try's JobSet, rendered once per try (before any side effect, so a refusal costs nothing) and again with
     the attempt's own number when it is submitted (one try may submit several attempts): its attempt name and
     labels come from the task instance; without one (a bare validation) the run's own name."""
-    from mtc_provider.core.jobset import build_jobset
+    from mtc_provider.core.definition.jobset_manifest import build_jobset
 
     if ti is None:
         name, labels = workload.jobset_name, None
@@ -113,10 +113,10 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
     :param checkpoint_store_factory: (checkpoint_dir, gcp_conn_id) -> CheckpointStore; default open_store.
     :param customization: CustomizationSpec or dict: Kueue queue and priority, spot or reserved capacity, extra
         volumes, env from Secrets/ConfigMaps (references only), /dev/shm size, validated overrides
-        (see core.customization).
-    :param run_digest: the training DAG's plan task's `digest` (core.run.run_plan, templated): while `slices`,
+        (see core.definition.customization).
+    :param run_digest: the training DAG's plan task's `digest` (core.definition.run.run_plan, templated): while `slices`,
         `checkpointing`, `workload` and `customization` are exactly the sections the plan validated for this
-        target kind, they are taken as validated (core.spec.spec_restored), not checked again; anything else (no
+        target kind, they are taken as validated (core.definition.spec.spec_restored), not checked again; anything else (no
         digest, or a section changed since) is validated here, before any call.
     :param retries: resubmissions allowed (each Airflow retry submits the next attempt).
     :param retry_delay: wait before the first resubmission.
@@ -128,11 +128,11 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         (a stalled attempt counts like a failed one).
     :param float poll_interval: seconds between polls when the watch cannot be used, and between stall checks.
     :param float stall_timeout: seconds without progress (any source: the workload's reported steps, MTC replicator
-        backups, finalized checkpoints; core.progress.ProgressSignal; measured while the JobSet runs, on successful
+        backups, finalized checkpoints; core.measure.progress.ProgressSignal; measured while the JobSet runs, on successful
         listings only) before the attempt counts as stalled: it is deleted and resubmitted. "derived": from the run's
-        cadence (core.cadence), re-derived from the step time the run reports. An explicit value shorter than the
-        gap of every signal it is measured against is refused (core.cadence.check_stall_timeout).
-    :param dict stall_cadence: the plan's cadence (core.run.stall_rule) when its stall_timeout was derived: the trigger
+        cadence (core.measure.cadence), re-derived from the step time the run reports. An explicit value shorter than the
+        gap of every signal it is measured against is refused (core.measure.cadence.check_stall_timeout).
+    :param dict stall_cadence: the plan's cadence (core.definition.run.stall_rule) when its stall_timeout was derived: the trigger
         re-derives the limit from it (templated); None: stall_timeout as given (or derived here, see above).
     :param float startup_timeout: seconds each start of the pods (the first, and each in-cluster restart) may take until
         every pod runs before the run fails; None: wait for ever, logging "waiting for capacity" every
@@ -174,7 +174,7 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         asked.
 
     The settings (from target_step on) are parsed once per try into one options object
-    (core.launch_options.LaunchOptions), from which the trigger's settings come.
+    (core.attempt.launch_options.LaunchOptions), from which the trigger's settings come.
 
     Where it runs: target, kubernetes_conn_id and the google provider's parameters (gcp_conn_id,
     impersonation_chain, project_id, location, cluster_name, use_dns_endpoint), as JobSetTargetMixin takes them;
@@ -209,7 +209,7 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         max_retry_delay: timedelta = timedelta(minutes=30),
         **kwargs: Any,
     ) -> None:
-        # The settings (core.launch_options.OPTION_DEFAULTS: target_step, stall_timeout, ...) are keyword arguments
+        # The settings (core.attempt.launch_options.OPTION_DEFAULTS: target_step, stall_timeout, ...) are keyword arguments
         # too, kept as given (templates render them) and parsed once per try into self._options.
         settings = {name: kwargs.pop(name, default) for name, default in OPTION_DEFAULTS.items()}
         if ResubmissionPolicy is not None and kwargs.get("retry_policy") is None:
@@ -242,9 +242,9 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         checks them). Raises SpecError naming the field."""
         if self._described is not None:
             return self._described
-        from mtc_provider.core.run import LAUNCH_SECTIONS, launch_digest  # imported where it runs: DAG files stay light
-        from mtc_provider.core.run_checks import check_run
-        from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec, spec_restored
+        from mtc_provider.core.definition.run import LAUNCH_SECTIONS, launch_digest  # imported where it runs: DAG files stay light
+        from mtc_provider.core.definition.run_checks import check_run
+        from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec, spec_restored
 
         kinds = (SliceSpec, CheckpointingSpec, WorkloadSpec, CustomizationSpec)
         given = dict(zip(LAUNCH_SECTIONS, (self.slices, self.checkpointing, self.workload, self.customization)))
@@ -278,7 +278,7 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         return slices, checkpointing, workload, options.target_step
 
     def _parse_options(self, say_warnings: bool = False) -> LaunchOptions:
-        """The settings from the rendered fields, once per try (core.launch_options); SpecError names the field.
+        """The settings from the rendered fields, once per try (core.attempt.launch_options); SpecError names the field.
         Their warnings are said where the try starts (`_specs`), not again when it resumes."""
         if self._options is None:
             target = self._target()
@@ -316,7 +316,7 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
             return None
         from mtc_provider.adapters.checkpoint_stores import restorable_step
         from mtc_provider.adapters.retry import through_listing_outage
-        from mtc_provider.core.progress import replicator_backup_dir
+        from mtc_provider.core.measure.progress import replicator_backup_dir
 
         # The restorable step (docs/resubmission.md, "Progress"): in multi-tier mode a replicator backup counts,
         # as in the triggerer's end of an attempt (triggers.jobset._latest_checkpoint).
@@ -506,7 +506,7 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         self._push_run(context, lock, checkpoint_dir, target_step, checkpointing.run_name)
         state = evaluate_jobset(obj)
         gcp_conn_id, impersonation_chain = self._google()
-        from mtc_provider.core.progress import replicator_backup_dir
+        from mtc_provider.core.measure.progress import replicator_backup_dir
         from mtc_provider.triggers.jobset import JobSetTrigger
 
         trigger = JobSetTrigger(
@@ -537,7 +537,7 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         name, body = self._rendered[0], copy.deepcopy(self._rendered[1])  # rendered once, by _specs for this try
         body["metadata"].setdefault("annotations", {})[STEP_HISTORY_ANNOTATION] = json.dumps(history)
         if self._opts.fault_plan:
-            from mtc_provider.core.vocabulary import FAULT_PLAN_ANNOTATION
+            from mtc_provider.core.basics.vocabulary import FAULT_PLAN_ANNOTATION
 
             body["metadata"]["annotations"][FAULT_PLAN_ANNOTATION] = json.dumps(self._opts.fault_plan)
         try:
@@ -591,7 +591,7 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         server, and a user's clear of a running try leaves it `restarting`: both keep the JobSet training and the
         next try reattaches to it. A mark (failed, success) or a deleted DAG run (no task instance row any more)
         deletes it, and releases the run lock, since no try of that run will ever come back for them
-        (core.ownership.kill_verdict).
+        (core.attempt.ownership.kill_verdict).
         """
         if not self._current:
             return

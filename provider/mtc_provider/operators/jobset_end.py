@@ -1,7 +1,7 @@
 """The worker's end of an attempt, for the launch operator (`MtcJobSetOperator` mixes it in).
 
 When the trigger hands an attempt's end back (`execute_complete`), or a try finds its own attempt ended, the end
-is decided by the pure rules (core.resubmission; core.attempt_records.end_of_attempt: the triggerer's end of a
+is decided by the pure rules (core.attempt.resubmission; core.attempt.attempt_records.end_of_attempt: the triggerer's end of a
 plain retry uses the same one) and written through the attempt journal (adapters.attempt_journal). Then the try
 succeeds, fails for good, spends an Airflow retry, or goes on with the next attempt (NextAttemptInTry).
 """
@@ -22,15 +22,15 @@ from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 from mtc_provider.adapters.protocols import CheckpointStore
 from mtc_provider.adapters.retry import ApiUnreachable, PermissionDenied
 from mtc_provider.adapters.run_lock import ATTEMPTS, RunLock
-from mtc_provider.core import vocabulary as V
-from mtc_provider.core.attempt_records import REACHED_TARGET, AttemptEnd, end_of_attempt
-from mtc_provider.core.jobset_events import (API_UNREACHABLE, DELETED, ENDED, ERROR, FORBIDDEN, LISTING_FAILED,
-                                             STALLED, STARTUP_TIMEOUT, UNSTARTABLE, JobSetEvent)
-from mtc_provider.core.ownership import foreign_event
-from mtc_provider.core.ownership import task_owner as _owner
-from mtc_provider.core.resubmission import FAIL, SUCCEED, decide, decide_on_completion, decide_stalled
-from mtc_provider.core.run_summary import FAILED as FAILED_RUN, RETRYING, SUCCEEDED as SUCCEEDED_RUN
-from mtc_provider.core.status import SUCCEEDED, JobSetState
+from mtc_provider.core.basics import vocabulary as V
+from mtc_provider.core.attempt.attempt_records import REACHED_TARGET, AttemptEnd, end_of_attempt
+from mtc_provider.core.attempt.jobset_events import (API_UNREACHABLE, DELETED, ENDED, ERROR, FORBIDDEN, LISTING_FAILED,
+                                                     STALLED, STARTUP_TIMEOUT, UNSTARTABLE, JobSetEvent)
+from mtc_provider.core.attempt.ownership import foreign_event
+from mtc_provider.core.attempt.ownership import task_owner as _owner
+from mtc_provider.core.attempt.resubmission import FAIL, SUCCEED, decide, decide_on_completion, decide_stalled
+from mtc_provider.core.attempt.run_summary import FAILED as FAILED_RUN, RETRYING, SUCCEEDED as SUCCEEDED_RUN
+from mtc_provider.core.attempt.status import SUCCEEDED, JobSetState
 from mtc_provider.operators.jobset_failures import (NOT_AN_ATTEMPT, ApiUnreachableFailure, JobSetAttemptFailed,
                                                     JobSetForbidden, NextAttemptInTry, OrchestratorFault, forbidden,
                                                     storage_forbidden)
@@ -71,7 +71,7 @@ class AttemptEndMixin:
         the attempt: the JobSet does not depend on its watcher. The try watches its JobSet again (a live one is
         reattached to, as a retry would, without spending the retry), at most MAX_WATCH_FAILURES times per try;
         then, and on a trigger timeout, Airflow's own handling (TaskDeferralError). The failure may not even be this
-        try's: Airflow fails whatever is deferred on the failed trigger's id (core.ownership.foreign_event)."""
+        try's: Airflow fails whatever is deferred on the failed trigger's id (core.attempt.ownership.foreign_event)."""
         from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
 
         kwargs = next_kwargs or {}

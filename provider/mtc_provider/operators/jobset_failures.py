@@ -22,7 +22,7 @@ class JobSetAttemptFailed(AirflowException):
 
 
 class NextAttemptInTry(Exception):
-    """This attempt was interrupted after it made progress (core.resubmission.resubmit_in_try): its record is
+    """This attempt was interrupted after it made progress (core.attempt.resubmission.resubmit_in_try): its record is
     closed, and the same try submits the next attempt (`execute` again) instead of spending an Airflow retry.
     Never reaches Airflow: `execute` and `execute_complete` catch it."""
 
@@ -87,7 +87,7 @@ class StorageForbidden(OrchestratorFault):
 
 def storage_forbidden(exc: BaseException, checkpoint_dir: str, gcp_conn_id: str, impersonation_chain: Any) -> \
         StorageForbidden:
-    from mtc_provider.core.spec import bucket_of
+    from mtc_provider.core.definition.spec import bucket_of
 
     bucket = f"bucket {bucket_of(checkpoint_dir)}" if checkpoint_dir.startswith("gs://") else checkpoint_dir
     who = f"the Airflow connection {gcp_conn_id!r}" + (f" impersonating {impersonation_chain!r}"

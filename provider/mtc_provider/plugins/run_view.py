@@ -27,7 +27,7 @@ from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
-from mtc_provider.core.run_view import LAUNCH_OPERATOR
+from mtc_provider.core.view.run_page import LAUNCH_OPERATOR
 from mtc_provider.links.run_view import PREFIX, run_path
 
 PAGE = Path(__file__).with_name("run_view.html")
@@ -106,7 +106,7 @@ def create_app() -> FastAPI:
 
     @app.get("/api/runs/{dag_id}/{run_id}", dependencies=read)
     def run_json(dag_id: str, run_id: str, session=Depends(session_dep)) -> JSONResponse:
-        from mtc_provider.core.run_view import run_view
+        from mtc_provider.core.view.run_page import run_view
 
         records = _records(session, dag_id, run_id)
         view = run_view(records)
@@ -184,14 +184,14 @@ def _not_a_training_page(dag_id: str, run_id: str, launch: str | None, task: str
 
 
 def _chart_available(records) -> bool:
-    from mtc_provider.core.run_view import run_timeline
+    from mtc_provider.core.view.run_page import run_timeline
 
     return run_timeline(records) is not None
 
 
 def _draw(records) -> bytes | None:
-    from mtc_provider.core.goodput import compute_goodput
-    from mtc_provider.core.run_view import chart_title, goodput_view, run_timeline
+    from mtc_provider.core.view.goodput import compute_goodput
+    from mtc_provider.core.view.run_page import chart_title, goodput_view, run_timeline
     from mtc_provider.operators.goodput import render_chart
 
     found = run_timeline(records)

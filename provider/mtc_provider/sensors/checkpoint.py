@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
-from mtc_provider.core.errors import CheckpointStalled, MtcError, SpecError
+from mtc_provider.core.basics.errors import CheckpointStalled, MtcError, SpecError
 
 if TYPE_CHECKING:  # the stores and the trigger are imported where they run: DAG files stay light
-    from mtc_provider.core.progress import Progress, ProgressTracker
+    from mtc_provider.core.measure.progress import Progress, ProgressTracker
 
 
 def _positive_number(field: str, value: Any, cast: type = float) -> Any:
@@ -110,7 +110,7 @@ class CheckpointProgressSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue | bool:
         from mtc_provider.adapters.checkpoint_stores import open_store
-        from mtc_provider.core.progress import ProgressTracker
+        from mtc_provider.core.measure.progress import ProgressTracker
 
         now = time.time()
         if self._tracker is None:

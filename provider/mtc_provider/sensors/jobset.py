@@ -9,8 +9,8 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException
 
 from mtc_provider import targets
-from mtc_provider.core.status import SUCCEEDED, evaluate_jobset
-from mtc_provider.core.vocabulary import DEFAULT_POLL_INTERVAL_S
+from mtc_provider.core.attempt.status import SUCCEEDED, evaluate_jobset
+from mtc_provider.core.basics.vocabulary import DEFAULT_POLL_INTERVAL_S
 from mtc_provider.operators.base import JOBSET_TARGET_FIELDS, JobSetTargetMixin
 
 try:
@@ -79,7 +79,7 @@ class MtcJobSetSensor(JobSetTargetMixin, BaseSensorOperator):
                 "phase": state.phase}
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        from mtc_provider.core.jobset_events import ENDED, JobSetEvent
+        from mtc_provider.core.attempt.jobset_events import ENDED, JobSetEvent
 
         ev = JobSetEvent.from_payload(event)
         if ev.kind == ENDED and ev.state is not None:

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from mtc_provider.adapters.protocols import AsyncJobSetApi, CheckpointStore, JobSetApi, TargetBackend
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.install import install_line
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.basics.install import install_line
 
 GROUP = "mtc_provider.targets"
 # The kinds this project's distributions register, and the extra that installs each (for the error).

@@ -1,16 +1,16 @@
 """Ending a retryable attempt from the triggerer, so no worker slot is taken just to fail the try.
 
-When the JobSet ends and the decision is "retry" (core.resubmission.decide, the same call the operator's
+When the JobSet ends and the decision is "retry" (core.attempt.resubmission.decide, the same call the operator's
 `execute_complete` makes), resuming the task on a worker only to raise JobSetAttemptFailed costs a worker slot,
 a task process, the DAG file's parse and the provider's imports (seconds on every resubmission: docs/benchmarks.md,
 "Where the seconds go"). Airflow 3.3.1 routes a trigger's `TaskFailedEvent` through the task's retries (up_for_retry
 while retries are left: apache/airflow #69821, backported to 3.3.1 as #71163), so the trigger ends the try itself,
-after the failed pods' log tails (in this try's log), by the worker's own rule (core.attempt_records.end_of_attempt)
+after the failed pods' log tails (in this try's log), by the worker's own rule (core.attempt.attempt_records.end_of_attempt)
 and through the worker's own attempt journal (adapters.attempt_journal: the record in the run lock, the `jobset` and
 `attempts` XComs, the logs link narrowed to the attempt, the run's record beside its checkpoints, the one line).
 
 Only the plain retry without progress is ended here: an attempt interrupted after progress is followed in the
-same try (core.resubmission.resubmit_in_try), which needs the worker to submit it, so the worker ends it. Success,
+same try (core.attempt.resubmission.resubmit_in_try), which needs the worker to submit it, so the worker ends it. Success,
 a final failure (crash loop, non-retryable), the last try, a listing that fails (the worker waits it out for
 listing_timeout), a trigger without a task instance (`dag.test`, the synchronous path), or any error in the
 bookkeeping: the worker resumes as before. Nothing is deleted here.
@@ -23,7 +23,7 @@ from typing import Any
 
 from airflow.triggers.base import TriggerEvent
 
-from mtc_provider.core.status import JobSetState
+from mtc_provider.core.attempt.status import JobSetState
 
 END_RETRY_IN_TRIGGER = "end_retry_in_trigger"  # the operator's `extra` key: this try may be ended here
 MIN_AIRFLOW = "3.3.1"  # TaskFailedEvent honours retries from this version on (apache/airflow #71163)
@@ -44,7 +44,7 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int)
     ti = getattr(trigger, "task_instance", None)
     if not extra.get(END_RETRY_IN_TRIGGER) or ti is None or not supported():
         return None
-    from mtc_provider.core.resubmission import RETRY, decide, decide_on_completion, resubmit_in_try
+    from mtc_provider.core.attempt.resubmission import RETRY, decide, decide_on_completion, resubmit_in_try
 
     latest = None
     if extra.get("completion"):
@@ -73,8 +73,8 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int)
                      extra.get("target_step"), decision.kind, decision.reason)
     from mtc_provider.adapters.pod_logs import log_failed_pod_tails
     from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
-    from mtc_provider.core.attempt_records import end_of_attempt
-    from mtc_provider.core.status import SUCCEEDED
+    from mtc_provider.core.attempt.attempt_records import end_of_attempt
+    from mtc_provider.core.attempt.status import SUCCEEDED
 
     # the worker's rule for the same end (operators.jobset `_finish`): never the last try here
     end = end_of_attempt(decision, jobset=state.name, namespace=state.namespace, attempt=extra["attempt"],
@@ -109,7 +109,7 @@ def _close_attempt(trigger: Any, hook: Any, ti: Any, end: Any, pushed: list[tupl
     """The attempt's record closed through the worker's journal (adapters.attempt_journal, built from the settings
     the operator handed over), blocking (off the loop); its XComs are collected in `pushed`."""
     from mtc_provider.adapters.attempt_journal import AttemptJournal
-    from mtc_provider.core import labels as L
+    from mtc_provider.core.basics import labels as L
 
     extra = trigger.extra
     run_name, namespace = extra["run_name"], extra.get("namespace") or trigger.namespace
@@ -123,7 +123,7 @@ def _close_attempt(trigger: Any, hook: Any, ti: Any, end: Any, pushed: list[tupl
 def _settings_of_older_operator(trigger: Any, ti: Any) -> dict[str, Any]:
     """A trigger deferred by a provider version before the journal (an upgrade while the task waits): the run's
     record from the trigger's own fields, as that version wrote it; the logs link is left as it is."""
-    from mtc_provider.core.ownership import task_owner
+    from mtc_provider.core.attempt.ownership import task_owner
 
     extra = trigger.extra
     return {"run_record": {"checkpoint_dir": trigger.checkpoint_dir, "impersonation_chain": trigger.impersonation_chain,

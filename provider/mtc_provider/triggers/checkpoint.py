@@ -15,7 +15,7 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 from mtc_provider.adapters.checkpoint_stores import AsyncCheckpointStore
-from mtc_provider.core.progress import Progress, ProgressTracker
+from mtc_provider.core.measure.progress import Progress, ProgressTracker
 
 REACHED, STALLED, LISTING_FAILED = "reached", "stalled", "listing_failed"
 WATERMARK_KEY = "last_step"

@@ -7,7 +7,7 @@ resourceVersion the operator saw, logs each in-cluster restart, and yields one t
 It never creates anything, so a triggerer restart simply watches again: no duplicates.
 An unreachable Kubernetes API (429, 5xx, refused or hanging connections) is not the attempt's failure: the
 trigger keeps watching, with backoff that honours Retry-After, for at most `api_outage_timeout` seconds of
-continuous outage (core.outage), and only then hands back an `api-unreachable` event.
+continuous outage (core.attempt.outage), and only then hands back an `api-unreachable` event.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mtc_provider.adapters import metrics, retry
 from mtc_provider.targets import async_jobset_api, jobset_api
-from mtc_provider.core import outage as outages
-from mtc_provider.core.status import JobSetState, evaluate_jobset
-from mtc_provider.core.vocabulary import DEFAULT_POLL_INTERVAL_S, DELETE_USER_KILL
+from mtc_provider.core.attempt import outage as outages
+from mtc_provider.core.attempt.status import JobSetState, evaluate_jobset
+from mtc_provider.core.basics.vocabulary import DEFAULT_POLL_INTERVAL_S, DELETE_USER_KILL
 
-from mtc_provider.core import jobset_events as events  # the event kinds and the typed event (their one home)
+from mtc_provider.core.attempt import jobset_events as events  # the event kinds and the typed event (their one home)
 
 
 ANSWER_CHECK_S = 0.5  # how often an ongoing outage checks whether the api answered again
@@ -41,12 +41,12 @@ class JobSetTrigger(BaseTrigger):
     :param restarts_seen: in-cluster restarts already reported, so a resumed trigger logs only new ones.
     :param poll_interval: seconds between polls when watching is not possible, and between stall checks.
     :param checkpoint_dir: the run's persistent checkpoint directory, for stall detection.
-    :param stall_timeout: seconds without progress (any source: core.progress.ProgressSignal.alive) after which the
+    :param stall_timeout: seconds without progress (any source: core.measure.progress.ProgressSignal.alive) after which the
         run counts as stalled; with `stall_cadence`, the least limit (the run's cadence may raise it).
-    :param stall_cadence: the run's cadence (core.cadence.Cadence.to_dict) when the limit is derived, not given: it
-        is derived again from the step time the run reports (core.cadence); None: `stall_timeout` as given.
+    :param stall_cadence: the run's cadence (core.measure.cadence.Cadence.to_dict) when the limit is derived, not given: it
+        is derived again from the step time the run reports (core.measure.cadence); None: `stall_timeout` as given.
     :param backup_dir: where the MTC replicator's backups of the run are listed (multi-tier mode:
-        core.progress.replicator_backup_dir), for progress and the restorable step; None: not listed.
+        core.measure.progress.replicator_backup_dir), for progress and the restorable step; None: not listed.
     :param delete_on_kill: delete the JobSet when a user kills the deferred task (not on triggerer restart).
     :param extra: serializable values echoed back in the event (the operator's attempt bookkeeping).
     :param namespace: the JobSet's namespace.
@@ -68,7 +68,7 @@ class JobSetTrigger(BaseTrigger):
     :param api_backoff_max: the longest wait between tries during an outage (a Retry-After may ask longer).
     :param request_timeout: client-side seconds per Kubernetes request (a watch gets its timeoutSeconds + 30).
     :param pod_logs: stream the leader pod's log into this trigger's log (which Airflow shows in the task's log)
-        while the JobSet runs; its `completed step` lines also give the progress line its step (core.step_log).
+        while the JobSet runs; its `completed step` lines also give the progress line its step (core.measure.step_log).
     :param pod_logs_interval: seconds between reads of the leader pod's log.
     :param pod_logs_max_lines: at most this many lines per read (the newest; the rest are counted as left out).
     :param pod_logs_max_bytes: at most this many bytes per read; so the rate is bounded by both per interval.
@@ -141,10 +141,10 @@ class JobSetTrigger(BaseTrigger):
         self._logs_at = float("-inf")
         self._logs_failing = False
         self._live_tracker = None  # workload steps seen this start of the pods (ProgressTracker), for the rate
-        self._live_source: str | None = None  # core.step_log FROM_LOG | FROM_EVENTS
+        self._live_source: str | None = None  # core.measure.step_log FROM_LOG | FROM_EVENTS
         self._live_since: float | None = None  # this start of the pods (older workload events are not its steps)
         self._xcom_failing = False
-        self._signal = None  # every source's progress since this trigger started (core.progress.ProgressSignal)
+        self._signal = None  # every source's progress since this trigger started (core.measure.progress.ProgressSignal)
         self._listing_failing_since: float | None = None
         self.listing_error = ""  # set when the listing kept failing for listing_timeout
         self._pods_started: bool | None = None  # None: this api cannot list pods (the JobSet phase decides)
@@ -215,7 +215,7 @@ class JobSetTrigger(BaseTrigger):
     async def check_stall(self, state: JobSetState) -> str | None:
         """A reason when the run stopped making progress, else None.
 
-        Progress is the one signal of every source (core.progress.ProgressSignal.alive): the workload's reported
+        Progress is the one signal of every source (core.measure.progress.ProgressSignal.alive): the workload's reported
         steps (the leader's `completed step` lines, the local workload's events), MTC replicator backups
         (`backup_dir`) and finalized persistent checkpoints; the limit is `stall_limit()` (derived from the run's
         cadence unless given). Called on every status change and every `poll_interval` while nothing changes, only
@@ -226,8 +226,8 @@ class JobSetTrigger(BaseTrigger):
         failing is taken off the clock), and one that keeps failing for `listing_timeout` sets `listing_error`.
         Listing runs off the loop.
         """
-        from mtc_provider.core.progress import PERSISTENT, REPLICATOR, ProgressSignal
-        from mtc_provider.core.status import PENDING
+        from mtc_provider.core.measure.progress import PERSISTENT, REPLICATOR, ProgressSignal
+        from mtc_provider.core.attempt.status import PENDING
 
         now = self.clock()
         if self._signal is None or state.phase == PENDING or self._pods_started is False:
@@ -279,10 +279,10 @@ class JobSetTrigger(BaseTrigger):
         """(seconds, why): `stall_timeout` as given, or derived again from the cadence and the step time seen.
 
         Until a reported step was seen in this start of the pods (pod logs off or unreadable), only saves can show
-        progress, so the limit is measured against them (core.cadence).
+        progress, so the limit is measured against them (core.measure.cadence).
         """
-        from mtc_provider.core.cadence import STALL_FACTOR, Cadence
-        from mtc_provider.core.progress import REPORTED
+        from mtc_provider.core.measure.cadence import STALL_FACTOR, Cadence
+        from mtc_provider.core.measure.progress import REPORTED
 
         given = float(self.stall_timeout)
         if not self.stall_cadence:
@@ -337,7 +337,7 @@ class JobSetTrigger(BaseTrigger):
         return bool(self.checkpoint_dir and self.progress_interval and self.extra.get("target_step"))
 
     def _progress_tracker_now(self, now: float):
-        from mtc_provider.core.progress import ProgressTracker
+        from mtc_provider.core.measure.progress import ProgressTracker
 
         if self._progress_tracker is None:
             self._progress_tracker = ProgressTracker(started_at=now)
@@ -349,7 +349,7 @@ class JobSetTrigger(BaseTrigger):
         With stall detection on, the stall check's listing feeds the figures; without it, list here (off the
         loop, like the stall check). A failed listing logs a warning and reports the last known figures.
         """
-        from mtc_provider.core.progress_report import progress_report
+        from mtc_provider.core.measure.progress_report import progress_report
 
         now = self.clock()
         if not self._progress_enabled() or now - self._progress_at < float(self.progress_interval):
@@ -382,7 +382,7 @@ class JobSetTrigger(BaseTrigger):
 
     def _observe_step(self, step: int, now: float, source: str, at: float | None = None) -> None:
         """A step the workload reported, seen at `now`; `at`: when it reported it (a log line's or event's time)."""
-        from mtc_provider.core.progress import ProgressTracker
+        from mtc_provider.core.measure.progress import ProgressTracker
 
         if self._live_tracker is None:
             self._live_tracker = ProgressTracker(started_at=now, window_s=900.0)
@@ -409,7 +409,7 @@ class JobSetTrigger(BaseTrigger):
     async def _read_events(self, now: float) -> None:
         """The local workload's newest `step` event (off the loop), when its event file is there."""
         from mtc_provider.adapters.workload_events import latest_step_event
-        from mtc_provider.core.step_log import FROM_EVENTS
+        from mtc_provider.core.measure.step_log import FROM_EVENTS
 
         path = self._events_file()
         if path is None:
@@ -448,7 +448,7 @@ class JobSetTrigger(BaseTrigger):
         tails use. At most `pod_logs_max_lines` lines and `pod_logs_max_bytes` bytes per read reach the log (the
         newest; a line says how many were left out); every line read still counts for the step.
         """
-        from mtc_provider.core.step_log import FROM_LOG, bounded_lines, latest_step_line_at
+        from mtc_provider.core.measure.step_log import FROM_LOG, bounded_lines, latest_step_line_at
 
         now = self.clock()
         if not self.pod_logs or self._pods_started is False or now - self._logs_at < self.pod_logs_interval:
@@ -503,11 +503,11 @@ class JobSetTrigger(BaseTrigger):
         it after image_pull_timeout; Unschedulable pods are logged as "waiting for capacity"; startup_timeout bounds
         the whole start. Scheduled pods that wait (ContainerCreating: an MTC CSI ramdisk that cannot be mounted) are
         logged every capacity_log_interval with what Kubernetes says about them, their volume events (FailedMount,
-        FailedAttachVolume: reason, message, node; core.pod_events), which the startup-timeout message carries too.
+        FailedAttachVolume: reason, message, node; core.attempt.pod_events), which the startup-timeout message carries too.
         A 403 on the pods ends the watch (forbidden); other listing errors fall back to the JobSet phase.
         """
         from mtc_provider.adapters.kubernetes import Forbidden
-        from mtc_provider.core.status import evaluate_pods
+        from mtc_provider.core.attempt.status import evaluate_pods
 
         now = self.clock()
         if self._pods_started is not False or now - self._pods_checked_at < self.poll_interval:
@@ -568,9 +568,9 @@ class JobSetTrigger(BaseTrigger):
         return None
 
     async def _volume_events(self, api, pods: list[dict[str, Any]]) -> list[str]:
-        """The pods' volume events (core.pod_events), when this api lists events; a failure is logged once and
+        """The pods' volume events (core.attempt.pod_events), when this api lists events; a failure is logged once and
         gives none (events are advisory: the startup clock decides)."""
-        from mtc_provider.core.pod_events import volume_event_lines
+        from mtc_provider.core.attempt.pod_events import volume_event_lines
 
         if not hasattr(api, "list_pod_events"):
             return []
@@ -766,13 +766,13 @@ class JobSetTrigger(BaseTrigger):
 
         Airflow 3.3 also cancels a trigger that moved to another triggerer (a lapsed heartbeat) with the user's
         message (TriggerRunnerSupervisor.update_triggers -> TriggerRunner.cancel_triggers -> run_trigger,
-        apache/airflow PR #73454), so ask the task instance's state now (core.ownership.kill_verdict): still
+        apache/airflow PR #73454), so ask the task instance's state now (core.attempt.ownership.kill_verdict): still
         deferred, running or cleared keeps the JobSet (the next try reattaches); marked or a deleted DAG run
         deletes it, with the reason.
         """
         from mtc_provider.adapters.kill_delete import adelete_within, handoff, trigger_budget
         from mtc_provider.adapters.task_state import atry_lookup
-        from mtc_provider.core.ownership import describe_owner, kill_verdict
+        from mtc_provider.core.attempt.ownership import describe_owner, kill_verdict
 
         where, started = f"{self.namespace}/{self.name}", time.monotonic()
         if not self.delete_on_kill:
@@ -805,7 +805,7 @@ class JobSetTrigger(BaseTrigger):
         """The run is over for good (marked, or its DAG run deleted): free its run name (blocking; off the loop)."""
         from mtc_provider import targets
         from mtc_provider.adapters.run_lock import RunLock, lock_api
-        from mtc_provider.core import labels as L
+        from mtc_provider.core.basics import labels as L
 
         run_name, namespace = self.extra["run_name"], self.extra.get("namespace") or self.namespace
         try:
@@ -827,7 +827,7 @@ class StartClock:
     attempt: int | None
     pull_since: float | None = None
     first_pull_error: str = ""
-    volume_events: list[str] = dataclasses.field(default_factory=list)  # the newest lines of core.pod_events
+    volume_events: list[str] = dataclasses.field(default_factory=list)  # the newest lines of core.attempt.pod_events
 
 
 def _first_failure(api: Any, began: float, now: float) -> float:

@@ -24,7 +24,7 @@ resources, as for CRDs); the result is validated as a create is (422), a stale m
 patch is 409 Conflict, a patch that changes nothing writes nothing, any other bumps resourceVersion (a MODIFIED
 watch event).
 Every DELETE is appended to `delete_audit` (JSON lines: time, path, code, caller, reason, agent), from the headers
-the provider sends with each delete (core.vocabulary DELETE_CALLER_HEADER / DELETE_REASON_HEADER), as the
+the provider sends with each delete (core.basics.vocabulary DELETE_CALLER_HEADER / DELETE_REASON_HEADER), as the
 Kubernetes audit log records a request's user agent (https://kubernetes.io/docs/tasks/debug/debug-cluster/audit/).
 An outage switch (faults.py: 503 with Retry-After, dropped or hanging connections, cut watches) rehearses a
 control-plane outage; `POST /mtc/faults` sets it from another process.
@@ -54,7 +54,7 @@ from mtc_local.cluster.pods import follow_log, read_log
 from mtc_local.cluster.resources import CONFIGMAPS, JOBSETS, NAMESPACES, PODS, Resource
 from mtc_local.cluster.selectors import SelectorError
 from mtc_local.cluster.store import Store
-from mtc_provider.core.vocabulary import DELETE_CALLER_HEADER, DELETE_REASON_HEADER
+from mtc_provider.core.basics.vocabulary import DELETE_CALLER_HEADER, DELETE_REASON_HEADER
 from mtc_local.runner.pods import Pod
 from mtc_local.shared.state import append_jsonl
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
 from mtc_local.target.cluster import async_client_factory, client_factory, running_kubeconfig
-from mtc_provider.core.vocabulary import DELETE_UNSPECIFIED
+from mtc_provider.core.basics.vocabulary import DELETE_UNSPECIFIED
 from mtc_local.shared.state import Home, read_json, read_jsonl
 
 __all__ = ["LocalCluster", "async_client_factory", "client_factory"]

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from mtc_provider.core import vocabulary
+from mtc_provider.core.basics import vocabulary
 
 READ_VERBS = ("get", "list", "watch")
 WRITE_VERBS = ("create", "delete", "update", "patch")

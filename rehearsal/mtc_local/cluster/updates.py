@@ -27,7 +27,7 @@ import copy
 import json
 from typing import Any
 
-from mtc_provider.core.vocabulary import FAULT_PLAN_ANNOTATION
+from mtc_provider.core.basics.vocabulary import FAULT_PLAN_ANNOTATION
 from mtc_local.cluster import errors
 from mtc_local.cluster.resources import JOBSETS, Resource
 from mtc_local.runner.manifest import LOG_DIR_ANNOTATION

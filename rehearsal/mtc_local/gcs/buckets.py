@@ -147,8 +147,8 @@ class FolderBuckets:
         return {"resource": resource, "policy": {"bindings": bindings, "revision": 1}}
 
     def insert(self, project: str, body: dict[str, Any]) -> dict[str, Any]:
-        from mtc_provider.core.errors import SpecError
-        from mtc_provider.core.locations import check_bucket_name
+        from mtc_provider.core.basics.errors import SpecError
+        from mtc_provider.core.definition.locations import check_bucket_name
 
         name = body.get("name") or ""
         try:

@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 
 STATUSES = (403, 429, 503, "timeout")
 

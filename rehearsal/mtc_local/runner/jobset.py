@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable
 
 from mtc_local.runner import policy
-from mtc_provider.core.labels import RUN_NAME
+from mtc_provider.core.basics.labels import RUN_NAME
 from mtc_local.runner.faults import Fault, parse_plan
 from mtc_local.runner.manifest import FAULT_PLAN_ANNOTATION, JobSetPlan, parse, pod_spec
 from mtc_local.runner.pods import Pod, free_port, kill_leftover, write_init_info

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from mtc_provider.core.errors import SpecError, require
-from mtc_provider.core.vocabulary import FAULT_PLAN_ANNOTATION, MTC_CSI_DRIVER  # noqa: F401 - re-exported for the runner
+from mtc_provider.core.basics.errors import SpecError, require
+from mtc_provider.core.basics.vocabulary import FAULT_PLAN_ANNOTATION, MTC_CSI_DRIVER  # noqa: F401 - re-exported for the runner
 from mtc_local.runner.environment import workload_environment
 
 LOG_DIR_ANNOTATION = "mtc.local/log-dir"

@@ -14,7 +14,7 @@ from typing import Any
 
 import psutil
 
-from mtc_provider.core.vocabulary import INIT_INFO_FILENAME as INIT_INFO
+from mtc_provider.core.basics.vocabulary import INIT_INFO_FILENAME as INIT_INFO
 from mtc_local.runner.faults import last_step
 from mtc_local.runner.manifest import PodSpec, ReplicatedJob
 from mtc_local.runner.policy import exit_code

@@ -31,9 +31,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Iterable, Mapping, Sequence
 
-from mtc_provider.core.errors import require
-from mtc_provider.core.listing import parse_mtc_backup
-from mtc_provider.core.progress import replicator_backup_dir
+from mtc_provider.core.basics.errors import require
+from mtc_provider.core.measure.listing import parse_mtc_backup
+from mtc_provider.core.measure.progress import replicator_backup_dir
 
 TIME_DIR_FORMAT = "%Y-%m-%d_%H-%M"  # Orbax mtc_checkpoint_converter `_TIMESTAMP_DIR_PATTERN`
 WORKER = 0

@@ -99,7 +99,7 @@ class LocalBucketCheckpointStore(FinalizedSteps):
     def _create_bucket(self) -> None:
         """The local bucket, made through the API (HNS, uniform access) when sensing starts before training."""
         from mtc_provider.adapters.gcs_bucket import LOCAL_LOCATION, GcsBucketApi
-        from mtc_provider.core.spec import BucketSpec
+        from mtc_provider.core.definition.spec import BucketSpec
 
         GcsBucketApi(self.gcs.hook.get_conn()).ensure_bucket(BucketSpec(self.bucket, LOCAL_LOCATION), LOCAL_PROJECT)
 

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from mtc_provider.core.vocabulary import (
+from mtc_provider.core.basics.vocabulary import (
     ENV_COORDINATOR_ADDRESS,
     ENV_HOSTS_PER_SLICE,
     ENV_NUM_SLICES,

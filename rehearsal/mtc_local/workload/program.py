@@ -11,7 +11,7 @@ import os
 import sys
 import traceback
 
-from mtc_provider.core import vocabulary as V
+from mtc_provider.core.basics import vocabulary as V
 from mtc_provider.adapters.workload_events import events_path
 from mtc_local.workload.flags import EXIT_BAD_CONFIG, EXIT_RETRYABLE, FlagError
 from mtc_local.workload.identity import configure

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mtc_provider.core.iam import BUCKET_ROLE, bucket_members
+from mtc_provider.core.definition.iam import BUCKET_ROLE, bucket_members
 from mtc_provider.operators.gcp import (
     MtcApplyCheckpointConfigurationOperator,
     MtcCreateBucketOperator,
@@ -151,7 +151,7 @@ def test_checkpoint_configuration_is_applied_to_the_local_cluster(tmp_path):
 
 
 def test_zone_bucket_location_fails_before_any_call(gcs, gcp_connection):
-    from mtc_provider.core.errors import SpecError
+    from mtc_provider.core.basics.errors import SpecError
 
     op = MtcCreateBucketOperator(task_id="b", target=GkeTarget(PROJECT, LOCATION, CLUSTER), bucket_name="ckpt",
                                  bucket_location="us-central1-a")
@@ -166,7 +166,7 @@ def _planned_members() -> list[str]:
     from typer.testing import CliRunner
 
     from mtc_provider.cli.app import app
-    from mtc_provider.core.iam import CHECKPOINTING_KSA
+    from mtc_provider.core.definition.iam import CHECKPOINTING_KSA
 
     config = {
         "target": "gke",

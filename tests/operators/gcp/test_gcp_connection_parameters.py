@@ -16,7 +16,7 @@ import json
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
-from mtc_provider.core.errors import NotReady
+from mtc_provider.core.basics.errors import NotReady
 from mtc_provider.operators.gcp import (
     MtcApplyCheckpointConfigurationOperator,
     MtcClusterReadinessOperator,
@@ -186,7 +186,7 @@ def test_google_parameters_without_target_name_the_cluster_every_gcp_call_uses(s
 @pytest.mark.parametrize("cls", OPERATORS, ids=lambda c: c.__name__)
 def test_google_parameters_conflicting_with_the_target_fail_naming_both_before_any_call(setup_connection, container,
                                                                                        cls):
-    from mtc_provider.core.errors import SpecError
+    from mtc_provider.core.basics.errors import SpecError
 
     extra = {"bucket_name": "ckpt"} if "Bucket" in cls.__name__ else {}
     if cls is MtcApplyCheckpointConfigurationOperator:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.operators.gcp import MtcApplyCheckpointConfigurationOperator, MtcClusterReadinessOperator
 from mtc_provider.sensors.gcp import MtcClusterReadinessSensor
 from mtc_provider.target import GkeTarget

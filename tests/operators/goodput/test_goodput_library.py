@@ -143,7 +143,7 @@ def test_off_by_default_and_a_failed_read_is_a_warning(tmp_path):
 
 
 def test_goodput_recording_names_a_bad_value(tmp_path):
-    from mtc_provider.core.errors import SpecError
+    from mtc_provider.core.basics.errors import SpecError
 
     op = GoodputReportOperator(task_id="g", checkpoint_dir=str(tmp_path / "c"), goodput_recording="maybe")
     with pytest.raises(SpecError, match="goodput_recording"):

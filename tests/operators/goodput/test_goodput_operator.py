@@ -7,7 +7,7 @@ import os
 import pytest
 from tests.core.test_goodput import EXPECTED
 
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.adapters.workload_events import append_event, events_path
 from mtc_provider.operators.goodput import GoodputReportOperator
 
@@ -104,7 +104,7 @@ def test_the_chart_draws_the_local_tiers_saves(tmp_path):
     """Issue 35 item 3: the emergency (local) tier's saves are drawn, beside the persistent ones."""
     from PIL import Image
 
-    from mtc_provider.core.goodput import Attempt, Save, StepRecord, Timeline, compute_goodput
+    from mtc_provider.core.view.goodput import Attempt, Save, StepRecord, Timeline, compute_goodput
     from mtc_provider.operators.goodput import render_chart
 
     timeline = Timeline(attempts=[Attempt(0.0, 10.0, "finished")],

@@ -12,7 +12,7 @@ from airflow.sdk.exceptions import TaskDeferred
 
 from mtc_provider import targets
 from tests.doubles.memory_jobset import AsyncMemoryJobSetApi, MemoryJobSetApi, MemoryJobSetCluster
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.operators.jobset import MtcJobSetOperator
 from mtc_provider.target import GkeTarget, resolve_project
 
@@ -160,5 +160,5 @@ def test_google_parameters_render_from_templates_with_the_real_operator(gke_clus
     target = op._target()
     assert (target.project_id, target.location, target.cluster_name, target.use_dns_endpoint) == (
         "proj-t", "us-east5", "tpu", True)
-    options = op._options  # the settings, parsed once from the rendered fields (core.launch_options)
+    options = op._options  # the settings, parsed once from the rendered fields (core.attempt.launch_options)
     assert (options.crash_loop_attempts, options.wait_for, options.times.deletion_timeout) == (4, "checkpoint", 60.0)

@@ -28,7 +28,7 @@ import pytest
 from tests.support.js_helpers import jobset_body
 from mtc_provider import targets
 from mtc_provider.adapters import retry
-from mtc_provider.core.jobset_events import API_UNREACHABLE, ENDED, JobSetEvent
+from mtc_provider.core.attempt.jobset_events import API_UNREACHABLE, ENDED, JobSetEvent
 from mtc_provider.triggers.jobset import JobSetTrigger
 from tests.doubles.memory_jobset import status_completed, status_running
 
@@ -276,7 +276,7 @@ async def test_api_outage_last_try_the_teardown_keeps_the_training_jobset(outage
     confirmed user action delete a JobSet). Without the outage, the same teardown deletes it (the control)."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from mtc_provider.core import labels as L
+    from mtc_provider.core.basics import labels as L
     from mtc_provider.operators.jobset import MtcDeleteJobSetOperator, MtcJobSetOperator, OrchestratorFault
 
     body = jobset_body()

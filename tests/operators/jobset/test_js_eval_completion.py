@@ -17,9 +17,9 @@ from tests.doubles.memory_jobset import (
     status_failed,
     status_running,
 )
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.resubmission import FAIL, RETRY, SUCCEED, decide_on_completion
-from mtc_provider.core.status import FAILED, RUNNING, SUCCEEDED, JobSetState
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.attempt.resubmission import FAIL, RETRY, SUCCEED, decide_on_completion
+from mtc_provider.core.attempt.status import FAILED, RUNNING, SUCCEEDED, JobSetState
 
 pytestmark = pytest.mark.timeout(300)
 LOGICAL = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)

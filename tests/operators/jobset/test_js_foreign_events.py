@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
-from mtc_provider.core.jobset_events import DELETED, ERROR, JobSetEvent
+from mtc_provider.core.attempt.jobset_events import DELETED, ERROR, JobSetEvent
 from mtc_provider.operators.jobset import JobSetAttemptFailed, MAX_WATCH_FAILURES
 from tests.doubles.memory_jobset import status_failed, status_running
 from tests.support.js_helpers import FakeTI, launch, run_try

@@ -35,12 +35,12 @@ from tests.doubles.memory_jobset import (
     status_pending,
     status_running,
 )
-from mtc_provider.core import labels as L
-from mtc_provider.core.ownership import TaskLookup, kill_verdict
-from mtc_provider.core.resubmission import SUBMIT, TAKE_RESULT, plan_try
-from mtc_provider.core.status import evaluate_jobset
+from mtc_provider.core.basics import labels as L
+from mtc_provider.core.attempt.ownership import TaskLookup, kill_verdict
+from mtc_provider.core.attempt.resubmission import SUBMIT, TAKE_RESULT, plan_try
+from mtc_provider.core.attempt.status import evaluate_jobset
 from mtc_provider.operators.jobset import JobSetAttemptFailed
-from mtc_provider.core.jobset_events import ENDED, JobSetEvent
+from mtc_provider.core.attempt.jobset_events import ENDED, JobSetEvent
 from mtc_provider.triggers.jobset import JobSetTrigger
 
 pytestmark = pytest.mark.timeout(120)
@@ -319,7 +319,7 @@ def test_stall_timeout_reaches_the_trigger(cluster, tmp_path):
     ("unknown", False, False),  # Airflow could not be asked: keep
 ])
 def test_worker_sigterm_deletes_only_on_a_users_kill(state, deletes, run_over):
-    """The one live kill rule (core.ownership.kill_verdict), over every state Airflow can answer."""
+    """The one live kill rule (core.attempt.ownership.kill_verdict), over every state Airflow can answer."""
     lookup = {"no row": TaskLookup(False), "unknown": None}.get(state, TaskLookup(True, state))
     verdict = kill_verdict(lookup, "DAG d, run r, task train, try 2", "ReadTimeout")
     assert (verdict.delete, verdict.run_over) == (deletes, run_over), verdict.reason
@@ -332,7 +332,7 @@ def test_worker_sigterm_on_kill_of_a_synchronous_try(cluster, tmp_path, state, d
 
     class Launch(type(launch(str(tmp_path)))):
         def _task_lookup(self):  # what the API server answers during the kill (GetTaskStates)
-            from mtc_provider.core.ownership import TaskLookup
+            from mtc_provider.core.attempt.ownership import TaskLookup
 
             return TaskLookup(found=True, state=state), ""
 

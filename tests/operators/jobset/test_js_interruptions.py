@@ -2,7 +2,7 @@
 
 A graceful preemption or maintenance event makes MaxText save and exit 0 (the JobSet completes below its target); a
 host loss beyond `maxRestarts` fails the JobSet retryably. Each such attempt that made progress (its end step above
-its start step) is followed in the same Airflow try (core.resubmission.resubmit_in_try): no retry is spent, so a run
+its start step) is followed in the same Airflow try (core.attempt.resubmission.resubmit_in_try): no retry is spent, so a run
 interrupted hourly for a week is never used up by a fixed count. Attempts without progress still spend retries, and
 `crash_loop_attempts` of them in a row end the run with the reason.
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from mtc_provider.core import interruptions
-from mtc_provider.core.resubmission import RETRY, Decision, resubmit_in_try
+from mtc_provider.core.attempt import interruptions
+from mtc_provider.core.attempt.resubmission import RETRY, Decision, resubmit_in_try
 from mtc_provider.operators.jobset import JobSetAttemptFailed
 from tests.doubles.memory_jobset import status_completed, status_failed, status_running
 from tests.support.js_helpers import FakeTI, ckpt_dir, finalize, launch, reach, run_try

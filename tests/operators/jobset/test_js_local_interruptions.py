@@ -21,7 +21,7 @@ import pytest
 from mtc_local.cluster.client import LocalCluster
 from mtc_local.cluster.lifecycle import stop
 from mtc_provider.adapters.workload_events import events_dir, read_events
-from mtc_provider.core import interruptions
+from mtc_provider.core.attempt import interruptions
 from mtc_provider.operators.jobset import MtcJobSetOperator
 from tests.support.js_helpers import FakeTI
 

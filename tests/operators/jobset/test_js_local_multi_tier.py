@@ -7,7 +7,7 @@ restore fills the ramdisks from the newest complete backup, the workload logs th
 reaches its target with the fault-free final parameters.
 
 The light workload (no JAX: a few bytes per checkpoint) is the only local workload with a multi-tier mode: the
-JAX one refuses the flag (core.maxtext.check_target_mode; docs/maxtext.md "Multi-tier mode: the local replicator").
+JAX one refuses the flag (core.definition.maxtext.check_target_mode; docs/maxtext.md "Multi-tier mode: the local replicator").
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 from mtc_local.cluster.client import LocalCluster
 from mtc_local.cluster.lifecycle import stop
 from mtc_provider.adapters.workload_events import events_dir, read_events
-from mtc_provider.core.listing import backup_steps
+from mtc_provider.core.measure.listing import backup_steps
 from mtc_provider.operators.jobset import MtcJobSetOperator
 from tests.support.js_helpers import FakeTI
 

@@ -24,7 +24,7 @@ import pytest
 
 from tests.support.js_helpers import FakeTI, ckpt_dir, finalize, jobset_body, launch, reach, run_try
 from mtc_provider.adapters import metrics, retry
-from mtc_provider.core.jobset_events import STALLED, JobSetEvent
+from mtc_provider.core.attempt.jobset_events import STALLED, JobSetEvent
 from mtc_local.cluster.resources import PODS
 from mtc_provider.operators.jobset import JobSetAttemptFailed
 from mtc_provider.triggers.jobset import JobSetTrigger

@@ -27,7 +27,7 @@ from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 from airflow.triggers.base import TaskFailedEvent
 
 from mtc_provider import targets
-from mtc_provider.core.run_summary import RECORD_FILE
+from mtc_provider.core.attempt.run_summary import RECORD_FILE
 from mtc_provider.links.jobset import JobSetLogsLink
 from mtc_provider.operators.jobset import JobSetAttemptFailed
 from mtc_provider.triggers import attempt_end

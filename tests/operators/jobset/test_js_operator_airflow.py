@@ -99,7 +99,7 @@ def test_killed_mid_wait_then_rerun_reattaches(dags, tmp_path, cluster):
 
 def test_a_live_jobset_of_the_same_run_name_from_another_dag_run_is_never_raced(dags, tmp_path, cluster):
     """Another DAG run (or a re-run of `airflow dags test`) is training run `llama`: no second writer."""
-    from mtc_provider.core import labels as L
+    from mtc_provider.core.basics import labels as L
 
     other = jobset_body()
     other["metadata"].update(name="llama-other-a1", labels={
@@ -136,7 +136,7 @@ def test_sensor_fails_for_good_when_the_jobset_fails(dags, cluster):
 
 
 def test_cleanup_deletes_by_name_and_every_attempt_of_a_run_but_nothing_else(dags, cluster):
-    from mtc_provider.core import labels as L
+    from mtc_provider.core.basics import labels as L
 
     for name, labels in [
         ("external", {}),

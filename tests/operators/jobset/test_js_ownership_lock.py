@@ -44,7 +44,7 @@ def _held_by_a_run_left(cluster, day: int, state, delete_run: bool = False):
     from airflow.utils.session import create_session
 
     from mtc_provider.adapters.run_lock import RunLock
-    from mtc_provider.core import labels as L
+    from mtc_provider.core.basics import labels as L
 
     with create_session() as session:
         ti = make_dag_run(session, DAG_ID, _day(day), state=state)

@@ -12,9 +12,9 @@ from airflow.sdk.exceptions import TaskDeferred
 
 from tests.support.js_helpers import jobset_body
 from tests.doubles.memory_jobset import status_completed, status_running
-from mtc_provider.core.status import JobSetState
+from mtc_provider.core.attempt.status import JobSetState
 from mtc_provider.operators.jobset import PROGRESS_XCOM_KEY, MtcJobSetOperator
-from mtc_provider.core.jobset_events import ENDED, JobSetEvent
+from mtc_provider.core.attempt.jobset_events import ENDED, JobSetEvent
 from mtc_provider.triggers.jobset import JobSetTrigger
 
 CONNECTION = {"kind": "local", "home": "/nonexistent/mtc-home"}

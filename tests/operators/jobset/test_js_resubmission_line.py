@@ -18,7 +18,7 @@ import pytest
 from tests.support.js_helpers import ckpt_dir, finalize, reach as _reach
 from tests.doubles.memory_jobset import status_completed, status_running
 from tests.support.jobset_fixtures import load_bundle_dags
-from mtc_provider.core.resubmission import in_try_line, resubmission_line
+from mtc_provider.core.attempt.resubmission import in_try_line, resubmission_line
 
 pytestmark = pytest.mark.timeout(300)
 LOGICAL = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)

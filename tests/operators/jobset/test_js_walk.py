@@ -16,8 +16,8 @@ from airflow.sdk.bases.xcom import BaseXCom
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from tests.support.js_helpers import DirStore
-from mtc_provider.core import jobset as core_jobset
-from mtc_provider.core.spec import CheckpointingSpec
+from mtc_provider.core.definition import jobset_manifest as core_jobset
+from mtc_provider.core.definition.spec import CheckpointingSpec
 from tests.conftest import sample_dag
 
 
@@ -143,7 +143,7 @@ def test_a_section_changed_after_the_plan_is_checked_before_any_call(training_da
 
 def test_the_digest_covers_the_target_kind_the_sections_were_checked_for(training_dag, tmp_path, monkeypatch):
     """Another target kind (GKE has rules of its own) does not match the plan's digest: the operator checks then."""
-    from mtc_provider.core.run import LAUNCH_SECTIONS, launch_digest
+    from mtc_provider.core.definition.run import LAUNCH_SECTIONS, launch_digest
 
     plan, train, context = plan_and_train(training_dag, tmp_path, monkeypatch)
     sections = {name: plan[name] for name in LAUNCH_SECTIONS}

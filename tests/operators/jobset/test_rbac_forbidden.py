@@ -19,7 +19,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from mtc_provider.adapters.access_review import rbac_checks
 from mtc_local.target.cluster import client_factory
-from mtc_provider.core import labels as L
+from mtc_provider.core.basics import labels as L
 from mtc_provider.hooks.jobset import MtcJobSetHook
 from mtc_local.cluster import access
 from mtc_local.cluster.client import LocalCluster

@@ -12,12 +12,12 @@ import pendulum
 from airflow.sdk import DAG, BaseOperator
 
 
-class MtcJobSetOperator(BaseOperator):  # the name the run view looks for (core.run_view.LAUNCH_OPERATOR)
+class MtcJobSetOperator(BaseOperator):  # the name the run view looks for (core.view.run_page.LAUNCH_OPERATOR)
     def execute(self, context):
         context["ti"].xcom_push(key="mtc_run", value={"checkpoint_dir": os.environ["MTC_TEST_PLANTED_DIR"]})
 
 
-class GoodputReportOperator(BaseOperator):  # core.run_view.GOODPUT_OPERATOR
+class GoodputReportOperator(BaseOperator):  # core.view.run_page.GOODPUT_OPERATOR
     def execute(self, context):
         return {"chart_path": os.environ["MTC_TEST_PLANTED_CHART"], "goodput": 0.5}
 

@@ -1,7 +1,7 @@
 """The local API server's delete audit: every DELETE, answered or refused, with who asked and why.
 
 The provider's JobSet adapter (the one GKE uses) sends the reason and the asking process with each delete
-(core.vocabulary DELETE_REASON_HEADER / DELETE_CALLER_HEADER); the server appends one JSON line per DELETE to
+(core.basics.vocabulary DELETE_REASON_HEADER / DELETE_CALLER_HEADER); the server appends one JSON line per DELETE to
 `<home>/state/deletes.jsonl`, as a cluster's audit log records each request with its user agent
 (https://kubernetes.io/docs/tasks/debug/debug-cluster/audit/: `userAgent`, `requestURI`, `responseStatus.code`).
 A client that sends no reason (kubectl) is recorded by its user agent, with an empty reason.
@@ -14,7 +14,7 @@ import os
 
 from mtc_provider.adapters.kubernetes import AsyncKubernetesJobSetApi
 from mtc_local.target.cluster import async_client_factory
-from mtc_provider.core.vocabulary import DELETE_TEARDOWN, DELETE_USER_KILL
+from mtc_provider.core.basics.vocabulary import DELETE_TEARDOWN, DELETE_USER_KILL
 from mtc_local.shared.state import Home, read_jsonl
 from tests.support.local_cluster import make_jobset, wait_for
 from tests.rehearsal.cluster.test_cluster_apiserver import kubectl
@@ -48,7 +48,7 @@ def test_every_jobset_delete_is_recorded_with_caller_and_reason(home, kubeconfig
 
 def test_the_run_lock_release_is_recorded_with_its_caller(home, kubeconfig, api):
     from mtc_provider.adapters.run_lock import RunLock
-    from mtc_provider.core import labels as L
+    from mtc_provider.core.basics import labels as L
 
     lock = RunLock(api, NS, "audited", L.run_labels("d", "r", "train", "audited"))
     lock.acquire()

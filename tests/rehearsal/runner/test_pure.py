@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 from mtc_local.runner import policy
 from mtc_local.runner.faults import last_step, parse_plan
 from mtc_local.runner.manifest import expand_vars, parse, pod_spec, rewrite_mount
@@ -109,8 +109,8 @@ def test_last_step_reads_the_highest_completed_step():
 
 def test_pod_spec_resolves_downward_api_references_of_a_built_jobset(tmp_path):
     """build_jobset reads JobSet's identity through fieldRefs to pod annotations; the runner resolves them."""
-    from mtc_provider.core.jobset import build_jobset_for_run
-    from mtc_provider.core.run import parse_run
+    from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run
+    from mtc_provider.core.definition.run import parse_run
     import yaml
 
     # parse_run, as `mtc` reads the file: examples/local.yaml leaves the output folder to the local home

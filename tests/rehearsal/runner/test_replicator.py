@@ -2,7 +2,7 @@
 
 The layout is the one Orbax's `multi_tier_checkpointing/mtc_checkpoint_converter.py` reads (`<time>/` folders of
 `<job>-s<step>-n<node>-w<worker>.meta` naming a `D<hash>.data` folder beside them) and the provider lists
-(core.listing.backup_steps); a step is restorable only when every node backed it up (docs/maxtext.md, "Multi-tier
+(core.measure.listing.backup_steps); a step is restorable only when every node backed it up (docs/maxtext.md, "Multi-tier
 mode: the local replicator")."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import shutil
 
 import pytest
 
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.listing import backup_steps, parse_mtc_backup
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.measure.listing import backup_steps, parse_mtc_backup
 from mtc_local.runner.replicator import (
     Replicator,
     complete_backups,

@@ -14,7 +14,7 @@ import pytest
 
 from mtc_provider.adapters.kubernetes import AsyncKubernetesJobSetApi
 from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound
-from mtc_provider.core.status import evaluate_jobset
+from mtc_provider.core.attempt.status import evaluate_jobset
 from mtc_local.cluster.client import LocalCluster, async_client_factory
 from mtc_local.shared.state import Home
 from tests.support.local_cluster import make_jobset, terminal, wait_for
@@ -271,7 +271,7 @@ async def test_async_watch_yields_added_then_modified_until_terminal(home, workl
 
 def test_a_resubmitted_jobset_of_the_same_run_does_not_fire_the_run_faults_again(api, workload):
     """A fault plan belongs to a training run: the next attempt (a new JobSet, same run-name label) skips it."""
-    from mtc_provider.core.labels import RUN_NAME
+    from mtc_provider.core.basics.labels import RUN_NAME
 
     plan = [{"kind": "sigkill_host", "at_step": 2, "slice": 0, "host": 0}]
     labels = {RUN_NAME: "run-a"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from mtc_provider.core.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError
 from mtc_local.runner.faults import parse_plan
 from tests.support.local_cluster import make_jobset, terminal, wait_for
 from tests.rehearsal.cluster.test_cluster_apiserver import _pods

@@ -13,7 +13,7 @@ from google.api_core import exceptions
 
 from mtc_local.target.gcs import LocalBucketCheckpointStore
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore, open_store
-from mtc_provider.core.errors import CheckpointStalled
+from mtc_provider.core.basics.errors import CheckpointStalled
 from mtc_local import gcs as local_gcs
 from mtc_provider.sensors.checkpoint import CheckpointProgressSensor
 from mtc_provider.triggers.checkpoint import CheckpointProgressEvent, CheckpointProgressTrigger

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from mtc_provider.core import vocabulary as V
-from mtc_provider.core.flag_table import LOCAL_MODEL_FLAGS
-from mtc_provider.core.params import training_run
-from mtc_provider.core.spec import CheckpointingSpec
+from mtc_provider.core.basics import vocabulary as V
+from mtc_provider.core.definition.flag_table import LOCAL_MODEL_FLAGS
+from mtc_provider.core.definition.params import training_run
+from mtc_provider.core.definition.spec import CheckpointingSpec
 from mtc_local.runner.faults import parse_plan
 from mtc_local.runner.manifest import parse, pod_spec
 from mtc_local.runner.pods import write_init_info
@@ -53,9 +53,9 @@ def test_the_rendered_flags_mean_the_same_to_the_workload_in_its_own_process(tmp
     import json
     import subprocess
 
-    from mtc_provider.core.jobset import build_jobset
-    from mtc_provider.core.spec import CheckpointingSpec, WorkloadSpec, spec_from_dict
-    from mtc_provider.core.tpu import SliceSpec
+    from mtc_provider.core.definition.jobset_manifest import build_jobset
+    from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec, spec_from_dict
+    from mtc_provider.core.definition.tpu import SliceSpec
 
     form = {**MINIMAL_LOCAL_FORM, "checkpointing": {"run_name": "contract", "steps": 10,
                                                     "enable_emergency_checkpoint": True, "local_checkpoint_period": 3,
@@ -138,7 +138,7 @@ BAD_FAULTS = [
 @pytest.mark.parametrize("bad,field,allowed", BAD_FAULTS, ids=[b[0]["kind"] + b[1] for b in BAD_FAULTS])
 def test_bad_fault_fields_are_refused_alike_by_form_and_runner(bad, field, allowed):
     """Both sides name the field and what is allowed, before anything runs."""
-    from mtc_provider.core.errors import SpecError
+    from mtc_provider.core.basics.errors import SpecError
 
     with pytest.raises(SpecError) as runner_err:
         parse_plan([bad], num_slices=2, hosts_per_slice=2)

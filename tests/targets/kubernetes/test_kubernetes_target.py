@@ -17,7 +17,7 @@ from mtc_provider import targets
 from mtc_provider.targets.kubernetes.backend import served_resources
 from mtc_local.target.cluster import running_kubeconfig
 from mtc_provider.targets import backend_for
-from mtc_provider.core.errors import NotReady, SpecError
+from mtc_provider.core.basics.errors import NotReady, SpecError
 from mtc_provider.operators.gcp import (
     MtcApplyCheckpointConfigurationOperator,
     MtcClusterReadinessOperator,
@@ -101,7 +101,7 @@ def test_readiness_cross_checks_the_configuration_against_the_run(connection: Ku
 
 
 def test_readiness_refuses_a_bad_bucket_name_before_any_call(connection: KubernetesTarget):
-    from mtc_provider.core.errors import SpecError
+    from mtc_provider.core.basics.errors import SpecError
 
     with pytest.raises(SpecError, match="bucket_name: 'gs://ckpt-bucket'"):
         MtcClusterReadinessOperator(task_id="ready", target=connection, slices=SLICES, bucket_name="gs://ckpt-bucket",
@@ -135,7 +135,7 @@ def test_a_fault_plan_is_refused_on_a_kubernetes_target_before_any_call():
 def test_a_cluster_without_jobset_is_reported_with_the_install_command():
     from kubernetes import client as k8s
 
-    from mtc_provider.core.readiness import evaluate_kubernetes
+    from mtc_provider.core.definition.readiness import evaluate_kubernetes
 
     # A cluster without JobSet installed: discovery of jobset.x-k8s.io/v1alpha2 is a 404 (tests/doubles/kubernetes.py).
     with KubernetesApiDouble(served={"checkpointconfigurations", "configmaps", "pods"}) as server:

@@ -39,8 +39,8 @@ class GkeCluster:
     def readiness(self, slices: dict[str, Any], sizing: dict[str, Any] | None,
                   checkpoint_configuration_name: str | None, bucket_name: str | None = None,
                   capacity: tuple[str, str] = ("on-demand", "")) -> list[Any]:
-        from mtc_provider.core.readiness import evaluate_cluster, run_ramdisk
-        from mtc_provider.core.tpu import SliceSpec
+        from mtc_provider.core.definition.readiness import evaluate_cluster, run_ramdisk
+        from mtc_provider.core.definition.tpu import SliceSpec
 
         cluster = self.control_plane().describe()
         config = None

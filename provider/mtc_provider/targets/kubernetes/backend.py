@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from mtc_provider.adapters.protocols import ApiError
 from mtc_provider.targets.common import ListsCheckpointsByPath, async_kubernetes_jobset_api, kubernetes_jobset_api
-from mtc_provider.core.vocabulary import CHECKPOINT_CONFIGURATION, JOBSET
+from mtc_provider.core.basics.vocabulary import CHECKPOINT_CONFIGURATION, JOBSET
 from mtc_provider.targets.kubernetes.target import KubernetesTarget
 
 # The control-plane steps a Kubernetes connection cannot take, and why.
@@ -63,8 +63,8 @@ class KubernetesCluster:
         from mtc_provider.adapters.checkpoint_configuration import (
             CheckpointConfigurationApi,
         )
-        from mtc_provider.core.readiness import evaluate_kubernetes, run_ramdisk
-        from mtc_provider.core.tpu import SliceSpec
+        from mtc_provider.core.definition.readiness import evaluate_kubernetes, run_ramdisk
+        from mtc_provider.core.definition.tpu import SliceSpec
 
         factory = self.kubernetes_client_factory()
         served = served_resources(factory())

@@ -1,0 +1,47 @@
+"""What the JobSet trigger hands back to the operator and the sensor: event kinds and one typed event.
+
+Kept apart from the trigger (which pulls Airflow's trigger machinery) so operators, and the DAG files that import
+them, stay light at parse time."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from mtc_provider.core.attempt.status import JobSetState
+
+ENDED = "ended"
+DELETED = "deleted"
+STALLED = "stalled"
+ERROR = "error"
+UNSTARTABLE = "unstartable"  # a pod can never start (bad image, bad config): no retry helps
+STARTUP_TIMEOUT = "startup-timeout"  # pods waited for capacity longer than startup_timeout
+LISTING_FAILED = "listing-failed"  # the checkpoint listing kept failing for listing_timeout
+FORBIDDEN = "forbidden"  # the triggerer's identity may not read what the watch needs (HTTP 403): no retry helps
+API_UNREACHABLE = "api-unreachable"  # the Kubernetes API stayed unreachable for api_outage_timeout: not an attempt
+
+
+@dataclass(frozen=True)
+class JobSetEvent:
+    """What the trigger hands back to the operator or sensor."""
+
+    kind: str  # ended | deleted | stalled | error | unstartable | startup-timeout | listing-failed | forbidden
+    #   | api-unreachable
+    namespace: str
+    name: str
+    state: JobSetState | None = None
+    restarts_seen: int = 0
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    progress: dict[str, Any] | None = None  # the trigger's latest progress report (ProgressReport.to_xcom())
+
+    def to_payload(self) -> dict[str, Any]:
+        payload = asdict(self)
+        payload["state"] = asdict(self.state) if self.state else None
+        return payload
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> "JobSetEvent":
+        values = dict(payload)
+        state = values.pop("state", None)
+        return cls(state=JobSetState(**state) if state else None, **values)

@@ -1,0 +1,84 @@
+"""What the launch operator does this try, from this task's JobSets (plain dicts) and the run's step history.
+
+Pure: the operator lists the JobSets, reads the newest finalized step when asked (`needs_latest_step`), and
+acts on the returned `LaunchPlan` (reattach, wait for a deletion, take a result, or delete and submit).
+Every attempt is labelled with its attempt number (and the try that submitted it) and annotated with the step history it started with, so a
+retry that lost the run lock's record can still carry the history on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from mtc_provider.core.attempt.resubmission import REATTACH, SUBMIT, TAKE_RESULT, WAIT_DELETION, plan_try
+from mtc_provider.core.attempt.status import evaluate_jobset
+from mtc_provider.core.basics.labels import attempt_number
+from mtc_provider.core.basics.vocabulary import STEP_HISTORY_ANNOTATION
+
+__all__ = ["REATTACH", "SUBMIT", "TAKE_RESULT", "WAIT_DELETION", "LaunchPlan", "attempt_of", "history_of",
+           "needs_latest_step", "next_attempt", "plan_launch"]
+
+
+def attempt_of(jobset: Mapping[str, Any]) -> int:
+    """The attempt number a JobSet was labelled with (core.basics.labels.attempt_number; 0 when it has none)."""
+    return attempt_number(jobset.get("metadata", {}).get("labels"))
+
+
+def next_attempt(jobsets: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]], try_number: int) -> int:
+    """The number of the attempt to submit now: above every attempt this task's JobSets and the run lock's records
+    know (a deleted attempt keeps its record), and never below the try number (JobSets named by try before)."""
+    seen = [attempt_of(j) for j in jobsets]
+    seen += [int(r["attempt"]) for r in records if isinstance(r.get("attempt"), int)]
+    return max([try_number, *(n + 1 for n in seen)])
+
+
+def history_of(jobset: Mapping[str, Any]) -> list[int | None]:
+    """The step history an attempt started with (its annotation; [] when missing or unreadable)."""
+    raw = (jobset.get("metadata", {}).get("annotations") or {}).get(STEP_HISTORY_ANNOTATION, "[]")
+    try:
+        history = json.loads(raw)
+    except ValueError:
+        return []
+    return [s if isinstance(s, int) else None for s in history] if isinstance(history, list) else []
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    kind: str  # REATTACH | WAIT_DELETION | TAKE_RESULT | SUBMIT
+    name: str = ""  # REATTACH / TAKE_RESULT: the attempt's JobSet
+    attempt: int = 0  # REATTACH / TAKE_RESULT: its try number
+    history: tuple[int | None, ...] = ()  # the step history to carry on; SUBMIT: ends with `start_step`
+    waiting_for: tuple[str, ...] = ()  # WAIT_DELETION: the terminating attempts
+    to_delete: tuple[str, ...] = ()  # SUBMIT: the ended attempts to delete first (never their checkpoints)
+    start_step: int | None = None  # SUBMIT: the newest finalized step the new attempt starts from
+
+
+def needs_latest_step(jobsets: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether `plan_launch` reads `latest_step`: only when no attempt is live or terminating (one that is
+    may still write checkpoints, so a listing now would be stale, and is not needed)."""
+    return not any(s.live or s.terminating for s in map(evaluate_jobset, jobsets))
+
+
+def plan_launch(jobsets: Sequence[Mapping[str, Any]], lock_history: Sequence[int | None], latest_step: int | None,
+                target_step: int, completion: bool = False) -> LaunchPlan:
+    """This task's JobSets (any order) -> what this try does.
+
+    `lock_history`: the step history the run lock holds ([] when it holds none: then the newest attempt's
+    annotation is used). `latest_step`: the newest finalized step (read only when `needs_latest_step`).
+    `completion`: the JobSet's own completion is the result (no target step).
+    """
+    ordered = sorted(jobsets, key=attempt_of)
+    by_name = {o["metadata"]["name"]: o for o in ordered}
+    start_step = latest_step if needs_latest_step(ordered) else None
+    plan = plan_try([evaluate_jobset(o) for o in ordered], start_step, target_step, completion)
+    history = list(lock_history) or (history_of(ordered[-1]) if ordered else [])
+    if plan.kind == WAIT_DELETION:
+        return LaunchPlan(WAIT_DELETION, waiting_for=plan.waiting_for)
+    if plan.kind == REATTACH:
+        obj = by_name[plan.name]
+        return LaunchPlan(REATTACH, plan.name, attempt_of(obj), tuple(history or history_of(obj)))
+    if plan.kind == TAKE_RESULT:
+        return LaunchPlan(TAKE_RESULT, plan.name, attempt_of(by_name[plan.name]), tuple(history or [None]))
+    return LaunchPlan(SUBMIT, history=(*history, start_step), to_delete=plan.to_delete, start_step=start_step)

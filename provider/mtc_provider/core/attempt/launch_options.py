@@ -1,0 +1,203 @@
+"""The launch operator's settings, parsed once from its rendered fields (pure).
+
+A rendered template is text ("4", "true", "60"), a DAG author's value is a number or a bool: `LaunchOptions.parse`
+turns either into typed settings, or raises a SpecError naming the field, the value and what is allowed, before
+the try makes any call. The operator keeps its public keyword arguments (their names and defaults are
+`OPTION_DEFAULTS`); the trigger that watches an attempt gets its settings from `watch_kwargs`, so the worker and
+the triggerer run on the same figures.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from mtc_provider.core.attempt import outage as outages
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.attempt.resubmission import DEFAULT_CRASH_LOOP_ATTEMPTS
+from mtc_provider.core.basics.vocabulary import DEFAULT_POLL_INTERVAL_S
+
+WAIT_FOR_CHECKPOINT = "checkpoint"
+WAIT_FOR_COMPLETION = "completion"
+WAIT_FOR = (WAIT_FOR_CHECKPOINT, WAIT_FOR_COMPLETION)
+
+# The operator's keyword arguments that are settings (not the run's sections nor where it runs), with defaults.
+OPTION_DEFAULTS: dict[str, Any] = {
+    "target_step": None, "crash_loop_attempts": DEFAULT_CRASH_LOOP_ATTEMPTS, "poll_interval": DEFAULT_POLL_INTERVAL_S,
+    "stall_timeout": None, "stall_cadence": None, "startup_timeout": None, "image_pull_timeout": 900.0,
+    "capacity_log_interval": 300.0, "listing_timeout": 1800.0, "progress_interval": 300.0, "pod_logs": True,
+    "pod_logs_interval": 30.0, "pod_logs_max_lines": 100, "pod_logs_max_bytes": 32_768, "deletion_timeout": 900.0,
+    "api_outage_timeout": outages.DEFAULT_TIMEOUT, "fault_plan": None, "wait_for": WAIT_FOR_CHECKPOINT,
+    "keep_failed_attempts": 0,
+}
+TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+@dataclass(frozen=True)
+class WatchTimes:
+    """Seconds the watch waits, bounds and reports by (each >= 0; None: no bound / no lines)."""
+
+    poll_interval: float
+    capacity_log_interval: float
+    listing_timeout: float
+    deletion_timeout: float
+    api_outage_timeout: float
+    startup_timeout: float | None
+    image_pull_timeout: float | None
+    progress_interval: float | None
+
+
+@dataclass(frozen=True)
+class PodLogs:
+    """Whether the leader pod's log is streamed into the task log, and its bounds per read."""
+
+    enabled: bool
+    interval: float
+    max_lines: int
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """The settings of one try, typed."""
+
+    target_step: int
+    crash_loop_attempts: int
+    wait_for: str
+    keep_failed_attempts: int
+    fault_plan: Any
+    times: WatchTimes
+    pod_logs: PodLogs
+    stall_timeout: float | None  # None: no stall detection
+    stall_cadence: dict[str, Any] | None  # the run's cadence when the limit is derived (the trigger re-derives it)
+
+    @property
+    def completion(self) -> bool:
+        return self.wait_for == WAIT_FOR_COMPLETION
+
+    @classmethod
+    def parse(cls, fields: Mapping[str, Any], *, default_target_step: int, kind: str, checkpointing: Any,
+              workload: Any, injects_faults: bool) -> tuple["LaunchOptions", list[str]]:
+        """The options and the warnings to log; SpecError names the first bad field (in the order a DAG author
+        reads them: the target, the guards, the watch)."""
+        given = {**OPTION_DEFAULTS, **fields}
+        target_step = default_target_step if given["target_step"] in (None, "") else int(given["target_step"])
+        if target_step <= 0:
+            raise SpecError("target_step", given["target_step"], "a positive integer (default: checkpointing.steps)")
+        crash_loop = _count("crash_loop_attempts", given["crash_loop_attempts"], 1, "an integer >= 1")
+        if given["wait_for"] not in WAIT_FOR:
+            raise SpecError("wait_for", given["wait_for"], " or ".join(WAIT_FOR))
+        if given["fault_plan"] and not injects_faults:
+            raise SpecError("fault_plan", given["fault_plan"],
+                            f"empty on the {kind} target (faults are injected on the local target)")
+        pod_logs = _pod_logs(given)
+        stall_timeout, stall_cadence, warnings = _stall_rule(given, kind, checkpointing, workload, pod_logs.enabled)
+        for field in ("startup_timeout", "image_pull_timeout"):
+            if given[field] not in (None, "") and float(given[field]) <= 0:
+                raise SpecError(field, given[field], "a positive number of seconds, or None")
+        seconds = {}
+        for field in ("poll_interval", "listing_timeout", "deletion_timeout", "capacity_log_interval"):
+            if float(given[field]) < 0:
+                raise SpecError(field, given[field], "a number of seconds >= 0")
+            seconds[field] = float(given[field])
+        times = WatchTimes(**seconds, api_outage_timeout=outages.validate("api_outage_timeout",
+                                                                          given["api_outage_timeout"]),
+                           startup_timeout=_optional_seconds(given["startup_timeout"]),
+                           image_pull_timeout=_optional_seconds(given["image_pull_timeout"]),
+                           progress_interval=_optional_seconds(given["progress_interval"]))
+        keep = keep_count("keep_failed_attempts", given["keep_failed_attempts"])
+        return cls(target_step=target_step, crash_loop_attempts=crash_loop, wait_for=given["wait_for"],
+                   keep_failed_attempts=keep, fault_plan=given["fault_plan"], times=times, pod_logs=pod_logs,
+                   stall_timeout=stall_timeout, stall_cadence=stall_cadence), warnings
+
+    def watch_kwargs(self) -> dict[str, Any]:
+        """The trigger's settings (triggers.jobset.JobSetTrigger keyword arguments), from these options."""
+        stall = None if self.completion else self.stall_timeout
+        return {"poll_interval": self.times.poll_interval, "stall_timeout": stall,
+                "startup_timeout": self.times.startup_timeout, "image_pull_timeout": self.times.image_pull_timeout,
+                "capacity_log_interval": self.times.capacity_log_interval,
+                "listing_timeout": self.times.listing_timeout, "progress_interval": self.times.progress_interval,
+                "api_outage_timeout": self.times.api_outage_timeout, "pod_logs": self.pod_logs.enabled,
+                "pod_logs_interval": self.pod_logs.interval, "pod_logs_max_lines": self.pod_logs.max_lines,
+                "pod_logs_max_bytes": self.pod_logs.max_bytes,
+                "stall_cadence": None if stall is None or not self.stall_cadence else dict(self.stall_cadence)}
+
+
+def settings_signature(init: Callable[..., Any]) -> inspect.Signature:
+    """`init`'s signature with the settings as keyword arguments before its **kwargs: what Airflow reads to apply
+    `default_args` and to check `partial()` arguments (airflow.sdk.bases.operator.BaseOperatorMeta._apply_defaults)."""
+    signature = inspect.signature(init)
+    params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    extra = [p for p in signature.parameters.values() if p.kind is p.VAR_KEYWORD]
+    settings = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+                for name, default in OPTION_DEFAULTS.items() if name not in signature.parameters]
+    return signature.replace(parameters=params + settings + extra)
+
+
+def _optional_seconds(value: Any) -> float | None:
+    return None if value in (None, "") else float(value)
+
+
+def _count(field: str, value: Any, low: int, allowed: str) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)  # a rendered template is text
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise SpecError(field, value, allowed)
+    return value
+
+
+def keep_count(field: str, value: Any) -> int:
+    """A count of JobSets to keep: an integer >= 0 (a rendered template is text; True means 1)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if not isinstance(value, int) or value < 0:
+        raise SpecError(field, value, "an integer >= 0 (how many of the newest failed attempts' JobSets to keep)")
+    return value
+
+
+def _pod_logs(given: Mapping[str, Any]) -> PodLogs:
+    """pod_logs and its bounds, as rendered templates may give them (text); errors name the field."""
+    flag = given["pod_logs"]
+    if isinstance(flag, str) and flag.strip().lower() in TRUE_WORDS + FALSE_WORDS:
+        flag = flag.strip().lower() in TRUE_WORDS
+    if not isinstance(flag, bool):
+        raise SpecError("pod_logs", given["pod_logs"], "true or false")
+    numbers = {}
+    for field, low, kind in (("pod_logs_interval", 1.0, float), ("pod_logs_max_lines", 1, int),
+                             ("pod_logs_max_bytes", 256, int)):
+        value = given[field]
+        try:
+            number = kind(value) if not isinstance(value, bool) else None
+        except (TypeError, ValueError):
+            number = None
+        if number is None or number < low or (kind is int and float(value) != number):
+            raise SpecError(field, value, f"{'an integer' if kind is int else 'a number'} >= {low}")
+        numbers[field] = number
+    return PodLogs(flag, numbers["pod_logs_interval"], numbers["pod_logs_max_lines"], numbers["pod_logs_max_bytes"])
+
+
+def _stall_rule(given: Mapping[str, Any], kind: str, checkpointing: Any, workload: Any,
+                pod_logs: bool) -> tuple[float | None, dict[str, Any] | None, list[str]]:
+    """stall_timeout by the one rule (core.measure.cadence): "derived" is derived here; an explicit value is checked
+    against the signals the watch sees (the pod logs when on; the events locally): (limit, cadence, warnings)."""
+    from mtc_provider.core.measure.cadence import check_stall_timeout, run_cadence, step_seconds_of
+
+    value, cadence_given = given["stall_timeout"], given["stall_cadence"]
+    if value in (None, ""):
+        return None, cadence_given, []  # no stall detection
+    cadence = run_cadence(checkpointing, kind, reported=pod_logs or kind == "local",
+                          step_seconds=step_seconds_of(kind, None, workload.extra_flags))
+    if value == "derived":
+        return cadence.stall_limit(), cadence.to_dict(), []
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = -1.0
+    if number <= 0:
+        raise SpecError("stall_timeout", value, 'a positive number of seconds, "derived", or None')
+    if cadence_given:
+        return number, cadence_given, []  # the plan's derived limit (checked when planned; the trigger re-derives)
+    return number, None, check_stall_timeout(value, cadence)  # errors name the value as given

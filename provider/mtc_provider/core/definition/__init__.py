@@ -1,0 +1,9 @@
+"""What the run is: the run description (run, spec), its checks (run_checks, jobset_names), the shapes and sizes it
+needs (tpu, sizing, locations, node_pools, capacity), what it renders (maxtext, flag_table, jobset_manifest,
+customization, checkpoint_config), what it asks of a cluster (readiness, configuration_match, iam, startup), the
+plan, and the training DAG's form (params).
+
+May import: core.basics, core.measure, and core.fault_plan (the rehearsal's fault plan, validated by spec; it is
+leaving the core for mtc_local). Never core.attempt or core.view.
+No names are re-exported here: import the module.
+"""

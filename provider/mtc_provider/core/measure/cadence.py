@@ -1,0 +1,153 @@
+"""The stall limit, derived from the run's cadence (pure): the one rule plan, DAG form and operator all use.
+
+A stall is "no progress for longer than the limit", measured against the signals the watch can see
+(core.measure.progress.ProgressSignal). How often each arrives follows from the run: the workload reports every step (the
+leader's `completed step` lines on GKE/kubernetes when pod logs are read; the local workload's events), the MTC
+replicator backs up every `multi_tier_checkpointing_backup_interval_steps` (or `_minutes`), and persistent
+checkpoints come every `checkpoint_period` steps (none in multi-tier mode: the replicator writes those). The
+ramdisk's local saves are not visible to the watch (they live inside the pods), so they are never measured against.
+
+    limit = max(floor, STALL_FACTOR x the smallest gap between the visible signals, in seconds)
+
+The gap in seconds needs the step time: `step_seconds` when the run description gives it (or the local workload's
+`step_time_ms`), else the step time the run reports once it trains (the trigger re-derives the limit then). The
+floor covers what comes before the first signal of each start of the pods: compilation and restore (minutes on
+GKE). An explicit `stall_timeout` is kept as given, but checked: shorter than the gap of every visible signal it is
+refused (every attempt would be deleted as stalled); shorter than the gap of the restorable ones, it only holds
+while the workload's steps are read, and a warning says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.measure.progress import PERSISTENT, REPLICATOR, REPORTED_EVENTS, REPORTED_LOG, RESTORABLE
+
+SIGNAL_WORDS = {REPORTED_LOG: "the leader's step lines", REPORTED_EVENTS: "the workload's step events",
+                REPLICATOR: "replicator backups", PERSISTENT: "persistent checkpoints"}
+STALL_FACTOR = 3.0  # a limit of three gaps: one late save or a slow step is not a hang
+# Before the first signal of each start of the pods: restore and compilation (seconds locally, minutes on GKE).
+STALL_FLOOR_S = {"local": 120.0, "remote": 1800.0}
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One source the stall check can see, and how often it arrives (in steps, or in seconds)."""
+
+    source: str
+    every_steps: int | None = None
+    every_seconds: float | None = None
+    field: str = ""  # the run description's field that sets the period (for messages)
+
+    def seconds(self, step_seconds: float | None) -> float | None:
+        if self.every_seconds is not None:
+            return float(self.every_seconds)
+        if self.every_steps is not None and step_seconds:
+            return self.every_steps * float(step_seconds)
+        return None
+
+    def describe(self, step_seconds: float | None) -> str:
+        gap = self.seconds(step_seconds)
+        if self.every_seconds is not None:
+            how = f"{self.field} {self.every_seconds / 60:g} min"
+        elif not self.field:  # the workload's own steps
+            how = f"one a step, step_seconds {_fmt(step_seconds)}"
+        else:
+            how = f"{self.field} {self.every_steps} x step_seconds {_fmt(step_seconds)}"
+        return f"{SIGNAL_WORDS.get(self.source, self.source)} every {_fmt(gap)} s ({how})"
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """The signals of one run and its step time (when known up front). Serializable: the trigger re-derives."""
+
+    target: str
+    signals: tuple[Signal, ...]
+    step_seconds: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "step_seconds": self.step_seconds,
+                "signals": [asdict(s) for s in self.signals]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Cadence":
+        return cls(data["target"], tuple(Signal(**s) for s in data.get("signals") or ()), data.get("step_seconds"))
+
+    @property
+    def floor(self) -> float:
+        return STALL_FLOOR_S["local" if self.target == "local" else "remote"]
+
+    def gap(self, step_seconds: float | None = None, restorable_only: bool = False) -> tuple[float, Signal] | None:
+        """The smallest known gap (seconds) between visible signals, and its signal; None when none is known."""
+        step = step_seconds or self.step_seconds
+        known = [(s.seconds(step), s) for s in self.signals
+                 if s.seconds(step) is not None and (not restorable_only or s.source in RESTORABLE)]
+        return min(known, key=lambda pair: pair[0]) if known else None
+
+    def stall_limit(self, step_seconds: float | None = None, restorable_only: bool = False) -> float:
+        """The derived limit: STALL_FACTOR x the smallest gap, at least the floor. `restorable_only`: the
+        workload's steps are not seen (pod logs off or unreadable), so only saves can show progress."""
+        gap = self.gap(step_seconds, restorable_only)
+        return max(self.floor, STALL_FACTOR * gap[0]) if gap else self.floor
+
+
+def run_cadence(checkpointing: Any, target: str, reported: bool = True, step_seconds: float | None = None) -> Cadence:
+    """The signals a watch of this run sees. `reported`: the workload's steps are read (pod logs on GKE and
+    kubernetes, events on the local target)."""
+    signals: list[Signal] = []
+    if reported:
+        signals.append(Signal(REPORTED_EVENTS if target == "local" else REPORTED_LOG, every_steps=1))
+    if getattr(checkpointing, "enable_multi_tier_checkpointing", False):
+        minutes = checkpointing.multi_tier_checkpointing_backup_interval_minutes
+        if minutes:
+            signals.append(Signal(REPLICATOR, every_seconds=60.0 * minutes,
+                                  field="checkpointing.multi_tier_checkpointing_backup_interval_minutes"))
+        else:
+            signals.append(Signal(REPLICATOR, every_steps=checkpointing.multi_tier_checkpointing_backup_interval_steps,
+                                  field="checkpointing.multi_tier_checkpointing_backup_interval_steps"))
+    elif getattr(checkpointing, "enable_checkpointing", True):
+        signals.append(Signal(PERSISTENT, every_steps=checkpointing.checkpoint_period,
+                              field="checkpointing.checkpoint_period"))
+    return Cadence(target, tuple(signals), step_seconds)
+
+
+def check_stall_timeout(value: float | None, cadence: Cadence, field: str = "stall_timeout") -> list[str]:
+    """Warnings for an explicit `stall_timeout`; SpecError when it is shorter than every visible signal's gap.
+
+    Unknown gaps (no step time yet) are not judged: the trigger measures the step time once the run reports it.
+    """
+    if value is None:
+        return []
+    step = cadence.step_seconds
+    alive = cadence.gap(step)
+    derived = cadence.stall_limit(step)
+    if alive is not None and float(value) < alive[0]:
+        raise SpecError(field, value, f"at least the gap between the signals the stall check measures: "
+                                      f"{alive[1].describe(step)}; or empty for the derived limit {derived:.0f} s "
+                                      f"({STALL_FACTOR:g} x that gap, at least {cadence.floor:.0f} s)")
+    restorable = cadence.gap(step, restorable_only=True)
+    if restorable is not None and float(value) < restorable[0]:
+        return [f"{field} {float(value):.0f} s is shorter than the gap between the checkpoints a resubmission "
+                f"resumes from ({restorable[1].describe(step)}): it holds only while the workload's step lines are "
+                f"read (pod_logs); without them every attempt would be deleted as stalled. Empty: the derived "
+                f"limit {derived:.0f} s"]
+    return []
+
+
+def step_seconds_of(target: str, step_seconds: float | None, extra_flags: Any) -> float | None:
+    """The step time known up front: the description's `step_seconds`, else the local workload's `step_time_ms`."""
+    if step_seconds:
+        return float(step_seconds)
+    if target == "local" and isinstance(extra_flags, dict):
+        ms = extra_flags.get("step_time_ms")
+        if isinstance(ms, (int, float)) and not isinstance(ms, bool) and ms > 0:
+            return ms / 1000.0
+    return None
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
