@@ -271,10 +271,10 @@ class TopologyArm(Arm):
         beside the general worker's default_pool."""
         if not self.pools:
             for pool in ("default_pool", "mtc_launch"):
-                self.topo.api("PATCH", f"/pools/{pool}", json={"slots": 128})
+                self.topo.api("PATCH", f"/pools/{pool}?update_mask=slots", json={"slots": 128})
         elif self.launch_concurrency:
-            self.topo.api("PATCH", "/pools/default_pool", json={"slots": self.worker_slots})
-            self.topo.api("PATCH", "/pools/mtc_launch", json={"slots": self.launch_concurrency})
+            self.topo.api("PATCH", "/pools/default_pool?update_mask=slots", json={"slots": self.worker_slots})
+            self.topo.api("PATCH", "/pools/mtc_launch?update_mask=slots", json={"slots": self.launch_concurrency})
         self.pool_slots = {p["name"]: p["slots"] for p in self.topo.api("GET", "/pools")["pools"]}
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
