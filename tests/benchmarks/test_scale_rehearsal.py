@@ -1,5 +1,5 @@
 """Benchmark 8 (scale rehearsal): its statistics, log parsing, timestamps and legs, the statement counter, and a
-small run of the whole benchmark (both arms, real processes: marked slow)."""
+small run of the benchmark (its topology arm, real processes: marked slow)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -146,43 +145,33 @@ def test_local_settings_install_the_counter():
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_a_small_rehearsal_runs_every_run_through_both_arms(tmp_path: Path):
-    """The benchmark's machinery end to end, one run per arm: concurrency is what `make` users measure with
-    `--runs 50`.
+def test_a_small_rehearsal_runs_one_faulted_run_through_the_deployed_topology(tmp_path: Path):
+    """The benchmark's machinery end to end on its topology arm (the deployment as documented: CeleryExecutor,
+    PostgreSQL), one run: the run is faulted, so it takes both paths of a run (an attempt that fails, then the
+    resubmission that succeeds), and every figure of an arm is measured. Concurrency is what `make` users measure
+    with `--runs 50`.
 
-    The topology arm (the deployment as documented: CeleryExecutor, PostgreSQL) is the one meant to be reliable:
-    its run must succeed and resubmit. The SQLite arm (LocalExecutor) meets Airflow's stale-executor-event race
-    (apache/airflow#66374, docs/benchmarks.md benchmark 8), a known race of Airflow's that is the benchmark's
-    finding, not this smoke's to assert: its figures must be measured and its processes ended, and a run of it
-    that failed is reported (a warning) only when the scheduler logged that race for it; any other failure of the
-    SQLite arm still fails the test."""
+    The SQLite arm is left to the benchmark itself (issue 36): it meets Airflow's stale-executor-event race
+    (apache/airflow#66374, docs/benchmarks.md benchmark 8), a race of Airflow's that is the benchmark's finding and
+    does not belong in the default suite's assertions. Its Airflow is the e2e harness's (tests/e2e), the
+    topology-to-SQLite ratios are test_summary_states_goals_and_ratios's, and the race's log line is
+    test_stale_executor_events_that_failed_a_task_are_found's."""
     out = tmp_path / "scale.json"
-    done = subprocess.run([sys.executable, "-m", "benchmarks.scale_rehearsal", "--runs", "1", "--idle-s", "2",
-                           "--timeout", "420", "--output", str(out)], cwd=REPO, capture_output=True, text=True,
-                          timeout=880)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.scale_rehearsal", "--arms", "topology", "--runs", "1",
+                           "--idle-s", "2", "--timeout", "420", "--output", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=880)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text())
-    for name in ("topology", "sqlite"):
-        arm = result["arms"][name]
-        assert "error" not in arm, arm.get("error")
-        assert arm["runs"] == 1 and arm["killed_at_teardown"] == [], arm
-        assert arm["triggerer_lag_s"]["n"] > 0 and arm["scheduler_loop_ms"]["n"] > 0
-        assert arm["db"]["statements_per_run"] > 0
+    assert set(result["arms"]) == {"topology"}
     topology = result["arms"]["topology"]
+    assert "error" not in topology, topology.get("error")
+    assert topology["runs"] == 1 and topology["killed_at_teardown"] == [], topology
+    assert topology["triggerer_lag_s"]["n"] > 0 and topology["scheduler_loop_ms"]["n"] > 0
+    assert topology["db"]["statements_per_run"] > 0
     assert topology["succeeded"] == topology["runs"] == 1 and topology["resubmitted"] == 1, topology["per_run"]
+    (run,) = topology["per_run"]
+    assert run["faults"] == 1 and run["train_tries"] >= 2 and 2 in run["jobsets"], run  # try 2 resubmitted it
     resub = topology["resubmission"]["fault_to_next_jobset_s"]
     assert resub["n"] == 1 and 0 < resub["p50"] <= resub["p99"]
     assert topology["db"]["pg_stat_database"]["xact_commit"] > 0
-    sqlite = result["arms"]["sqlite"]
-    if sqlite["succeeded"] == 1 and sqlite["resubmitted"] == 1:
-        resub = sqlite["resubmission"]["fault_to_next_jobset_s"]
-        assert resub["n"] == 1 and 0 < resub["p50"] <= resub["p99"]
-    else:  # only the known race may explain it: the scheduler logged a stale event for this very run
-        raced = {event["run"] for event in sqlite["state_mismatch_failures"]["events"]}
-        failed = {run["run"] for run in sqlite["per_run"] if run["state"] != "success" or 2 not in run["jobsets"]}
-        assert failed and failed <= raced, (sqlite["state_mismatch_failures"], sqlite["per_run"])
-        warnings.warn(f"scale rehearsal smoke: the SQLite arm's run {sorted(failed)} failed on Airflow's "
-                      f"stale-executor-event race ({sqlite['state_mismatch_failures']['by_task']}), a known race "
-                      "of Airflow's LocalExecutor reported by the benchmark, not asserted here", stacklevel=1)
-    assert set(result["summary"]["ratio_topology_to_sqlite"]) >= {"resubmission_p99", "statements_per_run"}
     assert isinstance(result["summary"]["topology"]["resubmission_p99_goal_met"], bool)

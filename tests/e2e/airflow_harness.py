@@ -285,6 +285,24 @@ def server_env(home: Path, local_home: Path, port: int, dags_folder: Path, extra
     return env
 
 
+# What the session's one Airflow (conftest.airflow_server) carries for each module that uses it.
+UI_RUN_NAME = "e2e"  # test_ui.py's run; dags/mtc_checkpoint_evaluation.py follows its checkpoints
+PRELOAD_DAGS = Path(__file__).resolve().parent / "preload_dags"  # test_preload_executor.py's probe DAG
+
+
+def session_env(dags_folder: Path) -> dict[str, str]:
+    """The e2e session's Airflow: the sample DAGs and the preload probe as two DAG bundles, Airflow's LocalExecutor
+    (the default: the first listed, so its workers fork before the preload) beside the provider's
+    PreloadLocalExecutor (test_preload_executor.py), and the evaluation DAG following test_ui.py's run."""
+    bundle = "airflow.dag_processing.bundles.local.LocalDagBundle"
+    return {
+        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps([
+            {"name": "dags-folder", "classpath": bundle, "kwargs": {"path": str(dags_folder)}},
+            {"name": "e2e-preload-probe", "classpath": bundle, "kwargs": {"path": str(PRELOAD_DAGS)}}]),
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor,mtc_provider.executors.local.PreloadLocalExecutor",
+        "MTC_EVAL_RUN_NAME": UI_RUN_NAME,
+    }
+
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 CHROMIUM = "/usr/bin/chromium"

@@ -7,22 +7,25 @@ from pathlib import Path
 
 import pytest
 
-from airflow_harness import ARTIFACTS, BROWSER_ARGS, CHROMIUM, COMPONENTS, REPO, AirflowServer, free_port, server_env
+from airflow_harness import (ARTIFACTS, BROWSER_ARGS, CHROMIUM, COMPONENTS, REPO, AirflowServer, free_port, server_env,
+                             session_env)
 
 
-@pytest.fixture(scope="module")
-def airflow_server(request, tmp_path_factory):
-    """Airflow on a free 127.0.0.1 port; `request.module.AIRFLOW_ENV` adds environment (e.g. the DAG folder)."""
+@pytest.fixture(scope="session")
+def airflow_server(tmp_path_factory):
+    """One Airflow on a free 127.0.0.1 port for the whole e2e session (issue 36: each start and stop cost 1-2
+    minutes under load): test_cli_run, test_preload_executor and test_ui share it, each with its own DAG runs and
+    run names, so no test depends on another's having run (SESSION_ENV says what each needs of it).
+    test_ui_gke keeps an api-server of its own: a scheduler or triggerer would move its planted run."""
     root = tmp_path_factory.mktemp("e2e")
     home, local_home = root / "airflow", root / "mtc-local"
     home.mkdir()
     local_home.mkdir()
     port = free_port()
-    extra = dict(getattr(request.module, "AIRFLOW_ENV", {}))
     # MTC_E2E_DAGS_FOLDER: run the same checks against another copy of the DAGs (debugging a DAG change).
-    dags_folder = Path(os.environ.get("MTC_E2E_DAGS_FOLDER") or extra.pop("DAGS_FOLDER", REPO / "dags"))
+    dags_folder = Path(os.environ.get("MTC_E2E_DAGS_FOLDER") or REPO / "dags")
     server = AirflowServer(home=home, local_home=local_home, port=port,
-                           env=server_env(home, local_home, port, dags_folder, extra))
+                           env=server_env(home, local_home, port, dags_folder, session_env(dags_folder)))
     try:
         server.start()
         yield server

@@ -1,24 +1,17 @@
 """The LocalExecutor preload under a real Airflow (api-server, scheduler, dag-processor, triggerer: the e2e
-harness): one scheduler runs Airflow's LocalExecutor and `mtc_provider.executors.local.PreloadLocalExecutor`
-side by side (Airflow's multiple executors, `[core] executor` a list; Airflow's first, so its workers are forked
+session's one Airflow, airflow_harness.session_env): one scheduler runs Airflow's LocalExecutor and
+`mtc_provider.executors.local.PreloadLocalExecutor` side by side (Airflow's multiple executors, `[core] executor` a list; Airflow's first, so its workers are forked
 before the preload). A task on each reports which of `mtc_provider.preload.PRELOAD` its task process already had
 when its callable ran: all of them on the preload executor, none on Airflow's own (the control).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from mtc_provider.preload import PRELOAD
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-
-AIRFLOW_ENV = {
-    "DAGS_FOLDER": str(Path(__file__).resolve().parent / "preload_dags"),
-    "AIRFLOW__CORE__EXECUTOR": "LocalExecutor,mtc_provider.executors.local.PreloadLocalExecutor",
-}
 
 
 def test_a_task_on_the_preload_executor_starts_with_the_modules(airflow_server):

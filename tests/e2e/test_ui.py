@@ -22,13 +22,13 @@ from urllib.parse import quote, urljoin, urlparse
 
 import pytest
 
-from airflow_harness import ARTIFACTS, REPO, wait_for
+from airflow_harness import ARTIFACTS, REPO, UI_RUN_NAME, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 TRAINING = "mtc_resilient_training"
 EVALUATION = "mtc_checkpoint_evaluation"
-RUN_NAME = "e2e"
+RUN_NAME = UI_RUN_NAME  # dags/mtc_checkpoint_evaluation.py follows it (the session's Airflow: session_env)
 STEPS = 40
 # max_restarts=1: the host killed at step 6 restarts the JobSet in the cluster (restored from the local step 4); the
 # second kill, at step 9, is one failure too many, so the attempt's JobSet fails. It fails before the first
@@ -45,8 +45,6 @@ RUN_CONF = {  # the run description's sections (core.definition.run), laid over 
 }
 DOC_IMAGES = REPO / "docs" / "images"
 ASSET_NAME = f"mtc-checkpoints-{RUN_NAME}"  # mtc_provider.assets.checkpoint_asset's default name
-# dags/mtc_checkpoint_evaluation.py follows this run's checkpoints (under MTC_LOCAL_HOME, set by the fixture).
-AIRFLOW_ENV = {"MTC_EVAL_RUN_NAME": RUN_NAME}
 RUN_TIMEOUT = 480.0
 UI_TIMEOUT_MS = 30_000
 
