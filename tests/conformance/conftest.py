@@ -21,11 +21,13 @@ PROBE_TIMEOUT_S = 600
 
 @pytest.fixture(scope="session")
 def maxtext_python() -> Path:
-    """MaxText 0.2.5's interpreter; a build failure fails the test with the reason (never a skip)."""
+    """MaxText 0.2.5's interpreter, one environment for the session: the config-loader probe and the CPU training
+    both use the trainer's list (`0.2.5-train`, which holds every pin of the loader's `0.2.5` list: issue 36); a
+    build failure fails the test with the reason (never a skip)."""
     try:
-        return maxtext_env.ensure_env("0.2.5")
+        return maxtext_env.ensure_env("0.2.5-train")
     except maxtext_env.EnvironmentBuildError as err:
-        pytest.fail(f"could not build the MaxText 0.2.5 environment (scripts/maxtext_env.py): {err}")
+        pytest.fail(f"could not build the MaxText 0.2.5 training environment (scripts/maxtext_env.py): {err}")
 
 
 def run_probe(python: Path, cases: list[dict[str, Any]], cwd: Path) -> dict[str, dict[str, Any]]:

@@ -44,7 +44,6 @@ import socket
 import time
 from pathlib import Path
 
-import maxtext_env
 import pytest
 from tests.support.local_cluster import api, home, terminal  # noqa: F401  (fixtures)
 
@@ -66,11 +65,9 @@ TINY_MODEL = {"dataset_type": "synthetic", "hardware": "cpu", "skip_jax_distribu
 
 
 @pytest.fixture(scope="module")
-def trainer_python() -> Path:
-    try:
-        return maxtext_env.ensure_env("0.2.5-train")
-    except maxtext_env.EnvironmentBuildError as err:
-        pytest.fail(f"could not build the MaxText 0.2.5 training environment (scripts/maxtext_env.py): {err}")
+def trainer_python(maxtext_python) -> Path:
+    """The session's MaxText 0.2.5 environment (conftest.maxtext_python: the trainer's list)."""
+    return maxtext_python
 
 
 def _config(bucket: Path, trainer_python: Path, jobset: str, steps: int, period: int = PERIOD,
