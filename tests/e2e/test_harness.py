@@ -49,3 +49,20 @@ def test_stop_leaves_nothing_and_reports_stragglers(tmp_path):
                 proc.kill()
                 proc.wait()
             proc.stdout.close()
+
+
+def test_the_session_airflow_carries_what_each_module_needs(tmp_path):
+    """One Airflow serves the e2e session (conftest.airflow_server): both DAG folders as bundles, Airflow's
+    LocalExecutor first (Airflow's default executor is the first listed: the training DAG and the preload test's
+    control run on it, forked before the preload) and the evaluation DAG following test_ui.py's run."""
+    import json
+
+    from airflow_harness import PRELOAD_DAGS, UI_RUN_NAME, session_env
+
+    env = session_env(tmp_path / "dags")
+    bundles = json.loads(env["AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"])
+    assert [b["kwargs"]["path"] for b in bundles] == [str(tmp_path / "dags"), str(PRELOAD_DAGS)]
+    assert len({b["name"] for b in bundles}) == 2 and (PRELOAD_DAGS / "preload_probe.py").is_file()
+    assert env["AIRFLOW__CORE__EXECUTOR"].split(",") == [
+        "LocalExecutor", "mtc_provider.executors.local.PreloadLocalExecutor"]
+    assert env["MTC_EVAL_RUN_NAME"] == UI_RUN_NAME
