@@ -170,7 +170,7 @@ def test_a_small_rehearsal_runs_one_faulted_run_through_the_deployed_topology(tm
     assert topology["db"]["statements_per_run"] > 0
     assert topology["succeeded"] == topology["runs"] == 1 and topology["resubmitted"] == 1, topology["per_run"]
     (run,) = topology["per_run"]
-    assert run["faults"] == 1 and run["train_tries"] >= 2 and 2 in run["jobsets"], run  # try 2 resubmitted it
+    assert run["faults"] == 1 and 2 in run["jobsets"], run  # the fault ended attempt 1; attempt 2 trained on
     resub = topology["resubmission"]["fault_to_next_jobset_s"]
     assert resub["n"] == 1 and 0 < resub["p50"] <= resub["p99"]
     assert topology["db"]["pg_stat_database"]["xact_commit"] > 0
