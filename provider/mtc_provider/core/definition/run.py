@@ -28,6 +28,7 @@ DEFAULT_BUCKET = "mtc-checkpoints"
 # What the target decides when the description leaves a value out is its kind's (core.kind_rules: seconds locally;
 # on GKE a JobSet changes over minutes, every poll is an API call, and compilation and restore take minutes). The
 # stall limit is not a constant: it is derived from the run's cadence (core.cadence), whose floor is the target's.
+
 # Accepted only so that a placeholder can be checked: the cluster-setup DAG launches no training container.
 SETUP_IMAGE = "setup.invalid/no-training-container"
 
