@@ -144,7 +144,7 @@ def build_summary(recorded: dict, events: list[dict], faults: list[dict], wall_s
     """The summary from what the run recorded: Airflow's rows and XComs (`recorded`), the workload's events and
     the runner's fault records. In-cluster restarts are the JobSets' own `status.restarts`, as the launch
     operator recorded them per attempt (its `attempts` XCom; the `train` return value when that is missing)."""
-    from mtc_provider.core.attempt_records import in_cluster_restarts
+    from mtc_provider.core.attempt.attempt_records import in_cluster_restarts
     from mtc_local.faults.report import fault_outcomes
 
     train = recorded.get("train") or {}

@@ -20,9 +20,9 @@ from airflow.sdk.exceptions import TaskDeferred
 from typer.testing import CliRunner
 
 from mtc_provider import targets
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.run import parse_run, run_plan
-from mtc_provider.core.spec import RunConfig
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.definition.run import parse_run, run_plan
+from mtc_provider.core.definition.spec import RunConfig
 from mtc_provider.operators.jobset import MtcJobSetOperator
 from mtc_provider.targets import registry
 from tests.doubles.memory_jobset import status_completed, status_running
@@ -53,7 +53,7 @@ def test_a_run_description_on_the_fourth_kind_takes_the_kinds_own_rules(fourth, 
     assert "fourth" in targets.kinds()
     config = parse_run(DESCRIPTION, str(tmp_path / "home"))
     assert config.target == "fourth"
-    # Its defaults (core.kind_rules): its poll and grace period, its workload, a folder in the home, no image.
+    # Its defaults (core.basics.kind_rules): its poll and grace period, its workload, a folder in the home, no image.
     assert config.poll_interval == 3.0 and config.workload.termination_grace_period_seconds == 45
     assert tuple(config.workload.command) == ("python", "-m", "mtc_fourth_kind.workload")
     assert config.checkpointing.base_output_directory == f"{tmp_path}/home/buckets/mtc-checkpoints"

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from mtc_provider.adapters.protocols import AsyncJobSetApi, CheckpointStore, JobSetApi, TargetBackend
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.install import install_line
-from mtc_provider.core.kind_rules import KindRules
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.basics.install import install_line
+from mtc_provider.core.basics.kind_rules import KindRules
 
 GROUP = "mtc_provider.targets"
 # The kinds this project's distributions register, and the extra that installs each (for the error).
@@ -49,7 +49,7 @@ class TargetKind:
     :param store_for_path: local path -> the CheckpointStore for a folder this kind serves, or None (a trigger
         knows only the checkpoint folder).
     :param connection: target -> connection dict instead of `backend(...).jobset_connection()` (doubles).
-    :param rules: the kind's rules for the run description, the plan and the watch (core.kind_rules): core asks
+    :param rules: the kind's rules for the run description, the plan and the watch (core.basics.kind_rules): core asks
         for them by kind and names no kind itself.
     """
 

@@ -1,4 +1,4 @@
-"""The local kind's rules for the run description (core.kind_rules, reached through the registry): the workload
+"""The local kind's rules for the run description (core.basics.kind_rules, reached through the registry): the workload
 runs as this machine's processes (the JAX/Orbax workload, or the light one for load tests), checkpoints go to the
 home's folders, polls are seconds apart, and faults are injected (mtc_local.faults.plan validates the plan)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mtc_provider.core.kind_rules import KindRules
+from mtc_provider.core.basics.kind_rules import KindRules
 
 LOCAL_WORKLOAD_COMMAND = ("python", "-m", "mtc_local.workload")
 # The local target's workloads: the JAX/Orbax one, or the light one (no JAX; for load tests only).

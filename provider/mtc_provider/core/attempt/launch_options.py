@@ -188,7 +188,7 @@ def _stall_rule(given: Mapping[str, Any], kind: str, checkpointing: Any, workloa
     value, cadence_given = given["stall_timeout"], given["stall_cadence"]
     if value in (None, ""):
         return None, cadence_given, []  # no stall detection
-    from mtc_provider.core.kind_rules import rules_for
+    from mtc_provider.core.basics.kind_rules import rules_for
 
     cadence = run_cadence(checkpointing, kind, reported=pod_logs or rules_for(kind).local_processes,
                           step_seconds=step_seconds_of(kind, None, workload.extra_flags))

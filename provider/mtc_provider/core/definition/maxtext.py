@@ -102,7 +102,7 @@ def check_target_mode(target: str, local_processes: bool, spec: "CheckpointingSp
     """Multi-tier mode on the local target: the local runner's replicator (mtc_local.runner.replicator) backs the
     ramdisks up and restores them, and the light workload is the one that saves only its local tier, as MaxText
     does in this mode; the JAX workload has Orbax's emergency manager only."""
-    if not local_processes or not spec.enable_multi_tier_checkpointing:  # the kind's rules (core.kind_rules)
+    if not local_processes or not spec.enable_multi_tier_checkpointing:  # the kind's rules (core.basics.kind_rules)
         return
     require(LIGHT_WORKLOAD_MODULE in tuple(command or ()), "checkpointing.enable_multi_tier_checkpointing", True,
             f"false on the {target} target unless the workload is the light one (workload.command "

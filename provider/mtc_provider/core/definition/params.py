@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from mtc_provider.core.errors import SpecError, require
-from mtc_provider.core.kind_rules import rules_for
-from mtc_provider.core.maxtext import DEFAULT_LAYOUT, maxtext_command
-from mtc_provider.core.names import check_dns1123_label, check_service_account
-from mtc_provider.core.run import SETUP_IMAGE, parse_run, run_plan
-from mtc_provider.core.spec import LOCAL_IMAGE
+from mtc_provider.core.basics.errors import SpecError, require
+from mtc_provider.core.basics.kind_rules import rules_for
+from mtc_provider.core.definition.maxtext import DEFAULT_LAYOUT, maxtext_command
+from mtc_provider.core.basics.names import check_dns1123_label, check_service_account
+from mtc_provider.core.definition.run import SETUP_IMAGE, parse_run, run_plan
+from mtc_provider.core.definition.spec import LOCAL_IMAGE
 
 FORM_KIND = "local"  # the training form's target when it names none (mtc_provider.target.DEFAULT_KIND)
 # Form fields that steer the DAG, not the run (they are not part of the run description).

@@ -2,7 +2,7 @@
 
 `mtc plan` prints it; the Airflow operators follow the same steps. On a kind whose workload runs as local processes
 (the local target) the GKE steps do not apply, and the plan says so instead of dropping them silently; a kind's
-rules (core.kind_rules) say which cluster checks it can make.
+rules (core.basics.kind_rules) say which cluster checks it can make.
 """
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mtc_provider.core.checkpoint_config import build_checkpoint_configuration
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.iam import BUCKET_ROLE, bucket_members, workload_identity_pool
-from mtc_provider.core.jobset import build_jobset_for_run
-from mtc_provider.core.kind_rules import rules_for
-from mtc_provider.core.run_checks import check_run
-from mtc_provider.core.sizing import RamdiskSize
-from mtc_provider.core.spec import RunConfig
-from mtc_provider.core.versions import MTC_MIN_VERSION_EXCLUSIVE
+from mtc_provider.core.definition.checkpoint_config import build_checkpoint_configuration
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.definition.iam import BUCKET_ROLE, bucket_members, workload_identity_pool
+from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run
+from mtc_provider.core.basics.kind_rules import rules_for
+from mtc_provider.core.definition.run_checks import check_run
+from mtc_provider.core.definition.sizing import RamdiskSize
+from mtc_provider.core.definition.spec import RunConfig
+from mtc_provider.core.basics.versions import MTC_MIN_VERSION_EXCLUSIVE
 
 PROJECT_NUMBER_PLACEHOLDER = "<PROJECT_NUMBER>"
 PROJECT_ID_PLACEHOLDER = "<PROJECT_ID>"  # a kubernetes target without a cluster section

@@ -16,18 +16,18 @@ import hashlib
 import json
 from typing import Any, Mapping
 
-from mtc_provider.core.errors import SpecError, require
-from mtc_provider.core.flag_table import LOCAL_MODEL_FLAGS, LOCAL_RUN_FLAGS
-from mtc_provider.core.kind_rules import KindRules, rules_for
-from mtc_provider.core.maxtext import FLAG_KEY_RE, check_container_flags, last_step, render_value
-from mtc_provider.core.spec import LOCAL_IMAGE, RunConfig, spec_to_dict
-from mtc_provider.core.startup import startup_budget
-from mtc_provider.core.tpu import default_topology
+from mtc_provider.core.basics.errors import SpecError, require
+from mtc_provider.core.definition.flag_table import LOCAL_MODEL_FLAGS, LOCAL_RUN_FLAGS
+from mtc_provider.core.basics.kind_rules import KindRules, rules_for
+from mtc_provider.core.definition.maxtext import FLAG_KEY_RE, check_container_flags, last_step, render_value
+from mtc_provider.core.definition.spec import LOCAL_IMAGE, RunConfig, spec_to_dict
+from mtc_provider.core.definition.startup import startup_budget
+from mtc_provider.core.definition.tpu import default_topology
 
 DEFAULT_BUCKET = "mtc-checkpoints"
-# What the target decides when the description leaves a value out is its kind's (core.kind_rules: seconds locally;
+# What the target decides when the description leaves a value out is its kind's (core.basics.kind_rules: seconds locally;
 # on GKE a JobSet changes over minutes, every poll is an API call, and compilation and restore take minutes). The
-# stall limit is not a constant: it is derived from the run's cadence (core.cadence), whose floor is the target's.
+# stall limit is not a constant: it is derived from the run's cadence (core.measure.cadence), whose floor is the target's.
 
 # Accepted only so that a placeholder can be checked: the cluster-setup DAG launches no training container.
 SETUP_IMAGE = "setup.invalid/no-training-container"

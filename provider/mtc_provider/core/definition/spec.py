@@ -12,12 +12,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from mtc_provider.core.customization import CustomizationSpec
-from mtc_provider.core.errors import SpecError, positive_int, require
-from mtc_provider.core.flag_table import default as flag_default
-from mtc_provider.core.kind_rules import rules_for
-from mtc_provider.core.locations import check_bucket_location, check_bucket_name, check_project_id
-from mtc_provider.core.maxtext import (
+from mtc_provider.core.definition.customization import CustomizationSpec
+from mtc_provider.core.basics.errors import SpecError, positive_int, require
+from mtc_provider.core.definition.flag_table import default as flag_default
+from mtc_provider.core.basics.kind_rules import rules_for
+from mtc_provider.core.definition.locations import check_bucket_location, check_bucket_name, check_project_id
+from mtc_provider.core.definition.maxtext import (
     DEFAULT_LAYOUT,
     check_command_layout,
     check_multi_tier,

@@ -52,7 +52,7 @@ class StartupBudget:
 
 def startup_budget(target: str, num_slices: int, image_pull_timeout: float = IMAGE_PULL_TIMEOUT_S) -> StartupBudget:
     """The default bound of one start of the pods for this run (the rule above, in one place)."""
-    from mtc_provider.core.kind_rules import rules_for
+    from mtc_provider.core.basics.kind_rules import rules_for
 
     if rules_for(target).local_processes:
         return StartupBudget(float(image_pull_timeout), LOCAL_PROCESSES_S, 0.0)

@@ -240,7 +240,7 @@ def multi_host_shapes(kind: TpuType) -> Iterator[SliceShape]:
 def check_multislice(slices: SliceSpec, target: str) -> None:
     """On a target whose slices are GKE node pools, refuse a single-host slice (GKE's Multislice rule); the local
     target runs single-host slices as processes, and keeps them for speed."""
-    from mtc_provider.core.kind_rules import rules_for
+    from mtc_provider.core.basics.kind_rules import rules_for
 
     if slices.shape.multi_host or not rules_for(target).node_pools:
         return

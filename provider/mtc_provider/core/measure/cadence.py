@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from mtc_provider.core.errors import SpecError
-from mtc_provider.core.kind_rules import rules_for
-from mtc_provider.core.progress import PERSISTENT, REPLICATOR, REPORTED_EVENTS, REPORTED_LOG, RESTORABLE
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.basics.kind_rules import rules_for
+from mtc_provider.core.measure.progress import PERSISTENT, REPLICATOR, REPORTED_EVENTS, REPORTED_LOG, RESTORABLE
 
 SIGNAL_WORDS = {REPORTED_LOG: "the leader's step lines", REPORTED_EVENTS: "the workload's step events",
                 REPLICATOR: "replicator backups", PERSISTENT: "persistent checkpoints"}

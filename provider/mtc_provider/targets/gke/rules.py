@@ -1,11 +1,11 @@
-"""The gke kind's rules for the run description (core.kind_rules): a cluster section names the cluster, slices are
+"""The gke kind's rules for the run description (core.basics.kind_rules): a cluster section names the cluster, slices are
 GKE TPU node pools, and the training DAG's tasks reach it through a Google connection."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from mtc_provider.core.kind_rules import KindRules
+from mtc_provider.core.basics.kind_rules import KindRules
 
 
 def _target_fields(config: Any, local_home: str, gcp_conn_id: str) -> dict[str, Any]:

@@ -1,11 +1,11 @@
-"""The kubernetes kind's rules for the run description (core.kind_rules): any cluster with JobSet, reached by an
+"""The kubernetes kind's rules for the run description (core.basics.kind_rules): any cluster with JobSet, reached by an
 Airflow Kubernetes connection; no managed control plane, so its plan checks only what the Kubernetes API shows."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from mtc_provider.core.kind_rules import KindRules
+from mtc_provider.core.basics.kind_rules import KindRules
 
 
 def _target_fields(config: Any, local_home: str, gcp_conn_id: str) -> dict[str, Any]:
@@ -15,8 +15,8 @@ def _target_fields(config: Any, local_home: str, gcp_conn_id: str) -> dict[str, 
 
 
 def _plan_checks(checks: tuple) -> tuple[tuple, tuple[str, ...]]:
-    from mtc_provider.core.plan import Step
-    from mtc_provider.core.readiness import JOBSET_INSTALL
+    from mtc_provider.core.definition.plan import Step
+    from mtc_provider.core.definition.readiness import JOBSET_INSTALL
 
     unseen = tuple(f"{step.name}: {step.description} (not visible through a Kubernetes connection: check it with "
                    "a gke target or gcloud)" for step in checks)

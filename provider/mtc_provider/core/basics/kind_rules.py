@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from mtc_provider.core.vocabulary import DEFAULT_POLL_INTERVAL_S
+from mtc_provider.core.basics.vocabulary import DEFAULT_POLL_INTERVAL_S
 
 # (fault_plan, num_slices, hosts_per_slice, steps) -> the checked plan (SpecError names the bad field).
 FaultPlanCheck = Callable[[Any, int, int, int], list]
