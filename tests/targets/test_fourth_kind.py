@@ -70,7 +70,7 @@ def test_a_run_description_on_the_fourth_kind_takes_the_kinds_own_rules(fourth, 
 
 
 def test_mtc_plan_plans_the_fourth_kind(fourth, tmp_path, monkeypatch) -> None:
-    from mtc_provider.cli import app
+    from mtc_provider.cli.app import app
 
     monkeypatch.setenv("MTC_LOCAL_HOME", str(tmp_path / "home"))
     path = tmp_path / "run.yaml"
