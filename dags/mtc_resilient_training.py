@@ -54,7 +54,7 @@ LAUNCH_SLOTS = {field: os.environ[variable] for field, variable in (("pool", "MT
 # The trigger form: the run description's sections, one to one with the `mtc` YAML (examples/*.yaml; core.definition.run).
 # `mtc plan FILE` and this DAG's plan task validate it with the same function; `mtc run FILE` triggers this DAG with
 # the file's description. A dag_run.conf key that is not one of these is refused; a conf section is laid over the
-# form's section field by field. Empty values are the target's (core.definition.run.TARGET_DEFAULTS).
+# form's section field by field. Empty values are the target's (its kind's rules, core.basics.kind_rules).
 PARAMS = {
     "target": Param("local", enum=["local", "gke", "kubernetes"], title="Target", section=TARGET,
                     description="Where the JobSet runs: local (this machine), gke, or kubernetes (any cluster "

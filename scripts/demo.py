@@ -145,7 +145,7 @@ def build_summary(recorded: dict, events: list[dict], faults: list[dict], wall_s
     the runner's fault records. In-cluster restarts are the JobSets' own `status.restarts`, as the launch
     operator recorded them per attempt (its `attempts` XCom; the `train` return value when that is missing)."""
     from mtc_provider.core.attempt.attempt_records import in_cluster_restarts
-    from mtc_provider.core.fault_report import fault_outcomes
+    from mtc_local.faults.report import fault_outcomes
 
     train = recorded.get("train") or {}
     records = recorded.get("attempts") or ([train] if "restarts" in train else [])

@@ -127,7 +127,7 @@ def with_google(target: Target | dict[str, Any] | None, gcp_conn_id: str | None 
         return _resolved(resolved)
     resolved = target_from_dict(target)
     if cluster:
-        if resolved.kind != "gke":
+        if not all(hasattr(resolved, key) for key in CLUSTER_PARAMETERS):  # the target names no cluster by them
             key = next(iter(cluster))
             raise SpecError(key, cluster[key], f"empty with a {resolved.kind} target: give either "
                                                "location/cluster_name or target, not both")

@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from benchmarks.common import local_jobset, wait_terminal
-from mtc_provider.core.fault_report import FaultOutcome, fault_outcomes
+from mtc_local.faults.report import FaultOutcome, fault_outcomes
 from mtc_provider.core.definition.spec import CheckpointingSpec
 from mtc_local.cluster.client import LocalCluster
 from mtc_local.shared.state import Home, read_json

@@ -115,7 +115,7 @@ def _strays(local_home: Path) -> list[str]:
 
 
 def test_one_training_run_survives_a_seeded_fault_schedule(chaos_homes):
-    from mtc_provider.core.fault_report import fault_outcomes
+    from mtc_local.faults.report import fault_outcomes
     from mtc_local.cluster.client import LocalCluster
     from mtc_local.shared.state import Home
     from mtc_provider.adapters.workload_events import read_events

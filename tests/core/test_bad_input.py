@@ -60,7 +60,7 @@ CASES: list[tuple[str, Callable[[], Any], str, tuple[str, ...]]] = [
     ("negative-max-restarts", lambda: workload(max_restarts=-1), "workload.max_restarts", (">= 0",)),
     ("shell-string-command", lambda: workload(command=()), "workload.command", ("no shell string",)),
     # --- whole run description
-    ("unknown-target", lambda: run_config(target="aws"), "target", ("gke", "local")),
+    ("unknown-target", lambda: run_config(target="aws"), "target.kind", ("gke", "local")),
     ("unknown-key", lambda: run_config(checkpointing={"checkpoint_every": 5}), "checkpointing.checkpoint_every", ("known keys", "checkpoint_period")),
     ("missing-section", lambda: RunConfig.from_dict({"slices": {}, "checkpointing": {}}), "workload", ("a 'workload' section",)),
     ("missing-required-key", lambda: run_config(workload={"jobset_name": None}), "workload.jobset_name", ("required",)),

@@ -82,7 +82,7 @@ IMAGE = {"image": "us-docker.pkg.dev/p/r/maxtext:1"}
 @pytest.mark.parametrize(
     ("change", "field", "allowed"),
     [
-        ({"target": "aws"}, "target", "gke or kubernetes or local"),
+        ({"target": "aws"}, "target.kind", "gke or kubernetes or local"),
         ({"target": "kubernetes", "kubernetes_conn_id": "", "workload": IMAGE}, "kubernetes_conn_id",
          "an Airflow Kubernetes connection id"),
         ({"target": "kubernetes", "workload": IMAGE, "bucket": {"location": "us-central1-a"}}, "bucket.location",

@@ -54,7 +54,7 @@ def test_every_core_module_imports_with_io_libraries_blocked() -> None:
     expected = {"basics.errors", "definition.spec", "definition.tpu", "definition.sizing", "basics.versions",
                 "basics.names", "definition.locations", "definition.iam", "basics.labels", "definition.maxtext",
                 "definition.jobset_manifest", "definition.checkpoint_config", "definition.plan", "measure.progress",
-                "attempt.status", "view.goodput", "fault_plan"}
+                "attempt.status", "view.goodput", "basics.kind_rules"}
     assert expected <= set(report["imported"])
     assert report["leaked"] == []
 

@@ -45,7 +45,9 @@ def run_conf(description: Any, local_home: str | None) -> dict[str, Any]:
     # (none, or the default bucket), and Airflow refuses None for an object param.
     conf = {key: value for key, value in config.to_dict().items() if value is not None}
     given = description.get("checkpointing") if isinstance(description, dict) else None
-    if config.target == "local" and not (isinstance(given, dict) and given.get("base_output_directory")):
+    from mtc_provider.core.basics.kind_rules import rules_for
+
+    if rules_for(config.target).local_processes and not (isinstance(given, dict) and given.get("base_output_directory")):
         conf["checkpointing"]["base_output_directory"] = None
     return conf
 

@@ -11,7 +11,8 @@ excepted; tests/test_layout.py checks it):
 - attempt: what one try does and decides (status, resubmission, ownership, the attempt record);
 - view: what a run shows (the run page, goodput, the advisor).
 
-fault_plan, fault_fields and fault_report (the rehearsal's faults) still stand here, on their way to mtc_local.
+No module names a target kind: a kind's rules are its registry record's (core.basics.kind_rules.rules_for asks the
+target registry when called; the rehearsal's faults are mtc_local.faults, reached through the local kind).
 
 A test (tests/core/test_purity.py) imports every module here with Airflow and the clients blocked.
 """

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator, Mapping
 from mtc_provider.adapters.protocols import AsyncJobSetApi, CheckpointStore, JobSetApi, TargetBackend
 from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.core.basics.install import install_line
+from mtc_provider.core.basics.kind_rules import KindRules
 
 GROUP = "mtc_provider.targets"
 # The kinds this project's distributions register, and the extra that installs each (for the error).
@@ -48,6 +49,8 @@ class TargetKind:
     :param store_for_path: local path -> the CheckpointStore for a folder this kind serves, or None (a trigger
         knows only the checkpoint folder).
     :param connection: target -> connection dict instead of `backend(...).jobset_connection()` (doubles).
+    :param rules: the kind's rules for the run description, the plan and the watch (core.basics.kind_rules): core asks
+        for them by kind and names no kind itself.
     """
 
     kind: str
@@ -58,9 +61,11 @@ class TargetKind:
     describe: Callable[[Mapping[str, Any]], str] = lambda connection: f"connection kind {connection.get('kind')}"
     store_for_path: Callable[[Path], "CheckpointStore | None"] | None = None
     connection: Callable[[Any], dict[str, Any]] | None = None
+    rules: KindRules = KindRules()
 
 
-def lazy_kind(kind: str, target_class: type, backend_module: str, backend_class: str) -> TargetKind:
+def lazy_kind(kind: str, target_class: type, backend_module: str, backend_class: str,
+              rules: KindRules = KindRules()) -> TargetKind:
     """A TargetKind whose backend module is imported only when a run first needs it (DAG files stay light): the
     module has `backend_class(target, api_endpoint)`, `jobset_api`, `async_jobset_api` and `describe`."""
 
@@ -72,7 +77,7 @@ def lazy_kind(kind: str, target_class: type, backend_module: str, backend_class:
         backend=lambda target, api_endpoint: member(backend_class)(target, api_endpoint),
         jobset_api=lambda connection, **timeouts: member("jobset_api")(connection, **timeouts),
         async_jobset_api=lambda connection, **options: member("async_jobset_api")(connection, **options),
-        describe=lambda connection: member("describe")(connection))
+        describe=lambda connection: member("describe")(connection), rules=rules)
 
 
 _registered: list[TargetKind] = []  # programmatic, innermost last
@@ -112,6 +117,8 @@ def kinds() -> tuple[str, ...]:
 def kind_of(kind: Any) -> TargetKind:
     """The kind's registration: a programmatic one first (the innermost `registered` block), else the entry point.
     An unknown kind is an error naming the kinds there are, and the extra that would install it."""
+    if not isinstance(kind, str):
+        raise SpecError("target.kind", kind, "a kind's name: " + (" or ".join(kinds()) or "none installed"))
     for entry in reversed(_registered):
         if entry.kind == kind:
             return entry

@@ -7,7 +7,7 @@ Kinds: sigkill_host (hardware failure), sigterm_slice (preemption), wipe_ramdisk
 ramdisk, then SIGKILL it), kill_slice (SIGKILL every host of a slice), hang (SIGSTOP every host of a slice),
 image_pull / unschedulable / mount_failure (the slice's pods of the attempt stay Pending, for `seconds` or for ever; at_step
 absent or 0; with `at_restart` N from the first start at in-cluster restart N on), listing_outage (the home's local GCS listings answer `status` for `seconds`); the extra fields are
-checked by core.fault_plan (the one validator, shared with the run description).
+checked by mtc_local.faults.plan (the one validator, shared with the run description).
 `at_step` fires when any pod's log shows `completed step: N` with N >= at_step; `at_seconds` counts from
 creation. Each fault fires once per JobSet, across restarts.
 """
@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mtc_provider.core.basics.errors import SpecError, require
-from mtc_provider.core.fault_fields import EXTRA_KEYS
-from mtc_provider.core.fault_plan import check_fault_plan
+from mtc_local.faults.fields import EXTRA_KEYS
+from mtc_local.faults.plan import check_fault_plan
 from mtc_provider.core.basics.vocabulary import BUCKET_FAULT_KINDS, START_FAULT_KINDS
 from mtc_provider.core.basics.vocabulary import HOST_FAULT_KINDS as HOST_KINDS
 from mtc_local.runner.manifest import FAULT_PLAN_ANNOTATION
@@ -63,7 +63,7 @@ class Fault:
 
 
 def parse_plan(raw: str | list | dict | None, num_slices: int, hosts_per_slice: int) -> list[Fault]:
-    """Validate the plan (core.fault_plan, the run description's own validator) and resolve every slice/host;
+    """Validate the plan (mtc_local.faults.plan, the run description's own validator) and resolve every slice/host;
     raise SpecError naming the bad field."""
     if raw is None or raw == "":
         return []

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from mtc_provider.target import default_local_home
+from mtc_local.target.rules import RULES
 from mtc_provider.targets.registry import TargetKind
 
 
@@ -61,4 +62,5 @@ def _store_for_path(path: Path) -> Any:
     return LocalBucketCheckpointStore(*located) if located is not None else None
 
 
-KIND = TargetKind("local", LocalTarget, _backend, _jobset_api, _async_jobset_api, _describe, _store_for_path)
+KIND = TargetKind("local", LocalTarget, _backend, _jobset_api, _async_jobset_api, _describe, _store_for_path,
+                  rules=RULES)

@@ -90,7 +90,7 @@ class LaunchOptions:
             raise SpecError("wait_for", given["wait_for"], " or ".join(WAIT_FOR))
         if given["fault_plan"] and not injects_faults:
             raise SpecError("fault_plan", given["fault_plan"],
-                            f"empty on the {kind} target (faults are injected on the local target)")
+                            f"empty on the {kind} target (fault_plan needs the local target, which injects faults)")
         pod_logs = _pod_logs(given)
         stall_timeout, stall_cadence, warnings = _stall_rule(given, kind, checkpointing, workload, pod_logs.enabled)
         for field in ("startup_timeout", "image_pull_timeout"):
@@ -188,7 +188,9 @@ def _stall_rule(given: Mapping[str, Any], kind: str, checkpointing: Any, workloa
     value, cadence_given = given["stall_timeout"], given["stall_cadence"]
     if value in (None, ""):
         return None, cadence_given, []  # no stall detection
-    cadence = run_cadence(checkpointing, kind, reported=pod_logs or kind == "local",
+    from mtc_provider.core.basics.kind_rules import rules_for
+
+    cadence = run_cadence(checkpointing, kind, reported=pod_logs or rules_for(kind).local_processes,
                           step_seconds=step_seconds_of(kind, None, workload.extra_flags))
     if value == "derived":
         return cadence.stall_limit(), cadence.to_dict(), []

@@ -181,5 +181,5 @@ def fault_kind(kind: str) -> FaultKind:
 
 # Seconds between JobSet status checks on gke and kubernetes, where a JobSet changes over minutes and every poll is an
 # API call: the one default of the launch operator, the JobSet sensor, the trigger and the watch (the local
-# target's 2 s is core.definition.run.TARGET_DEFAULTS').
+# target's 2 s is in the local kind's rules, mtc_local.target.rules).
 DEFAULT_POLL_INTERVAL_S = 30.0

@@ -3,7 +3,7 @@ needs (tpu, sizing, locations, node_pools, capacity), what it renders (maxtext, 
 customization, checkpoint_config), what it asks of a cluster (readiness, configuration_match, iam, startup), the
 plan, and the training DAG's form (params).
 
-May import: core.basics, core.measure, and core.fault_plan (the rehearsal's fault plan, validated by spec; it is
-leaving the core for mtc_local). Never core.attempt or core.view.
+May import: core.basics and core.measure. Never core.attempt or core.view. (The rehearsal's fault plan is
+validated by the local kind's rules, core.basics.kind_rules, from mtc_local.)
 No names are re-exported here: import the module.
 """

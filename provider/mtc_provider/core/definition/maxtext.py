@@ -97,18 +97,19 @@ def check_multi_tier(spec: "CheckpointingSpec") -> None:
                 steps, f"an integer >= local_checkpoint_period ({spec.local_checkpoint_period})")
 
 
-def check_target_mode(target: str, spec: "CheckpointingSpec", command: Sequence[str] | None = None) -> None:
+def check_target_mode(target: str, local_processes: bool, spec: "CheckpointingSpec",
+                      command: Sequence[str] | None = None) -> None:
     """Multi-tier mode on the local target: the local runner's replicator (mtc_local.runner.replicator) backs the
     ramdisks up and restores them, and the light workload is the one that saves only its local tier, as MaxText
     does in this mode; the JAX workload has Orbax's emergency manager only."""
-    if target != "local" or not spec.enable_multi_tier_checkpointing:
+    if not local_processes or not spec.enable_multi_tier_checkpointing:  # the kind's rules (core.basics.kind_rules)
         return
     require(LIGHT_WORKLOAD_MODULE in tuple(command or ()), "checkpointing.enable_multi_tier_checkpointing", True,
-            "false on the local target unless the workload is the light one (workload.command "
+            f"false on the {target} target unless the workload is the light one (workload.command "
             f"['python', '-m', '{LIGHT_WORKLOAD_MODULE}']); the JAX workload has no multi-tier mode, "
             "use enable_emergency_checkpoint")
     require(spec.base_output_directory.startswith("/"), "checkpointing.base_output_directory",
-            spec.base_output_directory, "a local path on the local target in multi-tier mode (the replicator "
+            spec.base_output_directory, f"a local path on the {target} target in multi-tier mode (the replicator "
             "backs up to <bucket folder>/<run_name>)")
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from mtc_provider.core.basics.errors import SpecError, require
+from mtc_provider.core.basics.kind_rules import rules_for
 from mtc_provider.core.definition.maxtext import DEFAULT_LAYOUT, maxtext_command
 from mtc_provider.core.basics.names import check_dns1123_label, check_service_account
 from mtc_provider.core.definition.run import SETUP_IMAGE, parse_run, run_plan
 from mtc_provider.core.definition.spec import LOCAL_IMAGE
 
+FORM_KIND = "local"  # the training form's target when it names none (mtc_provider.target.DEFAULT_KIND)
 # Form fields that steer the DAG, not the run (they are not part of the run description).
 DAG_SWITCHES: tuple[str, ...] = ()  # every form field is a run description field (RunConfig), one to one
 
@@ -49,7 +51,7 @@ def _author_values(description: dict[str, Any], service_account: str, command: t
     require(given in (None, service_account), "workload.service_account", given,
             f"{service_account!r}, the DAG's own (the DAG author sets it, never the trigger)")
     workload["service_account"] = service_account
-    if description.get("target", "local") != "local":
+    if not rules_for(description.get("target", FORM_KIND)).local_processes:  # the kind runs the author's image
         layout = workload.get("maxtext_layout", DEFAULT_LAYOUT)
         own = list(command) if command else list(maxtext_command(layout)) if isinstance(layout, str) else None
         given = workload.get("command")
@@ -73,7 +75,7 @@ def training_run(
     """Validate the form (the run description, core.definition.run.parse_run) and return the dicts the training DAG's tasks
     take (all JSON-serializable). `needs_image=False` for DAGs that launch no training container (cluster setup)."""
     description = {key: value for key, value in params.items() if key not in DAG_SWITCHES}
-    description.setdefault("target", "local")
+    description.setdefault("target", FORM_KIND)
     description = _author_values(description, service_account, command, needs_image)
     reported = params.get("pod_logs", True) not in (False, "false", "False")  # the leader's step lines are read
     return run_plan(parse_run(description, local_home), local_home, gcp_conn_id, reported=reported)
@@ -110,7 +112,7 @@ def cluster_setup_run(form: Mapping[str, Any], local_home: str, *, service_accou
     }
     bucket = run["description"]["bucket"] or {}
     cluster = run["description"]["cluster"] or {}
-    gke = run["target"]["kind"] == "gke"
+    gke = rules_for(run["target"]["kind"]).node_pools  # the slices are GKE node pools: zones and pools apply
     zones: list[str] = []
     if gke and (cluster["node_locations"] or switches["create_node_pools"]):
         # The guide's --node-locations=${TPU_ZONE}: a regional cluster without it is refused here.

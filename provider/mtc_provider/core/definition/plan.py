@@ -1,7 +1,8 @@
 """What a run will check, create and bind, computed from the run description alone (no cluster calls).
 
-`mtc plan` prints it; the Airflow operators follow the same steps. On the local target the GKE steps do
-not apply, and the plan says so instead of dropping them silently.
+`mtc plan` prints it; the Airflow operators follow the same steps. On a kind whose workload runs as local processes
+(the local target) the GKE steps do not apply, and the plan says so instead of dropping them silently; a kind's
+rules (core.basics.kind_rules) say which cluster checks it can make.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from mtc_provider.core.definition.checkpoint_config import build_checkpoint_conf
 from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.core.definition.iam import BUCKET_ROLE, bucket_members, workload_identity_pool
 from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run
-from mtc_provider.core.definition.readiness import JOBSET_INSTALL
+from mtc_provider.core.basics.kind_rules import rules_for
 from mtc_provider.core.definition.run_checks import check_run
 from mtc_provider.core.definition.sizing import RamdiskSize
 from mtc_provider.core.definition.spec import RunConfig
@@ -54,17 +55,18 @@ class Plan:
     manifests: tuple[dict[str, Any], ...]
     not_applicable_locally: tuple[str, ...] = field(default=())
     warnings: tuple[str, ...] = field(default=())
+    local: bool = False  # the workload runs as local processes (the kind's rules): steps say what happens instead
 
     @property
     def members(self) -> list[str]:
         return [binding.member for binding in self.binds]
 
     def _describe(self, step: Step) -> str:
-        return step.local if self.target == "local" and step.local else step.description
+        return step.local if self.local and step.local else step.description
 
     @property
     def not_applicable_title(self) -> str:
-        return f"not applicable {'locally' if self.target == 'local' else 'on the ' + self.target + ' target'}"
+        return f"not applicable {'locally' if self.local else 'on the ' + self.target + ' target'}"
 
     def lines(self) -> dict[str, list[str]]:
         """The plan as plain text lines per section (the CLI prints them; tests read them)."""
@@ -125,9 +127,10 @@ def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
     assert size is not None  # sizing was given
     jobset = build_jobset_for_run(config)
     checks = _checks(config)
-    if config.target == "local":
+    rules = rules_for(config.target)
+    if rules.local_processes:
         return Plan(
-            target="local",
+            target=config.target, local=True,
             checks=tuple(step for step in checks if step.applies_locally),
             creates=(
                 Step("checkpoint-directory", f"local directory {checkpointing.base_output_directory}", True),
@@ -156,14 +159,8 @@ def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
     )
     resource = f"gs://{bucket.name}"
     not_applicable: tuple[str, ...] = ()
-    if config.target == "kubernetes":  # no managed control plane: only what the Kubernetes API shows is checked
-        not_applicable = tuple(f"{step.name}: {step.description} (not visible through a Kubernetes connection: "
-                               "check it with a gke target or gcloud)" for step in checks)
-        checks = (
-            Step("jobset-api", f"JobSet's API served ({JOBSET_INSTALL} installs it)"),
-            Step("checkpoint-configuration-api", "the CheckpointConfiguration API served (GKE's "
-                 "HighScaleCheckpointing addon installs it)"),
-        )
+    if rules.plan_checks is not None:  # e.g. no managed control plane: only what the Kubernetes API shows
+        checks, not_applicable = rules.plan_checks(checks)
     return Plan(
         target=config.target,
         checks=checks,

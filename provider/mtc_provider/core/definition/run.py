@@ -18,29 +18,19 @@ from typing import Any, Mapping
 
 from mtc_provider.core.basics.errors import SpecError, require
 from mtc_provider.core.definition.flag_table import LOCAL_MODEL_FLAGS, LOCAL_RUN_FLAGS
+from mtc_provider.core.basics.kind_rules import KindRules, rules_for
 from mtc_provider.core.definition.maxtext import FLAG_KEY_RE, check_container_flags, last_step, render_value
 from mtc_provider.core.definition.spec import LOCAL_IMAGE, RunConfig, spec_to_dict
 from mtc_provider.core.definition.startup import startup_budget
 from mtc_provider.core.definition.tpu import default_topology
-from mtc_provider.core.basics.vocabulary import DEFAULT_POLL_INTERVAL_S
 
-LOCAL_WORKLOAD_COMMAND = ("python", "-m", "mtc_local.workload")
-# The local target's workloads: the JAX/Orbax one, or the light one (no JAX; for load tests only).
-LOCAL_WORKLOADS = {"full": LOCAL_WORKLOAD_COMMAND, "light": ("python", "-m", "mtc_local.light_workload")}
 DEFAULT_BUCKET = "mtc-checkpoints"
-# What the target decides when the description leaves a value out: seconds locally; on GKE a JobSet changes over
-# minutes, every poll is an API call, and compilation and restore take minutes. The stall limit is not a constant:
-# it is derived from the run's cadence (core.measure.cadence), whose floor is the target's.
-TARGET_DEFAULTS = {
-    "local": {"poll_interval": 2.0, "termination_grace_period_seconds": 60},
-    "remote": {"poll_interval": DEFAULT_POLL_INTERVAL_S, "termination_grace_period_seconds": 300},
-}
+# What the target decides when the description leaves a value out is its kind's (core.basics.kind_rules: seconds locally;
+# on GKE a JobSet changes over minutes, every poll is an API call, and compilation and restore take minutes). The
+# stall limit is not a constant: it is derived from the run's cadence (core.measure.cadence), whose floor is the target's.
+
 # Accepted only so that a placeholder can be checked: the cluster-setup DAG launches no training container.
 SETUP_IMAGE = "setup.invalid/no-training-container"
-
-
-def target_defaults(target: str) -> dict[str, Any]:
-    return TARGET_DEFAULTS["local" if target == "local" else "remote"]
 
 
 def _section(data: dict[str, Any], name: str) -> dict[str, Any]:
@@ -60,19 +50,17 @@ def complete(description: Mapping[str, Any], local_home: str | None = None) -> d
                         "workload")
     data = copy.deepcopy(dict(description))
     target = data.setdefault("target", "gke")
-    if target not in ("local", "gke", "kubernetes"):
-        return data  # RunConfig names the bad target
-    defaults = target_defaults(target)
+    rules = rules_for(target)  # an unknown kind is refused here, naming target.kind and the registered kinds
     slices, checkpointing, workload = (_section(data, name) for name in ("slices", "checkpointing", "workload"))
     if not slices.get("topology") and isinstance(slices.get("tpu_type"), str):
         # The smallest slice the target takes (one host; on gke multi-host, GKE's Multislice rule).
-        slices["topology"] = default_topology(slices["tpu_type"], slices.get("machine_type") or "", target)
+        slices["topology"] = default_topology(slices["tpu_type"], slices.get("machine_type") or "", rules.node_pools)
     bucket = data.get("bucket") if isinstance(data.get("bucket"), Mapping) else {}
     if not checkpointing.get("base_output_directory"):
         name = bucket.get("name") or DEFAULT_BUCKET
-        if target == "local":
+        if rules.local_processes:
             require(bool(local_home), "checkpointing.base_output_directory", None,
-                    "an absolute path on the local target (or the local home's buckets/<bucket.name>)")
+                    f"an absolute path on the {target} target (or the local home's buckets/<bucket.name>)")
             checkpointing["base_output_directory"] = f"{str(local_home).rstrip('/')}/buckets/{name}"
         else:
             checkpointing["base_output_directory"] = f"gs://{name}"
@@ -80,21 +68,22 @@ def complete(description: Mapping[str, Any], local_home: str | None = None) -> d
     if not workload.get("jobset_name") and isinstance(run_name, str):
         workload["jobset_name"] = run_name[:40].rstrip("-")  # the JobSet is named after the run
     if workload.get("termination_grace_period_seconds") is None:
-        workload["termination_grace_period_seconds"] = defaults["termination_grace_period_seconds"]
-    if target == "local":
+        workload["termination_grace_period_seconds"] = rules.termination_grace_period_seconds
+    if workload.get("command") is None and rules.default_command:
+        workload["command"] = list(rules.default_command)
+    if rules.check_fault_plan is None:  # the fault-injecting kinds' part is ignored elsewhere: one form, every target
+        data["fault_plan"] = []
+    if rules.local_processes:
         workload.setdefault("image", LOCAL_IMAGE)
-        if workload.get("command") is None:
-            workload["command"] = list(LOCAL_WORKLOAD_COMMAND)
         extra = workload.get("extra_flags")
         if extra is None or isinstance(extra, Mapping):
             workload["extra_flags"] = {**{k: default for k, (_, default) in LOCAL_RUN_FLAGS.items()}, **(extra or {})}
     else:  # the local-only parts are ignored elsewhere, so that one form (or file) serves every target
-        data["fault_plan"] = []
         extra = workload.get("extra_flags")
         if isinstance(extra, Mapping):
             workload["extra_flags"] = {key: value for key, value in extra.items() if key not in LOCAL_RUN_FLAGS}
     if data.get("poll_interval") is None:
-        data["poll_interval"] = defaults["poll_interval"]
+        data["poll_interval"] = rules.poll_interval
     return data  # stall_timeout stays empty when not given: derived from the cadence (stall_rule)
 
 
@@ -102,13 +91,14 @@ def check_extra_flags(config: RunConfig) -> None:
     """`workload.extra_flags`: MaxText keys (any on gke and kubernetes; the local workload's model and rehearsal
     settings on the local target), each a scalar MaxText can parse."""
     allowed_local = (*LOCAL_MODEL_FLAGS, *LOCAL_RUN_FLAGS)
+    local = rules_for(config.target).local_processes
     for key, value in (config.workload.extra_flags or {}).items():
         field = f"workload.extra_flags.{key}"
         require(isinstance(key, str) and bool(FLAG_KEY_RE.match(key)), field, key,
                 "a MaxText config key: letters, digits and '_', not starting with a digit")
-        if config.target == "local":
+        if local:
             require(key in allowed_local, field, value,
-                    f"on the local target one of {', '.join(allowed_local)} (the local workload's settings)")
+                    f"on the {config.target} target one of {', '.join(allowed_local)} (the local workload's settings)")
         render_value(value, field)
 
 
@@ -125,15 +115,21 @@ def parse_run(description: Mapping[str, Any], local_home: str | None = None) -> 
             raise SpecError("checkpointing.run_name", data["checkpointing"].get("run_name"), err.allowed) from err
         raise
     check_extra_flags(config)
-    if config.target == "local":
-        require(tuple(config.workload.command) in LOCAL_WORKLOADS.values(), "workload.command",
-                list(config.workload.command), " or ".join(str(list(c)) for c in LOCAL_WORKLOADS.values())
-                + " on the local target (the JAX workload, or the light one for load tests)")
+    _check_workload_command(config, rules_for(config.target))
     check_container_flags(config.checkpointing, config.workload)  # cross-section rules (layout vs flags)
     stall_rule(config)  # an explicit stall_timeout shorter than every signal's gap is refused here
     if config.startup_timeout is None:  # bounded by default: core.definition.startup's budget for this run
         object.__setattr__(config, "startup_timeout", startup_budget(config.target, config.slices.num_slices).total)
     return config
+
+
+def _check_workload_command(config: RunConfig, rules: KindRules) -> None:
+    """A kind that runs its own workloads (the local target's JAX one, or the light one for load tests) takes
+    one of them."""
+    if rules.workloads:
+        require(tuple(config.workload.command) in rules.workloads.values(), "workload.command",
+                list(config.workload.command), " or ".join(str(list(c)) for c in rules.workloads.values())
+                + f" on the {config.target} target (its workloads: {', '.join(rules.workloads)})")
 
 
 def stall_rule(config: RunConfig, reported: bool = True) -> tuple[float, dict[str, Any] | None, list[str]]:
@@ -167,16 +163,7 @@ def launch_digest(target: str, sections: Mapping[str, Any]) -> str | None:
 
 def run_target(config: RunConfig, local_home: str, gcp_conn_id: str) -> dict[str, Any]:
     """The target dict the operators take (mtc_provider.target.target_from_dict)."""
-    namespace = config.workload.namespace
-    if config.target == "gke":
-        assert config.cluster is not None  # RunConfig requires it on gke
-        return {"kind": "gke", "project_id": config.cluster.project_id, "location": config.cluster.location,
-                "cluster_name": config.cluster.name, "namespace": namespace, "gcp_conn_id": gcp_conn_id}
-    if config.target == "kubernetes":
-        return {"kind": "kubernetes", "kubernetes_conn_id": config.kubernetes_conn_id, "namespace": namespace,
-                "gcp_conn_id": gcp_conn_id, "project_id": config.cluster.project_id if config.cluster else None,
-                "location": config.bucket.location if config.bucket else None}
-    return {"kind": "local", "home": local_home, "namespace": namespace}
+    return {"kind": config.target, **rules_for(config.target).target_fields(config, local_home, gcp_conn_id)}
 
 
 def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_cloud_default",
@@ -188,9 +175,9 @@ def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_clou
     checked = check_run(config.target, config.slices, workload=config.workload, sizing=config.sizing,
                         checkpointing=config.checkpointing, customization=config.customization)
     assert checked.ramdisk is not None  # sizing is always given
-    stall_timeout, stall_cadence, stall_warnings = stall_rule(config, reported or config.target == "local")
+    local = rules_for(config.target).local_processes  # the workload's events are files this machine reads
+    stall_timeout, stall_cadence, stall_warnings = stall_rule(config, reported or local)
     description = config.to_dict()
-    local = config.target == "local"
     run_dir = f"{config.checkpointing.base_output_directory.rstrip('/')}/{config.checkpointing.run_name}"
     return {
         "description": description,  # the whole validated run description, every field explicit

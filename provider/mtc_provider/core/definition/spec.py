@@ -14,8 +14,8 @@ from typing import Any, Mapping
 
 from mtc_provider.core.definition.customization import CustomizationSpec
 from mtc_provider.core.basics.errors import SpecError, positive_int, require
-from mtc_provider.core.fault_plan import check_fault_plan
 from mtc_provider.core.definition.flag_table import default as flag_default
+from mtc_provider.core.basics.kind_rules import rules_for
 from mtc_provider.core.definition.locations import check_bucket_location, check_bucket_name, check_project_id
 from mtc_provider.core.definition.maxtext import (
     DEFAULT_LAYOUT,
@@ -69,9 +69,7 @@ def normalize_local_directory(directory: Any) -> str:
     return "/" + posixpath.normpath(directory).lstrip("/")
 
 
-TARGETS = ("gke", "kubernetes", "local")
 MIN_POLL_INTERVAL_S = 1.0  # below this a watch or listing loop only loads the API server and the bucket
-REMOTE_TARGETS = ("gke", "kubernetes")  # the workload runs an image and checkpoints to a GCS bucket
 MAXTEXT_COMMAND = maxtext_command(DEFAULT_LAYOUT)  # the current release's trainer (docs/maxtext.md)
 
 
@@ -362,7 +360,7 @@ class RunConfig:
     pod_logs_interval: float = 30.0  # seconds between reads of that log
 
     def __post_init__(self) -> None:
-        require(self.target in TARGETS, "target", self.target, " or ".join(TARGETS))
+        rules = rules_for(self.target)  # the registry's kinds: an unknown one names target.kind and the kinds there are
         for name in ("apply_advice", "pod_logs"):
             require(isinstance(getattr(self, name), bool), name, getattr(self, name), "true or false")
         require(isinstance(self.keep_failed_attempts, int) and not isinstance(self.keep_failed_attempts, bool)
@@ -371,26 +369,27 @@ class RunConfig:
         require(isinstance(self.pod_logs_interval, (int, float)) and not isinstance(self.pod_logs_interval, bool)
                 and self.pod_logs_interval >= 1, "pod_logs_interval", self.pod_logs_interval,
                 "a number of seconds >= 1")
-        if self.target == "kubernetes":
-            require(isinstance(self.kubernetes_conn_id, str) and bool(self.kubernetes_conn_id), "kubernetes_conn_id",
-                    self.kubernetes_conn_id, "an Airflow Kubernetes connection id")
+        if rules.connection_field:
+            connection = getattr(self, rules.connection_field)
+            require(isinstance(connection, str) and bool(connection), rules.connection_field, connection,
+                    f"an Airflow Kubernetes connection id (the {self.target} target's cluster)")
         for name in ("poll_interval", "stall_timeout", "startup_timeout", "step_seconds"):
             value = getattr(self, name)
             lowest = {"poll_interval": MIN_POLL_INTERVAL_S, "stall_timeout": 1, "startup_timeout": 1}.get(name, 0.001)
             require(value is None or isinstance(value, (int, float)) and not isinstance(value, bool)
                     and value >= lowest, name, value, f"a number of seconds >= {lowest:g}, or empty (the target's)")
-        if self.target == "local":
-            object.__setattr__(self, "fault_plan", tuple(check_fault_plan(
+        if rules.check_fault_plan is not None:  # the kind injects faults (the local target's validator)
+            object.__setattr__(self, "fault_plan", tuple(rules.check_fault_plan(
                 list(self.fault_plan) if isinstance(self.fault_plan, tuple) else self.fault_plan,
                 self.slices.num_slices, self.slices.hosts_per_slice, self.checkpointing.steps)))
         else:
             require(not self.fault_plan, "fault_plan", self.fault_plan,
-                    f"empty on the {self.target} target (faults are injected on the local target)")
-        check_target_mode(self.target, self.checkpointing, self.workload.command)
+                    f"empty on the {self.target} target (fault_plan needs the local target, which injects faults)")
+        check_target_mode(self.target, rules.local_processes, self.checkpointing, self.workload.command)
         check_checkpoint_configuration_name(self.checkpoint_configuration_name)
-        if self.target == "gke":
+        if rules.cluster_required:
             require(self.cluster is not None, "cluster", None, "a cluster section (project_id, location, name)")
-        if self.target in REMOTE_TARGETS:
+        if not rules.local_processes:
             # kubernetes: any cluster with JobSet (by an Airflow connection); a cluster section is optional there
             # and only names the project of the IAM principals.
             require(self.bucket is not None, "bucket", None, "a bucket section (name, location)")
@@ -423,7 +422,7 @@ class RunConfig:
         if not isinstance(data, Mapping):
             raise SpecError("config", type(data).__name__, "a mapping with sections slices, checkpointing, workload")
         _reject_unknown("config", data, {f.name for f in dataclasses.fields(cls)})
-        require(data.get("target", "gke") in TARGETS, "target", data.get("target"), " or ".join(TARGETS))
+        rules_for(data.get("target", "gke"))  # an unknown kind first, before the sections it would judge
         for section in ("slices", "checkpointing", "workload"):
             require(section in data, section, None, f"a '{section}' section")
         kwargs = {name: (spec_from_dict(SECTIONS[name], name, value) if name in SECTIONS else value)

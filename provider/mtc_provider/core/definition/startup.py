@@ -52,7 +52,9 @@ class StartupBudget:
 
 def startup_budget(target: str, num_slices: int, image_pull_timeout: float = IMAGE_PULL_TIMEOUT_S) -> StartupBudget:
     """The default bound of one start of the pods for this run (the rule above, in one place)."""
-    if target == "local":
+    from mtc_provider.core.basics.kind_rules import rules_for
+
+    if rules_for(target).local_processes:
         return StartupBudget(float(image_pull_timeout), LOCAL_PROCESSES_S, 0.0)
     nodes = min(NODE_START_MAX_S, NODE_START_S + NODE_START_PER_EXTRA_SLICE_S * max(0, num_slices - 1))
     mount = KUBELET_MAX_RETRY_BACKOFF_S * MOUNT_RETRIES

@@ -144,9 +144,9 @@ MIN_SLICES = 2  # the guide: emergency checkpointing assumes a multi-slice workl
 # GKE, "Deploy TPU Multislices in GKE" (https://cloud.google.com/tpu/docs/tpu-gke-multislice), "Multislice
 # availability in GKE": its own words, shown in the refusal.
 MULTISLICE_RULE = "Multislice only supports multi-host TPU slice node pools"
-# Targets whose slices are GKE TPU node pools: the Multislice rule applies. The local target runs processes; a
-# kubernetes target is any cluster with JobSet (the local API server too), whose nodes this provider cannot see.
-GKE_NODE_TARGETS = ("gke",)
+# On a kind whose slices are GKE TPU node pools (its rules' node_pools) the Multislice rule applies. The local target
+# runs processes; a kubernetes target is any cluster with JobSet (the local API server too), whose nodes this
+# provider cannot see.
 
 
 def tpu_type(name: str, field: str = "slices.tpu_type") -> TpuType:
@@ -240,7 +240,9 @@ def multi_host_shapes(kind: TpuType) -> Iterator[SliceShape]:
 def check_multislice(slices: SliceSpec, target: str) -> None:
     """On a target whose slices are GKE node pools, refuse a single-host slice (GKE's Multislice rule); the local
     target runs single-host slices as processes, and keeps them for speed."""
-    if target not in GKE_NODE_TARGETS or slices.shape.multi_host:
+    from mtc_provider.core.basics.kind_rules import rules_for
+
+    if slices.shape.multi_host or not rules_for(target).node_pools:
         return
     smallest = next(multi_host_shapes(slices.kind))
     raise SpecError(
@@ -252,13 +254,13 @@ def check_multislice(slices: SliceSpec, target: str) -> None:
     )
 
 
-def default_topology(tpu_type_name: str, machine_type: str, target: str) -> str:
+def default_topology(tpu_type_name: str, machine_type: str, node_pools: bool) -> str:
     """The smallest topology of the TPU type on the machine type (its default when empty) that the target takes:
     one host locally (fast), the smallest multi-host slice where GKE's Multislice rule applies."""
     kind = tpu_type(tpu_type_name)
     machine = machine_type or kind.default_machine_type
     rows = [shape for shape in kind.shapes if shape.machine_type == machine] or list(kind.shapes)
-    if target in GKE_NODE_TARGETS:
+    if node_pools:  # the target's slices are GKE node pools (its kind's rules)
         rows = [shape for shape in rows if shape.multi_host] or rows
     return min(rows, key=lambda shape: shape.chips).topology
 

@@ -23,13 +23,15 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.basics.kind_rules import rules_for
 from mtc_provider.core.measure.progress import PERSISTENT, REPLICATOR, REPORTED_EVENTS, REPORTED_LOG, RESTORABLE
 
 SIGNAL_WORDS = {REPORTED_LOG: "the leader's step lines", REPORTED_EVENTS: "the workload's step events",
                 REPLICATOR: "replicator backups", PERSISTENT: "persistent checkpoints"}
 STALL_FACTOR = 3.0  # a limit of three gaps: one late save or a slow step is not a hang
 # Before the first signal of each start of the pods: restore and compilation (seconds locally, minutes on GKE).
-STALL_FLOOR_S = {"local": 120.0, "remote": 1800.0}
+# (By the kind's rules: its workload runs as local processes, or on a cluster.)
+STALL_FLOOR_S = {"processes": 120.0, "cluster": 1800.0}
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class Cadence:
 
     @property
     def floor(self) -> float:
-        return STALL_FLOOR_S["local" if self.target == "local" else "remote"]
+        return STALL_FLOOR_S["processes" if rules_for(self.target).local_processes else "cluster"]
 
     def gap(self, step_seconds: float | None = None, restorable_only: bool = False) -> tuple[float, Signal] | None:
         """The smallest known gap (seconds) between visible signals, and its signal; None when none is known."""
@@ -98,7 +100,8 @@ def run_cadence(checkpointing: Any, target: str, reported: bool = True, step_sec
     kubernetes, events on the local target)."""
     signals: list[Signal] = []
     if reported:
-        signals.append(Signal(REPORTED_EVENTS if target == "local" else REPORTED_LOG, every_steps=1))
+        events = rules_for(target).local_processes  # the local workload writes step events; a pod logs its steps
+        signals.append(Signal(REPORTED_EVENTS if events else REPORTED_LOG, every_steps=1))
     if getattr(checkpointing, "enable_multi_tier_checkpointing", False):
         minutes = checkpointing.multi_tier_checkpointing_backup_interval_minutes
         if minutes:
@@ -140,7 +143,7 @@ def step_seconds_of(target: str, step_seconds: float | None, extra_flags: Any) -
     """The step time known up front: the description's `step_seconds`, else the local workload's `step_time_ms`."""
     if step_seconds:
         return float(step_seconds)
-    if target == "local" and isinstance(extra_flags, dict):
+    if isinstance(extra_flags, dict) and rules_for(target).local_processes:
         ms = extra_flags.get("step_time_ms")
         if isinstance(ms, (int, float)) and not isinstance(ms, bool) and ms > 0:
             return ms / 1000.0

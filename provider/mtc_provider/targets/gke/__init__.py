@@ -6,5 +6,6 @@ from __future__ import annotations
 
 from mtc_provider.targets.gke.target import GkeTarget
 from mtc_provider.targets.registry import lazy_kind
+from mtc_provider.targets.gke.rules import RULES
 
-KIND = lazy_kind("gke", GkeTarget, "mtc_provider.targets.gke.backend", "GkeBackend")
+KIND = lazy_kind("gke", GkeTarget, "mtc_provider.targets.gke.backend", "GkeBackend", RULES)

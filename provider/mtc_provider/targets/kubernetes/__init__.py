@@ -6,5 +6,6 @@ from __future__ import annotations
 
 from mtc_provider.targets.kubernetes.target import KubernetesTarget
 from mtc_provider.targets.registry import lazy_kind
+from mtc_provider.targets.kubernetes.rules import RULES
 
-KIND = lazy_kind("kubernetes", KubernetesTarget, "mtc_provider.targets.kubernetes.backend", "KubernetesBackend")
+KIND = lazy_kind("kubernetes", KubernetesTarget, "mtc_provider.targets.kubernetes.backend", "KubernetesBackend", RULES)

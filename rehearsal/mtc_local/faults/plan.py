@@ -3,7 +3,7 @@ YAML or the operator) and the runner (the JobSet annotation) both call `check_fa
 refuse the same plans with the same words.
 
 A fault is `{"kind": K, "at_step": N}` or `{"kind": K, "at_seconds": S}`, optionally with `slice` and `host`
-(the runner draws a missing one from the plan's seed); the kind-specific fields are core.fault_fields'.
+(the runner draws a missing one from the plan's seed); the kind-specific fields are mtc_local.faults.fields'.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from mtc_provider.core.basics.errors import require
-from mtc_provider.core.fault_fields import EXTRA_KEYS, check_extras
+from mtc_local.faults.fields import EXTRA_KEYS, check_extras
 from mtc_provider.core.basics.vocabulary import BUCKET_FAULT_KINDS, START_FAULT_KINDS
 from mtc_provider.core.basics.vocabulary import FAULT_KIND_NAMES as KINDS, HOST_FAULT_KINDS as HOST_KINDS
 

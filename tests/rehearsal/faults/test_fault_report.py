@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mtc_provider.core.fault_report import fault_outcomes
+from mtc_local.faults.report import fault_outcomes
 
 
 def _steps(first: int, last: int, t0: float, dt: float = 1.0) -> list[dict]:
