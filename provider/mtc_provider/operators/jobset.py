@@ -499,7 +499,7 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
             resource_version=obj["metadata"].get("resourceVersion"), restarts_seen=state.restarts,
             # The checkpoint directory is listed for stall detection and for the progress line.
             checkpoint_dir=None if self._completion else checkpoint_dir, gcp_conn_id=gcp_conn_id,
-            impersonation_chain=impersonation_chain, **self._opts.watch_kwargs(),
+            impersonation_chain=impersonation_chain, watch=self._opts.watch(),
             # (multi-tier) the replicator's backups as progress
             backup_dir=None if self._completion else replicator_backup_dir(checkpointing),
             # Echoed back in the event: the attempt's bookkeeping survives the deferral.
