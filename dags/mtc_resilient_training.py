@@ -181,7 +181,6 @@ with DAG(
         fault_plan=planned("fault_plan"),
         target_step=planned("target_step"),
         customization=planned("customization"),
-        run_digest=planned("digest"),  # the sections above as the plan validated them: not checked again per try
         # Scaled with the target: seconds locally, minutes on GKE. Deferrable: a worker's restart (a deploy, a
         # scale-down) never touches the JobSet, and no worker slot is held for hours.
         stall_timeout=planned("stall_timeout"),

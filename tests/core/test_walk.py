@@ -1,6 +1,6 @@
-"""What the launch takes from the plan: a validated section restored as it was (`spec_restored`, no check again),
-and the digest that says the sections are still the validated ones (`launch_digest`); `mtc render` and `mtc plan`
-check the periods once per description and render the flags only for the manifests."""
+"""What the launch takes from the plan: each section as `spec_to_dict` wrote it, validated again into the same spec
+(`spec_from_dict`, one path); `mtc render` and `mtc plan` check the periods and the cross-section rules once per
+description and render the flags only for the manifests."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import yaml
 
 from mtc_provider.core.definition.customization import CustomizationSpec
 from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run
-from mtc_provider.core.definition.run import LAUNCH_SECTIONS, launch_digest, parse_run, run_plan
-from mtc_provider.core.definition.spec import SECTIONS, CheckpointingSpec, spec_restored, spec_to_dict
+from mtc_provider.core.definition import run_checks
+from mtc_provider.core.definition.plan import build_plan
+from mtc_provider.core.definition.run import parse_run, run_plan
+from mtc_provider.core.definition.spec import SECTIONS, CheckpointingSpec, spec_from_dict, spec_to_dict
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 CUSTOMIZED = {"queue_name": "q", "capacity": "spot", "tolerations": [{"key": "k", "operator": "Exists"}],
@@ -25,26 +27,31 @@ def described(path: Path, tmp_path, **extra):
     return parse_run({**yaml.safe_load(path.read_text()), **extra}, str(tmp_path / "home"))
 
 
+LAUNCH_SECTIONS = ("slices", "checkpointing", "workload", "customization")
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_a_restored_section_is_the_validated_spec(path, tmp_path):
+def test_a_section_validated_again_is_the_validated_spec(path, tmp_path):
     config = described(path, tmp_path, customization=CUSTOMIZED)
     for name in LAUNCH_SECTIONS:
         spec = getattr(config, name)
-        restored = spec_restored(SECTIONS[name], spec_to_dict(spec))
-        assert restored == spec and type(restored) is type(spec), name
-    assert isinstance(spec_restored(CustomizationSpec, spec_to_dict(config.customization)).tolerations, tuple)
+        again = spec_from_dict(SECTIONS[name], name, spec_to_dict(spec))
+        assert again == spec and type(again) is type(spec), name
+    assert isinstance(spec_from_dict(CustomizationSpec, "customization",
+                                     spec_to_dict(config.customization)).tolerations, tuple)
 
 
-def test_restoring_checks_nothing_so_only_the_digest_lets_a_section_through(tmp_path):
-    """spec_restored trusts its input; the launch calls it only for sections equal to what the plan validated."""
+def test_the_cross_section_rules_run_once_per_description_and_plan(tmp_path, monkeypatch):
+    """parse_run runs them (RunConfig keeps what they computed); run_plan and build_plan read it, not run them."""
+    calls: collections.Counter = collections.Counter()
+    real = run_checks.check_run
+    monkeypatch.setattr("mtc_provider.core.definition.spec.check_run",
+                        lambda *a, **k: (calls.update(["check_run"]), real(*a, **k))[1])
     config = described(EXAMPLES[0], tmp_path)
     plan = run_plan(config, str(tmp_path / "home"))
-    bad = {**plan["checkpointing"], "checkpoint_period": 0}
-    assert spec_restored(CheckpointingSpec, bad).checkpoint_period == 0  # no check: hence the digest
-    sections = {name: plan[name] for name in LAUNCH_SECTIONS}
-    assert launch_digest(config.target, sections) == plan["digest"]
-    assert launch_digest(config.target, {**sections, "checkpointing": bad}) != plan["digest"]
-    assert launch_digest(config.target, {**sections, "checkpointing": CheckpointingSpec}) is None  # not JSON
+    built = build_plan(config)
+    assert calls == {"check_run": 1}
+    assert plan["ramdisk"] == config.checks.ramdisk.quantity == built.ramdisk.quantity
 
 
 def test_mtc_render_checks_the_periods_once_and_renders_the_flags_once(tmp_path, monkeypatch):

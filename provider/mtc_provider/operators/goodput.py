@@ -2,9 +2,9 @@
 
 Local target: the workload's JSON-lines event files (`<base>/<run_name>/events/*.jsonl`), step-grained.
 GKE: checkpoint commit times from the store plus the attempts the launch operator records, one per attempt
-(its `attempts` XCom: `[{"start": ts, "end": ts, "outcome": "disrupted"|"finished"|"failed", "restarts": n,
-"last_step": s}, ...]`), pulled with `attempts_task_id` or handed in as `attempts`. Time between attempts (an
-outage, a stall, the wait for capacity) is downtime. On GKE the chart is written next to the checkpoints
+(its `attempts` XCom: a list of core.attempt.attempt_records.AttemptRecord dicts, the records' one schema), pulled
+with `attempts_task_id` or handed in as `attempts`. Time between attempts (an outage, a stall, the wait for
+capacity) is downtime. On GKE the chart is written next to the checkpoints
 (`gs://<bucket>/<run>/goodput/<run id>.png`) and opened from the "Goodput chart" extra link.
 
 With `goodput_recording` on (MaxText ran with `enable_goodput_recording=true`), the report also reads MaxText's own

@@ -16,15 +16,16 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Mapping
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mtc_provider.adapters import metrics, retry
 from mtc_provider.targets import async_jobset_api, jobset_api
 from mtc_provider.core.attempt import outage as outages
+from mtc_provider.core.attempt.launch_options import WATCH_FLAT, WatchSettings
 from mtc_provider.core.attempt.status import JobSetState, evaluate_jobset
-from mtc_provider.core.basics.vocabulary import DEFAULT_POLL_INTERVAL_S, DELETE_USER_KILL
+from mtc_provider.core.basics.vocabulary import DELETE_USER_KILL
 
 from mtc_provider.core.attempt import jobset_events as events  # the event kinds and the typed event (their one home)
 
@@ -36,44 +37,49 @@ RESUMED_FACTOR, RESUMED_MIN_S = 5.0, 60.0  # a gap above both is said in the tas
 class JobSetTrigger(BaseTrigger):
     """Watch JobSet `namespace/name` until it succeeds, fails, disappears or stalls.
 
+    The attempt:
+
     :param connection: serializable connection details (see `targets.connection_for`).
+    :param namespace: the JobSet's namespace.
+    :param name: the JobSet's name.
     :param resource_version: resume the watch from here (the operator's last read); None: start now.
     :param restarts_seen: in-cluster restarts already reported, so a resumed trigger logs only new ones.
-    :param poll_interval: seconds between polls when watching is not possible, and between stall checks.
-    :param checkpoint_dir: the run's persistent checkpoint directory, for stall detection.
-    :param stall_timeout: seconds without progress (any source: core.measure.progress.ProgressSignal.alive) after which the
-        run counts as stalled; with `stall_cadence`, the least limit (the run's cadence may raise it).
-    :param stall_cadence: the run's cadence (core.measure.cadence.Cadence.to_dict) when the limit is derived, not given: it
-        is derived again from the step time the run reports (core.measure.cadence); None: `stall_timeout` as given.
+    :param checkpoint_dir: the run's persistent checkpoint directory, for stall detection and the progress line.
     :param backup_dir: where the MTC replicator's backups of the run are listed (multi-tier mode:
         core.measure.progress.replicator_backup_dir), for progress and the restorable step; None: not listed.
     :param delete_on_kill: delete the JobSet when a user kills the deferred task (not on triggerer restart).
     :param extra: serializable values echoed back in the event (the operator's attempt bookkeeping).
-    :param namespace: the JobSet's namespace.
-    :param name: the JobSet's name.
     :param gcp_conn_id: the connection the checkpoint listing uses (the operator's own, never a default).
     :param impersonation_chain: service account(s) the listing impersonates.
-    :param startup_timeout: seconds each start of the pods (the first, and each in-cluster restart) may take until
-        every pod runs, before a startup-timeout event; None: no bound.
-    :param image_pull_timeout: seconds a start of the pods may keep failing to pull its image or create its
-        container (the kubelet retries those with back-off) before an unstartable event; None: no bound.
-    :param capacity_log_interval: seconds between "waiting for capacity" lines.
-    :param listing_timeout: seconds the checkpoint listing may keep failing before a listing-failed event.
-    :param progress_interval: seconds between progress lines ("step N of T, S steps/h, ETA, newest checkpoint,
-        restarts so far"), logged whether or not stall detection is on; needs `checkpoint_dir` and a
-        `target_step` in `extra`. The latest report travels in every event (`progress`). None or 0: no lines.
-    :param api_outage_timeout: seconds of continuous Kubernetes API outage (429, 5xx, no answer) the watch waits
-        out before an `api-unreachable` event; an answer in between starts the count again.
-    :param api_outage_log_interval: seconds between "Kubernetes API unreachable for N s" lines.
-    :param api_backoff_max: the longest wait between tries during an outage (a Retry-After may ask longer).
-    :param request_timeout: client-side seconds per Kubernetes request (a watch gets its timeoutSeconds + 30).
-    :param pod_logs: stream the leader pod's log into this trigger's log (which Airflow shows in the task's log)
-        while the JobSet runs; its `completed step` lines also give the progress line its step (core.measure.step_log).
-    :param pod_logs_interval: seconds between reads of the leader pod's log.
-    :param pod_logs_max_lines: at most this many lines per read (the newest; the rest are counted as left out).
-    :param pod_logs_max_bytes: at most this many bytes per read; so the rate is bounded by both per interval.
-    :param push_progress: push each progress report to the task's `progress` XCom during the run (through the
-        triggerer's Task SDK comms: adapters.live_xcom), not only when the watch ends.
+
+    How it watches: `watch`, a core.attempt.launch_options.WatchSettings (or its `to_dict()`, as Airflow's trigger table
+    keeps it): the operator's `LaunchOptions.watch()`. Instead, or on top of `watch`, the settings may be given by
+    their flat names (`WATCH_FLAT`, the keyword arguments of this trigger before issue 36: a row serialized by that
+    release loads as it was); they are this trigger's attributes:
+
+    - poll_interval: seconds between polls when watching is not possible, and between stall checks.
+    - stall_timeout: seconds without progress (any source: core.measure.progress.ProgressSignal.alive) after which the run
+      counts as stalled; with `stall_cadence`, the least limit (the run's cadence may raise it). None: no stall check.
+    - stall_cadence: the run's cadence (core.measure.cadence.Cadence.to_dict) when the limit is derived, not given: it is
+      derived again from the step time the run reports (core.measure.cadence); None: `stall_timeout` as given.
+    - startup_timeout: seconds each start of the pods (the first, and each in-cluster restart) may take until every
+      pod runs, before a startup-timeout event; None: no bound.
+    - image_pull_timeout: seconds a start of the pods may keep failing to pull its image or create its container
+      (the kubelet retries those with back-off) before an unstartable event; None: no bound.
+    - capacity_log_interval: seconds between "waiting for capacity" lines.
+    - listing_timeout: seconds the checkpoint listing may keep failing before a listing-failed event.
+    - progress_interval: seconds between progress lines ("step N of T, S steps/h, ETA, newest checkpoint, restarts
+      so far"), logged whether or not stall detection is on; needs `checkpoint_dir` and a `target_step` in `extra`.
+      The latest report travels in every event (`progress`). None or 0: no lines.
+    - api_outage_timeout: seconds of continuous Kubernetes API outage (429, 5xx, no answer) the watch waits out
+      before an `api-unreachable` event; an answer in between starts the count again.
+    - api_outage_log_interval, api_backoff_max, request_timeout: core.attempt.launch_options.ApiPacing.
+    - pod_logs: stream the leader pod's log into this trigger's log (which Airflow shows in the task's log) while
+      the JobSet runs; its `completed step` lines also give the progress line its step (core.measure.step_log).
+      pod_logs_interval, pod_logs_max_lines, pod_logs_max_bytes bound each read (the newest lines; the rest are
+      counted as left out).
+    - push_progress: push each progress report to the task's `progress` XCom during the run (through the
+      triggerer's Task SDK comms: adapters.live_xcom), not only when the watch ends.
     """
 
     def __init__(
@@ -83,29 +89,14 @@ class JobSetTrigger(BaseTrigger):
         name: str,
         resource_version: str | None = None,
         restarts_seen: int = 0,
-        poll_interval: float = DEFAULT_POLL_INTERVAL_S,
         checkpoint_dir: str | None = None,
-        stall_timeout: float | None = None,
+        backup_dir: str | None = None,
         delete_on_kill: bool = True,
         extra: dict[str, Any] | None = None,
         gcp_conn_id: str | None = None,
         impersonation_chain: str | list[str] | None = None,
-        startup_timeout: float | None = None,
-        capacity_log_interval: float = 300.0,
-        listing_timeout: float = 1800.0,
-        progress_interval: float | None = 300.0,
-        api_outage_timeout: float = outages.DEFAULT_TIMEOUT,
-        api_outage_log_interval: float = outages.DEFAULT_LOG_INTERVAL,
-        api_backoff_max: float = outages.DEFAULT_MAX_BACKOFF,
-        request_timeout: float = 60.0,
-        image_pull_timeout: float | None = 900.0,
-        pod_logs: bool = False,
-        pod_logs_interval: float = 30.0,
-        pod_logs_max_lines: int = 100,
-        pod_logs_max_bytes: int = 32_768,
-        push_progress: bool = True,
-        stall_cadence: dict[str, Any] | None = None,
-        backup_dir: str | None = None,
+        watch: WatchSettings | Mapping[str, Any] | None = None,
+        **flat: Any,
     ) -> None:
         super().__init__()
         self.connection = dict(connection)
@@ -113,30 +104,18 @@ class JobSetTrigger(BaseTrigger):
         self.name = name
         self.resource_version = resource_version
         self.restarts_seen = restarts_seen
-        self.poll_interval = poll_interval
         self.checkpoint_dir = checkpoint_dir
-        self.stall_timeout = stall_timeout
+        self.backup_dir = backup_dir
         self.delete_on_kill = delete_on_kill
         self.extra = dict(extra or {})
         self.gcp_conn_id = gcp_conn_id
         self.impersonation_chain = list(impersonation_chain) if isinstance(impersonation_chain, (list, tuple)) \
             else impersonation_chain
-        self.startup_timeout = startup_timeout
-        self.capacity_log_interval = capacity_log_interval
-        self.listing_timeout = listing_timeout
-        self.progress_interval = progress_interval
-        self.api_outage_timeout = float(api_outage_timeout)
-        self.api_outage_log_interval = float(api_outage_log_interval)
-        self.api_backoff_max = float(api_backoff_max)
-        self.request_timeout = float(request_timeout)
-        self.image_pull_timeout = image_pull_timeout
-        self.pod_logs = bool(pod_logs)
-        self.pod_logs_interval = float(pod_logs_interval)
-        self.pod_logs_max_lines = int(pod_logs_max_lines)
-        self.pod_logs_max_bytes = int(pod_logs_max_bytes)
-        self.push_progress = bool(push_progress)
-        self.stall_cadence = dict(stall_cadence) if stall_cadence else None
-        self.backup_dir = backup_dir
+        if isinstance(watch, Mapping):  # as serialize() wrote it
+            watch = WatchSettings.from_dict(watch)
+        # The watch reads its settings as attributes by their flat names; serialize() writes them back as the record.
+        for setting, value in WatchSettings.from_flat(flat, base=watch).flat().items():
+            setattr(self, setting, value)
         self._follower = None  # the leader pod's log (adapters.pod_logs.LeaderLogFollower), made off the loop
         self._logs_at = float("-inf")
         self._logs_failing = False
@@ -159,6 +138,7 @@ class JobSetTrigger(BaseTrigger):
         self._checkpoints = None  # one store for the whole watch (AsyncCheckpointStore): its client carries over
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        watch = WatchSettings.from_flat({setting: getattr(self, setting) for setting in WATCH_FLAT})
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
@@ -167,29 +147,13 @@ class JobSetTrigger(BaseTrigger):
                 "name": self.name,
                 "resource_version": self.resource_version,
                 "restarts_seen": self.restarts_seen,
-                "poll_interval": self.poll_interval,
                 "checkpoint_dir": self.checkpoint_dir,
-                "stall_timeout": self.stall_timeout,
+                "backup_dir": self.backup_dir,
                 "delete_on_kill": self.delete_on_kill,
                 "extra": self.extra,
                 "gcp_conn_id": self.gcp_conn_id,
                 "impersonation_chain": self.impersonation_chain,
-                "startup_timeout": self.startup_timeout,
-                "capacity_log_interval": self.capacity_log_interval,
-                "listing_timeout": self.listing_timeout,
-                "progress_interval": self.progress_interval,
-                "api_outage_timeout": self.api_outage_timeout,
-                "api_outage_log_interval": self.api_outage_log_interval,
-                "api_backoff_max": self.api_backoff_max,
-                "request_timeout": self.request_timeout,
-                "image_pull_timeout": self.image_pull_timeout,
-                "pod_logs": self.pod_logs,
-                "pod_logs_interval": self.pod_logs_interval,
-                "pod_logs_max_lines": self.pod_logs_max_lines,
-                "pod_logs_max_bytes": self.pod_logs_max_bytes,
-                "push_progress": self.push_progress,
-                "stall_cadence": self.stall_cadence,
-                "backup_dir": self.backup_dir,
+                "watch": watch.to_dict(),
             },
         )
 

@@ -115,7 +115,8 @@ async def test_no_progress_without_a_checkpoint_dir_or_interval(tmp_path):
 def test_progress_interval_survives_serialization():
     trigger = JobSetTrigger(connection=CONNECTION, namespace="ml", name="t", progress_interval=30)
     classpath, kwargs = trigger.serialize()
-    assert kwargs["progress_interval"] == 30 and JobSetTrigger(**kwargs).serialize() == (classpath, kwargs)
+    assert kwargs["watch"]["times"]["progress_interval"] == 30
+    assert JobSetTrigger(**kwargs).serialize() == (classpath, kwargs)
 
 
 async def test_a_quiet_watch_still_logs_progress(cluster, tmp_path):

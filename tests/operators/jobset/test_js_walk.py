@@ -1,8 +1,9 @@
 """The walk of `checkpoint_period` from the training DAG's form to the JobSet it submits, counted on real objects:
 the DAG's own plan task, its own `train` task with its templates rendered from the plan's XCom (as Airflow renders
 them, through the DAG's native Jinja environment), one try on the in-memory cluster. The spec's one check of the
-periods (`CheckpointingSpec._check_periods`) runs once, in the plan; the try renders its JobSet once and checks
-nothing of the description again (docs/architecture.md, "The walk of checkpoint_period, counted")."""
+periods (`CheckpointingSpec._check_periods`) runs in the plan and once more in each try (one path for the plan's
+sections and a DAG author's alike: re-validating costs well under a millisecond); the try renders its JobSet once
+(docs/architecture.md, "The walk of checkpoint_period, counted")."""
 
 from __future__ import annotations
 
@@ -81,39 +82,32 @@ def args_of(body: dict) -> list[str]:
     return body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
-def test_plan_and_one_try_check_the_periods_once_and_render_the_jobset_once(training_dag, tmp_path, monkeypatch,
-                                                                            cluster, counted):
+def test_plan_and_one_try_check_the_periods_once_each_and_render_the_jobset_once(training_dag, tmp_path,
+                                                                                 monkeypatch, cluster, counted):
     plan, train, context = plan_and_train(training_dag, tmp_path, monkeypatch)
     assert counted == {"_check_periods": 1}  # the plan: the one check; it renders no flags
-    assert train.checkpointing == plan["checkpointing"] and train.run_digest == plan["digest"]
+    assert train.checkpointing == plan["checkpointing"] and "digest" not in plan
 
     with pytest.raises(TaskDeferred):
         train.execute(context)
 
-    assert counted == {"_check_periods": 1, "build_jobset": 1, "maxtext_flags": 1}  # the try: one render, no check
+    assert counted == {"_check_periods": 2, "build_jobset": 1, "maxtext_flags": 1}  # the try: one check, one render
     (submitted,) = cluster.objects.values()
     assert {"checkpoint_period=20", "local_checkpoint_period=4"} <= set(args_of(submitted))
-    # The same JobSet as the operator renders from arguments it checks itself (a DAG author's, no digest).
-    author = copy.deepcopy(train)
-    author.run_digest = None
-    author._specs(context["ti"])
-    assert author._rendered == train._rendered
-    assert counted["_check_periods"] == 2 and counted["build_jobset"] == 2
 
 
-def test_each_try_renders_its_own_jobset_once(training_dag, tmp_path, monkeypatch, cluster, counted):
+def test_each_try_checks_and_renders_its_own_jobset_once(training_dag, tmp_path, monkeypatch, cluster, counted):
     plan, train, context = plan_and_train(training_dag, tmp_path, monkeypatch)
     for try_number in (1, 2):
         context["ti"].try_number = try_number
         train._specs(context["ti"])
         assert train._rendered[0].endswith(f"-a{try_number}")
-    assert counted == {"_check_periods": 1, "build_jobset": 2, "maxtext_flags": 2}
+    assert counted == {"_check_periods": 3, "build_jobset": 2, "maxtext_flags": 2}
 
 
 def test_a_dag_authors_arguments_are_checked_once_at_the_operator(training_dag, tmp_path, monkeypatch, cluster,
                                                                  counted):
     plan, train, context = plan_and_train(training_dag, tmp_path, monkeypatch)
-    train.run_digest = None
     counted.clear()
     with pytest.raises(TaskDeferred):
         train.execute(context)
@@ -132,19 +126,10 @@ def test_a_dag_authors_arguments_are_checked_once_at_the_operator(training_dag, 
 ])
 def test_a_section_changed_after_the_plan_is_checked_before_any_call(training_dag, tmp_path, monkeypatch, cluster,
                                                                      section, key, value, error):
-    """The digest holds only for the sections the plan validated: an edited one is validated at the operator and
-    refused before any call (no lock, no JobSet)."""
+    """A section edited after the plan is validated at the operator and refused before any call (no lock, no
+    JobSet)."""
     plan, train, context = plan_and_train(training_dag, tmp_path, monkeypatch)
     getattr(train, section)[key] = value
     with pytest.raises(AirflowFailException, match="invalid spec: " + error.replace("(", r"\(").replace(")", r"\)")):
         train.execute(context)
     assert cluster.created == [] and cluster.locks == {}
-
-
-def test_the_digest_covers_the_target_kind_the_sections_were_checked_for(training_dag, tmp_path, monkeypatch):
-    """Another target kind (GKE has rules of its own) does not match the plan's digest: the operator checks then."""
-    from mtc_provider.core.definition.run import LAUNCH_SECTIONS, launch_digest
-
-    plan, train, context = plan_and_train(training_dag, tmp_path, monkeypatch)
-    sections = {name: plan[name] for name in LAUNCH_SECTIONS}
-    assert launch_digest("local", sections) == plan["digest"] != launch_digest("gke", sections)

@@ -3,14 +3,15 @@
 A rendered template is text ("4", "true", "60"), a DAG author's value is a number or a bool: `LaunchOptions.parse`
 turns either into typed settings, or raises a SpecError naming the field, the value and what is allowed, before
 the try makes any call. The operator keeps its public keyword arguments (their names and defaults are
-`OPTION_DEFAULTS`); the trigger that watches an attempt gets its settings from `watch_kwargs`, so the worker and
-the triggerer run on the same figures.
+`OPTION_DEFAULTS`); the trigger that watches an attempt takes `LaunchOptions.watch()`, a `WatchSettings` record
+(JSON-able: `to_dict`/`from_dict`), so the worker and the triggerer run on the same figures.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from mtc_provider.core.attempt import outage as outages
@@ -56,6 +57,87 @@ class PodLogs:
     interval: float
     max_lines: int
     max_bytes: int
+
+
+@dataclass(frozen=True)
+class ApiPacing:
+    """How the trigger's watch paces an unreachable API (trigger settings, not the operator's options)."""
+
+    log_interval: float = outages.DEFAULT_LOG_INTERVAL  # seconds between "Kubernetes API unreachable" lines
+    backoff_max: float = outages.DEFAULT_MAX_BACKOFF  # the longest wait between tries (a Retry-After may ask more)
+    request_timeout: float = 60.0  # client-side seconds per request (a watch gets its timeoutSeconds + 30)
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    """What the trigger that watches one attempt takes of the options (triggers.jobset.JobSetTrigger `watch`).
+
+    It crosses a process boundary: the trigger serializes it with `to_dict` into Airflow's trigger table and the
+    triggerer restores it with `from_dict`. It carries no secret."""
+
+    times: WatchTimes
+    pod_logs: PodLogs
+    stall_timeout: float | None = None  # None: no stall detection
+    stall_cadence: dict[str, Any] | None = None  # the run's cadence the trigger re-derives the limit from
+    pacing: ApiPacing = field(default_factory=ApiPacing)
+    push_progress: bool = True  # push each progress report to XCom during the run
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "WatchSettings":
+        return cls(times=WatchTimes(**data["times"]), pod_logs=PodLogs(**data["pod_logs"]),
+                   stall_timeout=data.get("stall_timeout"), stall_cadence=data.get("stall_cadence"),
+                   pacing=ApiPacing(**data.get("pacing") or {}), push_progress=bool(data.get("push_progress", True)))
+
+    def flat(self) -> dict[str, Any]:
+        """The settings by their flat names (`WATCH_FLAT`): the trigger's attributes."""
+        parts = {"times": self.times, "pod_logs": self.pod_logs, "pacing": self.pacing, None: self}
+        return {name: getattr(parts[part], attr) for name, (part, attr) in WATCH_FLAT.items()}
+
+    @classmethod
+    def from_flat(cls, flat: Mapping[str, Any], base: "WatchSettings | None" = None) -> "WatchSettings":
+        """`base` (default: a bare trigger's settings) with the flat names in `flat` set: the keyword arguments of
+        the trigger's previous release (rows it serialized load again) and a short form for one-off watches."""
+        unknown = sorted(set(flat) - set(WATCH_FLAT))
+        if unknown:
+            raise TypeError(f"JobSetTrigger got unexpected settings {', '.join(unknown)}; allowed: "
+                            f"{', '.join(WATCH_FLAT)}")
+        given = {**(base.flat() if base is not None else WATCH_FLAT_DEFAULTS), **flat}
+        for name, convert in _FLAT_TYPES.items():
+            given[name] = convert(given[name])
+        parts: dict[Any, dict[str, Any]] = {"times": {}, "pod_logs": {}, "pacing": {}, None: {}}
+        for name, (part, attr) in WATCH_FLAT.items():
+            parts[part][attr] = given[name]
+        top = parts[None]
+        return cls(times=WatchTimes(**parts["times"]), pod_logs=PodLogs(**parts["pod_logs"]),
+                   stall_timeout=top["stall_timeout"], stall_cadence=dict(top["stall_cadence"]) if top["stall_cadence"]
+                   else None, pacing=ApiPacing(**parts["pacing"]), push_progress=top["push_progress"])
+
+
+# WatchSettings by flat name: (its part, the field there). The names are the trigger's keyword arguments before
+# issue 36 and its attributes; deletion_timeout is the operator's (the trigger ignores it).
+WATCH_FLAT: dict[str, tuple[str | None, str]] = {
+    **{name: ("times", name) for name in (f.name for f in dataclasses.fields(WatchTimes))},
+    "pod_logs": ("pod_logs", "enabled"), "pod_logs_interval": ("pod_logs", "interval"),
+    "pod_logs_max_lines": ("pod_logs", "max_lines"), "pod_logs_max_bytes": ("pod_logs", "max_bytes"),
+    "api_outage_log_interval": ("pacing", "log_interval"), "api_backoff_max": ("pacing", "backoff_max"),
+    "request_timeout": ("pacing", "request_timeout"),
+    "stall_timeout": (None, "stall_timeout"), "stall_cadence": (None, "stall_cadence"),
+    "push_progress": (None, "push_progress"),
+}
+# A bare trigger's settings (the sensor's, a test's): the operator's defaults, but no pod logs (a JobSet the
+# sensor watches may be anyone's) and no stall detection.
+WATCH_FLAT_DEFAULTS: dict[str, Any] = {
+    **{name: OPTION_DEFAULTS.get(name) for name in WATCH_FLAT}, "pod_logs": False, "stall_timeout": None,
+    "api_outage_log_interval": ApiPacing.log_interval, "api_backoff_max": ApiPacing.backoff_max,
+    "request_timeout": ApiPacing.request_timeout, "push_progress": True,
+}
+# As the trigger's previous release converted its keyword arguments.
+_FLAT_TYPES = {"api_outage_timeout": float, "api_outage_log_interval": float, "api_backoff_max": float,
+               "request_timeout": float, "pod_logs": bool, "pod_logs_interval": float, "pod_logs_max_lines": int,
+               "pod_logs_max_bytes": int, "push_progress": bool}
 
 
 @dataclass(frozen=True)
@@ -111,17 +193,12 @@ class LaunchOptions:
                    keep_failed_attempts=keep, fault_plan=given["fault_plan"], times=times, pod_logs=pod_logs,
                    stall_timeout=stall_timeout, stall_cadence=stall_cadence), warnings
 
-    def watch_kwargs(self) -> dict[str, Any]:
-        """The trigger's settings (triggers.jobset.JobSetTrigger keyword arguments), from these options."""
+    def watch(self) -> WatchSettings:
+        """The trigger's settings (triggers.jobset.JobSetTrigger `watch`), from these options: no stall detection
+        in completion mode."""
         stall = None if self.completion else self.stall_timeout
-        return {"poll_interval": self.times.poll_interval, "stall_timeout": stall,
-                "startup_timeout": self.times.startup_timeout, "image_pull_timeout": self.times.image_pull_timeout,
-                "capacity_log_interval": self.times.capacity_log_interval,
-                "listing_timeout": self.times.listing_timeout, "progress_interval": self.times.progress_interval,
-                "api_outage_timeout": self.times.api_outage_timeout, "pod_logs": self.pod_logs.enabled,
-                "pod_logs_interval": self.pod_logs.interval, "pod_logs_max_lines": self.pod_logs.max_lines,
-                "pod_logs_max_bytes": self.pod_logs.max_bytes,
-                "stall_cadence": None if stall is None or not self.stall_cadence else dict(self.stall_cadence)}
+        return WatchSettings(times=self.times, pod_logs=self.pod_logs, stall_timeout=stall,
+                             stall_cadence=None if stall is None or not self.stall_cadence else dict(self.stall_cadence))
 
 
 def settings_signature(init: Callable[..., Any]) -> inspect.Signature:

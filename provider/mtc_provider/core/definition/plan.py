@@ -15,7 +15,6 @@ from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.core.definition.iam import BUCKET_ROLE, bucket_members, workload_identity_pool
 from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run
 from mtc_provider.core.basics.kind_rules import rules_for
-from mtc_provider.core.definition.run_checks import check_run
 from mtc_provider.core.definition.sizing import RamdiskSize
 from mtc_provider.core.definition.spec import RunConfig
 from mtc_provider.core.basics.versions import MTC_MIN_VERSION_EXCLUSIVE
@@ -118,8 +117,7 @@ def _checks(config: RunConfig) -> tuple[Step, ...]:
 def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
     """Everything `mtc plan` shows for this run; raises SpecError before anything is created."""
     slices, checkpointing = config.slices, config.checkpointing
-    checked = check_run(config.target, slices, workload=config.workload, sizing=config.sizing,
-                        checkpointing=config.checkpointing, customization=config.customization)
+    checked = config.checks  # the cross-section rules ran once, when the description was validated
     size, warnings = checked.ramdisk, checked.warnings
     from mtc_provider.core.definition.run import stall_rule
 

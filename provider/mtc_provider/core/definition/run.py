@@ -12,8 +12,6 @@ plain dicts the training DAG's tasks take.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 from typing import Any, Mapping
 
 from mtc_provider.core.basics.errors import SpecError, require
@@ -146,21 +144,6 @@ def stall_rule(config: RunConfig, reported: bool = True) -> tuple[float, dict[st
     return cadence.stall_limit(), cadence.to_dict(), []
 
 
-LAUNCH_SECTIONS = ("slices", "checkpointing", "workload", "customization")
-
-
-def launch_digest(target: str, sections: Mapping[str, Any]) -> str | None:
-    """The digest of a run's launch sections as `spec_to_dict` wrote them (and the target kind they were checked
-    for): `run_plan` hands it to the launch task, which takes sections that still match it as validated
-    (`core.definition.spec.spec_restored`) instead of checking them again. None when they are not plain JSON values."""
-    try:
-        text = json.dumps({"target": target, **{name: sections[name] for name in LAUNCH_SECTIONS}},
-                          sort_keys=True, separators=(",", ":"), allow_nan=False)
-    except (KeyError, TypeError, ValueError):
-        return None
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def run_target(config: RunConfig, local_home: str, gcp_conn_id: str) -> dict[str, Any]:
     """The target dict the operators take (mtc_provider.target.target_from_dict)."""
     return {"kind": config.target, **rules_for(config.target).target_fields(config, local_home, gcp_conn_id)}
@@ -170,10 +153,7 @@ def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_clou
              reported: bool = True) -> dict[str, Any]:
     """What the training DAG's tasks take (all JSON-serializable), from the validated description. `reported`:
     the launch task reads the workload's steps (its pod_logs; always on the local target)."""
-    from mtc_provider.core.definition.run_checks import check_run
-
-    checked = check_run(config.target, config.slices, workload=config.workload, sizing=config.sizing,
-                        checkpointing=config.checkpointing, customization=config.customization)
+    checked = config.checks  # the cross-section rules ran once, when the description was validated
     assert checked.ramdisk is not None  # sizing is always given
     local = rules_for(config.target).local_processes  # the workload's events are files this machine reads
     stall_timeout, stall_cadence, stall_warnings = stall_rule(config, reported or local)
@@ -191,8 +171,6 @@ def run_plan(config: RunConfig, local_home: str, gcp_conn_id: str = "google_clou
         "events_dir": f"{run_dir}/events" if local else None,
         "chart_path": f"{run_dir}/goodput.png" if local else None,
         "fault_plan": description["fault_plan"],
-        # The launch task takes slices, checkpointing, workload and customization as validated while they match it.
-        "digest": launch_digest(config.target, description),
         "poll_interval": float(config.poll_interval),
         # The stall limit (explicit, or derived from the cadence); with `stall_cadence` the trigger re-derives it
         # from the step time the run reports (core.measure.cadence). None when stall_timeout was given.

@@ -33,7 +33,7 @@ from mtc_provider.core.basics.names import (
     check_run_name,
     check_service_account,
 )
-from mtc_provider.core.definition.run_checks import check_run
+from mtc_provider.core.definition.run_checks import RunChecks, check_run
 from mtc_provider.core.definition.sizing import RamdiskSize, ramdisk_size
 from mtc_provider.core.definition.tpu import SliceSpec
 
@@ -413,8 +413,16 @@ class RunConfig:
                 self.checkpointing.base_output_directory,
                 f"a URL in the run's bucket: gs://{self.bucket.name}/... (only that bucket gets the IAM bindings)",
             )
-        check_run(self.target, self.slices, workload=self.workload, sizing=self.sizing,
-                  checkpointing=self.checkpointing, customization=self.customization)
+        # The cross-section rules, once per description: `checks` keeps what they computed (the ramdisk, warnings)
+        # for `mtc plan` and the training DAG's plan (core.definition.plan.build_plan, core.definition.run.run_plan).
+        object.__setattr__(self, "_checks", check_run(self.target, self.slices, workload=self.workload,
+                                                      sizing=self.sizing, checkpointing=self.checkpointing,
+                                                      customization=self.customization))
+
+    @property
+    def checks(self) -> RunChecks:
+        """What the cross-section rules computed when this description was validated (core.definition.run_checks)."""
+        return self._checks  # type: ignore[attr-defined]
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
@@ -467,21 +475,6 @@ def spec_from_dict(kind: type, section: str, value: Any) -> Any:
     if missing:
         raise SpecError(f"{section}.{missing[0]}", None, "a value (required)")
     return kind(**dict(value))
-
-
-def spec_restored(kind: type, value: Any) -> Any:
-    """The spec that `spec_to_dict` wrote, restored without checking it again: for a section validated before and
-    unchanged since (the launch operator compares `core.definition.run.launch_digest` first). Lists become the tuples the spec
-    holds; `spec_restored(type(s), spec_to_dict(s)) == s` for every validated spec `s` (tests/core/test_walk.py)."""
-    if isinstance(value, kind):
-        return value
-    restored = object.__new__(kind)
-    for f in dataclasses.fields(kind):
-        item = value[f.name]
-        if isinstance(item, list) and str(f.type).startswith("tuple"):
-            item = tuple(item)
-        object.__setattr__(restored, f.name, item)
-    return restored
 
 
 def spec_to_dict(spec: Any) -> Any:

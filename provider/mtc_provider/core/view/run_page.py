@@ -5,8 +5,7 @@ The Airflow plugin (plugins/run_view.py) reads the records through Airflow's own
 
 Sources, all recorded by the provider already:
 - the launch task's tries (Airflow's task instance and its history): one try is one attempt;
-- its `attempts` XCom (operators/jobset.py: one record per attempt, kept in the run lock): JobSet, start, end,
-  outcome, in-cluster restarts, step reached;
+- its `attempts` XCom: one record per attempt (core.attempt.attempt_records.AttemptRecord, their one schema);
 - its `progress` XCom (core.measure.progress_report.ProgressReport.to_xcom): step, rate, ETA, newest checkpoint;
 - the local workload's events (adapters/workload_events.py), where the api-server can see them (local target):
   every step, save and restore with its tier;
