@@ -1,13 +1,20 @@
 """docker-compose.yaml's Airflow, run as processes on one machine: the same services, commands and environment.
 
-Each compose service becomes `deploy.replicas` processes (two schedulers, two triggerers, one Celery worker,
-dag-processor, api-server, the local target's supervisor), after airflow-init's own script has run. What a
+Each compose service becomes `deploy.replicas` processes (two schedulers, two triggerers, two api-servers, one
+Celery worker, dag-processor, the local target's supervisor), after airflow-init's own script has run. What a
 container gets from Docker is replaced, and only that (`LOCAL_ENV`, `LOCAL_FLAGS`): container addresses become
 127.0.0.1 and ports chosen here, container paths become folders under one root, each replica gets its own host
 name (containers have one each), and the log servers, which always listen on every interface and on one fixed
 port, are not started (the api-server reads task logs from the shared log folder). tests/deploy checks that
 nothing else differs. The metadata database is a new PostgreSQL database per run, the broker a Redis key prefix
 per run; both are removed by `drop()`.
+
+Docker's network is replaced by forwarders (scripts/tcp_proxy.py), one per service Airflow reaches by name: the
+api-server's replicas each listen on a port of their own and the `airflow-apiserver` forwarder hands connections
+round robin to them, the next one when one refuses (Docker's DNS round robin over the replicas, each address
+tried in turn by the client); `postgres` and `redis` forward to the machine's servers, which are shared and must
+never be stopped, so `outage(service)` makes a service unreachable for this topology alone (refused
+connections, open ones reset). `restart_always()` restarts a replica that exits, as `restart: always` does.
 
     python scripts/airflow_topology.py          # start, print the UI address and login, stop on Ctrl-C
 """
@@ -41,6 +48,10 @@ REDIS_URL = os.environ.get("MTC_TOPOLOGY_REDIS", "redis://127.0.0.1:6379/0")
 # The log servers listen on every interface on a fixed port: fine in a container, a clash for two triggerers here.
 LOCAL_FLAGS = {"scheduler": ["--skip-serve-logs"], "triggerer": ["--skip-serve-logs"],
                "celery worker": ["--skip-serve-logs"]}
+# Docker's restart policy: "an increasing delay (double the previous delay, starting at 100 milliseconds)",
+# reset once the container ran 10 s (docs.docker.com, "Start containers automatically").
+RESTART_DELAY_S, RESTART_RESET_S = 0.1, 10.0
+FORWARDED = ("postgres", "redis", "airflow-apiserver")  # the compose service names Airflow connects to
 INTERPOLATION_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
 
 
@@ -134,6 +145,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _host_port(url: str, default_port: int) -> tuple[str, int]:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or default_port
+
+
 @dataclass
 class Places:
     """Addresses and folders of one topology on this machine."""
@@ -141,13 +159,35 @@ class Places:
     root: Path
     database: str
     key_prefix: str
-    api_port: int
+    api_port: int  # the api-server's forwarder: Airflow's and the UI's address of the api-server
     dags_folder: Path
+    postgres_port: int = field(default_factory=free_port)  # the forwarders Airflow reaches the machine's servers by
+    redis_port: int = field(default_factory=free_port)
+    api_replica_ports: tuple[int, ...] = ()
 
     @property
     def sql_alchemy_conn(self) -> str:
+        """The database, direct (the harness's own reads: they go on during an outage made for Airflow)."""
         base = POSTGRES_ADMIN_DSN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg2://", 1)
         return f"{base}/{self.database}"
+
+    @property
+    def airflow_sql_alchemy_conn(self) -> str:
+        """The database through its forwarder (what Airflow's components use)."""
+        host, port = _host_port(POSTGRES_ADMIN_DSN, 5432)
+        return self.sql_alchemy_conn.replace(f"@{host}:{port}/", f"@127.0.0.1:{self.postgres_port}/", 1)
+
+    @property
+    def redis_url(self) -> str:
+        host, port = _host_port(REDIS_URL, 6379)
+        return REDIS_URL.replace(f"{host}:{port}", f"127.0.0.1:{self.redis_port}", 1)
+
+    def backends(self) -> dict[str, list[str]]:
+        """Each forwarder's listening port and where it forwards to."""
+        return {"postgres": [f"127.0.0.1:{self.postgres_port}", "%s:%d" % _host_port(POSTGRES_ADMIN_DSN, 5432)],
+                "redis": [f"127.0.0.1:{self.redis_port}", "%s:%d" % _host_port(REDIS_URL, 6379)],
+                "airflow-apiserver": [f"127.0.0.1:{self.api_port}",
+                                      *(f"127.0.0.1:{p}" for p in self.api_replica_ports)]}
 
     @property
     def local_home(self) -> Path:
@@ -161,9 +201,9 @@ class Places:
 def local_env(places: Places) -> dict[str, str]:
     """Compose settings whose values are container addresses or paths, with this machine's values."""
     return {
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": places.sql_alchemy_conn,
-        "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + places.sql_alchemy_conn,
-        "AIRFLOW__CELERY__BROKER_URL": REDIS_URL,
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": places.airflow_sql_alchemy_conn,
+        "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + places.airflow_sql_alchemy_conn,
+        "AIRFLOW__CELERY__BROKER_URL": places.redis_url,
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{places.api_port}/execution/",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(places.root / "config" / "passwords.json"),
         "GOOGLE_APPLICATION_CREDENTIALS": str(places.root / "gcloud" / "application_default_credentials.json"),
@@ -195,6 +235,8 @@ def replica_env(service: Service, index: int, places: Places) -> dict[str, str]:
     if service.airflow_command == "scheduler":  # its health server: a port of its own, on loopback
         env["AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST"] = "127.0.0.1"
         env["AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT"] = str(free_port())
+    if service.airflow_command == "api-server":  # each replica its own port, behind the forwarder
+        env["AIRFLOW__API__PORT"] = str(places.api_replica_ports[index - 1])
     return env
 
 
@@ -218,10 +260,12 @@ class Topology:
     envs: dict[str, dict[str, str]] = field(default_factory=dict)
     argvs: dict[str, list[str]] = field(default_factory=dict)
     killed: set[str] = field(default_factory=set)  # replicas killed on purpose (not a failure)
+    forwarders: dict[str, subprocess.Popen] = field(default_factory=dict)
+    down: set[str] = field(default_factory=set)  # forwarded services made unreachable right now
+    restarts: list[dict[str, Any]] = field(default_factory=list)  # by restart_always(): replica, time, exit code
 
     def __post_init__(self) -> None:
         run = uuid.uuid4().hex[:10]
-        self.places = Places(self.root, f"mtc_topology_{run}", f"mtc-topology-{run}:", free_port(), self.dags_folder)
         self.compose_env = {
             "AIRFLOW_UID": str(os.getuid()),
             "AIRFLOW_JWT_SECRET": secrets.token_urlsafe(32),
@@ -230,7 +274,12 @@ class Topology:
             "_AIRFLOW_WWW_USER_PASSWORD": self.password,
         }
         self.services = services(load_compose(self.compose_env))
+        api_ports = tuple(free_port() for _ in range(self.services["airflow-apiserver"].replicas))
+        self.places = Places(self.root, f"mtc_topology_{run}", f"mtc-topology-{run}:", free_port(), self.dags_folder,
+                             api_replica_ports=api_ports)
         self._token = ""
+        self._restarter: Any = None
+        self._restarting = False
 
     @property
     def base_url(self) -> str:
@@ -262,12 +311,71 @@ class Topology:
 
     def start(self, timeout: float = 240) -> None:
         self.create_database()
+        self.start_forwarders()
         self.run_init()
         for name in AIRFLOW_SERVICES:
             service = self.services[name]
             for index in range(1, service.replicas + 1):
                 self.spawn(f"{name}-{index}")
         self.wait_healthy(timeout)
+
+    def start_forwarders(self) -> None:
+        self.log_path("forwarders").parent.mkdir(parents=True, exist_ok=True)
+        for name, (listen, *backends) in self.places.backends().items():
+            argv = [sys.executable, "-m", "scripts.tcp_proxy", "--listen", listen,
+                    *(a for b in backends for a in ("--backend", b))]
+            env = {**os.environ, "PYTHONPATH": str(REPO), MARKER_ENV: str(self.root)}
+            with open(self.log_path(f"forward-{name}"), "ab") as log:
+                self.forwarders[name] = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                                         stderr=subprocess.STDOUT, cwd=str(REPO),
+                                                         start_new_session=True)
+        for name, (listen, *_) in self.places.backends().items():
+            wait_until(f"the {name} forwarder listening", lambda: _accepts(listen), 60,
+                       alive=lambda: self._forwarder_alive(name))
+
+    def _forwarder_alive(self, name: str) -> None:
+        if self.forwarders[name].poll() is not None:
+            raise RuntimeError(f"the {name} forwarder exited:\n{self.log_tail('forward-' + name)}")
+
+    def outage(self, service: str, unreachable: bool = True) -> None:
+        """Make a service Airflow reaches by name unreachable (its connections refused, open ones reset), or
+        reachable again: `postgres`, `redis` (the machine's servers go on serving everyone else)."""
+        listen = self.places.backends()[service][0]
+        os.kill(self.forwarders[service].pid, signal.SIGUSR1 if unreachable else signal.SIGUSR2)
+        (self.down.add if unreachable else self.down.discard)(service)
+        wait_until(f"{service} {'unreachable' if unreachable else 'reachable'}",
+                   lambda: _accepts(listen) != unreachable, 30, interval=0.1,
+                   alive=lambda: self._forwarder_alive(service))
+
+    def restart_always(self, interval: float = 0.5) -> None:
+        """From now on, a replica that exits (not one killed on purpose) is started again after Docker's
+        doubling delay: what `restart: always` does when a database outage stops a scheduler."""
+        import threading
+
+        delays: dict[str, float] = {}
+        due: dict[str, float] = {}
+
+        def loop() -> None:
+            while self._restarting:
+                now = time.monotonic()
+                for name, proc in list(self.procs.items()):
+                    if proc.poll() is None or name in self.killed:
+                        if proc.poll() is None and now - getattr(proc, "started_at", now) > RESTART_RESET_S:
+                            delays.pop(name, None)
+                        continue
+                    if name not in due:
+                        delays[name] = delays.get(name, RESTART_DELAY_S / 2) * 2
+                        due[name] = now + delays[name]
+                        self.restarts.append({"replica": name, "exited": proc.returncode, "at": time.time(),
+                                              "delay_s": round(delays[name], 1)})
+                    elif now >= due[name]:
+                        del due[name]
+                        self.spawn(name)
+                time.sleep(interval)
+
+        self._restarting = True
+        self._restarter = threading.Thread(target=loop, name="restart-always", daemon=True)
+        self._restarter.start()
 
     def spawn(self, proc_name: str) -> None:
         """Start (or restart, as `restart: always` does) one replica, e.g. `airflow-worker-1`."""
@@ -281,6 +389,7 @@ class Topology:
                 self.argvs[proc_name], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, cwd=str(self.root),
                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        self.procs[proc_name].started_at = time.monotonic()  # type: ignore[attr-defined]
 
     def wait_healthy(self, timeout: float) -> None:
         def healthy() -> bool:
@@ -296,6 +405,10 @@ class Topology:
         wait_until("every component healthy", healthy, timeout, alive=self.check_alive)
 
     def check_alive(self) -> None:
+        for name in self.forwarders:
+            self._forwarder_alive(name)
+        if self._restarting:
+            return  # an exited replica is restarted, as Docker would
         for name, proc in self.procs.items():
             if proc.poll() is not None and name not in self.killed:
                 raise RuntimeError(f"{name} exited {proc.returncode}:\n{self.log_tail(name)}")
@@ -344,6 +457,11 @@ class Topology:
         returns what had to be killed."""
         import psutil
 
+        self._restarting = False
+        if self._restarter is not None:
+            self._restarter.join(10)
+        for service in list(self.down):
+            self.outage(service, unreachable=False)  # Airflow's components stop cleanly with their services
         order = [n for n in self.procs if not n.startswith("mtc-local")] + \
                 [n for n in self.procs if n.startswith("mtc-local")]
         for name in order:
@@ -362,6 +480,14 @@ class Topology:
         # The home's local GCS, started on demand by tasks (not a compose service here): stopped by its PID file.
         subprocess.run([sys.executable, "-m", "mtc_local.gcs", "down", "--home", str(self.places.local_home)],
                        capture_output=True, timeout=60)
+        for proc in self.forwarders.values():  # last: Airflow's components needed them to stop
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.forwarders.values():
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
         survivors = self.leftovers()
         while survivors and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -422,6 +548,15 @@ class Topology:
         if resp.status_code >= 300:
             raise RuntimeError(f"{method} {path} -> {resp.status_code}: {resp.text[:2000]}")
         return resp.json() if resp.content else None
+
+
+def _accepts(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def _admin_sql(statement: str) -> None:

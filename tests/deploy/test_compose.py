@@ -95,7 +95,8 @@ def test_every_airflow_component_shares_secrets_executor_and_execution_api():
         assert services[name]["build"] == {"context": ".", "target": "local"}, name
         assert "./dags:/opt/airflow/dags" in services[name]["volumes"], name
         assert "_PIP_ADDITIONAL_REQUIREMENTS" not in env, name
-    assert services["airflow-apiserver"]["ports"] == ["127.0.0.1:8080:8080"]
+    # Two api-servers (issue #33 item 9), each publishing one host port of the range on loopback.
+    assert services["airflow-apiserver"]["ports"] == [{"target": 8080, "host_ip": "127.0.0.1", "published": "8080-8081"}]
     assert "/api/v2/version" in " ".join(services["airflow-apiserver"]["healthcheck"]["test"])
 
 
@@ -158,11 +159,17 @@ def test_init_refuses_pools_that_leave_no_slot_before_any_side_effect(tmp_path: 
     assert not list(tmp_path.iterdir())
 
 
-def test_two_schedulers_and_two_triggerers():
+def test_two_schedulers_two_triggerers_and_two_api_servers():
     services = _resolved()["services"]
     assert services["airflow-scheduler"]["deploy"]["replicas"] == 2
     assert services["airflow-triggerer"]["deploy"]["replicas"] == 2
+    assert services["airflow-apiserver"]["deploy"]["replicas"] == 2
     assert services["airflow-worker"]["command"] == "celery worker"
+    # Compose gives each replica one host port of a published range: as many ports as replicas, or the second
+    # replica cannot start ("port is already allocated").
+    (published,) = services["airflow-apiserver"]["ports"]
+    first, last = map(int, published["published"].split("-"))
+    assert last - first + 1 == services["airflow-apiserver"]["deploy"]["replicas"]
 
 
 def test_credentials_mount_is_read_only_and_overridable():
