@@ -8,7 +8,11 @@ sampler that measures supervision, and the figures and checks read from the reco
   supervised while a worker runs train or a triggerer that is neither stopped nor dead holds its trigger;
   anything else is a supervision gap.
 - `Injectors`: one method per orchestrator fault of soak_schedule; each waits until train is deferred on a live
-  JobSet, so every fault strikes a watched attempt.
+  JobSet, so every fault strikes a watched attempt. Airflow's own services fail through the topology's
+  forwarders (the machine's PostgreSQL and Redis are shared: never stopped); replicas that exit meanwhile are
+  restarted by the topology's `restart_always()`, as `restart: always` does.
+- `effects`: what each fault did: supervision gaps, replicas restarted, tries of train that never reached the
+  provider.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ NAMESPACE = "default"
 TRIGGERERS = ("airflow-triggerer-1", "airflow-triggerer-2")
 WORKER = "airflow-worker-1"
 SUPERVISOR = "mtc-local-1"
+APISERVER = "airflow-apiserver-1"
 
 
 # ---- the timeline --------------------------------------------------------------------------------------
@@ -319,6 +324,40 @@ class Injectors:
         self.api_faults.cut_watches()
         return {"cut": True}
 
+    def _unreachable(self, service: str, seconds: float) -> dict[str, Any]:
+        self.topo.outage(service)
+        began = time.time()
+        try:
+            time.sleep(seconds)
+        finally:
+            self.topo.outage(service, unreachable=False)
+        return {"service": service, "unreachable_s": round(time.time() - began, 1)}
+
+    def database_outage(self, fault: S.Fault, holder: str) -> dict[str, Any]:
+        """The metadata database refuses every connection of Airflow's and resets the open ones."""
+        return self._unreachable("postgres", fault.seconds)
+
+    def broker_outage(self, fault: S.Fault, holder: str) -> dict[str, Any]:
+        return self._unreachable("redis", fault.seconds)
+
+    def apiserver_kill(self, fault: S.Fault, holder: str, timeout: float = 1800) -> dict[str, Any]:
+        """Wait for train's resume (its trigger fired: the try leaves `deferred`), SIGKILL one api-server replica
+        right then, and start it again `fault.seconds` later: the resume's Execution API calls meet a dead
+        replica and must reach the other."""
+        _, try_before, _ = self.sampler.train()
+
+        def resumed() -> tuple[str, int] | None:
+            state, number, _ = self.sampler.train()
+            return (state, number) if state != "deferred" else None
+
+        state, number = wait_until("train's resume", resumed, timeout, interval=0.1, alive=self.topo.check_alive)
+        killed_at = time.time()
+        pids = self.topo.kill(APISERVER)
+        time.sleep(max(0.0, killed_at + fault.seconds - time.time()))
+        self.topo.restart(APISERVER)
+        return {"killed": APISERVER, "pids": len(pids), "train_at_kill": f"try {number} {state}",
+                "resumed_try": number, "try_before": try_before, "down_s": round(time.time() - killed_at, 1)}
+
 
 # ---- what the run left: checks and figures ---------------------------------------------------------------
 def deletes(topo: Topology) -> list[dict[str, Any]]:
@@ -361,31 +400,84 @@ def train_end(topo: Topology, run_id: str) -> float | None:
 ERROR_LINE = re.compile(r"(JobSetAttemptFailed|AirflowFailException|AirflowException|Error|error|heartbeat|failed)")
 
 
+def _last_error(path: Path) -> str:
+    """The last error line of an Airflow 3 log (JSON lines: `event` is the message; plain lines matched)."""
+    said = ""
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            entry = None
+        if isinstance(entry, dict):
+            is_error = entry.get("level") in ("error", "critical")
+            text = f"{entry.get('level', '')}: {entry.get('event', '')}"
+            details = entry.get("error_detail")
+            if isinstance(details, list) and details and isinstance(details[-1], dict):
+                text += f" [{details[-1].get('exc_type', '')}: {str(details[-1].get('exc_value', ''))[:300]}]"
+        else:
+            is_error, text = bool(ERROR_LINE.search(line)), line
+        if is_error:
+            said = text[:500]
+    return said
+
+
+def _task_logs(topo: Topology, run_id: str, task_id: str) -> Path:
+    return topo.places.airflow_home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / f"task_id={task_id}"
+
+
 def try_reasons(topo: Topology, run_id: str, task_id: str, count: int) -> dict[int, str]:
-    """Why each of the first `count` tries of a task ended: the last error line of its log (Airflow 3 writes JSON
-    lines: `event` is the message), or the scheduler's word when the task's process never said."""
-    folder = topo.places.airflow_home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / f"task_id={task_id}"
+    """Why each of the first `count` tries of a task ended: the last error line of its task log, else of its
+    trigger's log (the triggerer writes `attempt=N.log.trigger.<job>.log` beside it: an attempt's end is decided
+    there while the try is deferred), else the scheduler's word when neither said."""
+    folder = _task_logs(topo, run_id, task_id)
     out = {}
     for number in range(1, count + 1):
         path = folder / f"attempt={number}.log"
-        said = ""
-        if path.exists():
-            for line in path.read_text(errors="replace").splitlines():
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    entry = None
-                if isinstance(entry, dict):
-                    is_error = entry.get("level") in ("error", "critical")
-                    text = f"{entry.get('level', '')}: {entry.get('event', '')}"
-                    details = entry.get("error_detail")
-                    if isinstance(details, list) and details and isinstance(details[-1], dict):
-                        text += f" [{details[-1].get('exc_type', '')}: {str(details[-1].get('exc_value', ''))[:300]}]"
-                else:
-                    is_error, text = bool(ERROR_LINE.search(line)), line
-                if is_error:
-                    said = text[:500]
-        out[number] = said or "(no error in the task log: ended by the scheduler, e.g. a heartbeat timeout)"
+        task = _last_error(path) if path.exists() else ""
+        trigger = [t for t in (_last_error(p) for p in sorted(folder.glob(f"attempt={number}.log.trigger.*"))) if t]
+        said = "; ".join([*([f"task log: {task}"] if task else []), *(f"triggerer log: {t}" for t in trigger[-1:])])
+        out[number] = said or "(no error in the task or triggerer log: ended by the scheduler, e.g. a heartbeat " \
+                               "timeout)"
+    return out
+
+
+def reached_provider(topo: Topology, run_id: str, number: int, task_id: str = "train") -> bool:
+    """Whether a try ran any provider code: its task log names the provider (its loggers are `mtc_provider.*`).
+    A try failed by the Execution API before the task started has `::group::Pre Execute` at most."""
+    path = _task_logs(topo, run_id, task_id) / f"attempt={number}.log"
+    return path.exists() and "mtc_provider" in path.read_text(errors="replace")
+
+
+def try_history(topo: Topology, run_id: str, task_id: str = "train") -> list[dict[str, Any]]:
+    """Every try of a task: number, state, start and end (unix time), from the history and the current row."""
+    columns = "try_number, state, extract(epoch from start_date), extract(epoch from end_date)"
+    rows = topo.sql(f"SELECT {columns} FROM task_instance_history WHERE dag_id = %s AND run_id = %s AND task_id = %s "
+                    f"UNION ALL SELECT {columns} FROM task_instance WHERE dag_id = %s AND run_id = %s AND task_id = %s",
+                    (DAG_ID, run_id, task_id) * 2)
+    return [{"try": n, "state": state, "start": float(a) if a is not None else None,
+             "end": float(b) if b is not None else None} for n, state, a, b in sorted(rows)]
+
+
+def effects(injected: list[dict[str, Any]], gaps: list[Gap], restarts: list[dict[str, Any]],
+            tries: list[dict[str, Any]], origin: float, reached: Callable[[int], bool],
+            after_s: float = 120.0) -> list[dict[str, Any]]:
+    """Each injected fault with what followed it within its span and `after_s` more (before the next fault
+    began): the supervision gaps that started then, the replicas restarted, train's tries that ended then
+    without reaching the provider."""
+    out = []
+    for i, fault in enumerate(injected):
+        start = origin + fault["at_s"]
+        end = start + fault["took_s"] + after_s
+        if i + 1 < len(injected):
+            end = min(end, origin + injected[i + 1]["at_s"])
+        in_span = [g for g in gaps if start - 1 <= g.start < end]
+        out.append({**fault, "effect": {
+            "supervision_gap_s": round(sum(g.seconds for g in in_span), 1),
+            "gaps": [{"at_s": round(g.start - origin, 1), "seconds": g.seconds, "cause": g.cause} for g in in_span],
+            "restarted": [f"{r['replica']} (exit {r['exited']})" for r in restarts if start <= r["at"] < end],
+            "tries_never_reaching_the_provider": [t["try"] for t in tries if t["end"] and start <= t["end"] < end
+                                                  and t["state"] != "success" and not reached(t["try"])],
+        }})
     return out
 
 

@@ -7,6 +7,10 @@ after the other while train is deferred on a live attempt:
 - a triggerer SIGKILL (restarted, as `restart: always` does);
 - a Kubernetes API outage of 2 minutes: 503 with Retry-After, then refused connections; and one that only hangs;
 - a listing outage of the checkpoint bucket; a watch cut; a worker SIGKILL (restarted);
+- Airflow's own services (issue #33 item 11): the metadata database unreachable for 60-75 s and the broker for
+  60 s (Airflow's connections refused and reset, through the topology's forwarders; what exits meanwhile is
+  restarted as `restart: always` does), and, last, one of the two api-servers SIGKILLed as train resumes at
+  training's end and restarted 45 s later (the resume must reach the other replica, as Docker's DNS would send it);
 and, from the runner's fault plan, an in-cluster restart whose pods cannot pull their image for a while, then a
 real attempt failure (a host lost past max_restarts). That attempt made progress first, so the same try submits
 the next one (docs/resubmission.md, "Interruptions counted by progress"); only an attempt without progress spends
@@ -16,7 +20,9 @@ It passes when the run succeeds with the fault-free run's final parameters (bit 
 except by an attempt's own end or the teardown after success (the local API server's delete audit), no Airflow
 retry was spent on an orchestrator fault (train's retries are at most the attempts that failed on their own; no
 other task retried), no run lock is left, and no process is left behind. It prints the timeline of faults and
-supervision gaps and writes the figures to $MTC_SOAK_RESULTS (make soak: benchmarks/results/soak.json).
+supervision gaps, each fault with its effect (supervision gaps, replicas restarted, tries that never reached the
+provider), why each try ended (task log, else the trigger's log), and writes the figures to $MTC_SOAK_RESULTS
+(make soak: benchmarks/results/soak.json).
 
 Slow (about 15 minutes) and not part of `make test`: `make soak` runs it (pytest -m soak), and CI does.
 Replay a run's schedule with MTC_SOAK_SEED=<seed>.
@@ -24,6 +30,7 @@ Replay a run's schedule with MTC_SOAK_SEED=<seed>.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -98,6 +105,7 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
     topo = Topology(tmp_path_factory.mktemp("soak"), extra_env=TIMINGS)
     try:
         topo.start()
+        topo.restart_always()
         wait_until(f"DAG {H.DAG_ID} parsed", lambda: _dag_parsed(topo), 180, interval=2, alive=topo.check_alive)
         topo.api("PATCH", f"/dags/{H.DAG_ID}", json={"is_paused": False})
         yield topo
@@ -166,6 +174,9 @@ def test_soak_training_survives_a_seeded_schedule_of_orchestrator_faults(referen
                          record["ts"])
         for gap in sampler.gaps():
             timeline.add("supervision gap", f"{gap.seconds}s ({gap.cause}: {', '.join(gap.states)})", gap.start)
+        for record in topo.restarts:
+            timeline.add("restart: always", f"{record['replica']} exited {record['exited']}, restarted after "
+                                            f"{record['delay_s']}s", record["at"])
         print("\n--- soak timeline (seconds since training started)\n" + timeline.render(), flush=True)
 
     tries = H.tries(topo, run_id)
@@ -176,10 +187,16 @@ def test_soak_training_survives_a_seeded_schedule_of_orchestrator_faults(referen
     bad = H.bad_deletes(audit, sampler.jobsets, H.train_end(topo, run_id))
     reference = reference_sha()
     final_sha = {e["params_sha256"] for e in events if e["event"] == "finish"}
+    history = H.try_history(topo, run_id)
+    unreached = [t["try"] for t in history if t["state"] != "success" and not H.reached_provider(topo, run_id, t["try"])]
     figures = {
         "seed": schedule.seed, "state": state, "wall_s": round(time.time() - started, 1),
         "training_s": H.training_seconds(events), "steps": STEPS,
-        "faults_injected": injected, "runner_faults": [{k: r.get(k) for k in ("kind", "jobset", "step", "restart")}
+        "faults_injected": H.effects(injected, sampler.gaps(), topo.restarts, history, timeline.origin,
+                                     lambda n: H.reached_provider(topo, run_id, n)),
+        "restarts": [{**r, "at_s": timeline.rel(r["at"])} for r in topo.restarts],
+        "tries_never_reaching_the_provider": unreached,
+        "runner_faults": [{k: r.get(k) for k in ("kind", "jobset", "step", "restart")}
                                                        for r in H.runner_faults(topo, RUN_NAME)],
         "tries": tries, "train_retries": tries.get("train", 1) - 1,
         "retry_reasons": H.try_reasons(topo, run_id, "train", tries.get("train", 1) - 1),
@@ -193,6 +210,11 @@ def test_soak_training_survives_a_seeded_schedule_of_orchestrator_faults(referen
     }
     record_property("soak", figures)
     H.write_results(os.environ.get("MTC_SOAK_RESULTS"), figures)
+    print("--- faults and their effects\n" + "\n".join(
+        f"{f['at_s']:>8.1f}s  {f['kind']:<16} {json.dumps(f['effect'])}" for f in figures["faults_injected"]),
+        flush=True)
+    print("--- train's tries\n" + "\n".join(f"try {n}: {why}" for n, why in H.try_reasons(
+        topo, run_id, "train", tries.get("train", 1)).items()), flush=True)
     print("--- supervision gaps\n" + "\n".join(f"{g['at_s']:>8.1f}s  {g['seconds']:>6.1f}s  {g['cause']:<9} "
                                                f"{','.join(g['states'])} {','.join(g['holders'])}"
                                                for g in figures["gaps"]), flush=True)
