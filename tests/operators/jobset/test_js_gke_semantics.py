@@ -325,6 +325,15 @@ def test_worker_sigterm_deletes_only_on_a_users_kill(state, deletes, run_over):
     assert (verdict.delete, verdict.run_over) == (deletes, run_over), verdict.reason
 
 
+def test_a_cancelled_trigger_never_claims_its_own_try_is_the_deferred_one():
+    """Issue #33 item 12: the state lookup (GetTaskStates) answers a state, no try number; when try 2 deferred
+    with its own trigger, try 1's cancelled trigger hears `deferred` too and must not say "try 1 is still
+    deferred"."""
+    reason = kill_verdict(TaskLookup(True, "deferred"), "DAG d, run r, task train, try 1").reason
+    assert "try 1 is still deferred" not in reason
+    assert "still deferred, by this try" in reason and "or by a newer try" in reason
+
+
 @pytest.mark.parametrize("state, deletes", [("running", False), ("failed", True)])
 def test_worker_sigterm_on_kill_of_a_synchronous_try(cluster, tmp_path, state, deletes):
     """A worker's SIGTERM runs on_kill while the server still says `running`: the JobSet keeps training."""

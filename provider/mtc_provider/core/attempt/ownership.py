@@ -61,8 +61,11 @@ def kill_verdict(lookup: TaskLookup | None, who: str, error: str = "") -> KillVe
                                          "again and its next try reattaches to the JobSet (to stop it: mark the "
                                          "task failed)")
     if state == "deferred":
-        return KillVerdict(False, False, f"{who} is still deferred: its trigger moved to another triggerer, "
-                                         "which keeps watching")
+        # Airflow's state answer names no try: a newer try deferred on a trigger of its own (this one was then
+        # cancelled) reads the same as this try's trigger moved, so the message claims neither.
+        return KillVerdict(False, False, f"{who}: the task is still deferred, by this try (its trigger moved to "
+                                         "another triggerer) or by a newer try (Airflow's answer names no try); "
+                                         "the deferred try's trigger keeps watching")
     return KillVerdict(False, False, f"{who} is still alive (state {state}): its owner carries on and "
                                      "reattaches to the JobSet")
 
