@@ -755,8 +755,15 @@ class JobSetTrigger(BaseTrigger):
             self.log.warning("trigger cancelled: JobSet %s kept: %s. To stop the run yourself: kubectl delete "
                              "jobset -n %s %s", where, verdict.reason, self.namespace, self.name)
             return
-        self.log.warning("deleting JobSet %s (checkpoints are kept): %s", where, verdict.reason)
         api = await asyncio.to_thread(self._api)
+        if lookup is not None and lookup.state_name == "success" and await self._ended(api):
+            # `success` is a user's mark or the try's own success (its trigger fired on another triggerer, this
+            # stale copy is cancelled afterwards): an ended JobSet has nothing to stop either way, and the
+            # run's teardown deletes it.
+            self.log.info("trigger cancelled: JobSet %s kept: it has ended and %s succeeded; nothing to stop (the "
+                          "run's teardown deletes it)", where, who)
+            return
+        self.log.warning("deleting JobSet %s (checkpoints are kept): %s", where, verdict.reason)
         failed = await adelete_within(lambda: api.delete(self.namespace, self.name, reason=DELETE_USER_KILL),
                                       trigger_budget(time.monotonic() - started))
         if failed:  # the lock stays too: the teardown releases it with the JobSet
@@ -764,6 +771,13 @@ class JobSetTrigger(BaseTrigger):
             return
         if verdict.run_over and ti is not None and self.extra.get("run_name"):
             await asyncio.to_thread(self._release_lock, ti)
+
+    async def _ended(self, api, bound_s: float = 5.0) -> bool:
+        """Whether the JobSet has ended (Completed or Failed), read once within `bound_s`; False when unknown."""
+        try:
+            return evaluate_jobset(await asyncio.wait_for(api.get(self.namespace, self.name), bound_s)).ended
+        except Exception:  # noqa: BLE001 - unknown: the confirmed kill deletes, as before
+            return False
 
     def _release_lock(self, ti) -> None:
         """The run is over for good (marked, or its DAG run deleted): free its run name (blocking; off the loop)."""
