@@ -213,8 +213,10 @@ def test_soak_training_survives_a_seeded_schedule_of_orchestrator_faults(referen
     print("--- faults and their effects\n" + "\n".join(
         f"{f['at_s']:>8.1f}s  {f['kind']:<16} {json.dumps(f['effect'])}" for f in figures["faults_injected"]),
         flush=True)
-    print("--- train's tries\n" + "\n".join(f"try {n}: {why}" for n, why in H.try_reasons(
-        topo, run_id, "train", tries.get("train", 1)).items()), flush=True)
+    states = {t["try"]: t["state"] for t in history}
+    print("--- train's tries (why each ended: task log, else the trigger's)\n" + "\n".join(
+        f"try {n} ({states.get(n)}): {why if states.get(n) != 'success' else 'succeeded'}"
+        for n, why in H.try_reasons(topo, run_id, "train", tries.get("train", 1)).items()), flush=True)
     print("--- supervision gaps\n" + "\n".join(f"{g['at_s']:>8.1f}s  {g['seconds']:>6.1f}s  {g['cause']:<9} "
                                                f"{','.join(g['states'])} {','.join(g['holders'])}"
                                                for g in figures["gaps"]), flush=True)
