@@ -360,6 +360,7 @@ class Topology:
                 now = time.monotonic()
                 for name, proc in list(self.procs.items()):
                     if proc.poll() is None or name in self.killed:
+                        due.pop(name, None)  # running again, or killed on purpose: its owner restarts it
                         if proc.poll() is None and now - getattr(proc, "started_at", now) > RESTART_RESET_S:
                             delays.pop(name, None)
                         continue
@@ -418,6 +419,7 @@ class Topology:
         import psutil
 
         proc = self.procs[proc_name]
+        self.killed.add(proc_name)  # first: restart_always() must not take this death for a crash
         try:
             tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
         except psutil.NoSuchProcess:
