@@ -435,8 +435,8 @@ class Topology:
         return [p.pid for p in tree]
 
     def restart(self, proc_name: str) -> None:
+        self.spawn(proc_name)  # then unmark: restart_always() never sees the dead one unmarked
         self.killed.discard(proc_name)
-        self.spawn(proc_name)
 
     def leftovers(self) -> list[Any]:
         import psutil
