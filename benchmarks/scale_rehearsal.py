@@ -271,11 +271,18 @@ class TopologyArm(Arm):
         beside the general worker's default_pool."""
         if not self.pools:
             for pool in ("default_pool", "mtc_launch"):
-                self.topo.api("PATCH", f"/pools/{pool}?update_mask=slots", json={"slots": 128})
+                self.patch_pool_slots(pool, 128)
         elif self.launch_concurrency:
-            self.topo.api("PATCH", "/pools/default_pool?update_mask=slots", json={"slots": self.worker_slots})
-            self.topo.api("PATCH", "/pools/mtc_launch?update_mask=slots", json={"slots": self.launch_concurrency})
+            self.patch_pool_slots("default_pool", self.worker_slots)
+            self.patch_pool_slots("mtc_launch", self.launch_concurrency)
         self.pool_slots = {p["name"]: p["slots"] for p in self.topo.api("GET", "/pools")["pools"]}
+
+    def patch_pool_slots(self, pool: str, slots: int) -> None:
+        """Only the pool's slots, as Airflow 3.3's PATCH /pools/{name} takes it: `update_mask=slots` (the default
+        pool refuses a patch without it) and a body that validates as a whole pool (name and include_deferred too,
+        for any other pool: services/public/pools.py)."""
+        self.topo.api("PATCH", f"/pools/{pool}?update_mask=slots",
+                      json={"name": pool, "slots": slots, "include_deferred": False})
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
         return self.topo.api(method, path, **kwargs)

@@ -29,9 +29,10 @@ def test_the_comparison_arm_differs_from_the_shipped_one_only_by_its_pools():
 
 class PoolsApi:
     """Airflow 3.3's `PATCH /api/v2/pools/{name}` as its service checks it
-    (airflow/api_fastapi/core_api/services/public/pools.py, `update_orm_from_pydantic`'s caller): the default pool
-    takes a patch only with an `update_mask` of `slots`/`include_deferred`, else HTTP 400 "Only slots and
-    included_deferred can be modified on Default Pool" (the 50-run comparison arm's set-up failed on it)."""
+    (airflow/api_fastapi/core_api/services/public/pools.py, `update_orm_from_pydantic`): the default pool takes a
+    patch only with an `update_mask` of `slots`/`include_deferred`, else HTTP 400 "Only slots and included_deferred
+    can be modified on Default Pool" (the 50-run comparison arm's set-up failed on it); any other pool's body must
+    validate as a whole `BasePool` (its name and include_deferred given), else HTTP 422 (the 20-run one did)."""
 
     def __init__(self) -> None:
         self.pools = {"default_pool": 4, "mtc_launch": 2}
@@ -43,6 +44,8 @@ class PoolsApi:
         mask = [part.removeprefix("update_mask=") for part in query.split("&") if part.startswith("update_mask=")]
         if name == "default_pool" and not (mask and set(mask) <= {"slots", "include_deferred"}):
             raise RuntimeError(f"PATCH {path} -> 400: Only slots and included_deferred can be modified on Default Pool")
+        if name != "default_pool" and not {"name", "slots", "include_deferred"} <= set(json):
+            raise RuntimeError(f"PATCH {path} -> 422: pool and include_deferred: Field required")
         self.pools[name] = json["slots"]
         return {}
 
