@@ -16,8 +16,7 @@ from typing import Any, Protocol, Sequence
 from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.targets.gke.target import GkeTarget
 from mtc_provider.targets.kubernetes.target import KubernetesTarget
-
-DEFAULT_KIND = "local"  # the embedded default: no target, or a dict without a cluster, runs on the local target
+from mtc_provider.targets.registry import DEFAULT_KIND, kind_of, target_from_dict  # noqa: F401 - the public names
 
 
 class Target(Protocol):
@@ -37,8 +36,6 @@ def __getattr__(name: str) -> Any:
     """`from mtc_provider.target import LocalTarget`: the local kind's class, from mtc-local when installed (else the
     error names the extra that installs it)."""
     if name == "LocalTarget":
-        from mtc_provider.targets.registry import kind_of
-
         return kind_of("local").target_class
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -154,22 +151,3 @@ def _resolved(target: Target) -> Target:
     # A GKE cluster is named within a project; a Kubernetes target needs one only to create a bucket.
     # (dataclasses.replace re-runs __post_init__: use_dns_endpoint with use_internal_ip is refused there.)
     return resolve_project(target) if getattr(target, "project_scoped", False) else target
-
-
-def target_from_dict(data: dict[str, Any] | Target | None) -> Target:
-    """Accept a target object, a dict (from DAG params or a trigger's kwargs), or None (the local target)."""
-    from mtc_provider.targets.registry import kind_of
-
-    if data is None:
-        return kind_of(DEFAULT_KIND).target_class()
-    if not isinstance(data, dict) and hasattr(data, "kind"):  # already a target
-        return data
-    values = dict(data)
-    kind = values.pop("kind", "gke" if "cluster_name" in values else DEFAULT_KIND)
-    cls = kind_of(kind).target_class
-    fields = [f for f in cls.__dataclass_fields__ if f not in ("kind", "template_fields")]
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise SpecError(f"target.{unknown[0]}", values[unknown[0]],
-                        f"one of the {kind} target's fields: " + ", ".join(fields))
-    return cls(**values)

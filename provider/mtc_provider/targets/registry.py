@@ -30,6 +30,7 @@ from mtc_provider.core.basics.install import install_line
 from mtc_provider.core.basics.kind_rules import KindRules
 
 GROUP = "mtc_provider.targets"
+DEFAULT_KIND = "local"  # the embedded default: no target, or a dict without a cluster, runs on the local target
 # The kinds this project's distributions register, and the extra that installs each (for the error).
 EXTRAS = {"local": "local"}
 INSTALL = "{line} (after make dist)"
@@ -154,8 +155,6 @@ def registered_jobset_api(kind: str, sync_factory: Callable[[Mapping[str, Any]],
 # ---- what the Airflow glue asks ----------------------------------------------------------------------------------
 def backend_for(target: Any, api_endpoint: str | None = None) -> TargetBackend:
     """The target's backend. `api_endpoint` overrides the managed control plane's endpoint (GKE's Container API)."""
-    from mtc_provider.target import target_from_dict
-
     target = target_from_dict(target)
     return kind_of(target.kind).backend(target, api_endpoint)
 
@@ -165,8 +164,6 @@ def connection_for(target: Any, kubernetes_conn_id: str | None = None) -> dict[s
     `kubernetes_conn_id` names an Airflow Kubernetes connection instead (the cncf.kubernetes operators' way)."""
     if kubernetes_conn_id:
         return {"kind": "kubernetes", "kubernetes_conn_id": kubernetes_conn_id}
-    from mtc_provider.target import target_from_dict
-
     target = target_from_dict(target)
     entry = kind_of(target.kind)
     if entry.connection is not None:
@@ -217,3 +214,20 @@ def store_for_path(path: Path) -> CheckpointStore | None:
         if store is not None:
             return store
     return None
+
+
+def target_from_dict(data: Any) -> Any:
+    """Accept a target object, a dict (from DAG params or a trigger's kwargs), or None (the local target)."""
+    if data is None:
+        return kind_of(DEFAULT_KIND).target_class()
+    if not isinstance(data, dict) and hasattr(data, "kind"):  # already a target
+        return data
+    values = dict(data)
+    kind = values.pop("kind", "gke" if "cluster_name" in values else DEFAULT_KIND)
+    cls = kind_of(kind).target_class
+    fields = [f for f in cls.__dataclass_fields__ if f not in ("kind", "template_fields")]
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise SpecError(f"target.{unknown[0]}", values[unknown[0]],
+                        f"one of the {kind} target's fields: " + ", ".join(fields))
+    return cls(**values)
