@@ -51,6 +51,7 @@ class JobSetTrigger(BaseTrigger):
     :param extra: serializable values echoed back in the event (the operator's attempt bookkeeping).
     :param gcp_conn_id: the connection the checkpoint listing uses (the operator's own, never a default).
     :param impersonation_chain: service account(s) the listing impersonates.
+    :param watch: how it watches (below): a WatchSettings or its dict form.
 
     How it watches: `watch`, a core.attempt.launch_options.WatchSettings (or its `to_dict()`, as Airflow's trigger table
     keeps it): the operator's `LaunchOptions.watch()`. Instead, or on top of `watch`, the settings may be given by
