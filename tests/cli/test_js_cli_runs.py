@@ -165,3 +165,29 @@ def test_status_from_the_record_when_the_cluster_does_not_answer(tmp_path, monke
     assert data["state"] == "failed" and [a["phase"] for a in data["attempts"]] == ["deleted"]
     waited = runner.invoke(app, ["status", "r", "--base", str(tmp_path / "out"), "--wait"])
     assert waited.exit_code == 1  # scripts: the run ended, and not in success
+
+
+def test_list_from_the_records_when_the_cluster_does_not_answer(tmp_path, monkeypatch, fast_retries):
+    """`mtc list` as `mtc status`: a cluster that does not answer leaves the runs' records (the e2e CLI day found a
+    local cluster's supervisor gone, once idle after the run, between the check that it ran and the list)."""
+    from mtc_provider.adapters.run_records import RunRecords
+    from mtc_provider.core.attempt.run_summary import run_record
+
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    where = str(tmp_path / "out" / "r" / "checkpoints")
+    RunRecords(where).write(where, run_record(
+        run_name="r", namespace="default", checkpoint_dir=where, target_step=10, state="succeeded",
+        attempts=[{"attempt": 1, "jobset": "r-x-a1", "start": 1.0, "end": 2.0, "outcome": "finished", "restarts": 0,
+                   "last_step": 10, "reason": "done"}], owner={"dag_id": "d"}, now=3.0))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: "
+                          "{server: 'http://127.0.0.1:9'}}]\nusers: [{name: u, user: {token: t}}]\n"
+                          "contexts: [{name: c, context: {cluster: c, user: u}}]\n")
+    result = runner.invoke(app, ["list", "--kubeconfig", str(kubeconfig), "--base", str(tmp_path / "out"),
+                                 "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert "the cluster did not answer" in result.stderr
+    (row,) = json.loads(result.stdout)
+    assert (row["run_name"], row["state"], row["attempts"]) == ("r", "succeeded", 1)
+    alone = runner.invoke(app, ["list", "--kubeconfig", str(kubeconfig), "-o", "json"])
+    assert alone.exit_code == 1  # no records to fall back on: the cluster's error, as before

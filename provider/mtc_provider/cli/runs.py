@@ -420,17 +420,26 @@ def list_runs(
         for base in options.bases():
             for record in _records_at(options, base).runs(base):
                 records[record.get("checkpoint_dir") or record.get("run_name")] = record
+        jobsets: list[dict[str, Any]] = []
         if hook is not None:
-            selector = L.selector({L.MANAGED_BY: L.MANAGED_BY_VALUE})
-            for obj in hook.api.list(options.namespace, selector):
-                where = checkpoint_dir_of(obj)
-                run_name = (obj["metadata"].get("labels") or {}).get(L.RUN_NAME, "")
-                if evaluate_jobset(obj).live:
-                    live.setdefault(where or run_name, []).append(obj["metadata"]["name"])
-                if where and where not in records:
-                    found = _records_at(options, where).read(where)
-                    records[where] = found or {"run_name": run_name, "namespace": options.namespace,
-                                               "checkpoint_dir": where, "state": "unrecorded", "attempts": []}
+            try:
+                jobsets = list(hook.api.list(options.namespace, L.selector({L.MANAGED_BY: L.MANAGED_BY_VALUE})))
+            except _api_errors() as exc:
+                if not options.bases():
+                    raise
+                # As `status`: the records answer without the cluster (a local cluster whose supervisor left once
+                # idle after its run, between the check that it runs and this read; a cluster that is down).
+                err_console().print(
+                    f"warning: the cluster did not answer ({escape(str(exc))}): showing the runs' records only")
+        for obj in jobsets:
+            where = checkpoint_dir_of(obj)
+            run_name = (obj["metadata"].get("labels") or {}).get(L.RUN_NAME, "")
+            if evaluate_jobset(obj).live:
+                live.setdefault(where or run_name, []).append(obj["metadata"]["name"])
+            if where and where not in records:
+                found = _records_at(options, where).read(where)
+                records[where] = found or {"run_name": run_name, "namespace": options.namespace,
+                                           "checkpoint_dir": where, "state": "unrecorded", "attempts": []}
         now = time.time()
         rows = []
         for where, record in sorted(records.items(), key=lambda item: str(item[1].get("run_name"))):
