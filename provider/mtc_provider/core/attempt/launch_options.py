@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 from mtc_provider.core.attempt import outage as outages
 from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.basics.kind_rules import no_faults_on
 from mtc_provider.core.attempt.resubmission import DEFAULT_CRASH_LOOP_ATTEMPTS
 from mtc_provider.core.basics.vocabulary import DEFAULT_POLL_INTERVAL_S
 
@@ -171,8 +172,7 @@ class LaunchOptions:
         if given["wait_for"] not in WAIT_FOR:
             raise SpecError("wait_for", given["wait_for"], " or ".join(WAIT_FOR))
         if given["fault_plan"] and not injects_faults:
-            raise SpecError("fault_plan", given["fault_plan"],
-                            f"empty on the {kind} target (fault_plan needs the local target, which injects faults)")
+            raise SpecError("fault_plan", given["fault_plan"], no_faults_on(kind))
         pod_logs = _pod_logs(given)
         stall_timeout, stall_cadence, warnings = _stall_rule(given, kind, checkpointing, workload, pod_logs.enabled)
         for field in ("startup_timeout", "image_pull_timeout"):

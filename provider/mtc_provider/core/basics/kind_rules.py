@@ -60,6 +60,11 @@ class KindRules:
         return next(iter(self.workloads.values()), None)
 
 
+def no_faults_on(kind: Any) -> str:
+    """What a `fault_plan` may be on a kind that injects no faults (the run description's and the operator's error)."""
+    return f"empty on the {kind} target (fault_plan needs the local target, which injects faults)"
+
+
 def rules_for(kind: Any) -> KindRules:
     """The registered kind's rules; SpecError (`target.kind`) for a kind no installed distribution registers."""
     from mtc_provider.targets.registry import kind_of  # the registry owns the kinds (a lazy, one-way look-up)

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from mtc_provider.core.definition.customization import CustomizationSpec
 from mtc_provider.core.basics.errors import SpecError, positive_int, require
 from mtc_provider.core.definition.flag_table import default as flag_default
-from mtc_provider.core.basics.kind_rules import rules_for
+from mtc_provider.core.basics.kind_rules import no_faults_on, rules_for
 from mtc_provider.core.definition.locations import check_bucket_location, check_bucket_name, check_project_id
 from mtc_provider.core.definition.maxtext import (
     DEFAULT_LAYOUT,
@@ -383,8 +383,7 @@ class RunConfig:
                 list(self.fault_plan) if isinstance(self.fault_plan, tuple) else self.fault_plan,
                 self.slices.num_slices, self.slices.hosts_per_slice, self.checkpointing.steps)))
         else:
-            require(not self.fault_plan, "fault_plan", self.fault_plan,
-                    f"empty on the {self.target} target (fault_plan needs the local target, which injects faults)")
+            require(not self.fault_plan, "fault_plan", self.fault_plan, no_faults_on(self.target))
         check_target_mode(self.target, rules.local_processes, self.checkpointing, self.workload.command)
         check_checkpoint_configuration_name(self.checkpoint_configuration_name)
         if rules.cluster_required:
