@@ -1,7 +1,7 @@
 """A DAG for the stall acceptance test (issue 5): the launch operator on the local target, real workload.
 
 Slow steps (1.2 s of simulated accelerator time, a persistent checkpoint every 2 steps) and one `hang`
-fault (SIGSTOP of slice 1) at step 14. The workload's own watchdog (`distributed_timeout_s`, which would exit
+fault (SIGSTOP of slice 1) at step 40. The workload's own watchdog (`distributed_timeout_s`, which would exit
 the stuck peer with 42 and restart the JobSet in the cluster) is set far above the stall timeout, so only the
 launch trigger's stall detection can end the hung attempt. Paths come from MTC_LOCAL_HOME.
 """
@@ -17,10 +17,13 @@ from mtc_provider.operators.jobset import MtcJobSetOperator
 
 HOME = os.environ.get("MTC_LOCAL_HOME", "/tmp/mtc-acceptance-unset")
 RUN_NAME = "acc-stall"
-STEPS = 40
+STEPS = 46
 CHECKPOINT_PERIOD = 2
 STEP_TIME_MS = 1200
-HANG_AT = 32  # the first attempt runs longer than STALL_TIMEOUT before it hangs (32 steps of 1.2 s + start-up)
+# The first attempt runs longer than STALL_TIMEOUT before it hangs from its steps alone (40 x 1.2 s = 48 s > 45 s),
+# whatever the start-up takes: at 32 steps (38.4 s) a quick start on a quiet CI machine hung it 43.9 s after its
+# creation, below the stall timeout the test checks it outlived (CI, 2026-12-02).
+HANG_AT = 40
 # Above the checkpoint interval (~2.5 s) and JAX start-up under load: the stall clock runs from the pods' start, and
 # start-up took 36-39 s at load 13 on the 2 shared cores (2026-12-02), which stalled both attempts at 30.
 STALL_TIMEOUT = 45
