@@ -123,3 +123,36 @@ def test_without_its_folder_on_sys_path_the_fourth_kind_is_refused_naming_the_in
         parse_run(DESCRIPTION, str(tmp_path))
     assert err.value.field == "target.kind" and err.value.value == "fourth"
     assert err.value.allowed == "gke or kubernetes or local"
+
+
+def test_mtc_list_and_status_reach_the_fourth_kind_by_target(fourth, tmp_path) -> None:
+    """`--target` takes any installed kind, as the DAG gives it: the CLI reads the fourth kind's cluster."""
+    import json
+
+    import mtc_fourth_kind
+
+    from mtc_provider.cli.app import app
+
+    home = str(tmp_path / "home")
+    plan = run_plan(parse_run(DESCRIPTION, home), home)
+    mtc_fourth_kind.cluster(home).plan([status_running()])
+    op = MtcJobSetOperator(task_id="train", target=plan["target"], slices=plan["slices"],
+                           checkpointing=plan["checkpointing"], workload=plan["workload"], deferrable=True,
+                           poll_interval=0, retries=2)
+    ti = FakeTI(try_number=1, max_tries=2)
+    with pytest.raises(TaskDeferred):
+        op.execute({"ti": ti, "run_id": ti.run_id})
+    (name,) = mtc_fourth_kind.cluster(home).created
+    target = json.dumps({"kind": "fourth", "home": home})
+    listed = CliRunner().invoke(app, ["list", "--target", target])
+    assert listed.exit_code == 0, listed.output
+    assert "llama" in listed.output
+    (tmp_path / "target.yaml").write_text(yaml.safe_dump({"kind": "fourth", "home": home}))
+    status = CliRunner().invoke(app, ["status", "llama", "--target", f"@{tmp_path / 'target.yaml'}"])
+    assert status.exit_code == 0, status.output
+    assert "Run llama in namespace default: running" in status.output and f" {name} " in status.output
+    # A kind nobody installed, and a value that is no target, are refused naming --target and what it takes.
+    unknown = CliRunner().invoke(app, ["list", "--target", '{"kind": "fifth"}'])
+    assert unknown.exit_code != 0 and "--target" in unknown.output and "fourth" in unknown.output
+    shapeless = CliRunner().invoke(app, ["list", "--target", "fourth"])
+    assert shapeless.exit_code != 0 and "--target" in shapeless.output and "@FILE" in shapeless.output

@@ -50,12 +50,37 @@ class ClusterOptions:
     cluster: Optional[str] = None
     gcp_conn_id: str = "google_cloud_default"
     local_home: Optional[Path] = None
+    target: Optional[str] = None
     base: Optional[str] = None
 
     @property
     def cluster_given(self) -> bool:
         return bool(self.kubeconfig or self.project or self.location or self.cluster or self.local_home
-                    or os.environ.get("KUBECONFIG"))
+                    or self.target or os.environ.get("KUBECONFIG"))
+
+    def target_dict(self) -> dict[str, Any]:
+        """--target as a dict: inline JSON or YAML, or @FILE; SpecError naming --target when it is neither a mapping
+        with a `kind` nor a kind the registry has (targets.kinds(): the built-in ones and those of entry points)."""
+        import yaml
+
+        from mtc_provider import targets
+
+        text = str(self.target)
+        if text.startswith("@"):
+            try:
+                text = Path(text[1:]).expanduser().read_text()
+            except OSError as exc:
+                raise SpecError("--target", self.target, f"@FILE naming a readable file ({exc.strerror})") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            data = None
+        if not isinstance(data, dict) or not data.get("kind"):
+            raise SpecError("--target", self.target, 'a target as a JSON or YAML mapping with its kind, e.g. '
+                            '\'{"kind": "local", "home": "~/.mtc-local"}\', or @FILE holding one')
+        if data["kind"] not in targets.kinds():
+            raise SpecError("--target", data["kind"], "an installed target kind: " + " or ".join(targets.kinds()))
+        return data
 
     def hook(self) -> Any:
         """The MtcJobSetHook for these options; SpecError naming the option when they do not fit together."""
@@ -64,9 +89,11 @@ class ClusterOptions:
         gke = [value for value in (self.project, self.location, self.cluster) if value]
         if gke and len(gke) < 3:
             raise SpecError("--project/--location/--cluster", gke, "all three, to read the run from a GKE cluster")
-        if sum(bool(x) for x in (gke, self.kubeconfig, self.local_home)) > 1:
-            raise SpecError("--kubeconfig", str(self.kubeconfig), "one of --kubeconfig, --project/--location/--cluster "
-                            "or --local-home")
+        if sum(bool(x) for x in (gke, self.kubeconfig, self.local_home, self.target)) > 1:
+            raise SpecError("--kubeconfig", str(self.kubeconfig), "one of --kubeconfig, --project/--location/--cluster, "
+                            "--local-home or --target")
+        if self.target:  # any installed kind, a kind registered by an entry point included
+            return MtcJobSetHook(target={"namespace": self.namespace, **self.target_dict()})
         if gke:
             return MtcJobSetHook(target={"kind": "gke", "project_id": self.project, "location": self.location,
                                          "cluster_name": self.cluster, "gcp_conn_id": self.gcp_conn_id,
@@ -121,6 +148,9 @@ _OPTIONS: list[tuple[str, Any, Any]] = [
                                       "connection.")),
     ("local_home", Optional[Path], typer.Option(None, "--local-home", help="The local target's home instead of a "
                                                 "cluster.")),
+    ("target", Optional[str], typer.Option(None, "--target", help="Any installed target kind (one registered by an "
+                                           "entry point included): the target as the DAG gives it, JSON or YAML "
+                                           "inline or @FILE, e.g. '{\"kind\": \"local\", \"home\": \"/srv/mtc\"}'.")),
 ]
 _BASE = ("base", Optional[str], typer.Option(None, "--base", envvar=BASE_ENV, help="The runs' "
                                              "base_output_directory (gs://BUCKET/PATH or a local path), where "

@@ -53,7 +53,8 @@ class MtcJobSetHook(BaseHook):
     A 403 from the cluster raises `mtc_provider.adapters.kubernetes.Forbidden` (an AirflowFailException: a @task
     fails at once instead of spending its retries), naming the verb, the resource, the namespace and the identity.
 
-    :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local.
+    :param target: a target object (GkeTarget, LocalTarget, KubernetesTarget, or an installed kind's) or its dict
+        (its `kind`: any of `mtc_provider.targets.kinds()`); None: local.
     :param kubernetes_conn_id: use this cncf.kubernetes connection instead of GKE credentials.
     :param kubeconfig: a kubeconfig file to use instead (what `mtc status --kubeconfig` passes).
     :param context: the kubeconfig context; default: the file's current context.

@@ -30,7 +30,8 @@ class TargetMixin(BaseOperator):
 
     Which one wins when both are given: `target.with_google`; every error comes before any call.
 
-    :param target: GkeTarget, LocalTarget, KubernetesTarget, or a dict (kind gke|local|kubernetes); None: local
+    :param target: a target object (GkeTarget, LocalTarget, KubernetesTarget, or an installed kind's) or its dict
+        (its `kind`: any of `mtc_provider.targets.kinds()`); None: local
         (templated).
     :param gcp_conn_id: the Google connection for every GKE, GCS and IAM call (templated; default: the target's).
     :param impersonation_chain: service account(s) to impersonate for every call (templated; default: the target's).
