@@ -29,8 +29,11 @@ demo: venv
 
 # The browser test drives Debian's Chromium (installed here when missing; needs root, as in CI).
 # WORKERS=N: N test processes (pytest-xdist, `--dist loadgroup`: the tests of a folder that share one expensive
-# set-up stay on one worker, tests/conftest.py); unset: one process, as CI runs it.
-XDIST = $(if $(WORKERS),-n $(WORKERS) --dist loadgroup)
+# set-up stay on one worker, tests/conftest.py); WORKERS=1: one process. Default 2, as CI runs it: the suite mostly
+# waits (trainings' steps, Airflow's loops; load 0.6-1.6 on 2 cores through a one-process run), so 2 processes on
+# 2 cores: see docs/benchmarks.md, "The suite's time".
+WORKERS ?= 2
+XDIST = $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadgroup)
 # --durations=20: every run (CI's included) prints its 20 slowest steps, so the suite's time stays visible.
 test: venv browser
 	$(VENV)/bin/python -m pytest -ra --durations=20 $(XDIST)
@@ -44,7 +47,7 @@ test-fast: venv
 # The lowest-direct-versions job: every direct dependency at its declared lower bound, then the fast tests
 # (its own .venv-lowest; 9 to 18 minutes on this machine, so it is not part of `make test`).
 test-lowest: venv
-	bash scripts/test-lowest.sh
+	bash scripts/test-lowest.sh $(XDIST)
 
 # The orchestrator-fault soak (issue #23; tests/deploy/test_soak.py): the resilient DAG through the deployed
 # topology for over 10 minutes of training under a seeded fault schedule (about 15 minutes; not in `make test`).

@@ -64,6 +64,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if not item.get_closest_marker("soak")]
 
 
+# Measured figures the acceptance tests keep (tests/acceptance/conftest.py `record_figure`), printed at the end of the
+# session. They travel on the test reports' user_properties: under pytest-xdist (`make test`'s default) the tests run
+# in worker processes and only the reports reach the controller, which prints the summary.
+FIGURE_PROPERTY = "mtc_measured_figure"
+_FIGURES: dict[str, object] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:
+        if name == FIGURE_PROPERTY:
+            key, figure = value
+            _FIGURES[key] = figure
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    import json
+
+    if _FIGURES:
+        terminalreporter.section("acceptance: measured figures")
+        for key, value in _FIGURES.items():
+            terminalreporter.write_line(f"{key}: {json.dumps(value, default=str)}")
+
+
 def reference_file(name: str) -> Path:
     """A third-party file kept in tests/data/third_party (part of the repository: missing means a broken checkout)."""
     path = next((folder / name for folder in THIRD_PARTY_DIRS if (folder / name).exists()), THIRD_PARTY / name)

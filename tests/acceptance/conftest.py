@@ -272,25 +272,14 @@ def airflow_env(homes: Homes, migrated_db: Path, request: pytest.FixtureRequest)
     stop_runner(local_home)
 
 
-# ---- measured figures, printed at the end of the session ---------------------------------------------
-FIGURES: dict[str, Any] = {}
-
-
-def record(key: str, value: Any) -> None:
-    """Keep a measured figure for the terminal summary (steps lost, tiers, restore and detection times)."""
-    FIGURES[key] = value
-
-
+# ---- measured figures, printed at the end of the session (tests/conftest.py collects them) ------------------
 @pytest.fixture
-def record_figure():
-    """`record` of this conftest as pytest loaded it (a test importing the module gets a second copy)."""
+def record_figure(request):
+    """Keep a measured figure (steps lost, tiers, restore and detection times) for the session's terminal summary:
+    on the test's report, which pytest-xdist carries from its worker to the controller that prints the summary."""
+    from tests.conftest import FIGURE_PROPERTY
+
+    def record(key: str, value: Any) -> None:
+        request.node.user_properties.append((FIGURE_PROPERTY, (key, value)))
+
     return record
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    import json
-
-    if FIGURES:
-        terminalreporter.section("acceptance: measured figures")
-        for key, value in FIGURES.items():
-            terminalreporter.write_line(f"{key}: {json.dumps(value, default=str)}")
