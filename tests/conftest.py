@@ -44,18 +44,35 @@ os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
 
 
 # Folders whose tests share session fixtures that start real processes (trainings, Airflow, the MaxText
-# environment): under pytest-xdist's `--dist loadgroup` each folder runs on one worker, so each set-up is paid once.
+# environment): under pytest-xdist (`make test`'s 2 workers) each folder runs on one worker, so each set-up is paid once.
 SHARED_SETUP_FOLDERS = ("acceptance", "conformance", "e2e")
+
+
+def shared_setup_group(nodeid: str) -> str | None:
+    """The folder of SHARED_SETUP_FOLDERS a test id is in, else None."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" and parts[1] in SHARED_SETUP_FOLDERS else None
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadgroup` with the groups taken from the test ids: one scope per shared-setup folder, every other test
+    its own. pytest-xdist's own loadgroup appends an `xdist_group` marker's name to `item._nodeid`, which pytest 9.2
+    no longer reads (`Node.nodeid` is built from `Node._id`): its groups silently vanish there and each folder's
+    set-up would be paid on both workers (seen: two e2e Airflows, 2026-12-02)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FolderGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return shared_setup_group(nodeid) or nodeid
+
+    return FolderGroups(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The soak (tests/deploy/test_soak.py, 15 minutes) runs only when a marker expression names it (`make soak`:
-    `-m soak`); `make test` and `make test-fast` leave it out, so the suite stays within its time budget.
-    Tests of SHARED_SETUP_FOLDERS get an `xdist_group` of their folder (used only by `--dist loadgroup`)."""
-    for item in items:
-        parts = Path(str(item.path)).relative_to(REPO).parts
-        if len(parts) > 2 and parts[0] == "tests" and parts[1] in SHARED_SETUP_FOLDERS:
-            item.add_marker(pytest.mark.xdist_group(parts[1]))
+    `-m soak`); `make test` and `make test-fast` leave it out, so the suite stays within its time budget."""
     if "soak" in (config.getoption("markexpr") or ""):
         return
     soak = [item for item in items if item.get_closest_marker("soak")]

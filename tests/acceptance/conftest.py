@@ -273,13 +273,26 @@ def airflow_env(homes: Homes, migrated_db: Path, request: pytest.FixtureRequest)
 
 
 # ---- measured figures, printed at the end of the session (tests/conftest.py collects them) ------------------
+# A figure goes on the report of the test that made it or whose session fixture made it (the training runs):
+# pytest-xdist carries reports, not this module's state, from its worker to the controller that prints the summary.
+_PENDING: dict[str, Any] = {}
+
+
+def record(key: str, value: Any) -> None:
+    """Keep a measured figure (steps lost, tiers, restore and detection times) for the session's summary."""
+    _PENDING[key] = value
+
+
 @pytest.fixture
-def record_figure(request):
-    """Keep a measured figure (steps lost, tiers, restore and detection times) for the session's terminal summary:
-    on the test's report, which pytest-xdist carries from its worker to the controller that prints the summary."""
+def record_figure():
+    """`record` of this conftest as pytest loaded it (a test importing the module gets a second copy)."""
+    return record
+
+
+@pytest.fixture(autouse=True)
+def _figures_on_the_report(request: pytest.FixtureRequest) -> Iterator[None]:
     from tests.conftest import FIGURE_PROPERTY
 
-    def record(key: str, value: Any) -> None:
-        request.node.user_properties.append((FIGURE_PROPERTY, (key, value)))
-
-    return record
+    yield
+    while _PENDING:
+        request.node.user_properties.append((FIGURE_PROPERTY, _PENDING.popitem()))
