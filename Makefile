@@ -30,8 +30,8 @@ demo: venv
 # The browser test drives Debian's Chromium (installed here when missing; needs root, as in CI).
 # WORKERS=N: N test processes (pytest-xdist, `--dist loadgroup`: the tests of a folder that share one expensive
 # set-up stay on one worker, tests/conftest.py); WORKERS=1: one process. Default 2, as CI runs it: the suite mostly
-# waits (trainings' steps, Airflow's loops; load 0.6-1.6 on 2 cores through a one-process run), so 2 processes on
-# 2 cores: see docs/benchmarks.md, "The suite's time".
+# waits (trainings' steps, Airflow's loops; load 0.6-1.6 on 2 cores through a one-process run): 34 min 38 s in one
+# process, 20 min 43 s in two on a quiet fresh clone (docs/benchmarks.md, "The suite's time").
 WORKERS ?= 2
 XDIST = $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadgroup)
 # --durations=20: every run (CI's included) prints its 20 slowest steps, so the suite's time stays visible.
