@@ -33,7 +33,7 @@ from benchmarks.common import REPO, argument_parser, interleaved, median, print_
 
 from tests.doubles.gcs import GcsDouble
 from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, open_store
-from mtc_provider.core.measure.listing import backup_steps, finalized_from_objects
+from mtc_provider.core.measure.listing import complete_backups, data_complete, finalized_from_objects
 
 BUCKET = "bench"
 CONN_ID = "mtc_bench_gcs"
@@ -47,8 +47,27 @@ def step_objects(prefix: str, count: int) -> list[str]:
 
 
 def backup_objects(prefix: str, count: int) -> list[str]:
-    """MTC replicator backups: one `.meta` plus its data object per step (one node, one worker)."""
-    return [f"{prefix}/train-s{step}-n0-w0.{ext}" for step in range(1, count + 1) for ext in ("meta", "data")]
+    """MTC replicator backups of the job named by `prefix`'s last part, one node: per step a time folder holding
+    the node's `.meta` and one object of its data folder."""
+    job = prefix.rsplit("/", 1)[-1]
+    names = []
+    for step in range(1, count + 1):
+        folder = f"{prefix}/2026-12-{1 + step // 1440:02d}_{step // 60 % 24:02d}-{step % 60:02d}"
+        names += [f"{folder}/{job}-s{step}-n0-w0.meta", f"{folder}/D{step:08x}.data/0"]
+    return names
+
+
+def newest_backup_from_names(names: list[str], prefix: str) -> int | None:
+    """The naive way: every object under the backup folder listed, then the same rules applied to the names."""
+    relative = [name[len(prefix) + 1:] for name in names]
+    complete = complete_backups(((name, 1) for name in relative if name.endswith(".meta")),
+                                prefix.rsplit("/", 1)[-1], 1)
+    for step in sorted(complete, reverse=True):
+        if all(data_complete(count, {name.split("/")[1] for name in relative if name.startswith(f"{folder}/")
+                                     and name.count("/") > 1})
+               for folder, count in complete[step].items()):
+            return step
+    return None
 
 
 def gcs_poke(gcs: GcsDouble, fn: Callable[[], Any]) -> dict[str, Any]:
@@ -76,7 +95,7 @@ def naive_gcs_list(client: Any, prefix: str) -> list[str]:
 
 
 def measure_gcs(gcs: GcsDouble, count: int, repeats: int) -> dict[str, Any]:
-    prefix, backups = f"run{count}/checkpoints", f"run{count}/mtc-backup"
+    prefix, backups = f"run{count}/checkpoints", f"backups{count}/train"
     t0 = time.perf_counter()
     gcs.seed(BUCKET, step_objects(prefix, count) + backup_objects(backups, count))
     seed_s = time.perf_counter() - t0
@@ -96,10 +115,10 @@ def measure_gcs(gcs: GcsDouble, count: int, repeats: int) -> dict[str, Any]:
         return gcs_poke(gcs, lambda: len(finalized_from_objects(naive_gcs_list(client, prefix), prefix)))
 
     def ours_backup():
-        return gcs_poke(gcs, lambda: len(store.backup_steps(backup_dir)))
+        return gcs_poke(gcs, lambda: store.newest_backup(backup_dir, 1))
 
     def naive_backup():
-        return gcs_poke(gcs, lambda: len(backup_steps(naive_gcs_list(client, backups))))
+        return gcs_poke(gcs, lambda: newest_backup_from_names(naive_gcs_list(client, backups), backups))
 
     runs = interleaved({"ours_first": ours_first, "ours_next": ours_next, "naive": naive,
                         "ours_backup": ours_backup, "naive_backup": naive_backup}, repeats)

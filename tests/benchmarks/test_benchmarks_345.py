@@ -15,10 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.sensing_cost import FsCalls, backup_objects, naive_walk, make_local_tree, step_objects
+from benchmarks.sensing_cost import (
+    FsCalls,
+    backup_objects,
+    make_local_tree,
+    naive_walk,
+    newest_backup_from_names,
+    step_objects,
+)
 from benchmarks.triggerer_load import jobset_script, percentile
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
-from mtc_provider.core.measure.listing import backup_steps, finalized_from_objects
+from mtc_provider.core.measure.listing import finalized_from_objects
 from mtc_provider.core.attempt.status import evaluate_jobset
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +44,8 @@ def test_seeded_layouts_parse_to_the_expected_steps():
     names = step_objects("r/checkpoints", 12)
     assert len(names) == 4 * 12 + 1  # four objects per step plus one in-flight save
     assert finalized_from_objects(names, "r/checkpoints") == list(range(1, 13))
-    assert backup_steps(backup_objects("r/mtc-backup", 5)) == [1, 2, 3, 4, 5]
+    assert newest_backup_from_names(backup_objects("r/train", 5), "r/train") == 5
+    assert newest_backup_from_names(backup_objects("r/train", 5)[:-1], "r/train") == 4  # step 5's data is missing
 
 
 def test_local_tree_walk_and_store_agree_and_calls_are_counted(tmp_path):
@@ -78,7 +86,8 @@ def test_sensing_cost_quick_run(tmp_path):
         assert arms["ours_next"]["http_requests"] == 2 and arms["ours_next"]["gcs_entries"] == 0
         assert arms["ours_next"]["start_offset_requests"] == 1  # same-length names; the longer ones have none
         assert arms["naive"]["gcs_entries"] == 4 * dirs + 1 and arms["naive"]["http_requests"] == pages
-        assert arms["ours_backup"]["gcs_entries"] == dirs and arms["naive_backup"]["gcs_entries"] == 2 * dirs
+        # ours: every `.meta`, then one delimiter listing of the newest step's folder (its data folder)
+        assert arms["ours_backup"]["gcs_entries"] == dirs + 1 and arms["naive_backup"]["gcs_entries"] == 2 * dirs
         assert all(arm["seconds_median"] > 0 for arm in arms.values())
     for item in result["local"]:
         dirs, arms = item["dirs"], item["arms"]

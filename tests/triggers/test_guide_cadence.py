@@ -21,7 +21,7 @@ from tests.doubles.kubernetes import KubernetesApiDouble
 from tests.support.checkpoint_fixtures import GCS_CONN_ID
 from mtc_provider.adapters.pod_logs import KubernetesPodLogs, LeaderLogFollower
 from mtc_provider.core.measure.progress import replicator_backup_dir
-from mtc_provider.core.attempt.resubmission import RETRY, decide
+from mtc_provider.core.attempt.resubmission import RETRY, SUCCEED, decide
 from mtc_provider.core.definition.run import parse_run, stall_rule
 from mtc_provider.core.attempt.status import JobSetState
 from mtc_provider.triggers.jobset import JobSetTrigger
@@ -56,12 +56,20 @@ def _description(run: str, **changes) -> dict:
     return {**data, **changes}
 
 
-def _upload(name: str) -> None:
+def _upload(name: str, data: bytes = b"") -> None:
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
     storage.Client(project="mtc-test", credentials=AnonymousCredentials()).bucket("ckpt").blob(name) \
-        .upload_from_string(b"")
+        .upload_from_string(data)
+
+
+def _backup(run: str, folder: str, step: int, node: int, data: bool = True) -> None:
+    """One node's replicator backup of `step`: its data folder first, then the `.meta` naming it (as the rehearsal's
+    replicator writes them: rehearsal/mtc_local/runner/replicator.py)."""
+    if data:
+        _upload(f"{run}/{folder}/D{step}n{node}.data/manifest.ocdbt", b"ocdbt")
+    _upload(f"{run}/{folder}/{run}-s{step}-n{node}-w0.meta", b'{"data": "D%dn%d.data"}' % (step, node))
 
 
 def _trigger(config, clock: _Clock, core=None, reported: bool = True) -> JobSetTrigger:
@@ -70,7 +78,9 @@ def _trigger(config, clock: _Clock, core=None, reported: bool = True) -> JobSetT
     trigger = JobSetTrigger(connection={"kind": "gke", "cluster_url": "https://gke.invalid"}, namespace="default",
                             name="train", checkpoint_dir=config.checkpointing.checkpoint_directory,
                             gcp_conn_id=GCS_CONN_ID, stall_timeout=limit, stall_cadence=cadence,
-                            backup_dir=replicator_backup_dir(config.checkpointing), pod_logs=core is not None,
+                            backup_dir=replicator_backup_dir(config.checkpointing),
+                            backup_nodes=config.slices.num_slices * config.slices.hosts_per_slice,
+                            pod_logs=core is not None,
                             pod_logs_interval=30.0, progress_interval=None, push_progress=False)
     trigger.clock = clock
     if core is not None:  # the leader's log through the real client against the API double
@@ -160,9 +170,8 @@ async def test_multi_tier_progresses_from_replicator_backups_and_the_attempt_end
         clock.now += 60
         step += int(60 / STEP_S)
         if minute % 30 == 0:
-            for node in range(2):  # the replicator's layout: <bucket>/<job>/<time>/<job>-s<step>-n<node>-w<worker>.meta
-                _upload(f"{run}/2026-12-02_{minute // 60:02d}-{minute % 60:02d}/{run}-s{step}-n{node}-w0.meta")
-                _upload(f"{run}/2026-12-02_{minute // 60:02d}-{minute % 60:02d}/D{step}{node}.data/manifest.ocdbt")
+            for node in range(16):  # every host of 2 slices of 4x8: <bucket>/<job>/<time>/<job>-s<step>-n<node>-w0.meta
+                _backup(run, f"2026-12-02_{minute // 60:02d}-{minute % 60:02d}", step, node)
         assert await trigger.check_stall(RUNNING) is None, minute
     assert replicator_backup_dir(config.checkpointing) == f"gs://ckpt/{run}"  # the bucket's root, not runs/
     restorable = trigger._signal.restorable
@@ -177,11 +186,50 @@ async def test_multi_tier_progresses_from_replicator_backups_and_the_attempt_end
 
 def test_the_workers_end_of_attempt_reads_the_same_restorable_step(gcs):
     """The worker's decision (MtcJobSetOperator._latest) and the step history use adapters' restorable_step: in
-    multi-tier mode the newest replicator backup, else the newest persistent checkpoint."""
+    multi-tier mode the newest replicator backup complete on every node, else the newest persistent checkpoint."""
     from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, restorable_step
 
     _upload("runs/cadence-w/checkpoints/100/commit_success.txt")
-    _upload("runs/cadence-w/train-a1-s250-n0-w0.meta")
+    for node in range(2):
+        _backup("cadence-w", "2026-12-02_10-00", 250, node)
     store = GcsCheckpointStore(GCS_CONN_ID)
     assert restorable_step(store, "gs://ckpt/runs/cadence-w/checkpoints") == 100
-    assert restorable_step(store, "gs://ckpt/runs/cadence-w/checkpoints", "gs://ckpt/runs/cadence-w") == 250
+    assert restorable_step(store, "gs://ckpt/runs/cadence-w/checkpoints", "gs://ckpt/cadence-w", nodes=2) == 250
+    # A third node's backup is missing: 250 is not restorable on a 3-host run.
+    assert restorable_step(store, "gs://ckpt/runs/cadence-w/checkpoints", "gs://ckpt/cadence-w", nodes=3) == 100
+
+
+async def test_only_complete_backups_of_this_run_count_at_the_attempt_end(gcs):
+    """A step the replicator has not finished backing up on every node, a torn or dangling `.meta`, another job's
+    backup sharing the prefix (`cadence-p-2`) and this run's name in another folder of the bucket are not what a new
+    start can restore (core.measure.listing.complete_backups; the replicator's layout: facts in
+    core.measure.progress.replicator_backup_dir). Only step 60, backed up whole by all 8 nodes, is restorable; the
+    attempt's end decides on it, so a run whose target is 80 is not SUCCEEDED by a partial backup of 80."""
+    run = "cadence-p"
+    config = parse_run(_description(run, slices={"tpu_type": "v6e", "topology": "4x4", "num_slices": 2,
+                                                 "machine_type": "ct6e-standard-4t"},
+                                    checkpointing={"enable_emergency_checkpoint": False,
+                                                   "enable_multi_tier_checkpointing": True,
+                                                   "multi_tier_checkpointing_backup_interval_minutes": 30}))
+    nodes = config.slices.num_slices * config.slices.hosts_per_slice
+    assert nodes == 8  # 2 slices of 4 hosts
+    for node in range(nodes):
+        _backup(run, "2026-12-06_10-00", 60, node)
+    _backup(run, "2026-12-06_10-30", 80, 0)  # an upload in progress: 1 of 8 nodes
+    for node in range(nodes):
+        _backup(f"{run}-2", "2026-12-06_10-40", 90, node)  # another job whose name starts with this one's
+        _upload(f"{run}/2026-12-06_10-40/{run}-2-s90-n{node}-w0.meta", b"{}")  # ...even inside this run's folder
+        _backup(f"old/{run}", "2026-12-06_10-45", 95, node)  # the same run name in another folder of the bucket
+        _upload(f"{run}/{run}-s96-n{node}-w0.meta", b"{}")  # not in a time folder
+    for node in range(nodes - 1):
+        _backup(run, "2026-12-06_10-50", 100, node)
+    _upload(f"{run}/2026-12-06_10-50/{run}-s100-n{nodes - 1}-w0.meta")  # torn: an empty .meta
+    for node in range(nodes):
+        _backup(run, "2026-12-06_11-00", 110, node, data=node != 2)  # dangling: node 2's data is gone
+    trigger = _trigger(config, _Clock(), reported=False)
+    assert trigger.backup_nodes == nodes
+    latest = await trigger._latest_checkpoint(after=None)
+    assert latest is not None and latest.step == 60, latest
+    failed = JobSetState("train", "default", "failed")
+    decision = decide(failed, latest.step, 80, [None, None], 2)
+    assert decision.kind != SUCCEED, decision

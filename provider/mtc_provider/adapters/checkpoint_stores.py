@@ -24,8 +24,9 @@ from mtc_provider.adapters.protocols import CheckpointInfo, CheckpointStore
 from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.core.measure.listing import (
     COMMIT_FILE,
-    backup_steps,
     commit_glob,
+    complete_backups,
+    data_complete,
     item_of,
     longer_steps_glob,
     newer_than,
@@ -171,12 +172,29 @@ class GcsCheckpointStore(FinalizedSteps):
         item = item_of(prefix[len(path) + 1:] for prefix in iterator.prefixes)
         return f"gs://{bucket}/{path}/{item}" if item else None
 
-    def backup_steps(self, backup_dir: str, workers: int | None = None) -> list[int]:
-        """Steps GKE MTC's replicator backed up under `backup_dir` (`<job>-s<step>-n<node>-w<worker>.meta`)."""
+    def newest_backup(self, backup_dir: str, nodes: int) -> int | None:
+        """The newest step GKE MTC's replicator backed up completely under `backup_dir` (`<bucket>/<run_name>`):
+        every node's `.meta` in a time folder of this run (core.measure.listing.complete_backups) with its data
+        beside it (one delimiter listing per folder, newest step first, until one holds); None when none does."""
         bucket, path = split_gcs_uri(backup_dir)
         prefix = f"{path}/" if path else ""
-        names = [blob.name for blob in self._list(bucket, prefix, f"{prefix}**.meta")]
-        return backup_steps(names, workers)
+        metas = [(blob.name[len(prefix):], int(blob.size or 0))
+                 for blob in self._list(bucket, prefix, f"{prefix}*/*.meta")]
+        complete = complete_backups(metas, path.rsplit("/", 1)[-1], nodes)
+        for step in sorted(complete, reverse=True):
+            if all(data_complete(count, self._folders(bucket, f"{prefix}{folder}/"))
+                   for folder, count in complete[step].items()):
+                return step
+        return None
+
+    def _folders(self, bucket: str, prefix: str) -> list[str]:
+        """The folder names directly under `prefix` (one delimiter listing)."""
+        iterator = self.hook.get_conn().list_blobs(bucket, prefix=prefix, delimiter="/", retry=None,
+                                                   timeout=LISTING_TIMEOUT)
+        for page in iterator.pages:
+            self.cost.requests += 1
+            list(page)
+        return [name[len(prefix):] for name in iterator.prefixes]
 
 
 def _timestamp(value: datetime | None) -> float | None:
@@ -207,18 +225,20 @@ class AsyncCheckpointStore:
     async def finalized(self, after: int | None = None) -> list[CheckpointInfo]:
         return await asyncio.to_thread(self.store.finalized, self.checkpoint_dir, after)
 
-    async def backup_steps(self, backup_dir: str) -> list[int]:
-        """Steps the MTC replicator backed up under `backup_dir` (GCS only; a local store has none: [])."""
-        lister = getattr(self.store, "backup_steps", None)
-        return [] if lister is None else await asyncio.to_thread(lister, backup_dir)
+    async def newest_backup(self, backup_dir: str, nodes: int) -> int | None:
+        """The newest complete MTC replicator backup under `backup_dir` (GCS only; a local store has none)."""
+        lister = getattr(self.store, "newest_backup", None)
+        return None if lister is None else await asyncio.to_thread(lister, backup_dir, nodes)
 
 
-def restorable_step(store: CheckpointStore, checkpoint_dir: str, backup_dir: str | None = None) -> int | None:
+def restorable_step(store: CheckpointStore, checkpoint_dir: str, backup_dir: str | None = None,
+                    nodes: int | None = None) -> int | None:
     """The newest step a resubmission can resume from: a finalized persistent checkpoint, or (multi-tier mode,
-    `backup_dir`: core.measure.progress.replicator_backup_dir) an MTC replicator backup. Blocking."""
+    `backup_dir`: core.measure.progress.replicator_backup_dir, `nodes`: the run's hosts) an MTC replicator backup
+    complete across every node. Blocking."""
     steps = [store.latest_step(checkpoint_dir)]
-    if backup_dir and hasattr(store, "backup_steps"):
-        steps += store.backup_steps(backup_dir)[-1:]
+    if backup_dir and nodes and hasattr(store, "newest_backup"):
+        steps.append(store.newest_backup(backup_dir, nodes))
     known = [step for step in steps if step is not None]
     return max(known) if known else None
 

@@ -306,10 +306,12 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         # The restorable step (docs/resubmission.md, "Progress"): in multi-tier mode a replicator backup counts,
         # as in the triggerer's end of an attempt (triggers.jobset._latest_checkpoint).
         try:
-            backup_dir = replicator_backup_dir(self._describe()[1])
+            slices, checkpointing = self._describe()[:2]
+            backup_dir, nodes = replicator_backup_dir(checkpointing), slices.num_slices * slices.hosts_per_slice
         except (SpecError, ValueError):  # the sections were already checked where it matters (execute)
-            backup_dir = None
-        return through_listing_outage(lambda: restorable_step(store, checkpoint_dir, backup_dir), checkpoint_dir,
+            backup_dir, nodes = None, None
+        return through_listing_outage(lambda: restorable_step(store, checkpoint_dir, backup_dir, nodes),
+                                      checkpoint_dir,
                                       self._opts.times.listing_timeout, self.log)
 
     def _latest_or_none(self, store: CheckpointStore | None, checkpoint_dir: str) -> int | None:
@@ -502,6 +504,7 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
             impersonation_chain=impersonation_chain, watch=self._opts.watch(),
             # (multi-tier) the replicator's backups as progress
             backup_dir=None if self._completion else replicator_backup_dir(checkpointing),
+            backup_nodes=slices.num_slices * slices.hosts_per_slice,
             # Echoed back in the event: the attempt's bookkeeping survives the deferral.
             extra={"attempt": attempt_of(obj), "history": history, "target_step": target_step,
                    "checkpoint_dir": checkpoint_dir, "run_name": checkpointing.run_name, "namespace": namespace,

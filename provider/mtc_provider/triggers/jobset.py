@@ -47,6 +47,7 @@ class JobSetTrigger(BaseTrigger):
     :param checkpoint_dir: the run's persistent checkpoint directory, for stall detection and the progress line.
     :param backup_dir: where the MTC replicator's backups of the run are listed (multi-tier mode:
         core.measure.progress.replicator_backup_dir), for progress and the restorable step; None: not listed.
+    :param backup_nodes: how many nodes (hosts) the run has: a backup counts only once every one of them has it.
     :param delete_on_kill: delete the JobSet when a user kills the deferred task (not on triggerer restart).
     :param extra: serializable values echoed back in the event (the operator's attempt bookkeeping).
     :param gcp_conn_id: the connection the checkpoint listing uses (the operator's own, never a default).
@@ -92,6 +93,7 @@ class JobSetTrigger(BaseTrigger):
         restarts_seen: int = 0,
         checkpoint_dir: str | None = None,
         backup_dir: str | None = None,
+        backup_nodes: int | None = None,
         delete_on_kill: bool = True,
         extra: dict[str, Any] | None = None,
         gcp_conn_id: str | None = None,
@@ -107,6 +109,7 @@ class JobSetTrigger(BaseTrigger):
         self.restarts_seen = restarts_seen
         self.checkpoint_dir = checkpoint_dir
         self.backup_dir = backup_dir
+        self.backup_nodes = backup_nodes
         self.delete_on_kill = delete_on_kill
         self.extra = dict(extra or {})
         self.gcp_conn_id = gcp_conn_id
@@ -150,6 +153,7 @@ class JobSetTrigger(BaseTrigger):
                 "restarts_seen": self.restarts_seen,
                 "checkpoint_dir": self.checkpoint_dir,
                 "backup_dir": self.backup_dir,
+                "backup_nodes": self.backup_nodes,
                 "delete_on_kill": self.delete_on_kill,
                 "extra": self.extra,
                 "gcp_conn_id": self.gcp_conn_id,
@@ -277,11 +281,11 @@ class JobSetTrigger(BaseTrigger):
         return found[-1] if found else None
 
     async def _backup_step(self) -> int | None:
-        """The newest step the MTC replicator backed up under `backup_dir`, or None (listed off the loop)."""
-        if not self.backup_dir:
+        """The newest step the MTC replicator backed up under `backup_dir` on every node, or None (listed off the
+        loop)."""
+        if not self.backup_dir or not self.backup_nodes:
             return None
-        steps = await (await self._store()).backup_steps(self.backup_dir)
-        return steps[-1] if steps else None
+        return await (await self._store()).newest_backup(self.backup_dir, self.backup_nodes)
 
     async def _latest_checkpoint(self, after: int | None):
         """The newest restorable checkpoint newer than `after` (persistent, or a replicator backup in multi-tier

@@ -129,8 +129,8 @@ class LocalBucketCheckpointStore(FinalizedSteps):
         found = self._store().item_path(self._gs(step_path))
         return self._local(found) if found else None
 
-    def backup_steps(self, backup_dir: str, workers: int | None = None) -> list[int]:
-        return self._store().backup_steps(self._gs(backup_dir), workers)
+    def newest_backup(self, backup_dir: str, nodes: int) -> int | None:
+        return self._store().newest_backup(self._gs(backup_dir), nodes)
 
 
 def local_bucket_of(path: Path) -> tuple[str, str] | None:

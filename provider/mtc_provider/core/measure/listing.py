@@ -28,6 +28,8 @@ ITEM_DIRS = {
 }
 STEP_DIR_RE = re.compile(r"^(?P<step>\d+)$")
 TMP_DIR_RE = re.compile(r"\.orbax-checkpoint-tmp")
+# The replicator's time folder under `<bucket>/<run_name>/` (Orbax mtc_checkpoint_converter `_TIMESTAMP_DIR_PATTERN`)
+BACKUP_FOLDER_RE = re.compile(r"^\d{4}-\d{2}-\d{2}_\d{2}-\d{2}$")
 MTC_BACKUP_RE = re.compile(r"^(?P<job>.+)-s(?P<step>\d+)-n(?P<node>\d+)-w(?P<worker>\d+)\.meta$")
 
 
@@ -83,6 +85,42 @@ def backup_steps(names: Iterable[str], workers: int | None = None) -> list[int]:
         if backup is not None:
             seen.setdefault(backup.step, set()).add((backup.node, backup.worker))
     return sorted(step for step, pairs in seen.items() if workers is None or len(pairs) >= workers)
+
+
+def complete_backups(metas: Iterable[tuple[str, int]], job: str, nodes: int) -> dict[int, dict[str, int]]:
+    """step -> {time folder: how many of its node backups it holds}, for the steps a new start can restore every
+    node from: each node rank 0..nodes-1 has a non-empty `<job>-s<step>-n<node>-w<worker>.meta` of the step in a
+    time folder directly under the run's backup folder. `metas` are (name relative to that folder, size in bytes).
+
+    Not restorable, so left out: a step some node has not backed up yet (an upload in progress, a node lost
+    mid-backup), a torn (empty) `.meta`, another job's backup (`a` is not `a-2`: the job name matches exactly) and
+    anything outside a `YYYY-MM-DD_HH-MM` folder of this run (the same run name elsewhere in the bucket). Whether
+    each folder also holds the data its `.meta`s name is `data_complete`'s question, asked of the newest steps only.
+    """
+    if nodes < 1:
+        raise ValueError(f"nodes must be at least 1, got {nodes!r}")
+    found: dict[int, dict[int, str]] = {}
+    for name, size in metas:
+        folder, _, base = name.rpartition("/")
+        backup = parse_mtc_backup(base)
+        if (backup is None or backup.job != job or not BACKUP_FOLDER_RE.match(folder) or size <= 0
+                or not 0 <= backup.node < nodes):
+            continue
+        found.setdefault(backup.step, {})[backup.node] = folder
+    complete: dict[int, dict[str, int]] = {}
+    for step, by_node in found.items():
+        if len(by_node) == nodes:
+            folders = complete[step] = {}
+            for folder in by_node.values():
+                folders[folder] = folders.get(folder, 0) + 1
+    return complete
+
+
+def data_complete(node_backups: int, data_folders: Iterable[str]) -> bool:
+    """Whether a time folder holding `node_backups` `.meta`s also holds as many `D<hash>.data/` folders (the
+    replicator writes each node's data before its `.meta`, so a `.meta` without data beside it is dangling: its data
+    was deleted, by a lifecycle rule or by hand)."""
+    return sum(1 for name in data_folders if name.rstrip("/").endswith(".data")) >= node_backups
 
 
 def newer_than(steps: Iterable[int], after: int | None) -> list[int]:
