@@ -9,6 +9,8 @@ import pytest
 from mtc_provider.core.measure.listing import (
     backup_steps,
     commit_glob,
+    complete_backups,
+    data_complete,
     finalized_from_objects,
     longer_steps_glob,
     newer_than,
@@ -86,3 +88,23 @@ def test_tracker_rate_stall_and_backwards_steps():
                         "seconds_since_checkpoint": 45.0}
     # Outside the window only one point remains: no rate.
     assert tracker.steps_per_hour(now=1855 + 3600 - 1) is None
+
+
+@pytest.mark.parametrize("metas, expected", [
+    ([("2026-12-06_10-00/j-s5-n0-w0.meta", 9), ("2026-12-06_10-00/j-s5-n1-w0.meta", 9)], {5: {"2026-12-06_10-00": 2}}),
+    ([("2026-12-06_10-00/j-s5-n0-w0.meta", 9), ("2026-12-06_10-01/j-s5-n1-w0.meta", 9)],
+     {5: {"2026-12-06_10-00": 1, "2026-12-06_10-01": 1}}),  # one step's nodes backed up a minute apart
+    ([("2026-12-06_10-00/j-s5-n0-w0.meta", 9)], {}),  # node 1 has not backed up step 5 yet
+    ([("2026-12-06_10-00/j-s5-n0-w0.meta", 9), ("2026-12-06_10-00/j-s5-n1-w0.meta", 0)], {}),  # torn
+    ([("2026-12-06_10-00/j-2-s5-n0-w0.meta", 9), ("2026-12-06_10-00/j-2-s5-n1-w0.meta", 9)], {}),  # job j-2
+    ([("x/j-s5-n0-w0.meta", 9), ("x/j-s5-n1-w0.meta", 9)], {}),  # not a replicator time folder
+    ([("2026-12-06_10-00/j-s5-n0-w0.meta", 9), ("2026-12-06_10-00/j-s5-n2-w0.meta", 9)], {}),  # n2: not this run
+])
+def test_complete_backups_need_every_node_of_this_job_in_a_time_folder(metas, expected):
+    assert complete_backups(metas, "j", 2) == expected
+
+
+def test_a_folder_needs_a_data_folder_per_backup_it_holds():
+    assert data_complete(2, ["D1.data/", "D2.data/"]) and not data_complete(2, ["D1.data/", "notes/"])
+    with pytest.raises(ValueError, match="nodes must be at least 1"):
+        complete_backups([], "j", 0)

@@ -219,10 +219,14 @@ async def test_only_complete_backups_of_this_run_count_at_the_attempt_end(gcs):
     for node in range(nodes):
         _backup(f"{run}-2", "2026-12-06_10-40", 90, node)  # another job whose name starts with this one's
         _upload(f"{run}/2026-12-06_10-40/{run}-2-s90-n{node}-w0.meta", b"{}")  # ...even inside this run's folder
+        _upload(f"{run}/2026-12-06_10-40/D90n{node}.data/manifest.ocdbt", b"ocdbt")
         _backup(f"old/{run}", "2026-12-06_10-45", 95, node)  # the same run name in another folder of the bucket
         _upload(f"{run}/{run}-s96-n{node}-w0.meta", b"{}")  # not in a time folder
+        _backup(run, "copied-by-hand", 97, node)  # a folder the replicator does not write
+        _upload(f"{run}/D96n{node}.data/manifest.ocdbt", b"ocdbt")
     for node in range(nodes - 1):
         _backup(run, "2026-12-06_10-50", 100, node)
+    _upload(f"{run}/2026-12-06_10-50/D100n{nodes - 1}.data/manifest.ocdbt", b"ocdbt")
     _upload(f"{run}/2026-12-06_10-50/{run}-s100-n{nodes - 1}-w0.meta")  # torn: an empty .meta
     for node in range(nodes):
         _backup(run, "2026-12-06_11-00", 110, node, data=node != 2)  # dangling: node 2's data is gone

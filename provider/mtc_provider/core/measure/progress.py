@@ -228,7 +228,7 @@ def replicator_backup_dir(checkpointing: Any) -> str | None:
     beside `D<hash>.data` (Orbax `mtc_checkpoint_converter.py`; GoogleCloudPlatform/ml-auto-solutions
     `dags/orbax/maxtext_mtc_save_gcs.py` reads `<bucket>/<run_name>/<time>/` while its base_output_directory is
     `<bucket>/<out_folder>`). So the bucket's root, not `base_output_directory`; listed recursively for `*.meta`
-    (`GcsCheckpointStore.backup_steps`).
+    (`GcsCheckpointStore.newest_backup`: a step counts once every node backed it up).
     """
     if not getattr(checkpointing, "enable_multi_tier_checkpointing", False):
         return None
