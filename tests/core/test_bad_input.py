@@ -372,6 +372,15 @@ DAG_CASES: list[tuple[str, str, dict, str, tuple[str, ...]]] = [
      ("a topology GKE offers for v6e",)),
     ("run-name-starting-with-a-digit", "training", _cp(run_name="1run"), "checkpointing.run_name",
      ("starting with a lower-case letter",)),
+    # The field rules (tests/core/test_field_rules.py) through the forms: GKE node pool names, Kubernetes tolerations.
+    ("setup-node-pool-prefix-leading-digit", "setup", {"node_pool_prefix": "1pool"}, "node_pool_prefix",
+     ("starting with a letter",)),
+    ("toleration-seconds-on-noschedule", "training",
+     {**GKE_FORM, "customization": {"tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule",
+                                                     "tolerationSeconds": 30}]}},
+     "customization.tolerations[0].effect", ("NoExecute when tolerationSeconds is set",)),
+    ("raw-spot-selector", "training", {**GKE_FORM, "customization": {"node_selector": {"cloud.google.com/gke-spot": "true"}}},
+     "customization.node_selector.cloud.google.com/gke-spot", ("capacity: spot",)),
 ]
 DAG_FILES = {"training": "mtc_resilient_training.py", "setup": "mtc_cluster_setup.py"}
 
