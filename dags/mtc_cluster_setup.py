@@ -53,8 +53,11 @@ PARAMS = {
                         description=f"{GKE_ONLY}, opt-in: change the cluster's addons"),
     "create_node_pools": Param(False, type="boolean", title="Create TPU node pools", section=CLUSTER,
                                description=f"{GKE_ONLY}, opt-in: one TPU node pool per slice"),
+    # GKE node pool names (core.basics.names.check_node_pool_prefix, which the plan applies too).
     "node_pool_prefix": Param("mtc-slice", type="string", title="Node pool prefix", section=CLUSTER,
-                              description=f"{GKE_ONLY}: TPU node pools are <prefix>-<slice>"),
+                              pattern="^[a-z]([-a-z0-9]*[a-z0-9])?$", maxLength=36,
+                              description=f"{GKE_ONLY}: TPU node pools are <prefix>-<slice>; lower-case letters, "
+                                          "digits and '-', starting with a letter, at most 36"),
     **form_params("slices", "sizing"),
     "checkpointing": Param({"run_name": "mtc-demo"}, type="object", title="Checkpointing", section=CHECKPOINTING,
                            description="{run_name}: the training run the setup is for (its names are checked here)"),

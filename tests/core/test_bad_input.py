@@ -81,8 +81,8 @@ CASES: list[tuple[str, Callable[[], Any], str, tuple[str, ...]]] = [
     ("underscore-project-id", lambda: ClusterSpec("my_project", "us-central1", "c"), "cluster.project_id", ("hyphens",)),
     ("project-id-ends-with-hyphen", lambda: ClusterSpec("my-project-", "us-central1", "c"), "cluster.project_id", ("not ending with a hyphen",)),
     ("project-id-too-short", lambda: ClusterSpec("proj", "us-central1", "c"), "cluster.project_id", ("6-30",)),
-    # JobSet CRD: failurePolicy.maxRestarts is an int32.
-    ("max-restarts-over-int32", lambda: workload(max_restarts=2**31), "workload.max_restarts", ("<= 2147483647", "int32")),
+    # JobSet CRD: failurePolicy.maxRestarts is an int32; the provider's own bound is lower (docs/field-rules.md).
+    ("max-restarts-over-int32", lambda: workload(max_restarts=2**31), "workload.max_restarts", ("<= 1000",)),
     # Orbax's emergency CheckpointManager: "at least 2 data-parallel replicas are needed".
     ("emergency-one-replica", lambda: run_config(workload={"extra_flags": {"dcn_data_parallelism": 1, "dcn_fsdp_parallelism": 2}}),
      "workload.extra_flags.dcn_data_parallelism", ("at least 2 data-parallel replicas", "gives 1")),
@@ -372,6 +372,15 @@ DAG_CASES: list[tuple[str, str, dict, str, tuple[str, ...]]] = [
      ("a topology GKE offers for v6e",)),
     ("run-name-starting-with-a-digit", "training", _cp(run_name="1run"), "checkpointing.run_name",
      ("starting with a lower-case letter",)),
+    # The field rules (tests/core/test_field_rules.py) through the forms: GKE node pool names, Kubernetes tolerations.
+    ("setup-node-pool-prefix-leading-digit", "setup", {"node_pool_prefix": "1pool"}, "node_pool_prefix",
+     ("starting with a letter",)),
+    ("toleration-seconds-on-noschedule", "training",
+     {**GKE_FORM, "customization": {"tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule",
+                                                     "tolerationSeconds": 30}]}},
+     "customization.tolerations[0].effect", ("NoExecute when tolerationSeconds is set",)),
+    ("raw-spot-selector", "training", {**GKE_FORM, "customization": {"node_selector": {"cloud.google.com/gke-spot": "true"}}},
+     "customization.node_selector.cloud.google.com/gke-spot", ("capacity: spot",)),
 ]
 DAG_FILES = {"training": "mtc_resilient_training.py", "setup": "mtc_cluster_setup.py"}
 

@@ -422,9 +422,9 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
     def execute(self, context: Any) -> dict[str, Any] | None:
         target = self._target()
         spec = _slices(self.slices)
-        from mtc_provider.core.basics.names import check_dns1123_label
+        from mtc_provider.core.basics.names import check_node_pool_prefix
 
-        check_dns1123_label("node_pool_prefix", self.node_pool_prefix, 36)
+        check_node_pool_prefix(self.node_pool_prefix)
         backend = self.backend(target)
         why = backend.cluster.provided_by_target("tpu_node_pools", spec.total_hosts)
         if why:

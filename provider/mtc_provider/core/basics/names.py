@@ -70,6 +70,28 @@ def check_checkpoint_configuration_name(value: str, field: str = "checkpoint_con
     return check_dns1123_subdomain(field, value)
 
 
+# GKE's names: Container API, `Cluster.name` ("up to 40 characters ... Lowercase letters, numbers, and hyphens only.
+# Must start with a letter. Must end with a number or a letter.", google-cloud-container `container_v1.types.Cluster`)
+# and a node pool's name, which the API checks against '(?:[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?)' ("only lowercase
+# alphanumerics and '-' allowed, must start with a letter and end with an alphanumeric, and must be no longer than
+# 40 characters", the Container API's 400 for `node_pool.name`). A DNS label may start with a digit; these may not.
+GKE_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+GKE_NAME_MAX = 40
+_GKE_ALLOWED = "lower-case letters, digits and '-', starting with a letter and ending with a letter or digit (GKE)"
+# Node pools are named <prefix>-<slice index>: room for "-" and a three-digit index.
+NODE_POOL_PREFIX_MAX = GKE_NAME_MAX - 4
+
+
+def check_gke_name(field: str, value: str, max_length: int = GKE_NAME_MAX) -> str:
+    """A GKE cluster's or node pool's name."""
+    return _check_name(field, value, max_length, GKE_NAME_RE, _GKE_ALLOWED)
+
+
+def check_node_pool_prefix(value: str, field: str = "node_pool_prefix") -> str:
+    """The prefix of the node pools `<prefix>-<i>`: each must be a GKE node pool name."""
+    return check_gke_name(field, value, NODE_POOL_PREFIX_MAX)
+
+
 def check_run_name(value: str, field: str = "checkpointing.run_name") -> str:
     """The run name is a directory under base_output_directory and a label value: keep it DNS-1123."""
     return check_dns1123_label(field, value, RUN_NAME_MAX)

@@ -10,6 +10,7 @@ import re
 from typing import Any, Sequence
 
 from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.definition.field_rules import check_gcsfuse_option
 from mtc_provider.core.definition.locations import check_bucket_name
 from mtc_provider.core.basics.names import check_checkpoint_configuration_name
 from mtc_provider.core.definition.sizing import RamdiskSize
@@ -52,6 +53,7 @@ def _mount_options(options: Sequence[str] | None) -> list[str]:
                 option,
                 "a non-empty gcsfuse option without spaces, e.g. implicit-dirs or metadata-cache:ttl-secs:-1",
             )
+        check_gcsfuse_option(f"checkpoint_configuration.gcs_fuse_mount_options[{index}]", option)
         checked.append(option)
     return checked
 

@@ -31,22 +31,23 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
 from mtc_provider.core.basics.errors import SpecError, require
-from mtc_provider.core.basics.names import DNS1123_LABEL_MAX, LABEL_VALUE_RE, check_dns1123_label
+from mtc_provider.core.basics.names import check_dns1123_label, check_dns1123_subdomain
+from mtc_provider.core.definition import field_rules
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 SPOT_LABEL = "cloud.google.com/gke-spot"
+# GKE's labels on Spot and preemptible nodes: `capacity` selects them, together with the node pools it creates and
+# the pools readiness counts; a raw selector of its own would select nodes no pool of the run has.
+CAPACITY_SELECTOR_LABELS = (SPOT_LABEL, "cloud.google.com/gke-preemptible")
 RESERVATION_NAME_LABEL = "cloud.google.com/reservation-name"
 RESERVATION_AFFINITY_LABEL = "cloud.google.com/reservation-affinity"
 CAPACITIES = ("on-demand", "spot", "reservation")
 SHM_VOLUME_NAME = "dshm"
 SHM_PATH = "/dev/shm"
-TOLERATION_OPERATORS = ("Exists", "Equal")
-TOLERATION_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 # Kubernetes resource.Quantity (binary and decimal suffixes), e.g. 16Gi, 512Mi, 1e9.
 QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|[eE][0-9]+)?$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 # Merge keys of kubectl's strategic merge patch for the lists a JobSet's pod template has.
 MERGE_KEYS = {
     "replicatedJobs": "name",
@@ -57,21 +58,6 @@ MERGE_KEYS = {
     "volumeMounts": "mountPath",
     "imagePullSecrets": "name",
 }
-
-
-def _label_value(section: str, value: Any) -> str:
-    require(
-        isinstance(value, str) and len(value) <= DNS1123_LABEL_MAX and bool(LABEL_VALUE_RE.match(value)),
-        section,
-        value,
-        "a label value: at most 63 letters, digits, '-', '_' or '.', alphanumeric at both ends",
-    )
-    return value
-
-
-def _name_or_empty(section: str, value: Any) -> None:
-    if value != "":
-        check_dns1123_label(section, value)
 
 
 def _mapping(section: str, value: Any) -> Mapping[str, Any]:
@@ -126,10 +112,11 @@ class CustomizationSpec:
     def __post_init__(self) -> None:
         s = "customization"
         if self.queue_name:
-            _label_value(f"{s}.queue_name", self.queue_name)
+            field_rules.check_kueue_name(f"{s}.queue_name", self.queue_name)
         if self.kueue_priority_class:
-            _label_value(f"{s}.kueue_priority_class", self.kueue_priority_class)
-        _name_or_empty(f"{s}.priority_class_name", self.priority_class_name)
+            field_rules.check_kueue_name(f"{s}.kueue_priority_class", self.kueue_priority_class)
+        if self.priority_class_name != "":  # a PriorityClass's name: a DNS subdomain
+            check_dns1123_subdomain(f"{s}.priority_class_name", self.priority_class_name)
         require(self.capacity in CAPACITIES, f"{s}.capacity", self.capacity, ", ".join(CAPACITIES))
         if self.capacity == "reservation":
             require(bool(self.reservation), f"{s}.reservation", self.reservation,
@@ -138,13 +125,15 @@ class CustomizationSpec:
                 "empty unless capacity is reservation")
         if self.reservation:
             check_dns1123_label(f"{s}.reservation", self.reservation)
-        for key, value in _mapping(f"{s}.node_selector", self.node_selector).items():
-            require(isinstance(key, str) and bool(LABEL_KEY_RE.match(key)), f"{s}.node_selector.{key}", key,
-                    "a Kubernetes label key ([prefix/]name)")
-            _label_value(f"{s}.node_selector.{key}", value)
+        field_rules.check_node_selector(f"{s}.node_selector", self.node_selector)
+        for key in CAPACITY_SELECTOR_LABELS:
+            require(key not in self.node_selector, f"{s}.node_selector.{key}", self.node_selector.get(key),
+                    f"no {key} selector of its own: customization.capacity (here {self.capacity}) selects the nodes' "
+                    "capacity, and the node pools created and counted by readiness follow it; for Spot nodes set "
+                    "capacity: spot and leave the label out")
         object.__setattr__(self, "tolerations", _items(f"{s}.tolerations", self.tolerations))
         for i, toleration in enumerate(self.tolerations):
-            _check_toleration(f"{s}.tolerations[{i}]", toleration)
+            field_rules.check_toleration(f"{s}.tolerations[{i}]", toleration)
         object.__setattr__(self, "volumes", _items(f"{s}.volumes", self.volumes))
         object.__setattr__(self, "volume_mounts", _items(f"{s}.volume_mounts", self.volume_mounts))
         self._check_volumes(s)
@@ -153,6 +142,8 @@ class CustomizationSpec:
                 f"{s}.shm_size", self.shm_size, "a Kubernetes quantity such as 16Gi or 512Mi, or empty")
         for name in ("pod_template_override", "jobset_override"):
             _check_override(f"{s}.{name}", getattr(self, name))
+        field_rules.check_pod_template_override(f"{s}.pod_template_override", self.pod_template_override)
+        field_rules.check_jobset_override(f"{s}.jobset_override", self.jobset_override)
 
     def _check_volumes(self, s: str) -> None:
         names: list[str] = []
@@ -162,6 +153,7 @@ class CustomizationSpec:
             sources = [key for key in volume if key != "name"]
             require(len(sources) == 1 and isinstance(volume[sources[0]], Mapping), f"{s}.volumes[{i}]", dict(volume),
                     "a Kubernetes Volume: a name and exactly one source (secret, configMap, persistentVolumeClaim, ...)")
+            field_rules.check_volume_source(f"{s}.volumes[{i}]", volume)
             require(name not in names, f"{s}.volumes[{i}].name", name, "a name used once")
             names.append(name)
         paths: list[str] = []
@@ -177,6 +169,7 @@ class CustomizationSpec:
             unknown = set(mount) - {"name", "mountPath", "readOnly", "subPath", "subPathExpr", "mountPropagation"}
             require(not unknown, f"{s}.volume_mounts[{i}]", sorted(unknown),
                     "VolumeMount fields: name, mountPath, readOnly, subPath, subPathExpr, mountPropagation")
+            field_rules.check_volume_mount(f"{s}.volume_mounts[{i}]", mount)
             paths.append(path)
 
     def _check_env(self, s: str) -> None:
@@ -191,14 +184,13 @@ class CustomizationSpec:
                 seen.add(name)
                 require(isinstance(ref, Mapping) and set(ref) == {source, "key"}, where, ref,
                         f"a reference {{{source}: NAME, key: KEY}} (never the value itself)")
-                check_dns1123_label(f"{where}.{source}", ref[source])
-                require(isinstance(ref["key"], str) and bool(re.match(r"^[-._a-zA-Z0-9]+$", ref["key"])),
-                        f"{where}.key", ref["key"], "a Secret/ConfigMap key: letters, digits, '-', '_' or '.'")
+                check_dns1123_subdomain(f"{where}.{source}", ref[source])  # Secret and ConfigMap names
+                field_rules.check_config_map_key(f"{where}.key", ref["key"])
         for attr in ("env_from_secrets", "env_from_config_maps"):
             value = getattr(self, attr)
             require(isinstance(value, (list, tuple)), f"{s}.{attr}", value, "a list of names")
             for i, name in enumerate(value):
-                check_dns1123_label(f"{s}.{attr}[{i}]", name)
+                check_dns1123_subdomain(f"{s}.{attr}[{i}]", name)
             object.__setattr__(self, attr, tuple(value))
 
     @classmethod
@@ -215,18 +207,6 @@ class CustomizationSpec:
     @property
     def is_empty(self) -> bool:
         return self == CustomizationSpec()
-
-
-def _check_toleration(where: str, toleration: Mapping[str, Any]) -> None:
-    unknown = set(toleration) - {"key", "operator", "value", "effect", "tolerationSeconds"}
-    require(not unknown, where, sorted(unknown), "Toleration fields: key, operator, value, effect, tolerationSeconds")
-    operator = toleration.get("operator", "Equal")
-    require(operator in TOLERATION_OPERATORS, f"{where}.operator", operator, " or ".join(TOLERATION_OPERATORS))
-    require(toleration.get("effect", "") in TOLERATION_EFFECTS, f"{where}.effect", toleration.get("effect"),
-            ", ".join(e or "(empty: every effect)" for e in TOLERATION_EFFECTS))
-    require(operator == "Exists" or "key" in toleration, f"{where}.key", None, "a key unless operator is Exists")
-    require(not (operator == "Exists" and toleration.get("value")), f"{where}.value", toleration.get("value"),
-            "empty when operator is Exists")
 
 
 def _check_override(where: str, override: Any) -> None:

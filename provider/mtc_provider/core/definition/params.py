@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 from mtc_provider.core.basics.errors import SpecError, require
 from mtc_provider.core.basics.kind_rules import rules_for
 from mtc_provider.core.definition.maxtext import DEFAULT_LAYOUT, maxtext_command
-from mtc_provider.core.basics.names import check_dns1123_label, check_service_account
+from mtc_provider.core.basics.names import check_node_pool_prefix, check_service_account
 from mtc_provider.core.definition.run import SETUP_IMAGE, parse_run, run_plan
 from mtc_provider.core.definition.spec import LOCAL_IMAGE
 
@@ -107,8 +107,8 @@ def cluster_setup_run(form: Mapping[str, Any], local_home: str, *, service_accou
     names = {
         "checkpoint_configuration_name": run["description"]["checkpoint_configuration_name"],
         "service_account": check_service_account(service_account, "service_account"),
-        # Pools are named <prefix>-<slice index>; GKE allows 40 characters.
-        "node_pool_prefix": check_dns1123_label("node_pool_prefix", switches["node_pool_prefix"] or "mtc-slice", 36),
+        # Pools are named <prefix>-<slice index>: GKE node pool names (core.basics.names).
+        "node_pool_prefix": check_node_pool_prefix(switches["node_pool_prefix"] or "mtc-slice"),
     }
     bucket = run["description"]["bucket"] or {}
     cluster = run["description"]["cluster"] or {}

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.definition.field_rules import check_override_targets
 from mtc_provider.core.definition.jobset_names import check_jobset_names
 from mtc_provider.core.definition.sizing import RamdiskSize, check_fits_host
 from mtc_provider.core.definition.tpu import SliceSpec, check_multislice
@@ -58,6 +59,8 @@ def check_run(target: str, slices: SliceSpec, *, workload: WorkloadSpec | None =
             check_emergency_replicas(checkpointing.local_tier, slices.num_slices, workload.extra_flags or {})
         if customization is not None:
             warnings.extend(spot_grace_warning(customization.capacity, workload.termination_grace_period_seconds))
+            check_override_targets("customization.jobset_override", customization.jobset_override,
+                                   [workload.replicated_job_name])
     if sizing is None:
         return RunChecks(None, tuple(warnings))
     size = sizing.size(slices.hosts_per_slice)

@@ -16,7 +16,13 @@ from mtc_provider.core.definition.customization import CustomizationSpec
 from mtc_provider.core.basics.errors import SpecError, positive_int, require
 from mtc_provider.core.definition.flag_table import default as flag_default
 from mtc_provider.core.basics.kind_rules import no_faults_on, rules_for
-from mtc_provider.core.definition.locations import check_bucket_location, check_bucket_name, check_project_id
+from mtc_provider.core.definition.locations import (
+    REGION_RE,
+    ZONE_RE,
+    check_bucket_location,
+    check_bucket_name,
+    check_project_id,
+)
 from mtc_provider.core.definition.maxtext import (
     DEFAULT_LAYOUT,
     check_command_layout,
@@ -28,6 +34,7 @@ from mtc_provider.core.basics.names import (
     REPLICATED_JOB_NAME_MAX,
     check_checkpoint_configuration_name,
     check_dns1123_label,
+    check_gke_name,
     check_jobset_name,
     check_namespace,
     check_run_name,
@@ -52,9 +59,13 @@ IMAGE_RE = re.compile(
     r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$"
 )
 DEFAULT_MAX_RESTARTS = 3
-# JobSet v0.12 CRD: failurePolicy.maxRestarts is `format: int32` (rehearsal/mtc_local/cluster/crds/); more is refused
-# by the API server at submission, after the DAG has started.
-INT32_MAX = 2**31 - 1
+# JobSet's CRD takes failurePolicy.maxRestarts up to int32 (2^31-1), but each counted restart recreates every slice's
+# pods (scheduling, image pull, JAX start-up and a restore: minutes), and disruptions do not count toward it
+# (RestartJobSetAndIgnoreMaxRestarts): 1000 counted crashes is already days of restarting one attempt, and the DAG's
+# retries are the next layer. Above it is a typo, not a policy (docs/field-rules.md).
+MAX_RESTARTS_BOUND = 1000
+# Kubernetes PodSpec.terminationGracePeriodSeconds is an int64.
+INT64_MAX = 2**63 - 1
 LOCAL_IMAGE = "local"  # the local target runs no image; a placeholder where a form asks for one
 
 
@@ -265,12 +276,15 @@ class WorkloadSpec:
         object.__setattr__(self, "command", command)
         require(
             isinstance(self.max_restarts, int) and not isinstance(self.max_restarts, bool)
-            and 0 <= self.max_restarts <= INT32_MAX,
+            and 0 <= self.max_restarts <= MAX_RESTARTS_BOUND,
             "workload.max_restarts",
             self.max_restarts,
-            f"an integer >= 0 and <= {INT32_MAX} (JobSet's failurePolicy.maxRestarts is an int32 in its CRD)",
+            f"an integer >= 0 and <= {MAX_RESTARTS_BOUND}: counted restarts of one attempt, each recreating every "
+            "slice (disruptions do not count; the DAG's retries come after)",
         )
         positive_int("workload.termination_grace_period_seconds", self.termination_grace_period_seconds)
+        require(self.termination_grace_period_seconds <= INT64_MAX, "workload.termination_grace_period_seconds",
+                self.termination_grace_period_seconds, f"at most {INT64_MAX} seconds (Kubernetes: an int64)")
 
 
 @dataclass(frozen=True)
@@ -284,7 +298,8 @@ class ClusterSpec:
 
     def __post_init__(self) -> None:
         check_project_id(self.project_id)
-        require(bool(self.location), "cluster.location", self.location, "a GCP region or zone")
+        require(isinstance(self.location, str) and bool(REGION_RE.match(self.location) or ZONE_RE.match(self.location)),
+                "cluster.location", self.location, "a GCP region or zone, e.g. us-central1 or us-central1-a")
         if self.node_locations:
             from mtc_provider.core.definition.node_pools import node_locations
 
@@ -292,7 +307,7 @@ class ClusterSpec:
                     "a list of zones, e.g. [us-central1-b]")
             object.__setattr__(self, "node_locations",
                                tuple(node_locations(self.location, self.node_locations, "cluster.node_locations")))
-        check_dns1123_label("cluster.name", self.name, 40)
+        check_gke_name("cluster.name", self.name)
         require(
             not self.project_number or str(self.project_number).isdigit(),
             "cluster.project_number",
