@@ -274,6 +274,8 @@ async def test_a_run_restoring_newer_ramdisk_steps_after_host_losses_is_no_crash
     history = [None]
     decision = decide(ev.state, None, config.checkpointing.steps - 1, history, 2, ev.restored_step)
     assert decision.kind == RETRY and resubmit_in_try(decision, history, restorable_progress(None, ev.restored_step))
+    # even with a guard of one attempt: the restores are progress
+    assert decide(ev.state, None, 99, history, 1, ev.restored_step).kind == RETRY
     end = end_of_attempt(decision, jobset="train", namespace="default", attempt=1, restarts=3, latest=None,
                          history=history, phase_succeeded=False, try_number=1, max_tries=2, target_step=99,
                          last_try=False, restored=ev.restored_step)
