@@ -21,7 +21,10 @@ from tests.doubles.kubernetes import KubernetesApiDouble
 from tests.support.checkpoint_fixtures import GCS_CONN_ID
 from mtc_provider.adapters.pod_logs import KubernetesPodLogs, LeaderLogFollower
 from mtc_provider.core.measure.progress import replicator_backup_dir
-from mtc_provider.core.attempt.resubmission import RETRY, SUCCEED, decide
+from mtc_provider.core.attempt.attempt_records import end_of_attempt
+from mtc_provider.core.attempt.jobset_events import JobSetEvent
+from mtc_provider.core.attempt.launch import SUBMIT, plan_launch
+from mtc_provider.core.attempt.resubmission import FAIL, RETRY, SUCCEED, decide, restorable_progress, resubmit_in_try
 from mtc_provider.core.definition.run import parse_run, stall_rule
 from mtc_provider.core.attempt.status import JobSetState
 from mtc_provider.triggers.jobset import JobSetTrigger
@@ -237,3 +240,61 @@ async def test_only_complete_backups_of_this_run_count_at_the_attempt_end(gcs):
     failed = JobSetState("train", "default", "failed")
     decision = decide(failed, latest.step, 80, [None, None], 2)
     assert decision.kind != SUCCEED, decision
+
+
+async def _attempt_restoring(trigger, clock, core, restores: list[int]) -> JobSetEvent:
+    """One attempt at the guide's cadence whose pods start once per entry of `restores` (the first start, then an
+    in-cluster restart after each host loss), each restoring that step from the ramdisk: MaxText logs `restoring
+    from this run's directory step N` before training (core.measure.step_log.RESTORE_LINE), then trains 10 steps
+    with local saves only; no persistent step ever comes (checkpoint_period 1000). The JobSet then fails: its
+    restarts are used up."""
+    for restored in restores:
+        clock.now += 60
+        core.write_log("train-slice-0-0-aaaaa", f"restoring from this run's directory step {restored}",
+                       *[f"completed step: {s}, seconds: {STEP_S:.3f}, loss: 2.000"
+                         for s in range(restored + 1, restored + 11)])
+        await trigger.follow_pod_logs()
+    failed = JobSetState("train", "default", "failed", reason="BackoffLimitExceeded", retryable=True,
+                         restarts=len(restores) - 1)
+    return JobSetEvent.from_payload(trigger._event("ended", failed, failed.restarts).payload)
+
+
+async def test_a_run_restoring_newer_ramdisk_steps_after_host_losses_is_no_crash_loop(gcs, core):
+    """Six host losses 10 steps apart between persistent saves (local saves every 5 steps): each start restores a
+    newer step from the ramdisk, so the run trains although no finalized checkpoint exists. The trigger reads the
+    restores from the leader's log; the attempt's end counts them as restorable progress (an in-try resubmission,
+    not a crash loop); the next attempt starts from the step restored last; starts that restore no newer step are a
+    crash loop after `crash_loop_attempts` attempts."""
+    run = "cadence-r"
+    config = parse_run(_description(run))
+    clock = _Clock()
+    trigger = _trigger(config, clock, core)
+    ev = await _attempt_restoring(trigger, clock, core, [0, 5, 15, 25])
+    assert ev.restored_step == 25 and await trigger._latest_checkpoint(after=None) is None
+    history = [None]
+    decision = decide(ev.state, None, config.checkpointing.steps - 1, history, 2, ev.restored_step)
+    assert decision.kind == RETRY and resubmit_in_try(decision, history, restorable_progress(None, ev.restored_step))
+    # even with a guard of one attempt: the restores are progress
+    assert decide(ev.state, None, 99, history, 1, ev.restored_step).kind == RETRY
+    end = end_of_attempt(decision, jobset="train", namespace="default", attempt=1, restarts=3, latest=None,
+                         history=history, phase_succeeded=False, try_number=1, max_tries=2, target_step=99,
+                         last_try=False, restored=ev.restored_step)
+    assert end.in_try and end.last_step == 25 and "resumes from step 25" in end.line, end.line
+    # The next attempt starts from what the last one restored, not from "no checkpoint".
+    ended_first = {"attempt": 1, "end": clock.now, "last_step": end.last_step}
+    plan = plan_launch([], history, None, 99, records=[ended_first])
+    assert plan.kind == SUBMIT and plan.start_step == 25 and list(plan.history) == [None, 25]
+
+    second = _trigger(config, clock, core)
+    ev = await _attempt_restoring(second, clock, core, [25, 35, 45])
+    decision = decide(ev.state, None, 99, list(plan.history), 2, ev.restored_step)
+    assert decision.kind == RETRY and ev.restored_step == 45
+
+    # A crash loop: every start restores step 45 again.
+    for attempt, history in ((3, [None, 25, 45]), (4, [None, 25, 45, 45])):
+        looping = _trigger(config, clock, core)
+        ev = await _attempt_restoring(looping, clock, core, [45, 45])
+        decision = decide(ev.state, None, 99, history, 2, ev.restored_step)
+        assert (decision.kind == FAIL) == (attempt == 4), (attempt, decision)
+    assert "crash loop: no restorable progress across 2 consecutive attempts" in decision.reason
+    assert "newest restored step 45" in decision.reason

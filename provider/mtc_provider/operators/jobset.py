@@ -425,7 +425,8 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         while True:
             found = self.hook.this_tasks_jobsets(namespace, checkpointing.run_name, run_labels)
             latest = self._latest(store, checkpoint_dir) if needs_latest_step(found) else None
-            plan = plan_launch(found, lock_data[HISTORY], latest, target_step, self._completion)
+            plan = plan_launch(found, lock_data[HISTORY], latest, target_step, self._completion,
+                               lock_data[ATTEMPTS])
             if plan.kind != WAIT_DELETION:
                 break
             try:

@@ -139,7 +139,7 @@ class AttemptEndMixin:
             ev = dataclasses.replace(ev, restarts_seen=ev.state.restarts)
         if ev.kind == ENDED and ev.state is not None:
             return self._finish(context, connection, lock, ev.state, extra["attempt"], extra["history"], store,
-                                extra["checkpoint_dir"], extra["target_step"], ev.restarts_seen)
+                                extra["checkpoint_dir"], extra["target_step"], ev.restarts_seen, ev.restored_step)
         latest = self._latest_or_none(store, extra["checkpoint_dir"])
         journal = self._journal_for(context, lock, ev.namespace, extra.get("checkpoint_dir"), extra.get("target_step"))
         if ev.kind == LISTING_FAILED:  # training goes on: a retry reattaches; a 403 needs the user
@@ -162,13 +162,14 @@ class AttemptEndMixin:
             raise AirflowFailException(ev.message)
         if ev.kind == STALLED:
             decision = decide_stalled(latest, extra["target_step"], extra["history"] or [None],
-                                      self._opts.crash_loop_attempts, why=ev.message)
+                                      self._opts.crash_loop_attempts, why=ev.message, restored_step=ev.restored_step)
             self.log.warning("attempt stalled (%s): deleting JobSet %s -> %s: %s", ev.message, ev.name,
                              decision.kind, decision.reason)
             if decision.kind != SUCCEED:
                 self.hook.delete(ev.name, ev.namespace, reason=V.DELETE_ATTEMPT_FAILED)
             end = self._end(context["ti"], decision, ev.state, ev.name, ev.namespace, extra["attempt"],
-                            ev.restarts_seen, latest, extra["history"], extra["target_step"], stalled=True)
+                            ev.restarts_seen, latest, extra["history"], extra["target_step"], stalled=True,
+                            restored=ev.restored_step)
             return self._conclude(context, lock, end, journal.close(end))
         journal.report(ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message or ev.kind)
         reason = f"lost track of JobSet {ev.namespace}/{ev.name}: {ev.message}"  # ERROR: a retry reattaches
@@ -191,30 +192,32 @@ class AttemptEndMixin:
 
     def _finish(self, context, connection, lock: RunLock, state: JobSetState, attempt: int,
                 history: list[int | None], store: CheckpointStore | None, checkpoint_dir: str, target_step: int,
-                restarts: int) -> Any:
+                restarts: int, restored: int | None = None) -> Any:
         latest = self._latest(store, checkpoint_dir)
         if self._completion:
             decision = decide_on_completion(state)
         else:
-            decision = decide(state, latest, target_step, history or [None], self._opts.crash_loop_attempts)
+            decision = decide(state, latest, target_step, history or [None], self._opts.crash_loop_attempts,
+                              restored)
         self.log.info("%s; newest finalized step %s of %s -> %s: %s", state.describe(), latest, target_step,
                       decision.kind, decision.reason)
         if decision.kind != SUCCEED:  # why the attempt died, one click away: bounded tails of the failed pods
             log_failed_pod_tails(self.log, self.hook.api, state.namespace, state.name)
         # the one rule and the one journal of the triggerer's end too (triggers.attempt_end)
         end = self._end(context["ti"], decision, state, state.name, state.namespace, attempt, restarts, latest,
-                        history, target_step)
+                        history, target_step, restored=restored)
         journal = self._journal_for(context, lock, state.namespace, checkpoint_dir, target_step)
         return self._conclude(context, lock, end, journal.close(end))
 
     def _end(self, ti, decision, state: JobSetState | None, name: str, namespace: str, attempt: int, restarts: int,
              latest: int | None, history: list[int | None] | None, target_step: int | None,
-             stalled: bool = False) -> AttemptEnd:
+             stalled: bool = False, restored: int | None = None) -> AttemptEnd:
         return end_of_attempt(decision, jobset=name, namespace=namespace, attempt=attempt, restarts=restarts,
                               latest=latest, history=history or [None],
                               phase_succeeded=state is not None and state.phase == SUCCEEDED,
                               try_number=ti.try_number, max_tries=self._max_tries(ti), target_step=target_step,
-                              last_try=self._last_try(ti), completion=self._completion, stalled=stalled)
+                              last_try=self._last_try(ti), completion=self._completion, stalled=stalled,
+                              restored=restored)
 
     def _conclude(self, context, lock: RunLock, end: AttemptEnd, result: dict[str, Any]) -> Any:
         """Succeed, fail for good, or retry; the run lock goes with the run (success, final failure, last try).

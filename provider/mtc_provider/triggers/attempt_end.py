@@ -44,7 +44,8 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int)
     ti = getattr(trigger, "task_instance", None)
     if not extra.get(END_RETRY_IN_TRIGGER) or ti is None or not supported():
         return None
-    from mtc_provider.core.attempt.resubmission import RETRY, decide, decide_on_completion, resubmit_in_try
+    from mtc_provider.core.attempt.resubmission import (RETRY, decide, decide_on_completion, restorable_progress,
+                                                        resubmit_in_try)
 
     latest = None
     if extra.get("completion"):
@@ -60,8 +61,9 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int)
             return None
         latest = info.step if info is not None else None
         decision = decide(state, latest, int(extra["target_step"]), extra.get("history") or [None],
-                          int(extra.get("crash_loop_attempts") or 1))
-        if resubmit_in_try(decision, extra.get("history") or [None], latest):
+                          int(extra.get("crash_loop_attempts") or 1), trigger.restored_step)
+        if resubmit_in_try(decision, extra.get("history") or [None],
+                           restorable_progress(latest, trigger.restored_step)):
             # Interrupted after progress: the same try submits the next attempt, which takes a worker (the submit
             # is the worker's); the worker closes the record, so it is the same whoever would have ended it.
             trigger.log.info("%s after progress (newest finalized step %s): the task resumes on a worker to submit "
@@ -82,7 +84,7 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int)
                          latest=latest, history=extra.get("history") or [None],
                          phase_succeeded=state.phase == SUCCEEDED, try_number=int(ti.try_number),
                          max_tries=getattr(ti, "max_tries", None) or extra.get("max_tries"),
-                         target_step=extra.get("target_step"), last_try=False)
+                         target_step=extra.get("target_step"), last_try=False, restored=trigger.restored_step)
     hook = MtcJobSetAsyncHook(trigger.connection).sync_hook()  # blocking calls, each off the loop
     # why the attempt died, one click away (best effort, as on the worker), beside the record: both off the loop
     tails = asyncio.create_task(asyncio.to_thread(log_failed_pod_tails, trigger.log, hook.api, state.namespace,

@@ -127,6 +127,7 @@ class JobSetTrigger(BaseTrigger):
         self._live_source: str | None = None  # core.measure.step_log FROM_LOG | FROM_EVENTS
         self._live_since: float | None = None  # this start of the pods (older workload events are not its steps)
         self._xcom_failing = False
+        self.restored_step: int | None = None  # the newest step a start of the pods restored (its restore line)
         self._signal = None  # every source's progress since this trigger started (core.measure.progress.ProgressSignal)
         self._listing_failing_since: float | None = None
         self.listing_error = ""  # set when the listing kept failing for listing_timeout
@@ -417,7 +418,7 @@ class JobSetTrigger(BaseTrigger):
         tails use. At most `pod_logs_max_lines` lines and `pod_logs_max_bytes` bytes per read reach the log (the
         newest; a line says how many were left out); every line read still counts for the step.
         """
-        from mtc_provider.core.measure.step_log import FROM_LOG, bounded_lines, latest_step_line_at
+        from mtc_provider.core.measure.step_log import FROM_LOG, bounded_lines, latest_step_line_at, parse_restore_line
 
         now = self.clock()
         if not self.pod_logs or self._pods_started is False or now - self._logs_at < self.pod_logs_interval:
@@ -433,6 +434,10 @@ class JobSetTrigger(BaseTrigger):
             return []
         self._logs_failing = False
         lines = [line for _, line in stamped]
+        for step in filter(lambda s: s is not None, map(parse_restore_line, lines)):
+            self.log.info("a start of the pods of JobSet %s/%s restored step %d: restorable progress",
+                          self.namespace, self.name, step)
+            self.restored_step = max(step, self.restored_step or step)
         shown, left_out = bounded_lines(lines, self.pod_logs_max_lines, self.pod_logs_max_bytes)
         if left_out:
             self.log.info("[%s] ... %d lines left out (pod_logs_max_lines %d, pod_logs_max_bytes %d per %.0fs)",
@@ -460,7 +465,7 @@ class JobSetTrigger(BaseTrigger):
 
     def _event(self, kind: str, state: JobSetState | None, restarts: int, message: str = "") -> TriggerEvent:
         return TriggerEvent(events.JobSetEvent(kind, self.namespace, self.name, state, restarts, message, self.extra,
-                                               self.last_progress).to_payload())
+                                               self.last_progress, self.restored_step).to_payload())
 
     async def check_pods(self, api) -> tuple[str, str] | None:
         """(event kind, message) when the attempt's pods can never start, or waited too long.

@@ -62,7 +62,7 @@ def test_without_progress_the_crash_loop_guard_still_ends_the_run_with_its_reaso
     with pytest.raises(JobSetAttemptFailed, match=r"resubmitting \(try 2 of 7 next\): completed below target"):
         run_try(op, first)  # attempt 3 made no progress: that one spends a retry
     assert len(cluster.created) == 3
-    with pytest.raises(AirflowFailException, match=r"crash loop: no checkpoint progress across 2 consecutive "
+    with pytest.raises(AirflowFailException, match=r"crash loop: no restorable progress across 2 consecutive "
                                                    r"attempts \(steps at attempt starts \[None, 1, 2, 2\]"):
         run_try(launch(str(tmp_path), retries=6, crash_loop_attempts=2), FakeTI(try_number=2, max_tries=6))
     assert [n.rsplit("-", 1)[1] for n in cluster.created] == ["a1", "a2", "a3", "a4"]  # try 2 went on from a4

@@ -28,7 +28,7 @@ def test_the_line_names_the_reason_the_next_try_and_the_step():
     line = resubmission_line("completed at step 60 below the target step 100 (MaxText exits 0 when preempted).",
                              60, 1, 6, 100)
     assert line == ("resubmitting (try 2 of 7 next): completed at step 60 below the target step 100 (MaxText exits "
-                    "0 when preempted); the next attempt resumes from step 60 of 100 (the newest finalized checkpoint)")
+                    "0 when preempted); the next attempt resumes from step 60 of 100 (the newest restorable checkpoint)")
     assert resubmission_line("completed below target, likely preempted (last finalized step 60, target 100); "
                              "resubmitting to resume", 60, 1, 4).startswith(
         "resubmitting (try 2 of 5 next): completed below target, likely preempted (last finalized step 60, target "
@@ -51,7 +51,7 @@ def test_a_preempted_attempt_logs_one_resubmission_line_and_the_retry_carries_it
     assert dr.state == "success" and dr.get_task_instance("train").try_number == 2
     lines = [line for line in log.splitlines() if "resubmitting (try 2 of" in line]
     assert lines, log[-4000:]
-    assert "the next attempt resumes from step 60 of 100 (the newest finalized checkpoint)" in lines[0]
+    assert "the next attempt resumes from step 60 of 100 (the newest restorable checkpoint)" in lines[0]
     assert "warning" in lines[0].lower()  # a warning, not an error
     # Airflow's retry policy hook carries the same reason (logged by the task runner, kept as retry_reason).
     decisions = [line for line in log.splitlines() if "Retry policy decision" in line]
@@ -68,5 +68,5 @@ def test_an_interruption_after_progress_says_the_same_try_follows_it():
                        "to resume", 40, 57, 8, 70)
     assert line == ("resubmitting in this try (attempt 8 next; no Airflow retry spent: the attempt progressed from "
                     "step 40 to step 57): completed below target, likely preempted (last finalized step 57, target "
-                    "70); the next attempt resumes from step 57 of 70 (the newest finalized checkpoint)")
+                    "70); the next attempt resumes from step 57 of 70 (the newest restorable checkpoint)")
     assert "from no checkpoint to step 5" in in_try_line("failed", None, 5, 2)

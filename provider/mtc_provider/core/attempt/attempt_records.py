@@ -15,7 +15,7 @@ from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.core.attempt.interruptions import interruption_of
 from mtc_provider.core.attempt.outcomes import DISRUPTED, FAILED_OUTCOME, FINISHED
 from mtc_provider.core.attempt.resubmission import (FAIL, SUCCEED, Decision, in_try_line, resubmission_line,
-                                                    resubmit_in_try)
+                                                    restorable_progress, resubmit_in_try)
 from mtc_provider.core.attempt.run_summary import FAILED as FAILED_RUN, RETRYING, SUCCEEDED as SUCCEEDED_RUN
 
 REACHED_TARGET = "training reached its target"  # the run record's reason when an attempt ends the run well
@@ -96,12 +96,15 @@ class AttemptEnd:
 def end_of_attempt(decision: Decision, *, jobset: str, namespace: str, attempt: int, restarts: int,
                    latest: int | None, history: Sequence[int | None], phase_succeeded: bool, try_number: int,
                    max_tries: int | None, target_step: int | None, last_try: bool, completion: bool = False,
-                   stalled: bool = False) -> AttemptEnd:
+                   stalled: bool = False, restored: int | None = None) -> AttemptEnd:
     """The one rule for closing an attempt: its outcome, its interruption's kind, whether the same try follows it
     (an interruption after progress: core.attempt.resubmission.resubmit_in_try), the run's state and the line said.
 
-    A stalled attempt is never `failed` in its record (it was deleted; a crash loop of stalls ends the run)."""
+    A stalled attempt is never `failed` in its record (it was deleted; a crash loop of stalls ends the run). Its
+    `last_step` is its restorable progress: the newest finalized step, or a newer step a start of its pods restored
+    (`restored`); the next attempt's start step carries it on (core.attempt.launch.plan_launch)."""
     history = list(history) or [None]
+    latest = restorable_progress(latest, restored)
     if stalled:
         outcome = FINISHED if decision.kind == SUCCEED else DISRUPTED
     else:

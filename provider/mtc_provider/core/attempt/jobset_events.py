@@ -34,6 +34,8 @@ class JobSetEvent:
     message: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     progress: dict[str, Any] | None = None  # the trigger's latest progress report (ProgressReport.to_xcom())
+    # the newest step a start of the pods restored (MaxText's restore line in the leader's log), from any tier
+    restored_step: int | None = None
 
     def to_payload(self) -> dict[str, Any]:
         payload = asdict(self)

@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from mtc_provider.core.attempt.resubmission import REATTACH, SUBMIT, TAKE_RESULT, WAIT_DELETION, plan_try
+from mtc_provider.core.attempt.resubmission import (REATTACH, SUBMIT, TAKE_RESULT, WAIT_DELETION, plan_try,
+                                                    restorable_progress)
 from mtc_provider.core.attempt.status import evaluate_jobset
 from mtc_provider.core.basics.labels import attempt_number
 from mtc_provider.core.basics.vocabulary import STEP_HISTORY_ANNOTATION
@@ -55,6 +56,13 @@ class LaunchPlan:
     start_step: int | None = None  # SUBMIT: the newest finalized step the new attempt starts from
 
 
+def _ended_last_step(records: Sequence[Mapping[str, Any]]) -> int | None:
+    """The `last_step` of the newest ended attempt record, or None."""
+    ended = [r for r in records if r.get("end") is not None and isinstance(r.get("attempt"), int)]
+    step = max(ended, key=lambda r: r["attempt"]).get("last_step") if ended else None
+    return step if isinstance(step, int) else None
+
+
 def needs_latest_step(jobsets: Sequence[Mapping[str, Any]]) -> bool:
     """Whether `plan_launch` reads `latest_step`: only when no attempt is live or terminating (one that is
     may still write checkpoints, so a listing now would be stale, and is not needed)."""
@@ -62,17 +70,22 @@ def needs_latest_step(jobsets: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def plan_launch(jobsets: Sequence[Mapping[str, Any]], lock_history: Sequence[int | None], latest_step: int | None,
-                target_step: int, completion: bool = False) -> LaunchPlan:
+                target_step: int, completion: bool = False, records: Sequence[Mapping[str, Any]] = ()) -> LaunchPlan:
     """This task's JobSets (any order) -> what this try does.
 
     `lock_history`: the step history the run lock holds ([] when it holds none: then the newest attempt's
     annotation is used). `latest_step`: the newest finalized step (read only when `needs_latest_step`).
-    `completion`: the JobSet's own completion is the result (no target step).
+    `completion`: the JobSet's own completion is the result (no target step). `records`: the run lock's attempt
+    records; a new attempt starts from the restorable progress the newest ended one reached (its `last_step`: a
+    step its pods restored may be newer than any finalized one), so a start that restores no further counts as
+    no progress.
     """
     ordered = sorted(jobsets, key=attempt_of)
     by_name = {o["metadata"]["name"]: o for o in ordered}
-    start_step = latest_step if needs_latest_step(ordered) else None
-    plan = plan_try([evaluate_jobset(o) for o in ordered], start_step, target_step, completion)
+    needed = needs_latest_step(ordered)
+    listed = latest_step if needed else None
+    plan = plan_try([evaluate_jobset(o) for o in ordered], listed, target_step, completion)
+    start_step = restorable_progress(listed, _ended_last_step(records)) if needed else None
     history = list(lock_history) or (history_of(ordered[-1]) if ordered else [])
     if plan.kind == WAIT_DELETION:
         return LaunchPlan(WAIT_DELETION, waiting_for=plan.waiting_for)

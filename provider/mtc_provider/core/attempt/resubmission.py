@@ -32,6 +32,19 @@ def _progress_value(step: int | None) -> int:
     return -1 if step is None else step
 
 
+def restorable_progress(latest_step: int | None, restored_step: int | None) -> int | None:
+    """What the next start can resume from: the newest finalized (persistent or complete replicator) step, or a
+    newer step a start of the pods in this attempt restored (MaxText's restore line, from any tier: how the local
+    tier's progress is seen on GKE)."""
+    known = [step for step in (latest_step, restored_step) if step is not None]
+    return max(known) if known else None
+
+
+def _reached(latest_step: int | None, target_step: int, restored_step: int | None) -> str:
+    restored = "" if restored_step is None else f", newest restored step {restored_step}"
+    return f"last finalized step {latest_step}{restored}, target {target_step}"
+
+
 def attempts_without_progress(step_history: Sequence[int | None], latest_step: int | None) -> int:
     """Consecutive attempts, newest first, whose end step did not pass their start step."""
     steps = [_progress_value(s) for s in step_history] + [_progress_value(latest_step)]
@@ -49,11 +62,14 @@ def decide(
     target_step: int,
     step_history: Sequence[int | None],
     crash_loop_attempts: int = DEFAULT_CRASH_LOOP_ATTEMPTS,
+    restored_step: int | None = None,
 ) -> Decision:
     """Decide what an ended attempt means.
 
-    `step_history` holds the newest finalized step at the start of each attempt so far, oldest
-    first; its last entry is the start of the attempt that just ended (None: no checkpoint yet).
+    `step_history` holds the restorable step at the start of each attempt so far, oldest first; its last entry is
+    the start of the attempt that just ended (None: no checkpoint yet). Only a finalized checkpoint at the target
+    succeeds; the crash-loop guard also counts `restored_step`, the newest step a start of the pods in this attempt
+    restored (`restorable_progress`): a run whose in-cluster restarts resume from ever newer local saves trains.
     """
     if state.phase not in (SUCCEEDED, FAILED):
         raise SpecError("state.phase", state.phase, f"an ended JobSet ({SUCCEEDED} or {FAILED})")
@@ -61,16 +77,16 @@ def decide(
         raise SpecError("crash_loop_attempts", crash_loop_attempts, "an integer >= 1")
     if not step_history:
         raise SpecError("step_history", list(step_history), "at least the step at the start of this attempt")
-    reached = f"last finalized step {latest_step}, target {target_step}"
+    reached = _reached(latest_step, target_step, restored_step)
     if latest_step is not None and latest_step >= target_step:
         return Decision(SUCCEED, f"training reached its target ({reached})")
     if state.phase == FAILED and not state.retryable:
         return Decision(FAIL, f"non-retryable failure: {state.reason}: {state.message} ({reached})")
-    stalled = attempts_without_progress(step_history, latest_step)
+    stalled = attempts_without_progress(step_history, restorable_progress(latest_step, restored_step))
     if stalled >= crash_loop_attempts:
         return Decision(
             FAIL,
-            f"crash loop: no checkpoint progress across {stalled} consecutive attempts "
+            f"crash loop: no restorable progress across {stalled} consecutive attempts "
             f"(steps at attempt starts {list(step_history)}, {reached})",
         )
     if state.phase == SUCCEEDED:
@@ -110,7 +126,7 @@ def in_try_line(reason: str, start_step: int | None, latest_step: int | None, ne
     start = "no checkpoint" if start_step is None else f"step {start_step}"
     return (f"resubmitting in this try (attempt {next_attempt} next; no Airflow retry spent: the attempt progressed "
             f"from {start} to step {latest_step}): {why}; the next attempt resumes from step {latest_step}{target} "
-            "(the newest finalized checkpoint)")
+            "(the newest restorable checkpoint)")
 
 
 def decide_rejected(status: int, message: str) -> Decision:
@@ -173,7 +189,8 @@ def plan_try(attempts: Sequence[JobSetState], latest_step: int | None, target_st
 
 
 def decide_stalled(latest_step: int | None, target_step: int, step_history: Sequence[int | None],
-                   crash_loop_attempts: int = DEFAULT_CRASH_LOOP_ATTEMPTS, why: str = "stalled") -> Decision:
+                   crash_loop_attempts: int = DEFAULT_CRASH_LOOP_ATTEMPTS, why: str = "stalled",
+                   restored_step: int | None = None) -> Decision:
     """An attempt that stopped making checkpoint progress (it is deleted either way).
 
     It counts like a failed attempt for the crash-loop guard: hangs at one step stop after
@@ -181,12 +198,12 @@ def decide_stalled(latest_step: int | None, target_step: int, step_history: Sequ
     """
     if not step_history:
         raise SpecError("step_history", list(step_history), "at least the step at the start of this attempt")
-    reached = f"last finalized step {latest_step}, target {target_step}"
+    reached = _reached(latest_step, target_step, restored_step)
     if latest_step is not None and latest_step >= target_step:
         return Decision(SUCCEED, f"training reached its target ({reached})")
-    stuck = attempts_without_progress(step_history, latest_step)
+    stuck = attempts_without_progress(step_history, restorable_progress(latest_step, restored_step))
     if stuck >= crash_loop_attempts:
-        return Decision(FAIL, f"crash loop: no checkpoint progress across {stuck} consecutive attempts, the last "
+        return Decision(FAIL, f"crash loop: no restorable progress across {stuck} consecutive attempts, the last "
                               f"{why} (steps at attempt starts {list(step_history)}, {reached})")
     return Decision(RETRY, f"{why} ({reached}); resubmitting")
 
@@ -196,11 +213,11 @@ def resubmission_line(reason: str, resume_step: int | None, try_number: int, max
     """The one line that says an attempt ended as expected and the next one follows (not an error):
 
         resubmitting (try 3 of 7 next): the JobSet failed ...; the next attempt resumes from step 1200 of 5000
-        (the newest finalized checkpoint)
+        (the newest restorable checkpoint)
     """
     of = f" of {max_tries + 1}" if max_tries is not None else ""
     target = f" of {target_step}" if target_step is not None else ""
-    resume = (f"resumes from step {resume_step}{target} (the newest finalized checkpoint)" if resume_step is not None
+    resume = (f"resumes from step {resume_step}{target} (the newest restorable checkpoint)" if resume_step is not None
               else "starts from step 0 (no finalized checkpoint yet)")
     why = reason.rstrip(". ")
     for said in ("; resubmitting to resume", "; resubmitting"):  # a decision's own tail: the line says it first
