@@ -377,6 +377,11 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
                 return self._execute(context)
             except ApiUnreachable as exc:  # the run lock is kept: releasing it would need the API
                 raise self._unreachable(exc) from exc
+            except Exception as exc:
+                fault = self._fault_on_last_try(context.get("ti") if isinstance(context, Mapping) else None, exc)
+                if fault is exc:
+                    raise
+                raise fault from exc
         except OrchestratorFault as fault:
             self._keep_for_teardown(context, fault)
             raise
@@ -407,8 +412,8 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         try:
             return self._run_try(context, ti, connection, store, lock, lock_data, slices, checkpointing,
                                  workload, target_step, run_labels)
-        except (JobSetForbidden, StorageForbidden):
-            raise  # never release (delete) anything on a 403
+        except OrchestratorFault:
+            raise  # a 403, an outage, a lost watch: the JobSet may be training; never release or delete anything
         except Forbidden as exc:
             raise forbidden(str(exc)) from exc
         except PermissionDenied as exc:  # the storage's 403 for Airflow's identity (the cluster's is Forbidden)

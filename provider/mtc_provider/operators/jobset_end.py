@@ -13,7 +13,7 @@ import dataclasses
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from mtc_provider.adapters.attempt_journal import (ATTEMPTS_XCOM_KEY, PROGRESS_XCOM_KEY, RUN_XCOM_KEY,  # noqa: F401
                                                    AttemptJournal, RunRecordPlace, logs_scope, write_run_record)
@@ -32,11 +32,20 @@ from mtc_provider.core.attempt.resubmission import FAIL, SUCCEED, decide, decide
 from mtc_provider.core.attempt.run_summary import FAILED as FAILED_RUN, RETRYING, SUCCEEDED as SUCCEEDED_RUN
 from mtc_provider.core.attempt.status import SUCCEEDED, JobSetState
 from mtc_provider.operators.jobset_failures import (NOT_AN_ATTEMPT, ApiUnreachableFailure, JobSetAttemptFailed,
-                                                    JobSetForbidden, NextAttemptInTry, OrchestratorFault, forbidden,
-                                                    storage_forbidden)
+                                                    JobSetForbidden, NextAttemptInTry, OrchestratorFault, WatchLost,
+                                                    forbidden, storage_forbidden)
 
+KEPT_ON_LAST_TRY = ("no retry is left to reattach, so this try ends; the JobSet (which may still be training) and "
+                    "the run lock are kept, and the teardown keeps them: clear the task once the cause is fixed to "
+                    "reattach, or stop the run with mtc delete")
 WATCH_FAILURES_XCOM_KEY = "mtc_watch_failures"  # failed triggers of this try (resume_execution's bound)
 MAX_WATCH_FAILURES = 3
+
+
+def _has_started(ev: JobSetEvent, history: Sequence[int | None] | None) -> bool:
+    """Whether the run's pods have started before: this attempt restarted in the cluster or restored a step, or the
+    run has a restorable step. A start-up timeout is then an interruption; before that, a failure to start."""
+    return ev.restarts_seen > 0 or ev.restored_step is not None or any(s is not None for s in history or [])
 
 
 class AttemptEndMixin:
@@ -62,9 +71,22 @@ class AttemptEndMixin:
             except PermissionDenied as exc:  # the storage's 403 while reading the attempt's end
                 raise storage_forbidden(exc, str(event.get("checkpoint_dir") or self._describe()[1]
                                                  .checkpoint_directory), *self._google()) from exc
+            except Exception as exc:
+                fault = self._fault_on_last_try(ti, exc)
+                if fault is exc:
+                    raise
+                raise fault from exc
         except OrchestratorFault as fault:
             self._keep_for_teardown(context, fault)
             raise
+
+    def _fault_on_last_try(self, ti: Any, exc: Exception) -> Exception:
+        """An error the provider did not expect: a retry reattaches to the JobSet, so before the last try it stays
+        what it is; on the last try it is a fault of the orchestrator (WatchLost: JobSet and run lock kept)."""
+        if isinstance(exc, (AirflowException, NextAttemptInTry)) or ti is None or not self._last_try(ti):
+            return exc
+        self.log.error("unexpected error on the last try (%s: %s): %s", type(exc).__name__, exc, KEPT_ON_LAST_TRY)
+        return WatchLost(f"{type(exc).__name__}: {exc}; {KEPT_ON_LAST_TRY}")
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
         """A trigger that failed (Airflow's `__fail__`: it raised, or exited without an event) lost the watch, not
@@ -153,6 +175,10 @@ class AttemptEndMixin:
             lock.release()  # the run fails for good: its run name is free again
             raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name} was deleted outside this task")
         ev = dataclasses.replace(ev, restarts_seen=self._restarts_now(ev))
+        if ev.kind == STARTUP_TIMEOUT and _has_started(ev, extra["history"]):
+            # New pods that never came up after the run had started (a replacement node whose ramdisk never mounts):
+            # an interruption, as a stall is; a new attempt gets new pods.
+            ev = dataclasses.replace(ev, kind=STALLED)
         if ev.kind in (UNSTARTABLE, STARTUP_TIMEOUT):
             self.log.error("%s: deleting JobSet %s/%s", ev.message, ev.namespace, ev.name)
             self.hook.delete(ev.name, ev.namespace, reason=V.DELETE_ATTEMPT_FAILED)
@@ -173,8 +199,8 @@ class AttemptEndMixin:
             return self._conclude(context, lock, end, journal.close(end))
         journal.report(ev.namespace, ev.name, extra["attempt"], ev.restarts_seen, latest, ev.message or ev.kind)
         reason = f"lost track of JobSet {ev.namespace}/{ev.name}: {ev.message}"  # ERROR: a retry reattaches
-        if self._last_try(context["ti"]):  # no retry will come: the run ends here, and frees its run name
-            lock.release()
+        if self._last_try(context["ti"]):  # no retry will reattach: the try ends, the JobSet may still train
+            raise WatchLost(f"{reason}; {KEPT_ON_LAST_TRY}")
         raise JobSetAttemptFailed(reason)
 
     def _restarts_now(self, ev: JobSetEvent) -> int:

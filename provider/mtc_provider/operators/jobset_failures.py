@@ -66,6 +66,13 @@ class ApiUnreachableFailure(OrchestratorFault):
     """The Kubernetes API stayed unreachable for api_outage_timeout."""
 
 
+class WatchLost(OrchestratorFault):
+    """The last try lost its watch of a JobSet that may still be training (an error that lasted, such as a 401, or
+    an unexpected exception in the provider): no retry is left to reattach, so the try ends, but like any fault of
+    the orchestrator it leaves the JobSet and the run lock as they are, and the teardown keeps them. Clear the task
+    once the cause is fixed: it reattaches."""
+
+
 class JobSetForbidden(OrchestratorFault):
     """A 403 from the cluster: no retry grants a permission, so the try fails for good at once. Nothing is deleted
     and the run lock is kept (a JobSet may be training): grant the permission, then clear the task to reattach."""

@@ -54,6 +54,13 @@ def _slow(status: dict, seconds: float = 0.05):
     return frame
 
 
+def _restarted_pending() -> dict:
+    """After an in-cluster restart: the new pods Pending (active, none ready), `restarts` 1."""
+    status = status_running(restarts=1)
+    status["replicatedJobsStatus"][0].update(ready=0, active=2)
+    return status
+
+
 def _active_not_ready() -> dict:
     """What JobSet reports while its pods are Pending: child Jobs active (Job.status.active counts pending
     pods), none ready (kubernetes.io/docs/concepts/workloads/controllers/job/#job-status)."""
@@ -174,6 +181,28 @@ def test_unschedulable_pods_log_waiting_for_capacity_and_the_stall_clock_does_no
     assert "Insufficient google.com/tpu" in str(failed.value)
     lines = [ln for ln in capsys.readouterr().out.splitlines() if "waiting for capacity: 0 of 2 pods scheduled" in ln]
     assert 2 <= len(lines) <= 5 and "0/12 nodes are available" in lines[0]  # every capacity_log_interval
+
+
+def test_new_pods_that_never_start_after_progress_are_an_interruption_followed_in_the_same_try(cluster, tmp_path):
+    """The attempt trains and saves step 20; a host is lost and the JobSet restarts in the cluster, but the
+    replacement pods never become ready (a new node whose ramdisk never mounts stays Pending: kubelet's FailedMount,
+    tests/operators/jobset/test_js_local_start_faults.py). After startup_timeout that start is an interruption,
+    not a final failure: its JobSet is deleted by the attempt's own end and the same try submits the next attempt
+    (new pods), which resumes from step 20 and finishes."""
+    def restarted_never_ready(obj):
+        cluster.set_pods("default", obj["metadata"]["name"], [pod_unschedulable(obj["metadata"]["name"], i)
+                                                              for i in range(2)])
+        return _restarted_pending()
+
+    cluster.plan([status_running(), _reach(tmp_path, 20, status_running()), restarted_never_ready]
+                 + [_slow(_restarted_pending(), 0.02)] * 200,
+                 [status_running(), _reach(tmp_path, 100, status_completed())])
+    ti = FakeTI(try_number=1, max_tries=0)  # the last try: only an in-try attempt can finish the run
+    result = run_try(launch(str(tmp_path), startup_timeout=0.6, poll_interval=0.01), ti)
+    assert result["last_step"] == 100 and len(cluster.created) == 2
+    assert cluster.delete_reasons[0] == (cluster.created[0], "attempt-failed")  # by the attempt's own end
+    first = ti.xcoms["attempts"][0]
+    assert first["outcome"] == "disrupted" and "did not start within startup_timeout" in first["reason"], first
 
 
 async def test_unschedulable_stall_clock_does_not_run_while_the_jobset_is_pending(cluster, tmp_path):

@@ -83,3 +83,36 @@ def test_an_interruption_on_the_last_try_after_progress_does_not_end_the_run(tmp
     ([None], None, RETRY, False), ([None], 5, "fail", False), ([None], 100, "succeed", False)])
 def test_only_a_retry_after_progress_is_followed_in_the_same_try(history, latest, kind, expected):
     assert resubmit_in_try(Decision(kind, "why"), history, latest) is expected
+
+
+def test_an_unexpected_error_at_the_end_of_the_last_try_keeps_the_jobset_and_the_run_lock(tmp_path, cluster,
+                                                                                       monkeypatch):
+    """A bug of ours (any exception the provider did not expect) while deciding the last try's end: no retry would
+    reattach, so the try ends as a fault of the orchestrator (WatchLost): nothing deleted, the run lock kept and
+    `jobset_kept` recorded, so the sample DAG's teardown keeps the JobSet too (tests/dags/test_teardown_rule.py)."""
+    from mtc_provider.operators.jobset import JOBSET_KEPT_XCOM_KEY, MtcJobSetOperator
+    from mtc_provider.operators.jobset_failures import WatchLost
+
+    listed = MtcJobSetOperator._latest
+    calls = []
+
+    def breaks_at_the_end(self, store, checkpoint_dir):
+        calls.append(checkpoint_dir)
+        if len(calls) > 1:  # the first listing plans the attempt; the second decides its end
+            raise KeyError("a bug in the end of the attempt")
+        return listed(self, store, checkpoint_dir)
+
+    monkeypatch.setattr(MtcJobSetOperator, "_latest", breaks_at_the_end)
+    cluster.plan([status_running(), reach(tmp_path, 5, status_failed(restarts=2))])
+    ti = FakeTI(try_number=1, max_tries=0)
+    with pytest.raises(WatchLost, match="KeyError: 'a bug in the end of the attempt'; no retry is left"):
+        run_try(launch(str(tmp_path), retries=0), ti)
+    assert cluster.deleted == [] and cluster.locks != {}
+    assert "no retry is left to reattach" in ti.xcoms[JOBSET_KEPT_XCOM_KEY]["reason"]
+    # before the last try the same error stays what it is: the retry reattaches
+    cluster.plan([status_running(), reach(tmp_path, 5, status_failed(restarts=2))])
+    calls.clear()
+    with pytest.raises(KeyError):
+        run_try(launch(str(tmp_path), retries=3, checkpointing={
+            "run_name": "other", "base_output_directory": f"{tmp_path}/out", "steps": 100, "checkpoint_period": 20}),
+            FakeTI(run_id="run-2", try_number=1, max_tries=3))

@@ -103,15 +103,28 @@ def test_stale_lock_after_a_deleted_event_is_released(dags, tmp_path, cluster):
     assert cluster.locks == {}  # ... and frees the run name
 
 
-def test_stale_lock_after_an_error_on_the_last_try_is_released(dags, tmp_path, cluster):
+def test_an_error_on_the_last_try_keeps_the_jobset_the_run_lock_and_tells_the_teardown(dags, tmp_path, cluster):
+    """The watch breaks (an ERROR event: lost track of the JobSet) on the last try: no retry will reattach, but the
+    JobSet may still be training, so like any fault of the orchestrator the try ends with the JobSet and the run
+    lock kept and `jobset_kept` recorded for the teardown (which then deletes nothing: tests/dags/
+    test_teardown_rule.py)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    from mtc_provider.operators.jobset_failures import JOBSET_KEPT_XCOM_KEY
+
     def die(obj):
-        raise RuntimeError("the watch broke")  # an ERROR event: lost track of the JobSet
+        raise RuntimeError("the watch broke")
 
     cluster.plan([status_running(), die])
     dr = dags.reattach.test(logical_date=_day(12), run_after=_day(12))  # retries=0: this is the last try
     assert dr.state == "failed"
-    assert cluster.locks == {}
-    assert cluster.live() == cluster.created  # a retry (a re-run) reattaches; nothing deleted it
+    assert cluster.locks != {}  # kept: the run is not over, clearing the task reattaches
+    assert cluster.live() == cluster.created  # nothing deleted it
+    with create_session() as session:
+        kept = session.query(XComModel).filter_by(dag_id=dr.dag_id, run_id=dr.run_id, task_id="train",
+                                                  key=JOBSET_KEPT_XCOM_KEY).one()
+    assert "no retry is left to reattach" in str(kept.value), kept.value
 
 
 def _watching(gc, kind, jobset):
