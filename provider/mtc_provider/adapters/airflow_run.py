@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from datetime import datetime
 from pathlib import Path
@@ -204,10 +205,10 @@ def read_local_files(records: RunFacts) -> None:
         events_fd = None
     if events_fd is not None:
         try:
-            for entry in sorted(entries(events_fd), key=lambda e: e.name):
-                if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
+            for name, info in sorted(entries(events_fd)):
+                if name.endswith(".jsonl") and stat.S_ISREG(info.st_mode):
                     try:
-                        events.extend(events_from_text(read_text(child(events_fd, entry.name), EVENTS_LIMIT)))
+                        events.extend(events_from_text(read_text(child(events_fd, name), EVENTS_LIMIT)))
                     except NotServed:
                         continue
         finally:
@@ -229,12 +230,12 @@ def finalized_steps(folder: Path) -> list[int] | None:
         return None
     steps = []
     try:
-        for entry in entries(fd):
-            step = step_of_dir(entry.name)
-            if step is None or not entry.is_dir(follow_symlinks=False):
+        for name, info in entries(fd):
+            step = step_of_dir(name)
+            if step is None or not stat.S_ISDIR(info.st_mode):
                 continue
             try:
-                step_fd = child(fd, entry.name, directory=True)
+                step_fd = child(fd, name, directory=True)
             except NotServed:
                 continue
             try:

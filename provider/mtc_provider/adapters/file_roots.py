@@ -69,14 +69,16 @@ def check_root(root: str, raw: str | None = None) -> Path:
     if not os.path.isabs(expanded):
         raise refuse("is relative (it would be read from the api-server's working directory)")
     resolved = Path(os.path.realpath(expanded))
-    if len(resolved.parts) < 3:  # ('/',) or ('/', 'home')
-        raise refuse(f"is {'/' if len(resolved.parts) < 2 else 'a top-level folder'} ({resolved})")
+    if resolved == Path("/"):
+        raise refuse("is / (every file of the machine)")
     for name, held in (("AIRFLOW_HOME", os.environ.get("AIRFLOW_HOME")), ("the user's home directory", "~")):
         if not held:
             continue
         held_path = Path(os.path.realpath(os.path.expanduser(held)))
         if held_path == resolved or resolved in held_path.parents:
             raise refuse(f"holds {name} ({held_path}): its secrets would be served")
+    if len(resolved.parts) < 3:  # ('/', 'srv'): /home, /etc, /tmp hold every user's or the system's files
+        raise refuse(f"is a top-level folder ({resolved})")
     return resolved
 
 
@@ -183,10 +185,16 @@ def read_text(fd: int, limit: int | None = None) -> str:
         return handle.read(-1 if limit is None else limit).decode("utf-8", "replace")
 
 
-def entries(dir_fd: int) -> list[os.DirEntry]:
-    """The entries of an opened folder (scandir on its descriptor; stat them with follow_symlinks=False)."""
+def entries(dir_fd: int) -> list[tuple[str, os.stat_result]]:
+    """(name, lstat) of each entry of an opened folder: a link is described as the link, never its target."""
+    out = []
     with os.scandir(dir_fd) as found:  # scandir reads a duplicate of the descriptor, rewound
-        return list(found)
+        for entry in found:  # stat while the duplicate is open: the entries' stat() reads through it
+            try:
+                out.append((entry.name, entry.stat(follow_symlinks=False)))
+            except OSError:  # gone since the folder was read
+                continue
+    return out
 
 
 def chunks(fd: int) -> Iterator[bytes]:

@@ -239,14 +239,7 @@ def _listing(dir_fd: int, folder: Path, path: str) -> str:
     rows = []
     if path.strip("/"):
         rows.append("<tr><td><a href='../'>../</a></td><td></td><td></td></tr>")
-    listed = []
-    for entry in found:
-        try:
-            info = entry.stat(follow_symlinks=False)
-        except OSError:  # gone since the folder was read
-            continue
-        listed.append((entry.name, info))
-    for name, info in sorted(listed, key=lambda e: (not st.S_ISDIR(e[1].st_mode), e[0])):
+    for name, info in sorted(found, key=lambda e: (not st.S_ISDIR(e[1].st_mode), e[0])):
         folder_entry = st.S_ISDIR(info.st_mode)
         shown = name + ("/" if folder_entry else " (link, not served)" if st.S_ISLNK(info.st_mode) else "")
         size = "" if folder_entry else f"{info.st_size:,}"
