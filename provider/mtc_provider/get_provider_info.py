@@ -88,11 +88,13 @@ def get_provider_info() -> dict[str, Any]:
                 "options": {
                     "run_view_file_roots": {
                         "description": (
-                            "Comma-separated absolute folders whose files the run view plugin may serve (a local "
-                            "run's checkpoint folder and goodput chart). A path an XCom names is served only when, "
-                            "symbolic links resolved, it lies under one of them; anything else is answered 404. "
+                            "Comma-separated absolute folders under which the run view plugin may read a local "
+                            "run's own folder (its checkpoints, events and record). Each root must be at least two "
+                            "levels deep and hold neither AIRFLOW_HOME nor the api-server user's home; `/`, "
+                            "relative and top-level roots are refused with an error naming this option. Files are "
+                            "opened without following symbolic links; anything else is answered 404. "
                             "Empty: the local target's bucket folder, <local home>/buckets ($MTC_LOCAL_HOME, "
-                            "default ~/.mtc/local)."
+                            "default ~/.mtc/local). docs/security.md."
                         ),
                         "version_added": None,
                         "type": "string",

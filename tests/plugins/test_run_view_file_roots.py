@@ -1,80 +1,34 @@
-"""The run view serves files only under `[mtc] run_view_file_roots` (adapters/file_roots.py), whatever an XCom names.
+"""The run view reads files only in the run's own folder under `[mtc] run_view_file_roots`
+(adapters/file_roots.py, adapters/airflow_run.run_folder), whatever an XCom names, and refuses roots that would
+expose the machine.
 
-Issue 33: task code, and any user the auth manager lets write XComs, can name any path in the launch task's
-`mtc_run` XCom (`checkpoint_dir`, even `/`) and in the goodput task's `chart_path`. Through the plugin's FastAPI app
-(read access granted, Airflow's real session and XComs planted by a DAG's task code), the UI's password file and a
-cluster token are answered 404 on both file routes, as is a symlink in the root that points out; a file under the
-root still serves.
+Task code, and any user the auth manager lets write XComs, can name any path in the launch task's `mtc_run` XCom
+(`checkpoint_dir`, even `/`) and in the goodput task's `chart_path`. Through the plugin's FastAPI app (read access
+granted, Airflow's real session and XComs planted by a DAG's task code), the UI's password file and a cluster token
+are answered 404, as is a link in the root, pointing out or not; a file under the root still serves.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import importlib.util
-import json
-from pathlib import Path
+import os
 
 import pytest
-from fastapi.testclient import TestClient
 
-from mtc_provider.adapters.file_roots import allowed
+from mtc_provider.adapters.file_roots import FileRootsError, allowed, configured_roots
 
-DAGS = Path(__file__).parent / "dags"
 RUN = "/runs/mtc_planted_xcoms/"
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    """A local home with a run in its bucket folder, and secrets beside it (outside the buckets)."""
-    local = tmp_path / "local"
-    run = local / "buckets" / "b" / "e2e"
-    (run / "checkpoints" / "10").mkdir(parents=True)
-    (run / "checkpoints" / "10" / "data").write_text("weights")
-    (run / "goodput.png").write_bytes(b"\x89PNG chart")
-    (tmp_path / "simple_auth_manager_passwords.json").write_text('{"admin": "s3cret"}')
-    (local / "cluster").mkdir()
-    (local / "cluster" / "admin-token").write_text("token")
-    monkeypatch.setenv("MTC_LOCAL_HOME", str(local))
-    monkeypatch.delenv("AIRFLOW__MTC__RUN_VIEW_FILE_ROOTS", raising=False)
-    return tmp_path
-
-
-@pytest.fixture
-def planted(monkeypatch, airflow_db):
-    """Run the planting DAG with the given XCom values; the client reads that run through the plugin's app."""
-    from airflow.utils.session import create_session
-
-    from mtc_provider.plugins import run_view
-
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([
-        {"name": "mtc-plugin-tests", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-         "kwargs": {"path": str(DAGS)}}]))
-    spec = importlib.util.spec_from_file_location("planted_xcoms", DAGS / "planted_xcoms.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setattr(run_view, "_read_access", lambda: [])  # read access granted (the auth manager's part)
-    days = iter(range(1, 400))
-
-    def plant(checkpoint_dir: str, chart: str):
-        monkeypatch.setenv("MTC_TEST_PLANTED_DIR", checkpoint_dir)
-        monkeypatch.setenv("MTC_TEST_PLANTED_CHART", chart)
-        when = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(days=next(days))
-        run = module.planted.test(logical_date=when, run_after=when)
-        assert run.state == "success"
-        app = run_view.create_app()
-
-        def session():
-            with create_session() as s:
-                yield s
-
-        app.dependency_overrides[run_view._session_dep()] = session
-        return TestClient(app), RUN + run.run_id
+def planted(run_dag, plugin_client):
+    def plant(checkpoint_dir: str, chart: str = ""):
+        return plugin_client, RUN + run_dag("mtc_planted_xcoms", checkpoint_dir, chart)
 
     return plant
 
 
 def assert_drawn_not_served(answer) -> None:
-    """The chart route draws the run's chart itself (issue 35 item 3): never the bytes of a file an XCom names."""
+    """The chart route draws the run's chart itself: never the bytes of a file an XCom names."""
     assert answer.status_code == 200 and answer.content.startswith(b"\x89PNG\r\n\x1a\n"), answer.content[:200]
     assert b"s3cret" not in answer.content and answer.content != b"token" and answer.content != b"\x89PNG chart"
 
@@ -94,16 +48,17 @@ def test_a_planted_xcom_cannot_serve_the_password_file_or_a_token(home, planted)
     assert_drawn_not_served(client.get(f"{run}/chart.png"))
 
 
-def test_a_symlink_in_the_root_pointing_out_is_not_followed(home, planted):
+def test_no_link_in_the_root_is_followed(home, planted):
     run_dir = home / "local" / "buckets" / "b" / "e2e"
     (run_dir / "checkpoints" / "out").symlink_to(home)
-    (run_dir / "chart-link.png").symlink_to(home / "simple_auth_manager_passwords.json")
+    (run_dir / "checkpoints" / "in").symlink_to(run_dir / "checkpoints" / "10")
     (home / "local" / "buckets" / "escape").symlink_to(home)
-    client, run = planted(str(run_dir / "checkpoints"), str(run_dir / "chart-link.png"))
+    client, run = planted(str(run_dir / "checkpoints"))
     assert client.get(f"{run}/files/checkpoints/out/simple_auth_manager_passwords.json").status_code == 404
-    assert_drawn_not_served(client.get(f"{run}/chart.png"))
-    # A checkpoint_dir that enters the root through a link out of it resolves outside: refused too.
-    client, run = planted(str(home / "local" / "buckets" / "escape"), "")
+    assert client.get(f"{run}/files/checkpoints/in/data").status_code == 404  # a link, even one that stays inside
+    assert client.get(f"{run}/files/checkpoints/../../../../simple_auth_manager_passwords.json").status_code == 404
+    # A checkpoint_dir that enters the root through a link out of it is outside.
+    client, run = planted(str(home / "local" / "buckets" / "escape" / "checkpoints"))
     assert client.get(f"{run}/files/checkpoints/simple_auth_manager_passwords.json").status_code == 404
 
 
@@ -112,9 +67,37 @@ def test_files_under_the_root_still_serve(home, planted):
     client, run = planted(str(run_dir / "checkpoints"), str(run_dir / "goodput.png"))
     assert client.get(f"{run}/files/checkpoints/10/data").text == "weights"
     assert "data" in client.get(f"{run}/files/checkpoints/10/").text
-    assert_drawn_not_served(client.get(f"{run}/chart.png"))  # drawn from the run's data, not the file (issue 35)
+    assert client.get(f"{run}/files/checkpoints/10", follow_redirects=False).status_code == 307
+    assert_drawn_not_served(client.get(f"{run}/chart.png"))
     view = client.get(run.replace("/runs/", "/api/runs/", 1)).json()
     assert view["folder_url"].endswith("/files/checkpoints/") and view["chart_url"].endswith("/chart.png")
+
+
+def test_a_listing_never_stats_through_a_link(home, planted):
+    """A link's target (a big secret file, a folder outside) shows neither its size nor as a folder."""
+    run_dir = home / "local" / "buckets" / "b" / "e2e"
+    (home / "big-secret").write_bytes(b"x" * 123_457)
+    (run_dir / "checkpoints" / "size-probe").symlink_to(home / "big-secret")
+    (run_dir / "checkpoints" / "dir-probe").symlink_to(home)
+    client, run = planted(str(run_dir / "checkpoints"))
+    page = client.get(f"{run}/files/checkpoints/").text
+    assert "size-probe" in page and "123,457" not in page
+    assert "dir-probe/" not in page and "10/" in page
+
+
+def test_the_events_folder_is_never_read_above_a_root(home, planted, monkeypatch):
+    """A root that is itself a checkpoint folder: its run folder (and `events/` in it) lies above the root."""
+    outside = home / "x"
+    (outside / "checkpoints").mkdir(parents=True)
+    (outside / "events").mkdir()
+    (outside / "events" / "process-0.jsonl").write_text('{"ts": 1.0, "event": "step", "step": 4242}\n')
+    from tests.plugins.support import write_record
+
+    write_record(outside, "mtc_planted_xcoms")
+    monkeypatch.setenv("AIRFLOW__MTC__RUN_VIEW_FILE_ROOTS", str(outside / "checkpoints"))
+    client, run = planted(str(outside / "checkpoints"))
+    view = client.get(run.replace("/runs/", "/api/runs/", 1)).json()
+    assert view["live"]["step"] is None and "folder_url" not in view, view["live"]
 
 
 def test_the_roots_are_configurable(home, monkeypatch):
@@ -123,6 +106,35 @@ def test_the_roots_are_configurable(home, monkeypatch):
     other.mkdir()
     (other / "x").write_text("x")
     assert allowed(other / "x") is None
-    monkeypatch.setenv("AIRFLOW__MTC__RUN_VIEW_FILE_ROOTS", f"{other}, relative/ignored")
-    assert allowed(other / "x") == (other / "x").resolve()
+    monkeypatch.setenv("AIRFLOW__MTC__RUN_VIEW_FILE_ROOTS", f"{other}, {home / 'more'}")
+    assert allowed(other / "x") == other / "x"
     assert allowed(home / "local" / "buckets" / "b" / "e2e" / "goodput.png") is None
+
+
+@pytest.mark.parametrize("root, why", [
+    ("/", "is / (every file"),
+    ("relative/buckets", "is relative"),
+    ("./buckets", "is relative"),
+    ("/srv", "is a top-level folder"),
+    ("~", "holds the user's home directory"),
+    ("AIRFLOW_HOME", "holds AIRFLOW_HOME"),
+    ("AIRFLOW_HOME/..", "holds AIRFLOW_HOME"),
+])
+def test_roots_that_expose_the_machine_are_refused_naming_the_setting(home, monkeypatch, root, why):
+    root = root.replace("AIRFLOW_HOME", os.environ["AIRFLOW_HOME"])
+    monkeypatch.setenv("AIRFLOW__MTC__RUN_VIEW_FILE_ROOTS", f"{home / 'ok'},{root}")
+    with pytest.raises(FileRootsError) as caught:
+        configured_roots()
+    message = str(caught.value)
+    assert "[mtc] run_view_file_roots" in message and repr(root) in message and why in message, message
+    assert "allowed: absolute folders" in message
+
+
+def test_a_refused_root_is_said_by_the_view_not_served(home, planted, monkeypatch):
+    run_dir = home / "local" / "buckets" / "b" / "e2e"
+    client, run = planted(str(run_dir / "checkpoints"))
+    monkeypatch.setenv("AIRFLOW__MTC__RUN_VIEW_FILE_ROOTS", "/")
+    answer = client.get(f"{run}/files/checkpoints/10/data")
+    assert answer.status_code == 500 and "[mtc] run_view_file_roots" in answer.json()["detail"], answer.text
+    answer = client.get(run.replace("/runs/", "/api/runs/", 1))
+    assert answer.status_code == 500 and "root '/' is /" in answer.json()["detail"], answer.text

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.adapters.test_js_pod_logs import add_pod
-from tests.doubles.kubernetes import KubernetesApiDouble
+from mtc_provider.core.basics.labels import run_labels
+
+from tests.plugins.support import defer, run_pod
 
 DAGS = Path(__file__).parent / "dags"
-CONN = "k8s_run_view"
 T0 = 1_796_000_000.0
 STEP_S = 2048 / 900  # Llama-2-70B on v6e (facts.md, "A real run's cadence")
 LEADER = "train-a1-slice-0-0-aaaaa"
@@ -32,26 +32,6 @@ LEADER = "train-a1-slice-0-0-aaaaa"
 def maxtext_line(step: int) -> str:
     return (f"I1202 08:00:00.123456 140 metric_logger.py:196] completed step: {step}, seconds: {STEP_S:.3f}, "
             f"TFLOP/s/device: 412.000, Tokens/s/device: 900.000, total_weights: 2048, loss: 2.345")
-
-
-@pytest.fixture
-def cluster(tmp_path, monkeypatch):
-    """The Kubernetes API double as the Airflow Kubernetes connection CONN reaches it (a kubeconfig file)."""
-    from mtc_provider.adapters import run_cluster
-
-    double = KubernetesApiDouble().start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "double",
-        "clusters": [{"name": "double", "cluster": {"server": double.url}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "double", "context": {"cluster": "double", "user": "u"}}]}))
-    monkeypatch.setenv(f"AIRFLOW_CONN_{CONN.upper()}",
-                       json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}))
-    monkeypatch.setattr(run_cluster, "CACHE_SECONDS", 0.0)  # every request reads the cluster (the page's pace)
-    run_cluster._cache.clear()
-    yield double
-    double.stop()
 
 
 @pytest.fixture
@@ -95,24 +75,12 @@ def shapes(monkeypatch, airflow_db):
 
 def deferred(run_id: str, state: str = "deferred", jobset: str = "train-a1") -> None:
     """The launch try as Airflow holds a deferred one: its trigger row (the JobSetTrigger's kwargs) and state."""
-    from sqlalchemy import select
+    defer("mtc_gke_shaped", run_id, jobset, state=state)
 
-    from airflow.models.dagrun import DagRun
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.models.trigger import Trigger
-    from airflow.utils.session import create_session
 
-    with create_session() as session:
-        trigger = Trigger(classpath="mtc_provider.triggers.jobset.JobSetTrigger", kwargs={
-            "connection": {"kind": "kubernetes", "kubernetes_conn_id": CONN}, "namespace": "default",
-            "name": jobset})
-        session.add(trigger)
-        session.flush()
-        ti = session.scalar(select(TaskInstance).where(TaskInstance.dag_id == "mtc_gke_shaped",
-                                                       TaskInstance.run_id == run_id, TaskInstance.task_id == "train"))
-        ti.state, ti.trigger_id, ti.end_date = state, trigger.id, None
-        run = session.scalar(select(DagRun).where(DagRun.dag_id == "mtc_gke_shaped", DagRun.run_id == run_id))
-        run.state, run.end_date = "running", None
+def own_pod(cluster, name: str, run_id: str, host: int = 0) -> None:
+    """A pod of the run's JobSet train-a1, with the labels the JobSet controller and the launch operator give it."""
+    run_pod(cluster, name, "mtc_gke_shaped", run_id, jobset="train-a1", host=host)
 
 
 def view(client, dag_id: str, run_id: str) -> dict:
@@ -129,8 +97,8 @@ def test_the_step_moves_with_the_leaders_log_lines_not_the_progress_interval(clu
     stale = {"step": 100, "target_step": 4000, "steps_per_hour": 1000.0, "source": "workload-log",
              "updated_at": T0 + 300}
     run_id = run("gke_shaped", progress=stale)
-    add_pod(cluster, LEADER, 0, 0, jobset="train-a1")
-    add_pod(cluster, "train-a1-slice-0-1-bbbbb", 0, 1, jobset="train-a1")
+    own_pod(cluster, LEADER, run_id)
+    own_pod(cluster, "train-a1-slice-0-1-bbbbb", run_id, host=1)
     import time
 
     now = time.time()
@@ -163,7 +131,8 @@ def test_between_attempts_the_page_says_what_it_waits_for(cluster, shapes):
     cluster.pods.append({
         "metadata": {"name": LEADER, "namespace": "default", "labels": {
             "jobset.sigs.k8s.io/jobset-name": "train-a1", "jobset.sigs.k8s.io/job-index": "0",
-            "batch.kubernetes.io/job-completion-index": "0"}},
+            "batch.kubernetes.io/job-completion-index": "0",
+            **run_labels("mtc_gke_shaped", run_id, "train", "r")}},
         "status": {"phase": "Pending", "conditions": [{
             "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
             "message": "0/12 nodes are available: 12 Insufficient google.com/tpu."}]}})
@@ -235,7 +204,7 @@ def test_goodput_while_running_and_the_chart_drawn_by_the_api_server(cluster, sh
     run_id = run("gke_shaped", attempts=attempts, progress={
         "step": 900, "target_step": 4000, "steps_per_hour": 1500.0, "source": "workload-log",
         "updated_at": now - 300})
-    add_pod(cluster, LEADER, 0, 0, jobset="train-a1")
+    own_pod(cluster, LEADER, run_id)
     for step in range(1001, 1011):
         cluster.write_log(LEADER, maxtext_line(step), at=now - (1011 - step) * STEP_S)
     deferred(run_id)
@@ -249,3 +218,24 @@ def test_goodput_while_running_and_the_chart_drawn_by_the_api_server(cluster, sh
     info = Image.open(io.BytesIO(answer.content)).info
     assert info["Title"].startswith(f"goodput {100 * goodput['goodput']:.1f}% over "
                                     f"{format_duration(goodput['elapsed_s'])}"), (info, goodput)
+
+
+def test_only_the_providers_trigger_row_is_read_as_a_jobset_watch(cluster, shapes):
+    """A deferred launch task whose trigger is another class (here another package's class of the same name, with
+    kwargs of the same shape) is not watching a JobSet: the view reads no cluster for it. The provider's
+    JobSetTrigger (the classpath its serialize() writes) is read."""
+    from mtc_provider.triggers.jobset import JobSetTrigger
+
+    client, run = shapes
+    run_id = run("gke_shaped")
+    own_pod(cluster, LEADER, run_id)
+    cluster.write_log(LEADER, maxtext_line(300))
+    defer("mtc_gke_shaped", run_id, "train-a1", classpath="other_provider.triggers.JobSetTrigger")
+    shown = view(client, "mtc_gke_shaped", run_id)
+    assert shown["live"]["step"] is None and shown["cluster_error"] is None, shown["live"]
+    assert cluster.requests == [], "a row of another trigger class was read as a JobSet watch"
+
+    classpath, _ = JobSetTrigger(connection={"kind": "kubernetes", "kubernetes_conn_id": "c"}, namespace="default",
+                                 name="train-a1").serialize()
+    defer("mtc_gke_shaped", run_id, "train-a1", classpath=classpath)
+    assert view(client, "mtc_gke_shaped", run_id)["live"]["step"] == 300

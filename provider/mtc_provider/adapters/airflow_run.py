@@ -8,6 +8,9 @@ second database, no cluster or bucket client: what Airflow does not hold, the vi
 
 from __future__ import annotations
 
+import json
+import os
+import stat
 import time
 from datetime import datetime
 from pathlib import Path
@@ -46,10 +49,45 @@ def local_dir(path: str | None) -> Path | None:
     return Path(path) if path.startswith("/") else None
 
 
-def events_dir_for(checkpoint_dir: str | None) -> Path | None:
-    """The local workload's events folder: `<base>/<run>/events` beside `<base>/<run>/checkpoints`."""
+CHECKPOINTS, EVENTS = "checkpoints", "events"
+RECORD_LIMIT = 4 * 1024 * 1024  # bytes of `mtc-attempts.json` read (a record of thousands of attempts is < 1 MB)
+EVENTS_LIMIT = 64 * 1024 * 1024  # bytes of one event file read (one line a step: millions of steps)
+
+
+def run_folder(checkpoint_dir: str | None, dag_id: str) -> Path | None:
+    """The run's own folder on this machine, `<base>/<run_name>` for `<base>/<run_name>/checkpoints`, when the view
+    may read it for a user authorized for `dag_id`; else None.
+
+    An XCom names the checkpoint folder, and a user who may write one DAG's XComs could name another DAG's. So the
+    folder is read only when it lies under `[mtc] run_view_file_roots` (no link on the way: adapters/file_roots.py)
+    and its run record, `mtc-attempts.json`, which this DAG's launch operator writes beside `checkpoints/` at every
+    submission (adapters/run_records.py), names this DAG. The record is the one the operator wrote, not an
+    XCom: nothing a user sets through Airflow's API.
+    """
+    from mtc_provider.adapters.file_roots import NotServed, child, is_dir, open_under, read_text
+    from mtc_provider.core.attempt.run_summary import RECORD_FILE
+
     folder = local_dir(checkpoint_dir)
-    return folder.parent / "events" if folder is not None else None
+    if folder is None or folder.name != CHECKPOINTS or folder.parent == folder:
+        return None
+    try:
+        fd = open_under(folder.parent)
+    except NotServed:
+        return None
+    try:
+        if not is_dir(fd):
+            return None
+        text = read_text(child(fd, RECORD_FILE), limit=RECORD_LIMIT)
+    except NotServed:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    owner = record.get("dag_run") if isinstance(record, Mapping) else None
+    return folder.parent if isinstance(owner, Mapping) and owner.get("dag_id") == dag_id else None
 
 
 def read_airflow_run(session: Any, dag_id: str, run_id: str) -> RunFacts | None:
@@ -151,31 +189,62 @@ def rendered_run(session: Any, ti: Any) -> dict[str, Any]:
 
 
 def read_local_files(records: RunFacts) -> None:
-    """On the local target the api-server sees the run's files: the workload's events and the checkpoint folder,
-    when they are under the run view's file roots (a `checkpoint_dir` XCom may name any folder)."""
-    from mtc_provider.adapters.file_roots import allowed
+    """On the local target the api-server sees the run's files: the workload's events and the finalized steps of
+    the checkpoint folder, read from the run's own folder only (`run_folder`), each file opened once without
+    following links."""
+    from mtc_provider.adapters.file_roots import NotServed, child, entries, open_under, read_text
+    from mtc_provider.adapters.workload_events import events_from_text
 
-    folder = local_dir(records.checkpoint_dir)
-    if folder is None or allowed(folder) is None:
+    folder = run_folder(records.checkpoint_dir, records.dag_id)
+    if folder is None:
         return
-    from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
-    from mtc_provider.adapters.workload_events import read_events
-
-    events = events_dir_for(records.checkpoint_dir)
-    records.events = read_events(events) if events is not None and events.is_dir() else []
+    events: list[dict] = []
     try:
-        records.persistent_steps = [info.step for info in LocalCheckpointStore().finalized(str(folder))]
-    except OSError:
-        records.persistent_steps = None
+        events_fd = open_under(folder, below=(EVENTS,))
+    except NotServed:
+        events_fd = None
+    if events_fd is not None:
+        try:
+            for name, info in sorted(entries(events_fd)):
+                if name.endswith(".jsonl") and stat.S_ISREG(info.st_mode):
+                    try:
+                        events.extend(events_from_text(read_text(child(events_fd, name), EVENTS_LIMIT)))
+                    except NotServed:
+                        continue
+        finally:
+            os.close(events_fd)
+    events.sort(key=lambda e: float(e.get("ts", 0.0)))
+    records.events = events
+    records.persistent_steps = finalized_steps(folder)
 
 
-def chart_path(records_goodput: Mapping[str, Any] | None) -> str | None:
-    """The goodput task's PNG on this machine, when it wrote one locally under the run view's file roots (the XCom
-    may name any file: only one under a configured root is served, symlinks resolved)."""
-    from mtc_provider.adapters.file_roots import allowed
+def finalized_steps(folder: Path) -> list[int] | None:
+    """The committed steps of `<run folder>/checkpoints` (a step folder holding Orbax's commit marker), read
+    without following links; None when the folder cannot be read."""
+    from mtc_provider.adapters.file_roots import NotServed, child, entries, open_under
+    from mtc_provider.core.measure.listing import COMMIT_FILE, step_of_dir
 
-    path = (records_goodput or {}).get("chart_path")
-    if not (isinstance(path, str) and path.startswith("/")):
+    try:
+        fd = open_under(folder, below=(CHECKPOINTS,))
+    except NotServed:
         return None
-    resolved = allowed(path)
-    return str(resolved) if resolved is not None and resolved.is_file() else None
+    steps = []
+    try:
+        for name, info in entries(fd):
+            step = step_of_dir(name)
+            if step is None or not stat.S_ISDIR(info.st_mode):
+                continue
+            try:
+                step_fd = child(fd, name, directory=True)
+            except NotServed:
+                continue
+            try:
+                os.stat(COMMIT_FILE, dir_fd=step_fd, follow_symlinks=False)
+                steps.append(step)
+            except OSError:
+                continue  # uncommitted: a save in progress or one that died
+            finally:
+                os.close(step_fd)
+    finally:
+        os.close(fd)
+    return sorted(steps)

@@ -24,7 +24,9 @@ CACHE_SECONDS = 2.0
 TAIL_LINES = 200
 TAIL_BYTES = 65_536
 REQUEST_TIMEOUT = 10.0  # a page refresh must not hang on a slow cluster
-TRIGGER_CLASS = "JobSetTrigger"
+# Only this trigger's rows are read as a JobSet watch: the classpath its serialize() writes (another class's row,
+# whatever it is named, holds kwargs of another meaning).
+TRIGGER_CLASSPATH = "mtc_provider.triggers.jobset.JobSetTrigger"
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
 
 HEAD_BYTES = 262_144  # MaxText prints its config before it restores
@@ -34,19 +36,30 @@ _lock = threading.Lock()
 
 
 def watched_jobset(session: Any, ti: Any) -> dict[str, Any] | None:
-    """{connection, namespace, name} of the JobSet the launch task's trigger watches; None when not deferred."""
+    """{connection, namespace, name, labels} of the JobSet the launch task's trigger watches; None when not
+    deferred, or when the task's trigger is not the provider's JobSetTrigger.
+
+    `labels`: the run labels (core.basics.labels.run_labels) the launch operator puts on the JobSet and its pods
+    for this task instance; only pods that carry all of them are read, so a trigger row naming another run's
+    JobSet (another DAG's, through a row task code wrote) shows nothing of it.
+    """
     from airflow.models.trigger import Trigger
+
+    from mtc_provider.core.basics import labels as L
 
     if getattr(ti, "trigger_id", None) is None:
         return None
     row = session.get(Trigger, ti.trigger_id)
-    if row is None or not str(row.classpath).endswith(TRIGGER_CLASS):
+    if row is None or str(row.classpath) != TRIGGER_CLASSPATH:
         return None
     kwargs = row.kwargs
-    if not isinstance(kwargs.get("connection"), Mapping) or not kwargs.get("name"):
+    if not isinstance(kwargs, Mapping) or not isinstance(kwargs.get("connection"), Mapping) \
+            or not isinstance(kwargs.get("name"), str) or not kwargs["name"]:
         return None
+    own = {key: value for key, value in L.run_labels(ti.dag_id, ti.run_id, ti.task_id, "").items()
+           if key != L.RUN_NAME}  # the run name comes from the run's description: the task's identity binds
     return {"connection": dict(kwargs["connection"]), "namespace": kwargs.get("namespace") or "default",
-            "name": kwargs["name"]}
+            "name": kwargs["name"], "labels": own}
 
 
 def read_cluster(watch: Mapping[str, Any], clock=time.monotonic) -> dict[str, Any]:
@@ -74,7 +87,7 @@ def _read(watch: Mapping[str, Any]) -> dict[str, Any]:
     from kubernetes import client as k8s
 
     from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
-    from mtc_provider.core.basics.labels import JOBSET_NAME_LABEL
+    from mtc_provider.core.basics.labels import JOBSET_NAME_LABEL, selector
     from mtc_provider.targets import jobset_api
 
     api = jobset_api(watch["connection"], request_timeout=REQUEST_TIMEOUT)
@@ -84,7 +97,8 @@ def _read(watch: Mapping[str, Any]) -> dict[str, Any]:
     api_client = api.client_factory()  # a fresh client, so a fresh token (GKE)
     try:
         core = k8s.CoreV1Api(api_client)
-        found = core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}",
+        found = core.list_namespaced_pod(namespace, label_selector=selector({JOBSET_NAME_LABEL: name,
+                                                                             **watch["labels"]}),
                                          _request_timeout=REQUEST_TIMEOUT)
         pods = sorted((_pod(p) for p in found.items), key=lambda p: (not p["leader"], p["name"]))
         leader = next((p for p in pods if p["leader"] and p["phase"] != "Pending"), None)

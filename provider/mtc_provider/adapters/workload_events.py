@@ -60,6 +60,11 @@ def _iter_file(path: Path) -> Iterable[dict]:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return
+    yield from events_from_text(text)
+
+
+def events_from_text(text: str) -> Iterable[dict]:
+    """The events of one event file's text (a reader that opened the file itself: the run view)."""
     for line in text.splitlines():
         line = line.strip()
         if not line:

@@ -15,7 +15,7 @@ serves the run's checkpoint folder and goodput chart over http, because Airflow'
 from __future__ import annotations
 
 import html
-import io
+import mimetypes
 import os
 import tempfile
 from datetime import datetime, timezone
@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
 from mtc_provider.core.view.run_page import LAUNCH_OPERATOR
 from mtc_provider.links.run_view import PREFIX, run_path
@@ -58,7 +58,12 @@ def _user_dep():
 def _records(session, dag_id: str, run_id: str):
     from mtc_provider.adapters.airflow_run import read_airflow_run
 
-    records = read_airflow_run(session, dag_id, run_id)
+    from mtc_provider.adapters.file_roots import FileRootsError
+
+    try:
+        records = read_airflow_run(session, dag_id, run_id)
+    except FileRootsError as exc:  # the deployment's setting, said as such
+        raise HTTPException(500, str(exc)) from None
     if records is None:
         raise HTTPException(404, f"DAG run {dag_id}/{run_id} not found")
     return records
@@ -111,11 +116,7 @@ def create_app() -> FastAPI:
         records = _records(session, dag_id, run_id)
         view = run_view(records)
         base = _root_path() + run_path(dag_id, run_id)
-        from mtc_provider.adapters.airflow_run import local_dir
-        from mtc_provider.adapters.file_roots import allowed
-
-        folder = local_dir(records.checkpoint_dir)
-        if folder is not None and allowed(folder) is not None:  # local, under [mtc] run_view_file_roots: served here
+        if _served_folder(records) is not None:  # the run's own local folder, under [mtc] run_view_file_roots
             view["folder_url"] = base + "/files/checkpoints/"
         view["chart_url"] = base + "/chart.png" if _chart_available(records) else None
         view["airflow_url"] = f"{_root_path()}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
@@ -124,25 +125,30 @@ def create_app() -> FastAPI:
     @app.get("/runs/{dag_id}/{run_id}/files/checkpoints/{path:path}", dependencies=read)
     def checkpoint_files(dag_id: str, run_id: str, path: str, request: Request,
                          session=Depends(session_dep)) -> Response:
-        """The run's local checkpoint folder: a directory listing, or a file in it."""
-        from mtc_provider.adapters.airflow_run import local_dir
-
-        from mtc_provider.adapters.file_roots import allowed
+        """The run's local checkpoint folder: a directory listing, or a file in it, each opened once from the
+        root's descriptor without following links, and served from that descriptor (adapters/file_roots.py)."""
+        from mtc_provider.adapters.airflow_run import CHECKPOINTS
+        from mtc_provider.adapters.file_roots import NotServed, chunks, is_dir, open_under
 
         records = _records(session, dag_id, run_id)
-        root = local_dir(records.checkpoint_dir)
-        if root is None or allowed(root) is None:  # the XCom may name any folder, `/` too: only the roots are served
+        folder = _served_folder(records)
+        if folder is None:  # the XCom may name any folder, another DAG's too: only the run's own is served
             raise HTTPException(404, f"run {dag_id}/{run_id} has no checkpoint folder this view serves "
-                                     f"(checkpoint_dir {records.checkpoint_dir!r}: not under [mtc] "
-                                     "run_view_file_roots); on GKE use the Cloud Console link")
-        target = _inside(root, path)
-        if target.is_dir():
+                                     f"(checkpoint_dir {records.checkpoint_dir!r}: not this DAG's run folder under "
+                                     "[mtc] run_view_file_roots); on GKE use the Cloud Console link")
+        parts = tuple(p for p in path.split("/") if p)
+        try:
+            fd = open_under(folder, below=(CHECKPOINTS, *parts))
+        except NotServed:
+            raise HTTPException(404, f"{path!r} is not in the run's checkpoint folder") from None
+        if is_dir(fd):
             if path and not path.endswith("/"):
+                os.close(fd)
                 return Response(status_code=307, headers={"Location": request.url.path + "/"})
-            return HTMLResponse(_listing(root, target, path))
-        if target.is_file():
-            return FileResponse(target)
-        raise HTTPException(404, f"{path!r} is not in {root}")
+            return HTMLResponse(_listing(fd, folder / CHECKPOINTS / "/".join(parts), path))
+        size = os.fstat(fd).st_size  # what is sent is this descriptor's file, whatever the path names meanwhile
+        media = mimetypes.guess_type(parts[-1])[0] or "application/octet-stream"
+        return StreamingResponse(chunks(fd), media_type=media, headers={"Content-Length": str(size)})
 
     @app.get("/runs/{dag_id}/{run_id}/chart.png", dependencies=read)
     def chart(dag_id: str, run_id: str, session=Depends(session_dep)) -> Response:
@@ -207,31 +213,39 @@ def _draw(records) -> bytes | None:
         return Path(path).read_bytes()
 
 
-def _inside(root: Path, path: str) -> Path:
-    """`root/path`, refusing (as absent: 404) anything that resolves outside root or outside the run view's file
-    roots (.., symlinks out)."""
-    from mtc_provider.adapters.file_roots import allowed
+def _served_folder(records) -> Path | None:
+    """The run's own local folder (adapters/airflow_run.run_folder), or None; a refused `[mtc]
+    run_view_file_roots` is the deployment's error, said as such (500 naming the setting)."""
+    from mtc_provider.adapters.airflow_run import run_folder
+    from mtc_provider.adapters.file_roots import FileRootsError
 
-    base = root.resolve()
     try:
-        target = (base / path).resolve()
-    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte
-        raise HTTPException(404, f"{path!r} is not in the run's checkpoint folder") from None
-    if (target != base and base not in target.parents) or allowed(target) is None:
-        raise HTTPException(404, f"{path!r} is not in the run's checkpoint folder")
-    return target
+        return run_folder(records.checkpoint_dir, records.dag_id)
+    except FileRootsError as exc:
+        raise HTTPException(500, str(exc)) from None
 
 
-def _listing(root: Path, folder: Path, path: str) -> str:
+def _listing(dir_fd: int, folder: Path, path: str) -> str:
+    """An opened folder's entries (closes it): names, sizes and times of the entries themselves (lstat), a link
+    shown as a link and never followed."""
+    import stat as st
+
+    from mtc_provider.adapters.file_roots import entries
+
+    try:
+        found = entries(dir_fd)
+    finally:
+        os.close(dir_fd)
     rows = []
     if path.strip("/"):
         rows.append("<tr><td><a href='../'>../</a></td><td></td><td></td></tr>")
-    for entry in sorted(folder.iterdir(), key=lambda p: (not p.is_dir(), p.name)):
-        name = entry.name + ("/" if entry.is_dir() else "")
-        stat = entry.stat()
-        size = "" if entry.is_dir() else f"{stat.st_size:,}"
-        rows.append(f"<tr><td><a href='{quote(name)}'>{html.escape(name)}</a></td><td>{size}</td>"
-                    f"<td>{_utc(datetime.fromtimestamp(stat.st_mtime, tz=timezone.utc))}</td></tr>")
+    for name, info in sorted(found, key=lambda e: (not st.S_ISDIR(e[1].st_mode), e[0])):
+        folder_entry = st.S_ISDIR(info.st_mode)
+        shown = name + ("/" if folder_entry else " (link, not served)" if st.S_ISLNK(info.st_mode) else "")
+        size = "" if folder_entry else f"{info.st_size:,}"
+        link = f"<a href='{quote(name + ('/' if folder_entry else ''))}'>{html.escape(shown)}</a>"
+        rows.append(f"<tr><td>{link}</td><td>{size}</td>"
+                    f"<td>{_utc(datetime.fromtimestamp(info.st_mtime, tz=timezone.utc))}</td></tr>")
     title = html.escape(str(folder))
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>{LIST_STYLE}</style>"
             f"</head><body><h1>{title}</h1><table><thead><tr><th>name</th><th>bytes</th><th>modified (UTC)</th>"

@@ -63,9 +63,12 @@ def complete_backups(root: Path, job: str, nodes: Iterable[int]) -> dict[int, di
             if backup is None or backup.job != job or backup.node not in wanted:
                 continue
             try:
-                data = folder / json.loads(meta.read_text())["data"]
-            except (OSError, ValueError, KeyError):
+                name = json.loads(meta.read_text())["data"]
+            except (OSError, ValueError, KeyError, TypeError):
                 continue  # unreadable: not a backup anybody could restore
+            data = folder / name if isinstance(name, str) and name and "/" not in name and name != ".." else None
+            if data is None or data.is_symlink() or not data.is_dir():
+                continue  # a `.meta` whose data is gone (or names none of this folder's): incomplete
             found.setdefault(backup.step, {})[backup.node] = data
     return {step: nodes_ for step, nodes_ in found.items() if set(nodes_) == wanted}
 

@@ -105,6 +105,26 @@ def test_a_restore_refills_a_wiped_ramdisk_from_the_newest_complete_backup(tmp_p
     assert fresh.backed_up == 4  # it does not back the restored step up again
 
 
+def test_a_meta_whose_data_is_missing_is_an_incomplete_backup_and_the_restore_takes_the_one_before(
+        tmp_path, ramdisks):
+    """A `.meta` names its data folder (written first); a copy whose data folder is gone (deleted by a lifecycle
+    rule, a half-removed backup) is skipped as incomplete instead of failing the restore of every ramdisk."""
+    replicator = Replicator("run", tmp_path / "run", interval_steps=1)
+    for disk in ramdisks.values():
+        _save(disk, 4)
+    replicator.backup(ramdisks, now=0.0)
+    for disk in ramdisks.values():
+        _save(disk, 6)
+    replicator.backup(ramdisks, now=120.0)
+    folder = tmp_path / "run" / "1970-01-01_00-02"
+    shutil.rmtree(folder / json.loads((folder / meta_name("run", 6, 1)).read_text())["data"])
+    for disk in ramdisks.values():
+        shutil.rmtree(disk)
+    assert set(complete_backups(tmp_path / "run", "run", [0, 1])) == {4}
+    assert Replicator("run", tmp_path / "run", interval_steps=1).restore(ramdisks) == (4, "backup")
+    assert all({p.name for p in disk.iterdir()} == {"4"} for disk in ramdisks.values())
+
+
 def test_a_restore_keeps_the_peers_newer_common_step(tmp_path, ramdisks):
     replicator = Replicator("run", tmp_path / "run", interval_steps=1)
     for disk in ramdisks.values():
