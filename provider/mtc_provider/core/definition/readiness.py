@@ -16,7 +16,7 @@ from mtc_provider.core.definition.iam import workload_identity_pool
 from mtc_provider.core.basics.install import install_line
 from mtc_provider.core.definition.sizing import RamdiskSize
 from mtc_provider.core.definition.tpu import TPU_TYPES, SliceSpec
-from mtc_provider.core.basics.versions import MTC_MIN_VERSION_EXCLUSIVE, is_later_than
+from mtc_provider.core.basics.versions import MTC_MIN_VERSION_NEW, mtc_version_window
 from mtc_provider.core.basics.vocabulary import CHECKPOINT_CONFIGURATION, JOBSET
 
 ADDON_HSC = "highScaleCheckpointingConfig"
@@ -100,7 +100,7 @@ def gcloud_pool_workload_metadata(cluster: str, location: str, project_id: str, 
 def gcloud_upgrade_master(cluster: str, location: str, project_id: str) -> str:
     return _cmd(
         "gcloud", "container", "clusters", "upgrade", cluster, "--master",
-        "--cluster-version=1.32.4-gke.1415000", f"--location={location}", f"--project={project_id}",
+        f"--cluster-version={MTC_MIN_VERSION_NEW}", f"--location={location}", f"--project={project_id}",
     )
 
 
@@ -170,11 +170,9 @@ def evaluate_cluster(
                             f"{gcloud_enable_addons(name, location, project_id)}  (or MtcEnableCheckpointingOperator)"))
 
     version = cluster.get("currentMasterVersion", "") or ""
-    try:
-        later = is_later_than(version)
-    except ValueError:
-        later = False
-    checks.append(Check("control_plane_version", later, version or None, f"later than {MTC_MIN_VERSION_EXCLUSIVE}",
+    enabling = not bool(_get(cluster, f"addonsConfig.{ADDON_HSC}.enabled", False))
+    ok, needed = mtc_version_window(version, enabling)
+    checks.append(Check("control_plane_version", ok, version or None, needed,
                         gcloud_upgrade_master(name, location, project_id)))
 
     autopilot = bool(_get(cluster, "autopilot.enabled", False))
