@@ -246,7 +246,7 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
                                                                     "customization"), given))
         # The run description's cross-section checks (as `mtc plan` makes them): GKE's Multislice rule, and the
         # names JobSet's webhook derives from the attempt names this operator submits.
-        check_run(target_kind or self._target().kind, slices, workload=workload)
+        check_run(target_kind or self._target().kind, slices, workload=workload, customization=customization)
         self._described = (slices, checkpointing, workload, customization)
         return self._described
 

@@ -11,7 +11,8 @@ Capacity follows GKE's documentation for TPU node pools:
   https://cloud.google.com/kubernetes-engine/docs/how-to/tpus "Run your workload on Spot VMs").
 - Reservation: a workload consumes a specific reservation with the nodeSelectors
   `cloud.google.com/reservation-name: NAME` and `cloud.google.com/reservation-affinity: "specific"`
-  (https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations).
+  (https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations); a shared reservation and a
+  reservation block add their own labels (core.definition.reservations).
 Kueue admits a JobSet that carries `kueue.x-k8s.io/queue-name` (a LocalQueue) and orders it by the
 WorkloadPriorityClass named in `kueue.x-k8s.io/priority-class` (https://kueue.sigs.k8s.io/docs/tasks/run/jobsets/,
 https://kueue.sigs.k8s.io/docs/concepts/workload_priority_class/).
@@ -32,12 +33,11 @@ from typing import Any, Callable, Mapping
 
 from mtc_provider.core.basics.errors import SpecError, require
 from mtc_provider.core.basics.names import DNS1123_LABEL_MAX, LABEL_VALUE_RE, check_dns1123_label
+from mtc_provider.core.definition.reservations import parse_reservation
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 SPOT_LABEL = "cloud.google.com/gke-spot"
-RESERVATION_NAME_LABEL = "cloud.google.com/reservation-name"
-RESERVATION_AFFINITY_LABEL = "cloud.google.com/reservation-affinity"
 CAPACITIES = ("on-demand", "spot", "reservation")
 SHM_VOLUME_NAME = "dshm"
 SHM_PATH = "/dev/shm"
@@ -137,7 +137,7 @@ class CustomizationSpec:
         require(not self.reservation or self.capacity == "reservation", f"{s}.reservation", self.reservation,
                 "empty unless capacity is reservation")
         if self.reservation:
-            check_dns1123_label(f"{s}.reservation", self.reservation)
+            parse_reservation(f"{s}.reservation", self.reservation)
         for key, value in _mapping(f"{s}.node_selector", self.node_selector).items():
             require(isinstance(key, str) and bool(LABEL_KEY_RE.match(key)), f"{s}.node_selector.{key}", key,
                     "a Kubernetes label key ([prefix/]name)")
@@ -331,9 +331,8 @@ def _customize_pod(pod: dict[str, Any], custom: CustomizationSpec, container_nam
     if custom.capacity == "spot":
         extra_selector[SPOT_LABEL] = "true"
         tolerations.append({"key": SPOT_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
-    elif custom.capacity == "reservation":
-        extra_selector[RESERVATION_NAME_LABEL] = custom.reservation
-        extra_selector[RESERVATION_AFFINITY_LABEL] = "specific"
+    elif custom.capacity == "reservation":  # a shared reservation or a block: several labels (core.definition.reservations)
+        extra_selector.update(parse_reservation(f"{s}.reservation", custom.reservation).node_selector)
     for key, value in extra_selector.items():
         require(key not in selector or selector[key] == value, f"{s}.node_selector.{key}", value,
                 f"a label the provider does not set ({', '.join(selector)})")
