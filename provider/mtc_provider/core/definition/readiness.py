@@ -194,8 +194,9 @@ def evaluate_cluster(
         checks.append(capacity_check(cluster, slices, project_id, location, capacity))
 
     if checkpoint_configuration_name:
+        pools = [p for p in cluster.get("nodePools") or [] if p.get("name") in matching_node_pools(cluster, slices)]
         checks.append(configuration_check(checkpoint_configuration, checkpoint_configuration_name, slices,
-                                          bucket_name, ramdisk))
+                                          bucket_name, ramdisk, pools))
     return checks
 
 
@@ -283,10 +284,12 @@ def run_ramdisk(slices: SliceSpec, sizing: Mapping[str, Any] | None) -> RamdiskS
 
 
 def configuration_check(configuration: Mapping[str, Any] | None, name: str, slices: SliceSpec | None = None,
-                        bucket_name: str | None = None, ramdisk: RamdiskSize | None = None) -> Check:
+                        bucket_name: str | None = None, ramdisk: RamdiskSize | None = None,
+                        pools: Sequence[Mapping[str, Any]] | None = None) -> Check:
     """The named CheckpointConfiguration exists (`configuration` as read from the cluster; None when absent) and,
     given the run's slices (and its bucket, its ramdisk), serves it: core.definition.configuration_match names each field that
-    does not."""
+    does not. `pools`: the Container API's node pools of the slices' shape, when known (GKE), so that a selector
+    naming a pool is judged against them."""
     from mtc_provider.core.definition.configuration_match import configuration_mismatches
 
     fix = "MtcApplyCheckpointConfigurationOperator (or kubectl apply -f checkpoint-configuration.yaml)"
@@ -296,8 +299,9 @@ def configuration_check(configuration: Mapping[str, Any] | None, name: str, slic
     if slices is None:
         return Check("checkpoint_configuration", True, f"{name} (bucket {bucket})", f"CheckpointConfiguration {name}",
                      fix)
-    problems = configuration_mismatches(configuration, slices.machine_type, bucket_name, ramdisk)
-    wanted = [f"nodeSelector {slices.machine_type}"] + ([f"bucket {bucket_name}"] if bucket_name else []) + (
+    problems = configuration_mismatches(configuration, slices, bucket_name, ramdisk, pools)
+    wanted = [f"a nodeSelector every node of the run matches ({slices.machine_type} {slices.topology}"
+              + (f", pools {', '.join(p.get('name', '') for p in pools)})" if pools else ")")] + ([f"bucket {bucket_name}"] if bucket_name else []) + (
         [f"inMemoryVolumeSize >= {ramdisk.quantity}"] if ramdisk else [])
     observed = "; ".join(f"CheckpointConfiguration {name} {p}" for p in problems) or f"{name} (bucket {bucket})"
     return Check("checkpoint_configuration", not problems, observed,
