@@ -63,7 +63,7 @@ def test_plan_prints_checks_creates_binds_and_size(tmp_path: Path) -> None:
     out = result.stdout
     for heading in ("Checks", "Creates", "Binds", "Ramdisk"):
         assert f"\n{heading}\n" in out
-    assert "GKE version later than 1.32.3-gke.1170000" in out
+    assert "GKE version 1.32.4-gke.1415000 or later to enable MTC (later than 1.32.3-gke.1170000" in out
     assert "CheckpointConfiguration mtc-checkpoint-config (cluster-scoped): inMemoryVolumeSize 225Gi" in out
     # Both principals whole, on one line each (no terminal wrapping).
     for principal in (

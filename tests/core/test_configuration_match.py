@@ -45,22 +45,22 @@ def test_quantities_read_as_kubernetes_reads_them(text, expected):
 
 
 def test_the_configuration_the_provider_builds_for_the_run_serves_it():
-    assert configuration_mismatches(_valid(SERVING), "ct6e-standard-4t", "ckpts", RAMDISK) == []
+    assert configuration_mismatches(_valid(SERVING), SLICES, "ckpts", RAMDISK) == []
     check = configuration_check(SERVING, "cfg", SLICES, "ckpts", RAMDISK)
     assert check.ok and check.observed == "cfg (bucket ckpts)"
 
 
 @pytest.mark.parametrize("spec, field, value, expected", [
     ({"nodeSelector": {"node.kubernetes.io/instance-type": "ct5p-hightpu-4t"}},
-     "spec.nodeSelector[node.kubernetes.io/instance-type]", "'ct5p-hightpu-4t'", "expected 'ct6e-standard-4t'"),
+     "spec.nodeSelector[node.kubernetes.io/instance-type]", "'ct5p-hightpu-4t'", "the run's nodes carry 'ct6e-standard-4t'"),
     ({"nodeSelector": {"cloud.google.com/gke-nodepool": "pool-0"}},
-     "spec.nodeSelector[node.kubernetes.io/instance-type]", "None", "expected 'ct6e-standard-4t'"),
+     "spec.nodeSelector[cloud.google.com/gke-nodepool]", "'pool-0'", "the run's node pools are not known here"),
     ({"cloudStorageBucketName": "someone-elses"}, "spec.cloudStorageBucketName", "'someone-elses'",
      "expected 'ckpts', the run's bucket"),
     ({"inMemoryVolumeSize": "100Gi"}, "spec.inMemoryVolumeSize", "'100Gi'", "expected at least 225Gi"),
 ])
 def test_each_mismatch_names_field_value_and_what_the_run_expects(spec, field, value, expected):
-    problems = configuration_mismatches(_with(**spec), "ct6e-standard-4t", "ckpts", RAMDISK)
+    problems = configuration_mismatches(_with(**spec), SLICES, "ckpts", RAMDISK)
     assert len(problems) == 1 and problems[0].startswith(f"{field}: {value}") and expected in problems[0], problems
     check = configuration_check(_with(**spec), "cfg", SLICES, "ckpts", RAMDISK)
     assert not check.ok and f"CheckpointConfiguration cfg {field}" in check.observed
@@ -75,7 +75,7 @@ def test_gkes_own_example_configuration_serves_no_tpu_run():
 
     text = (REPO / "tests/data/third_party/gke-mtc-example-checkpointconfiguration.yaml").read_text()
     example = yaml.safe_load(text.replace("!BUCKET!", "example-bucket"))
-    problems = configuration_mismatches(_valid(example), "ct6e-standard-4t", "ckpts", RAMDISK)
+    problems = configuration_mismatches(_valid(example), SLICES, "ckpts", RAMDISK)
     assert [p.split(":")[0] for p in problems] == [
         "spec.nodeSelector[node.kubernetes.io/instance-type]", "spec.cloudStorageBucketName", "spec.inMemoryVolumeSize"]
 
@@ -97,3 +97,55 @@ def test_the_ramdisk_is_checked_only_when_the_run_gives_its_sizing():
     small = _with(inMemoryVolumeSize="1Gi")
     assert configuration_check(small, "cfg", SLICES, "ckpts", None).ok
     assert not configuration_check(small, "cfg", SLICES, "ckpts", run_ramdisk(SLICES, {"parameters": 70e9})).ok
+
+
+# --- the selector against the labels the run's nodes will carry (pure, table-driven) ---------------------------
+# GKE labels every node of a TPU pool with its machine type (node.kubernetes.io/instance-type), accelerator
+# (cloud.google.com/gke-tpu-accelerator), topology (cloud.google.com/gke-tpu-topology) and pool
+# (cloud.google.com/gke-nodepool), plus the pool's config.labels; the CRD's nodeSelector is a plain map
+# (tests/data/third_party checkpointconfiguration CRD: no matchExpressions), matched as a Pod's nodeSelector.
+def _pool(name, machine="ct6e-standard-4t", topology="4x8", labels=None):
+    config = {"machineType": machine, "workloadMetadataConfig": {"mode": "GKE_METADATA"}}
+    if labels:
+        config["labels"] = labels
+    return {"name": name, "config": config, "placementPolicy": {"tpuTopology": topology}}
+
+
+ACCEL = "cloud.google.com/gke-tpu-accelerator"
+TOPO = "cloud.google.com/gke-tpu-topology"
+POOL = "cloud.google.com/gke-nodepool"
+TYPE = "node.kubernetes.io/instance-type"
+RUN_POOLS = [_pool("slice-a", labels={"team": "ml"}), _pool("slice-b", labels={"team": "ml"})]
+
+
+@pytest.mark.parametrize("selector, pools, ready, names", [
+    ({ACCEL: "tpu-v6e-slice", TOPO: "4x8"}, RUN_POOLS, True, []),  # exactly the run's nodes, no machine type
+    ({ACCEL: "tpu-v6e-slice", TOPO: "4x8"}, None, True, []),  # the same, pools unknown (Kubernetes target)
+    ({TYPE: "ct6e-standard-4t"}, RUN_POOLS, True, []),
+    ({TYPE: "ct6e-standard-4t", "team": "ml"}, RUN_POOLS, True, []),  # a pool's own label, on both pools
+    ({TYPE: "ct6e-standard-4t", POOL: "another-pool"}, RUN_POOLS, False, [POOL]),  # selects none of the run's nodes
+    ({TYPE: "ct6e-standard-4t", POOL: "slice-a"}, RUN_POOLS, False, [POOL]),  # one slice of two
+    ({TYPE: "ct6e-standard-4t", POOL: "slice-a"}, None, False, [POOL]),  # cannot be confirmed without the pools
+    ({ACCEL: "tpu-v6e-slice", TOPO: "2x4"}, RUN_POOLS, False, [TOPO]),  # another topology
+    ({ACCEL: "tpu-v5p-slice"}, RUN_POOLS, False, [ACCEL]),
+    ({TYPE: "ct6e-standard-4t", "example.com/rack": "r1"}, RUN_POOLS, False, ["example.com/rack"]),
+    ({}, RUN_POOLS, True, []),  # an empty selector selects every node
+])
+def test_the_selector_is_evaluated_against_the_run_nodes_labels(selector, pools, ready, names):
+    configuration = _with(nodeSelector=selector)
+    problems = configuration_mismatches(configuration, SLICES, "ckpts", RAMDISK, pools)
+    assert [p.split("]")[0].removeprefix("spec.nodeSelector[") for p in problems] == names
+    assert configuration_check(configuration, "cfg", SLICES, "ckpts", RAMDISK, pools).ok is ready
+
+
+def test_gke_readiness_judges_the_selector_against_the_clusters_pools_of_the_slices_shape():
+    cluster = ready_cluster()  # pools a and b are the run's shape
+    by_accel = _with(nodeSelector={ACCEL: "tpu-v6e-slice", TOPO: "4x8"})
+    other_pool = _with(nodeSelector={TYPE: "ct6e-standard-4t", POOL: "another-pool"})
+    check = {c.name: c for c in evaluate_cluster(cluster, SLICES, "proj", "us-central1", by_accel, "cfg", "ckpts",
+                                                  RAMDISK)}["checkpoint_configuration"]
+    assert check.ok, check.observed
+    check = {c.name: c for c in evaluate_cluster(cluster, SLICES, "proj", "us-central1", other_pool, "cfg", "ckpts",
+                                                  RAMDISK)}["checkpoint_configuration"]
+    assert not check.ok and "spec.nodeSelector[cloud.google.com/gke-nodepool]: 'another-pool'" in check.observed
+    assert "the run's nodes carry 'a', 'b'" in check.observed and "pools a, b" in check.expected

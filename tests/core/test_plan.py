@@ -12,7 +12,8 @@ def test_gke_plan_lists_checks_creates_binds_and_size() -> None:
     plan = build_plan(run_config(), project_number="123456789012")
     assert [step.name for step in plan.checks] == ["addons", "workload-pool", "version", "standard-cluster", "tpu-node-pools"]
     sections = plan.lines()
-    assert "version: GKE version later than 1.32.3-gke.1170000" in sections["checks"]
+    assert ("version: GKE version 1.32.4-gke.1415000 or later to enable MTC (later than 1.32.3-gke.1170000 where "
+            "its addon already runs)") in sections["checks"]
     assert any("Autopilot is not supported" in line for line in sections["checks"])
     assert any(">= 2 TPU node pools of machine type ct6e-standard-4t and topology 4x8" in line for line in sections["checks"])
     assert [step.name for step in plan.creates] == ["bucket", "checkpoint-configuration", "jobset"]

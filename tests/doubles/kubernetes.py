@@ -30,6 +30,12 @@ https://kubernetes.io/docs/reference/using-api/api-concepts/ describes:
 - SelfSubjectAccessReview (authorization.k8s.io/v1) answers `status.allowed` for the caller from `denied`
   ("<verb> <resource>[/<subresource>]"; everything else is allowed, as for a GKE identity with
   roles/container.developer: https://kubernetes.io/docs/reference/access-authn-authz/authorization/#checking-api-access).
+- the JobSet CRD (`jobset_crd`: "v0.12.0", the default, "v0.10.1", "v0.9.1", or None for no JobSet installed) is
+  served at `GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io` as the upstream
+  file has it (tests/data/third_party); a JobSet create is checked against its served schema as the API server
+  does it (Kubernetes "API Concepts", Field validation: https://kubernetes.io/docs/reference/using-api/api-concepts/
+  #field-validation): with `fieldValidation=Strict` an unknown field is 400 BadRequest `strict decoding error:
+  unknown field "<path>"`; otherwise it is pruned silently (the CRD's structural schema, field pruning).
 - discovery: `GET /apis/<group>/<version>` lists the served resources of that group (an `APIResourceList`; a group
   with none served is 404, as on a cluster without JobSet installed), `GET /version` the server's version.
 Bearer tokens, queued faults and `errors_next` come from the HTTP base (tests/doubles/http.py).
@@ -39,12 +45,14 @@ Does not model: admission, RBAC enforcement on requests, field selectors other t
 from __future__ import annotations
 
 import copy
+import functools
 import threading
 import time
 from collections import namedtuple
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
+from mtc_local.cluster import schemas
 from mtc_local.cluster.patches import merge_patch
 from mtc_local.cluster.selectors import label_matcher
 
@@ -70,7 +78,24 @@ RESOURCES = {r.plural: r for r in (
     Resource("", "v1", "configmaps", "ConfigMap", True),
     Resource("", "v1", "pods", "Pod", True),
 )}
-REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict", 410: "Expired",
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+JOBSET_CRD_NAME = "jobsets.jobset.x-k8s.io"
+
+
+@functools.lru_cache(maxsize=None)
+def jobset_crd(version: str) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """(the upstream JobSet CRD of that release, its served schema, a strict validator of it), loaded once."""
+    import yaml
+
+    from tests.conftest import reference_file
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    crd = yaml.load(reference_file(f"jobset-crd-{version}.yaml").read_text(), Loader=loader)
+    schema = schemas.openapi_schema(crd)
+    return crd, schema, schemas.strict_validator(schema)
+
+
+REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict", 410: "Expired",
            429: "TooManyRequests", 503: "ServiceUnavailable"}
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
@@ -82,8 +107,10 @@ def status_body(code: int, message: str, reason: str = "") -> dict[str, Any]:
 
 
 class KubernetesApiDouble(HttpDouble):
-    def __init__(self, spec_fields: set[str] | None = None, served: set[str] | None = None, **kwargs: Any) -> None:
+    def __init__(self, spec_fields: set[str] | None = None, served: set[str] | None = None,
+                 jobset_crd: str | None = "v0.12.0", **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.jobset_crd = jobset_crd
         self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {plural: {} for plural in RESOURCES}
         self.served = set(RESOURCES) if served is None else set(served)
         self.spec_fields = spec_fields
@@ -140,6 +167,11 @@ class KubernetesApiDouble(HttpDouble):
             return 200, {"major": "1", "minor": "32", "gitVersion": "v1.32.0"}
         if path == SSAR and method == "POST":
             return 201, self._access_review(body)
+        if path.startswith(CRD_PATH) and method == "GET":
+            name = path[len(CRD_PATH):]
+            if name != JOBSET_CRD_NAME or self.jobset_crd is None or "jobsets" not in self.served:
+                raise HttpError(404, f'customresourcedefinitions.apiextensions.k8s.io "{name}" not found', "NotFound")
+            return 200, copy.deepcopy(jobset_crd(self.jobset_crd)[0])
         for resource in RESOURCES.values():
             if resource.plural not in self.served:
                 continue
@@ -166,6 +198,8 @@ class KubernetesApiDouble(HttpDouble):
         what = qualified(resource)
         if name is None:
             if method == "POST":
+                if resource.plural == "jobsets" and self.jobset_crd is not None:
+                    body = self._field_validation(body, args.get("fieldValidation", ""))
                 return 201, self._create(resource, namespace, body)
             if args.get("watch") in ("true", "True", "1"):
                 return self._watch(resource, namespace, args)
@@ -200,6 +234,15 @@ class KubernetesApiDouble(HttpDouble):
             return 200, self._delete(resource, key, (body or {}).get("propagationPolicy")
                                      or args.get("propagationPolicy", "Background"))
         raise HttpError(405, f"{method} is not allowed on {what}", "MethodNotAllowed")
+
+    def _field_validation(self, body: dict[str, Any], mode: str) -> dict[str, Any]:
+        """Strict: an unknown field is refused (400); otherwise the structural schema prunes it."""
+        _, schema, strict = jobset_crd(self.jobset_crd)
+        if mode == "Strict":
+            unknown = schemas.unknown_field(strict, body)
+            if unknown:
+                raise HttpError(400, f'strict decoding error: unknown field "{unknown}"', "BadRequest")
+        return schemas.pruned(schema, body)
 
     def _create(self, resource: Resource, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]

@@ -248,7 +248,11 @@ class KubernetesJobSetApi:
             return result
 
     def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call("create_namespaced_custom_object", namespace=namespace, body=body)
+        # Strict field validation: an API server refuses (400) a field the served CRD would prune silently -- the
+        # failure policy's message patterns on a JobSet older than v0.10 -- instead of running without it
+        # (Kubernetes "API Concepts": Field validation, fieldValidation=Strict).
+        return self._call("create_namespaced_custom_object", namespace=namespace, body=body,
+                          field_validation="Strict")
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         return self._call("get_namespaced_custom_object", namespace=namespace, name=name)
@@ -508,3 +512,23 @@ class AsyncKubernetesJobSetApi:
                     log.warning("watch of %s/%s keeps failing (%s); polling every %ss for %.0fs, then watching "
                                 "again", namespace, name, exc, self.poll_interval, self.rewatch_after)
                     self.polling = True
+
+
+def read_jobset_crd(api_client: Any) -> tuple[dict[str, Any] | None, str]:
+    """(the JobSet CRD as served, or None when it is not installed; why it could not be read, or ""), through
+    `GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io`."""
+    from kubernetes import client as k8s
+    from kubernetes.client.exceptions import ApiException
+
+    from mtc_provider.core.definition.jobset_crd import CRD_NAME
+
+    try:
+        response = k8s.ApiextensionsV1Api(api_client).read_custom_resource_definition(
+            CRD_NAME, _preload_content=False, _request_timeout=(REQUEST_TIMEOUT, REQUEST_TIMEOUT))
+    except ApiException as exc:
+        if exc.status == 404:
+            return None, ""
+        if exc.status in (401, 403):
+            return None, f"{exc.status} {exc.reason}"
+        raise ApiError(exc.status or 0, str(exc.body or exc.reason), exc.reason or "") from exc
+    return json.loads(response.data), ""

@@ -39,3 +39,18 @@ def async_kubernetes_jobset_api(client_factory: Callable[[], Any], where: str, *
 
     return kubernetes.AsyncKubernetesJobSetApi(client_factory, poll_interval=poll_interval, where=where,
                                                request_timeout=request_timeout or kubernetes.REQUEST_TIMEOUT)
+
+
+def jobset_version_checks(client_factory: Callable[[], Any]) -> list[Any]:
+    """Readiness on every cluster target: JobSet installed and new enough to keep the provider's failure policy
+    (core.definition.jobset_crd), from the CRD the cluster serves."""
+    from mtc_provider.adapters.kubernetes import read_jobset_crd
+    from mtc_provider.core.definition.jobset_crd import jobset_crd_check
+
+    api_client = client_factory()
+    try:
+        return [jobset_crd_check(*read_jobset_crd(api_client))]
+    finally:
+        close = getattr(api_client, "close", None)
+        if close:
+            close()

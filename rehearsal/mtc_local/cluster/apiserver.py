@@ -5,6 +5,7 @@ JobSet starts its pods, deleting it terminates them. Everything else is the stor
 
 Served (https://kubernetes.io/docs/reference/using-api/api-concepts/ for the verbs and their answers):
 - discovery: /version, /api, /apis, /api/v1, /apis/<group>, /apis/<group>/<version> (resources.py);
+- customresourcedefinitions.apiextensions.k8s.io/v1: get of the CRDs it serves (schemas.py), as installed;
 - namespaces (create, get, list, watch); a namespaced create in a missing namespace is 404 NotFound;
 - jobsets.jobset.x-k8s.io/v1alpha2: create (validated against the CRD: 422 Invalid), get, list and watch with
   labelSelector / fieldSelector / resourceVersion / allowWatchBookmarks, patch and the status subresource (get,
@@ -148,6 +149,8 @@ def parse_path(path: str) -> dict[str, Any] | Route | None:
         return {"kind": "APIGroup", "apiVersion": "v1", **group} if group else None
     if len(parts) == 3 and parts[0] == "apis":
         return resources.resource_list(parts[1], parts[2])
+    if len(parts) == 5 and parts[:4] == ["apis", "apiextensions.k8s.io", "v1", "customresourcedefinitions"]:
+        return schemas.served_crd(parts[4])  # read-only: what readiness reads (the JobSet version it serves)
     if parts[:2] == ["api", "v1"]:
         group, version, rest = "", "v1", parts[2:]
     elif parts[:1] == ["apis"] and len(parts) >= 4:

@@ -45,12 +45,23 @@ def _strict(schema: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=None)
-def crd_schema(plural: str) -> dict[str, Any]:
+def _crd(plural: str) -> dict[str, Any]:
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the JobSet CRD is ~10,000 lines
-    crd = yaml.load((CRD_DIR / CRD_FILES[plural]).read_text(), Loader=loader)
-    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return yaml.load((CRD_DIR / CRD_FILES[plural]).read_text(), Loader=loader)
+
+
+def served_crd(name: str) -> dict[str, Any] | None:
+    """`GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/<name>`: the CRD as installed, None if none."""
+    found = next((plural for plural in CRD_FILES if _crd(plural)["metadata"]["name"] == name), None)
+    return copy.deepcopy(_crd(found)) if found else None
+
+
+def openapi_schema(crd: dict[str, Any]) -> dict[str, Any]:
+    """The served version's openAPIV3Schema, with the fields every object has (metadata is never pruned)."""
+    version = next(v for v in crd["spec"]["versions"] if v.get("served", True))
+    schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
     for key, kind in (("apiVersion", "string"), ("kind", "string"), ("metadata", "object")):
         schema.setdefault("properties", {}).setdefault(key, {"type": kind})
     schema["properties"]["metadata"] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
@@ -58,12 +69,39 @@ def crd_schema(plural: str) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=None)
+def crd_schema(plural: str) -> dict[str, Any]:
+    return openapi_schema(_crd(plural))
+
+
+def strict_validator(schema: dict[str, Any]) -> Any:
+    """A validator that reports the fields `schema` neither declares nor preserves (build once: it is not cheap)."""
+    import jsonschema
+
+    return jsonschema.Draft7Validator(_strict(schema))
+
+
+def unknown_field(validator: Any, obj: dict[str, Any]) -> str | None:
+    """The first field of `obj` a `strict_validator` finds undeclared (what strict field validation refuses), as
+    the API server names it (`spec.a.b`), or None."""
+    found = [e for e in validator.iter_errors(obj) if e.validator == "additionalProperties"]
+    if not found:
+        return None
+    extra = re.findall(r"'([^']+)' was unexpected", found[0].message) or ["?"]
+    where = _field(found[0].absolute_path)
+    return f"{where + '.' if where else ''}{extra[0]}"
+
+
+def pruned(schema: dict[str, Any], obj: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `obj` without the fields `schema` does not declare, as the API server stores a custom object."""
+    return _prune(copy.deepcopy(obj), schema)
+
+
+@functools.lru_cache(maxsize=None)
 def _validator(plural: str, strict: bool) -> Any:
     import jsonschema
 
     schema = crd_schema(plural)
-    schema = _strict(schema) if strict else schema
-    return jsonschema.Draft7Validator(schema)
+    return strict_validator(schema) if strict else jsonschema.Draft7Validator(schema)
 
 
 def _field(path: Any) -> str:
@@ -127,11 +165,9 @@ def validate(resource: Resource, obj: dict[str, Any], strict: bool = False) -> N
     if resource.plural not in CRD_FILES:
         return
     if strict:
-        unknown = [e for e in _validator(resource.plural, True).iter_errors(obj) if e.validator == "additionalProperties"]
-        if unknown:
-            extra = re.findall(r"'([^']+)' was unexpected", unknown[0].message) or ["?"]
-            where = _field(unknown[0].absolute_path)
-            raise errors.bad_request(f'strict decoding error: unknown field "{where + "." if where else ""}{extra[0]}"')
+        extra = unknown_field(_validator(resource.plural, True), obj)
+        if extra:
+            raise errors.bad_request(f'strict decoding error: unknown field "{extra}"')
     found = sorted(_validator(resource.plural, False).iter_errors(obj), key=lambda e: list(map(str, e.absolute_path)))
     if found:
         raise errors.invalid(resource, name, [_cause(e) for e in found[:10]])
@@ -141,7 +177,7 @@ def prune(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
     """A copy without fields the schema does not declare, as the API server stores custom objects."""
     if resource.plural not in CRD_FILES:
         return copy.deepcopy(obj)
-    return _prune(copy.deepcopy(obj), crd_schema(resource.plural))
+    return pruned(crd_schema(resource.plural), obj)
 
 
 def _prune(value: Any, schema: dict[str, Any]) -> Any:

@@ -82,8 +82,10 @@ def test_setup_dag_on_the_minimum_version_refuses_before_any_change(dags, contai
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert run.state == "failed" and states["readiness"] == "failed", states
     assert writes(container, gcs, k8s) == (0, 0, 0, 0)
-    # Readiness only asks the cluster's API server SelfSubjectAccessReviews (the RBAC checks): questions, no objects.
-    assert gcs.requests == [] and [r for r in k8s.requests if "/selfsubjectaccessreviews" not in r.path] == []
+    # Readiness only reads the JobSet CRD (its version) and asks SelfSubjectAccessReviews (the RBAC checks): no writes.
+    crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io"
+    assert gcs.requests == [] and [(r.method, r.path) for r in k8s.requests
+                                   if "/selfsubjectaccessreviews" not in r.path] == [("GET", crd)]
 
 
 def test_readiness_operator_fails_at_once_with_the_report(dags, container, gcp_connection):

@@ -150,3 +150,19 @@ def test_existing_pools_of_another_capacity_and_a_bad_capacity_are_refused_befor
     with pytest.raises(SpecError, match="reservation: '' is not allowed"):
         run(container, node_locations=["us-central1-b"], capacity="reservation")
     assert len(created_pools(container)) == before
+
+
+@pytest.mark.parametrize("reservation", ["projects/owner-proj/reservations/tpu-res",
+                                         "tpu-res/reservationBlocks/block-7/reservationSubBlocks/sub-2"])
+def test_shared_reservations_and_blocks_go_into_the_pool_as_gcloud_passes_them(container, gcp_connection,
+                                                                               reservation):
+    """Compute Engine ReservationAffinity.values: a name, or projects/OWNER/reservations/NAME for a shared one;
+    gcloud's --reservation and xpk pass blocks as NAME/reservationBlocks/BLOCK[/reservationSubBlocks/SUB]."""
+    from mtc_provider.core.definition.capacity import pool_capacity
+
+    run(container, node_locations=["us-central1-b"], capacity="reservation", reservation=reservation)
+    pools = created_pools(container)
+    assert len(pools) == 2
+    for pool in pools:
+        assert pool["config"]["reservationAffinity"]["values"] == [reservation]
+        assert pool_capacity(pool) == ("reservation", reservation)

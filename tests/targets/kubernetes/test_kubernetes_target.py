@@ -67,7 +67,7 @@ def test_readiness_names_the_missing_configuration_then_passes_once_it_is_applie
     ti = TI()
     report = ready.execute({"ti": ti})
     assert report["ready"] and ti.xcoms["readiness"]["target"] == "kubernetes"
-    assert {c["name"] for c in report["checks"]} == {"jobset_api", "checkpoint_configuration_api",
+    assert {c["name"] for c in report["checks"]} == {"jobset_api", "checkpoint_configuration_api", "jobset_version",
                                                      "checkpoint_configuration", "rbac_jobsets", "rbac_pods",
                                                      "rbac_pods_log", "rbac_events", "rbac_configmaps"}
     assert "mtc_gke_cluster" not in ti.xcoms  # no Cloud Console for a plain cluster

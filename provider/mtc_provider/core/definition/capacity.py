@@ -8,7 +8,8 @@ Pending for ever. So the node-pool operator creates pools of that capacity and r
 - Reservation: `NodeConfig.reservationAffinity {consumeReservationType: SPECIFIC_RESERVATION, key:
   compute.googleapis.com/reservation-name, values: [NAME]}` (GKE "Consuming reserved zonal resources",
   https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations: `--reservation-affinity=specific
-  --reservation=NAME`).
+  --reservation=NAME`); NAME may be a shared reservation's or a block's path, sent as given
+  (core.definition.reservations).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Mapping
 
 from mtc_provider.core.definition.customization import CAPACITIES
 from mtc_provider.core.basics.errors import require
-from mtc_provider.core.basics.names import check_dns1123_label
+from mtc_provider.core.definition.reservations import parse_reservation
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 SPECIFIC_RESERVATION = "SPECIFIC_RESERVATION"
@@ -33,7 +34,7 @@ def check_capacity(capacity: Any, reservation: Any, field: str = "capacity") -> 
     require(capacity in CAPACITIES, field, capacity, ", ".join(CAPACITIES))
     if capacity == "reservation":
         require(bool(reservation), "reservation", reservation, "the reservation's name when capacity is reservation")
-        check_dns1123_label("reservation", reservation)
+        parse_reservation("reservation", reservation)  # NAME, a shared reservation's path, a block's
     require(not reservation or capacity == "reservation", "reservation", reservation,
             "empty unless capacity is reservation")
     return capacity, reservation

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from mtc_provider.core.definition.checkpoint_config import INSTANCE_TYPE_LABEL
 from mtc_provider.core.definition.sizing import RamdiskSize
+from mtc_provider.core.definition.tpu import SliceSpec
 
 # Kubernetes quantities (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/):
 # binary suffixes Ki..Ei, decimal k..E (and m, milli), or a decimal exponent (e.g. 1e9).
@@ -37,19 +38,58 @@ def quantity_bytes(value: Any) -> int | None:
     return int(amount.to_integral_value(rounding="ROUND_CEILING"))
 
 
-def configuration_mismatches(configuration: Mapping[str, Any], machine_type: str, bucket_name: str | None,
-                             ramdisk: RamdiskSize | None) -> list[str]:
+# Labels GKE puts on every node of a TPU node pool (GKE "Plan TPUs in GKE" / "Deploy TPU workloads": the
+# accelerator and topology selectors; Kubernetes' well-known `node.kubernetes.io/instance-type`, `kubernetes.io/os`,
+# `kubernetes.io/arch`; GKE's `cloud.google.com/gke-nodepool` and `cloud.google.com/machine-family`), and a pool's own
+# `config.labels` (NodeConfig.labels: "applied to all nodes"). A selector key outside them cannot be confirmed.
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+
+
+def run_node_labels(slices: SliceSpec, pools: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, str]]:
+    """The labels the run's nodes will carry: one set per node pool of the slices' shape (Container API JSON), or,
+    when the pools are not known (a plain Kubernetes connection, pools not created yet), one set without the pool's
+    name and labels."""
+    common = {INSTANCE_TYPE_LABEL: slices.machine_type, ACCELERATOR_LABEL: slices.accelerator_label,
+              TOPOLOGY_LABEL: slices.topology, "cloud.google.com/machine-family": slices.machine_type.split("-")[0],
+              "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+    if not pools:
+        return [common]
+    return [{**((pool.get("config") or {}).get("labels") or {}), **common, NODE_POOL_LABEL: pool.get("name", "")}
+            for pool in pools]
+
+
+def selector_mismatches(selector: Mapping[str, Any], nodes: Sequence[Mapping[str, str]], pools_known: bool) -> list[str]:
+    """One line per entry of a CheckpointConfiguration's `spec.nodeSelector` (a map: every entry must equal the
+    node's label, as a Pod's nodeSelector) that a node of the run does not satisfy, or that cannot be confirmed."""
+    problems = []
+    for key, value in selector.items():
+        if all(node.get(key) == value for node in nodes):
+            continue
+        seen = sorted({node[key] for node in nodes if key in node})
+        if key == NODE_POOL_LABEL and not pools_known:
+            reason = "the run's node pools are not known here (none of the slices' shape yet, or no Container API)"
+        elif not seen:
+            reason = (f"a label the run's nodes are not known to carry (they carry "
+                      f"{', '.join(sorted(set().union(*nodes)))})")
+        else:
+            reason = f"the run's nodes carry {', '.join(map(repr, seen))}"
+        problems.append(f"spec.nodeSelector[{key}]: {value!r} (nodeSelector {dict(selector)}); {reason}, so the MTC "
+                        f"CSI driver would not mount the ramdisk on the run's nodes (expected a selector every node "
+                        f"of the run matches, e.g. {INSTANCE_TYPE_LABEL}: {nodes[0][INSTANCE_TYPE_LABEL]!r})")
+    return problems
+
+
+def configuration_mismatches(configuration: Mapping[str, Any], slices: SliceSpec, bucket_name: str | None,
+                             ramdisk: RamdiskSize | None, pools: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
     """One line per field of `configuration` that does not serve the run: field, value, what the run expects.
 
+    `pools`: the node pools the run's slices go to (readiness on GKE), so a selector naming a pool is judged;
     `bucket_name` None or `ramdisk` None skips that check (the caller does not know it)."""
     spec = configuration.get("spec") or {}
-    problems = []
     selector = spec.get("nodeSelector") or {}
-    selected = selector.get(INSTANCE_TYPE_LABEL)
-    if selected != machine_type:
-        problems.append(f"spec.nodeSelector[{INSTANCE_TYPE_LABEL}]: {selected!r} (nodeSelector {dict(selector)}); "
-                        f"expected {machine_type!r}, the machine type of the run's slices (the MTC CSI driver only "
-                        "mounts the ramdisk on the nodes it selects)")
+    problems = selector_mismatches(selector, run_node_labels(slices, pools), bool(pools))
     bucket = spec.get("cloudStorageBucketName")
     if bucket_name is not None and bucket != bucket_name:
         problems.append(f"spec.cloudStorageBucketName: {bucket!r}; expected {bucket_name!r}, the run's bucket (MTC "

@@ -11,7 +11,8 @@ Capacity follows GKE's documentation for TPU node pools:
   https://cloud.google.com/kubernetes-engine/docs/how-to/tpus "Run your workload on Spot VMs").
 - Reservation: a workload consumes a specific reservation with the nodeSelectors
   `cloud.google.com/reservation-name: NAME` and `cloud.google.com/reservation-affinity: "specific"`
-  (https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations).
+  (https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations); a shared reservation and a
+  reservation block add their own labels (core.definition.reservations).
 Kueue admits a JobSet that carries `kueue.x-k8s.io/queue-name` (a LocalQueue) and orders it by the
 WorkloadPriorityClass named in `kueue.x-k8s.io/priority-class` (https://kueue.sigs.k8s.io/docs/tasks/run/jobsets/,
 https://kueue.sigs.k8s.io/docs/concepts/workload_priority_class/).
@@ -33,6 +34,7 @@ from typing import Any, Callable, Mapping
 from mtc_provider.core.basics.errors import SpecError, require
 from mtc_provider.core.basics.names import check_dns1123_label, check_dns1123_subdomain
 from mtc_provider.core.definition import field_rules
+from mtc_provider.core.definition.reservations import parse_reservation
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -40,8 +42,6 @@ SPOT_LABEL = "cloud.google.com/gke-spot"
 # GKE's labels on Spot and preemptible nodes: `capacity` selects them, together with the node pools it creates and
 # the pools readiness counts; a raw selector of its own would select nodes no pool of the run has.
 CAPACITY_SELECTOR_LABELS = (SPOT_LABEL, "cloud.google.com/gke-preemptible")
-RESERVATION_NAME_LABEL = "cloud.google.com/reservation-name"
-RESERVATION_AFFINITY_LABEL = "cloud.google.com/reservation-affinity"
 CAPACITIES = ("on-demand", "spot", "reservation")
 SHM_VOLUME_NAME = "dshm"
 SHM_PATH = "/dev/shm"
@@ -124,7 +124,7 @@ class CustomizationSpec:
         require(not self.reservation or self.capacity == "reservation", f"{s}.reservation", self.reservation,
                 "empty unless capacity is reservation")
         if self.reservation:
-            check_dns1123_label(f"{s}.reservation", self.reservation)
+            parse_reservation(f"{s}.reservation", self.reservation)
         field_rules.check_node_selector(f"{s}.node_selector", self.node_selector)
         for key in CAPACITY_SELECTOR_LABELS:
             require(key not in self.node_selector, f"{s}.node_selector.{key}", self.node_selector.get(key),
@@ -311,9 +311,8 @@ def _customize_pod(pod: dict[str, Any], custom: CustomizationSpec, container_nam
     if custom.capacity == "spot":
         extra_selector[SPOT_LABEL] = "true"
         tolerations.append({"key": SPOT_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
-    elif custom.capacity == "reservation":
-        extra_selector[RESERVATION_NAME_LABEL] = custom.reservation
-        extra_selector[RESERVATION_AFFINITY_LABEL] = "specific"
+    elif custom.capacity == "reservation":  # a shared reservation or a block: several labels (core.definition.reservations)
+        extra_selector.update(parse_reservation(f"{s}.reservation", custom.reservation).node_selector)
     for key, value in extra_selector.items():
         require(key not in selector or selector[key] == value, f"{s}.node_selector.{key}", value,
                 f"a label the provider does not set ({', '.join(selector)})")

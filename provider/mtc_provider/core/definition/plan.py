@@ -17,7 +17,7 @@ from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run
 from mtc_provider.core.basics.kind_rules import rules_for
 from mtc_provider.core.definition.sizing import RamdiskSize
 from mtc_provider.core.definition.spec import RunConfig
-from mtc_provider.core.basics.versions import MTC_MIN_VERSION_EXCLUSIVE
+from mtc_provider.core.basics.versions import MTC_MIN_VERSION_EXCLUSIVE, MTC_MIN_VERSION_NEW
 
 PROJECT_NUMBER_PLACEHOLDER = "<PROJECT_NUMBER>"
 PROJECT_ID_PLACEHOLDER = "<PROJECT_ID>"  # a kubernetes target without a cluster section
@@ -102,7 +102,8 @@ def _checks(config: RunConfig) -> tuple[Step, ...]:
     return (
         Step("addons", "HighScaleCheckpointing and GcsFuseCsiDriver addons enabled"),
         Step("workload-pool", f"Workload Identity pool {workload_identity_pool(project)}"),
-        Step("version", f"GKE version later than {MTC_MIN_VERSION_EXCLUSIVE}"),
+        Step("version", f"GKE version {MTC_MIN_VERSION_NEW} or later to enable MTC (later than "
+                        f"{MTC_MIN_VERSION_EXCLUSIVE} where its addon already runs)"),
         Step("standard-cluster", "a Standard cluster (Autopilot is not supported by MTC)"),
         Step(
             "tpu-node-pools",

@@ -16,7 +16,7 @@ from mtc_provider.core.definition.iam import workload_identity_pool
 from mtc_provider.core.basics.install import install_line
 from mtc_provider.core.definition.sizing import RamdiskSize
 from mtc_provider.core.definition.tpu import TPU_TYPES, SliceSpec
-from mtc_provider.core.basics.versions import MTC_MIN_VERSION_EXCLUSIVE, is_later_than
+from mtc_provider.core.basics.versions import MTC_MIN_VERSION_NEW, mtc_version_window
 from mtc_provider.core.basics.vocabulary import CHECKPOINT_CONFIGURATION, JOBSET
 
 ADDON_HSC = "highScaleCheckpointingConfig"
@@ -100,7 +100,7 @@ def gcloud_pool_workload_metadata(cluster: str, location: str, project_id: str, 
 def gcloud_upgrade_master(cluster: str, location: str, project_id: str) -> str:
     return _cmd(
         "gcloud", "container", "clusters", "upgrade", cluster, "--master",
-        "--cluster-version=1.32.4-gke.1415000", f"--location={location}", f"--project={project_id}",
+        f"--cluster-version={MTC_MIN_VERSION_NEW}", f"--location={location}", f"--project={project_id}",
     )
 
 
@@ -170,11 +170,9 @@ def evaluate_cluster(
                             f"{gcloud_enable_addons(name, location, project_id)}  (or MtcEnableCheckpointingOperator)"))
 
     version = cluster.get("currentMasterVersion", "") or ""
-    try:
-        later = is_later_than(version)
-    except ValueError:
-        later = False
-    checks.append(Check("control_plane_version", later, version or None, f"later than {MTC_MIN_VERSION_EXCLUSIVE}",
+    enabling = not bool(_get(cluster, f"addonsConfig.{ADDON_HSC}.enabled", False))
+    ok, needed = mtc_version_window(version, enabling)
+    checks.append(Check("control_plane_version", ok, version or None, needed,
                         gcloud_upgrade_master(name, location, project_id)))
 
     autopilot = bool(_get(cluster, "autopilot.enabled", False))
@@ -196,8 +194,9 @@ def evaluate_cluster(
         checks.append(capacity_check(cluster, slices, project_id, location, capacity))
 
     if checkpoint_configuration_name:
+        pools = [p for p in cluster.get("nodePools") or [] if p.get("name") in matching_node_pools(cluster, slices)]
         checks.append(configuration_check(checkpoint_configuration, checkpoint_configuration_name, slices,
-                                          bucket_name, ramdisk))
+                                          bucket_name, ramdisk, pools))
     return checks
 
 
@@ -285,10 +284,12 @@ def run_ramdisk(slices: SliceSpec, sizing: Mapping[str, Any] | None) -> RamdiskS
 
 
 def configuration_check(configuration: Mapping[str, Any] | None, name: str, slices: SliceSpec | None = None,
-                        bucket_name: str | None = None, ramdisk: RamdiskSize | None = None) -> Check:
+                        bucket_name: str | None = None, ramdisk: RamdiskSize | None = None,
+                        pools: Sequence[Mapping[str, Any]] | None = None) -> Check:
     """The named CheckpointConfiguration exists (`configuration` as read from the cluster; None when absent) and,
     given the run's slices (and its bucket, its ramdisk), serves it: core.definition.configuration_match names each field that
-    does not."""
+    does not. `pools`: the Container API's node pools of the slices' shape, when known (GKE), so that a selector
+    naming a pool is judged against them."""
     from mtc_provider.core.definition.configuration_match import configuration_mismatches
 
     fix = "MtcApplyCheckpointConfigurationOperator (or kubectl apply -f checkpoint-configuration.yaml)"
@@ -298,8 +299,9 @@ def configuration_check(configuration: Mapping[str, Any] | None, name: str, slic
     if slices is None:
         return Check("checkpoint_configuration", True, f"{name} (bucket {bucket})", f"CheckpointConfiguration {name}",
                      fix)
-    problems = configuration_mismatches(configuration, slices.machine_type, bucket_name, ramdisk)
-    wanted = [f"nodeSelector {slices.machine_type}"] + ([f"bucket {bucket_name}"] if bucket_name else []) + (
+    problems = configuration_mismatches(configuration, slices, bucket_name, ramdisk, pools)
+    wanted = [f"a nodeSelector every node of the run matches ({slices.machine_type} {slices.topology}"
+              + (f", pools {', '.join(p.get('name', '') for p in pools)})" if pools else ")")] + ([f"bucket {bucket_name}"] if bucket_name else []) + (
         [f"inMemoryVolumeSize >= {ramdisk.quantity}"] if ramdisk else [])
     observed = "; ".join(f"CheckpointConfiguration {name} {p}" for p in problems) or f"{name} (bucket {bucket})"
     return Check("checkpoint_configuration", not problems, observed,

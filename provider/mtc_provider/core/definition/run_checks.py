@@ -18,6 +18,7 @@ from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.core.definition.field_rules import check_override_targets
 from mtc_provider.core.definition.jobset_names import check_jobset_names
 from mtc_provider.core.definition.sizing import RamdiskSize, check_fits_host
+from mtc_provider.core.definition.slice_placement import check_slice_placement
 from mtc_provider.core.definition.tpu import SliceSpec, check_multislice
 
 if TYPE_CHECKING:  # spec imports this module: only the types here
@@ -51,6 +52,8 @@ def check_run(target: str, slices: SliceSpec, *, workload: WorkloadSpec | None =
 
     `attempts`: the JobSet name is checked as the launch operator submits it (`<name>-<5 hex>-a<attempt>`)."""
     check_multislice(slices, target)
+    if customization is not None:
+        check_slice_placement(customization, slices.num_slices)
     warnings: list[str] = []
     if workload is not None:
         check_jobset_names(workload.jobset_name, workload.replicated_job_name, slices.num_slices,

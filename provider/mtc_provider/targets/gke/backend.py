@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from mtc_provider.adapters.protocols import ConsoleScope
-from mtc_provider.targets.common import ListsCheckpointsByPath, async_kubernetes_jobset_api, kubernetes_jobset_api
+from mtc_provider.targets.common import (ListsCheckpointsByPath, async_kubernetes_jobset_api, jobset_version_checks,
+                                         kubernetes_jobset_api)
 from mtc_provider.targets.gke.target import GkeTarget
 
 
@@ -53,10 +54,11 @@ class GkeCluster:
         from mtc_provider.adapters.access_review import rbac_checks
 
         spec = SliceSpec(**slices)
-        return evaluate_cluster(cluster, spec, self.target.project_id, self.target.location, config,
-                                checkpoint_configuration_name, bucket_name, run_ramdisk(spec, sizing),
-                                tuple(capacity)) + rbac_checks(self._client_factory(cluster),
-                                                                             self.target.namespace)
+        factory = self._client_factory(cluster)
+        return (evaluate_cluster(cluster, spec, self.target.project_id, self.target.location, config,
+                                 checkpoint_configuration_name, bucket_name, run_ramdisk(spec, sizing),
+                                 tuple(capacity))
+                + jobset_version_checks(factory) + rbac_checks(factory, self.target.namespace))
 
 
 @dataclass

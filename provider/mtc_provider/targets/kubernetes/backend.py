@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from mtc_provider.adapters.protocols import ApiError
-from mtc_provider.targets.common import ListsCheckpointsByPath, async_kubernetes_jobset_api, kubernetes_jobset_api
+from mtc_provider.targets.common import (ListsCheckpointsByPath, async_kubernetes_jobset_api, jobset_version_checks,
+                                         kubernetes_jobset_api)
 from mtc_provider.core.basics.vocabulary import CHECKPOINT_CONFIGURATION, JOBSET
 from mtc_provider.targets.kubernetes.target import KubernetesTarget
 
@@ -74,9 +75,9 @@ class KubernetesCluster:
         from mtc_provider.adapters.access_review import rbac_checks
 
         spec = SliceSpec(**slices)
-        return evaluate_kubernetes(served, config, checkpoint_configuration_name, spec, bucket_name,
-                                   run_ramdisk(spec, sizing)) + rbac_checks(
-            factory, self.target.namespace)
+        return (evaluate_kubernetes(served, config, checkpoint_configuration_name, spec, bucket_name,
+                                    run_ramdisk(spec, sizing))
+                + jobset_version_checks(factory) + rbac_checks(factory, self.target.namespace))
 
 
 @dataclass
