@@ -81,16 +81,6 @@ def test_a_lock_from_before_deployments_is_this_deployments_and_gets_recorded(ap
     assert again.read()[DEPLOYMENT] == "b"
 
 
-def test_the_deployment_is_the_configured_id_else_the_execution_api(monkeypatch):
-    from mtc_provider.adapters.deployment import current_deployment
-
-    monkeypatch.delenv("AIRFLOW__MTC__DEPLOYMENT_ID", raising=False)
-    monkeypatch.setenv("AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "http://api.example:8080/execution/")
-    assert current_deployment() == "http://api.example:8080/execution/"
-    monkeypatch.setenv("AIRFLOW__MTC__DEPLOYMENT_ID", "team-a-prod")
-    assert current_deployment() == "team-a-prod"
-
-
 @pytest.mark.parametrize("lookup, gone", [
     (None, False),  # Airflow could not be asked: unknown is never gone
     (TaskLookup(True, "up_for_retry"), False),  # its next try reattaches
