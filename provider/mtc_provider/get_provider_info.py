@@ -104,14 +104,26 @@ def get_provider_info() -> dict[str, Any]:
                     "deployment_id": {
                         "description": (
                             "The Airflow deployment a run lock records (adapters/deployment.py): a second deployment "
-                            "sharing a namespace and run name is refused, never takes the lock over. Empty: "
-                            "[core] execution_api_server_url. Set it alike on every component when they reach the "
-                            "API server by different addresses (docs/deployment.md)."
+                            "writing the same checkpoints is refused, never takes the lock over. Empty: an id "
+                            "generated once and stored in this deployment's metadata database (the Variable "
+                            "mtc_deployment_id), the same for all its components (docs/security.md)."
                         ),
                         "version_added": None,
                         "type": "string",
                         "example": "team-a-prod",
                         "default": "",
+                    },
+                    "lock_namespace": {
+                        "description": (
+                            "The Kubernetes namespace of the checkpoint claims (adapters/run_lock.py): one ConfigMap "
+                            "per checkpoint directory, shared by every launch on the cluster whatever namespace its "
+                            "JobSet runs in; the launch connection needs create, get, update and delete on "
+                            "configmaps there (docs/security.md)."
+                        ),
+                        "version_added": None,
+                        "type": "string",
+                        "example": "mtc-locks",
+                        "default": "default",
                     },
                 },
             },

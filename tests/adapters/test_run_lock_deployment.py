@@ -81,16 +81,6 @@ def test_a_lock_from_before_deployments_is_this_deployments_and_gets_recorded(ap
     assert again.read()[DEPLOYMENT] == "b"
 
 
-def test_the_deployment_is_the_configured_id_else_the_execution_api(monkeypatch):
-    from mtc_provider.adapters.deployment import current_deployment
-
-    monkeypatch.delenv("AIRFLOW__MTC__DEPLOYMENT_ID", raising=False)
-    monkeypatch.setenv("AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "http://api.example:8080/execution/")
-    assert current_deployment() == "http://api.example:8080/execution/"
-    monkeypatch.setenv("AIRFLOW__MTC__DEPLOYMENT_ID", "team-a-prod")
-    assert current_deployment() == "team-a-prod"
-
-
 @pytest.mark.parametrize("lookup, gone", [
     (None, False),  # Airflow could not be asked: unknown is never gone
     (TaskLookup(True, "up_for_retry"), False),  # its next try reattaches
@@ -104,3 +94,80 @@ def test_the_deployment_is_the_configured_id_else_the_execution_api(monkeypatch)
 ], ids=lambda v: repr(v) if not isinstance(v, bool) else "")
 def test_owner_gone_over_every_state(lookup, gone):
     assert owner_gone(lookup, "DAG d, run r, task t, try 1", "ConnectError")[0] is gone
+
+
+# --- the checkpoint claim: one writer per checkpoint directory, whatever the namespace --------------------------
+
+CKPT = "gs://ckpt/out/llama/checkpoints"
+
+
+def _launch(api, namespace: str, dag: str, checkpoint_dir: str, deployment: str = "a") -> RunLock:
+    holder = L.run_labels(dag, "manual__1", "train", RUN)
+    lock = RunLock(api, namespace, RUN, holder, {**OWNER, "dag_id": dag}, deployment=deployment,
+                   claims_namespace="default")
+    lock.acquire(owner_gone=lambda owner: (False, "its task instance is running"), checkpoint_dir=checkpoint_dir)
+    return lock
+
+
+def test_two_namespaces_one_checkpoint_directory_the_second_is_refused_naming_the_holder(api):
+    _launch(api, "team-a", "dag_a", CKPT)
+    with pytest.raises(LockHeld) as held:
+        _launch(api, "team-b", "dag_b", "gs://ckpt//out/llama/checkpoints/")  # the same directory, spelled apart
+    text = str(held.value)
+    assert f"checkpoint directory {CKPT}" in text and "held by DAG dag_a" in text and "namespace team-a" in text, text
+    assert "its task instance is running" in text
+    assert held.value.directory == CKPT
+    assert ("team-b", L.lock_name(RUN)) not in api.cluster.locks  # nothing left behind by the refused launch
+
+
+def test_two_namespaces_two_checkpoint_directories_both_run(api):
+    _launch(api, "team-a", "dag_a", CKPT)
+    _launch(api, "team-b", "dag_b", "gs://ckpt/out/other/checkpoints")
+
+
+def test_two_run_names_one_directory_in_one_namespace_are_refused_too(api):
+    _launch(api, "ml", "dag_a", "/data/runs/llama")
+    holder = L.run_labels("dag_b", "manual__1", "train", "other-name")
+    with pytest.raises(LockHeld, match="checkpoint directory /data/runs/llama"):
+        RunLock(api, "ml", "other-name", holder, OWNER, deployment="a", claims_namespace="default").acquire(
+            checkpoint_dir="file:///data/runs/./llama/")
+
+
+def test_another_deployments_claim_is_never_taken_over_and_unclaim_is_the_explicit_way(api):
+    from mtc_provider.adapters.run_lock import unclaim
+
+    _launch(api, "team-a", "dag_a", CKPT, deployment="a")
+    with pytest.raises(LockHeld, match="another Airflow deployment"):
+        holder = L.run_labels("dag_b", "manual__1", "train", RUN)
+        RunLock(api, "team-b", RUN, holder, OWNER, deployment="b", claims_namespace="default").acquire(
+            owner_gone=_always_gone, checkpoint_dir=CKPT)
+    assert unclaim(api, CKPT, "default")["holder"][L.DAG_ID] == "dag_a"  # the user's explicit take-over
+    _launch(api, "team-b", "dag_b", CKPT, deployment="b")
+
+
+def test_the_claim_is_released_with_the_run_lock_and_by_mtc_unlock(api):
+    from mtc_provider.adapters.run_lock import claim_name, unlock
+
+    lock = _launch(api, "team-a", "dag_a", CKPT)
+    assert ("default", claim_name(CKPT)) in api.cluster.locks
+    assert lock.read()["claim"] == {"namespace": "default", "name": claim_name(CKPT)}
+    lock.release()
+    assert ("default", claim_name(CKPT)) not in api.cluster.locks
+    _launch(api, "team-b", "dag_b", CKPT)
+    unlock(api, "team-b", RUN)
+    assert ("default", claim_name(CKPT)) not in api.cluster.locks
+
+
+def test_a_retry_finds_its_own_claim(api):
+    _launch(api, "team-a", "dag_a", CKPT)
+    again = _launch(api, "team-a", "dag_a", CKPT)
+    assert again.taken_over == "" and again.read()["claim"]["name"].startswith("mtc-ckpt-")
+
+
+def test_normalized_directories():
+    from mtc_provider.adapters.run_lock import claim_name, normalized_directory
+
+    assert normalized_directory("gs://CKPT//a/b/") == "gs://ckpt/a/b"
+    assert normalized_directory("file:///x/./y/") == "/x/y"
+    assert claim_name("gs://ckpt/a/B") != claim_name("gs://ckpt/a/b")  # object names are case-sensitive
+    assert len(claim_name("gs://ckpt/" + "x" * 500)) == 49

@@ -60,3 +60,30 @@ def test_unlock_is_refused_while_a_jobset_of_the_run_is_live(tmp_path, apiserver
 def test_unlock_names_a_bad_option_before_any_request(tmp_path) -> None:
     result = runner.invoke(app, ["unlock", "llama", "--project", "p"])
     assert result.exit_code == 2 and "--project/--location/--cluster" in result.stderr
+
+
+def test_unlock_checkpoint_dir_frees_a_directory_claimed_from_another_namespace(tmp_path, apiserver, fast_retries) -> None:
+    """The user's explicit take-over of a checkpoint directory from its holder (here in namespace team-a, another
+    Airflow deployment): said with the holder, and only on request."""
+    from mtc_provider.adapters.run_lock import LockHeld, RunLock, claim_name
+
+    config = kubeconfig(tmp_path, apiserver)
+    api = _api(config)
+    owner = {"dag_id": "dag", "run_id": "manual__1", "task_id": "train", "map_index": -1, "try_number": 1}
+    directory = "gs://ckpt/out/llama/checkpoints"
+    RunLock(api, "team-a", "llama", L.run_labels("dag", "manual__1", "train", "llama"), owner,
+            deployment="airflow-a").acquire(checkpoint_dir=directory)
+    theirs = RunLock(api, "team-b", "llama", L.run_labels("dag", "manual__1", "train", "llama"), owner,
+                     deployment="airflow-b")
+    try:
+        theirs.acquire(owner_gone=lambda o: (True, "no such row"), checkpoint_dir=directory)
+        raise AssertionError("another deployment's claim was taken over")
+    except LockHeld as held:
+        assert "another Airflow deployment" in str(held) and "namespace team-a" in str(held)
+    result = runner.invoke(app, ["unlock", "--checkpoint-dir", directory, "--kubeconfig", config])
+    assert result.exit_code == 0, result.output
+    assert f"deleted checkpoint claim default/{claim_name(directory)}" in result.stdout
+    assert "in namespace team-a, Airflow deployment airflow-a" in result.stdout
+    theirs.acquire(owner_gone=lambda o: (True, "no such row"), checkpoint_dir=directory)  # now it may start
+    neither = runner.invoke(app, ["unlock", "--kubeconfig", config])
+    assert neither.exit_code == 2 and "--checkpoint-dir" in neither.stderr

@@ -13,11 +13,12 @@ allows it. The async side (`AsyncCheckpointStore`) runs the same code in a worke
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import urlparse
 
 from mtc_provider.adapters.protocols import CheckpointInfo, CheckpointStore
@@ -37,6 +38,7 @@ from mtc_provider.core.measure.listing import (
 
 GCS_PAGE_SIZE = 1000  # the GCS JSON API maximum for objects.list
 LISTING_TIMEOUT = 60.0  # seconds for one listing request (connect and read)
+LIST_PERMISSION = "storage.objects.list"
 
 
 def split_gcs_uri(uri: str) -> tuple[str, str]:
@@ -133,6 +135,10 @@ class GcsCheckpointStore(FinalizedSteps):
         return self._hook
 
     def _list(self, bucket: str, prefix: str, match_glob: str, start_offset: str | None = None) -> list[Any]:
+        with _mapped_errors():
+            return self._list_pages(bucket, prefix, match_glob, start_offset)
+
+    def _list_pages(self, bucket: str, prefix: str, match_glob: str, start_offset: str | None) -> list[Any]:
         client = self.hook.get_conn()
         # No client-library retry: a failed listing is reported at once; the caller lists again next poll
         # (a trigger pauses its stall clock while listings fail). The timeout bounds a hung request.
@@ -165,10 +171,11 @@ class GcsCheckpointStore(FinalizedSteps):
     def item_path(self, step_path: str) -> str | None:
         """`<step>/<item>` for a step (items, default or state), from one delimiter listing of its top level."""
         bucket, path = split_gcs_uri(step_path)
-        iterator = self.hook.get_conn().list_blobs(bucket, prefix=f"{path}/", delimiter="/")
-        for page in iterator.pages:
-            self.cost.requests += 1
-            list(page)
+        with _mapped_errors():
+            iterator = self.hook.get_conn().list_blobs(bucket, prefix=f"{path}/", delimiter="/")
+            for page in iterator.pages:
+                self.cost.requests += 1
+                list(page)
         item = item_of(prefix[len(path) + 1:] for prefix in iterator.prefixes)
         return f"gs://{bucket}/{path}/{item}" if item else None
 
@@ -195,6 +202,22 @@ class GcsCheckpointStore(FinalizedSteps):
             self.cost.requests += 1
             list(page)
         return [name[len(prefix):] for name in iterator.prefixes]
+
+
+@contextlib.contextmanager
+def _mapped_errors() -> Iterator[None]:
+    """The client library's errors as the provider's (adapters.retry.map_error): google-cloud-storage raises
+    google.api_core's Forbidden (or its own InvalidResponse) for a 403, which must reach the launch as
+    PermissionDenied naming the permission, so a refusal fails the try for good instead of spending retries."""
+    from mtc_provider.adapters import retry
+
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - mapped and re-raised
+        mapped = retry.map_error(exc, LIST_PERMISSION)
+        if mapped is exc:
+            raise
+        raise mapped from exc
 
 
 def _timestamp(value: datetime | None) -> float | None:

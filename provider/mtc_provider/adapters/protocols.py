@@ -18,6 +18,12 @@ class ApiError(Exception):
         self.reason = reason
         super().__init__(f"HTTP {status} {reason}: {message}".strip())
 
+    @property
+    def code(self) -> int | None:
+        """The status under the name google.api_core's errors use (None when no HTTP answer came), so code that
+        describes a client library's error describes ours alike."""
+        return self.status if self.status > 0 else None
+
 
 class NotFound(ApiError):
     def __init__(self, message: str = "") -> None:

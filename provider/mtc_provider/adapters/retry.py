@@ -110,12 +110,14 @@ def retry_after_of(exc: BaseException) -> float | None:
 
 
 def status_of(exc: BaseException) -> int | None:
-    """The HTTP status of an error from google-api-core, google-cloud-storage or the kubernetes client."""
+    """The HTTP status of an error from google-api-core, google-cloud-storage or the kubernetes client.
+    google-cloud-storage's own InvalidResponse (media uploads and downloads) keeps it on its `response`."""
     for attr in ("status", "code"):
         value = getattr(exc, attr, None)
         if isinstance(value, int):
             return value
-    return None
+    value = getattr(getattr(exc, "response", None), "status_code", None)
+    return value if isinstance(value, int) else None
 
 
 _CODE_RE = re.compile(r'(?:"code"\s*:\s*|[Ss]tatus:?\s*|HTTP\s+)(?P<code>[1-5]\d\d)\b')

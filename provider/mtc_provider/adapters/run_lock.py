@@ -10,6 +10,12 @@ The lock records its owner (DAG, run, task, map index, try: the raw Airflow ids,
 instance ended, or its DAG run no longer exists: `owner_gone`) and only then takes the lock over, with a
 compare-and-set on the lock's resourceVersion; anything else is LockHeld, whose message names `mtc unlock`.
 
+Two namespaces (or two run names) writing one checkpoint directory would still both launch: the lock above is
+keyed by where the JobSet runs. So a launch first claims what it writes: a second ConfigMap,
+`mtc-ckpt-<sha256 of the normalized checkpoint directory>`, in one namespace every launch on the cluster shares
+(`[mtc] lock_namespace`, default `default`), held and taken over by the same rules (`claim_name`). The run lock
+records the claim (`claim`), so whatever releases the run lock releases the claim too.
+
 It also records the Airflow deployment that wrote it (`adapters.deployment`): a lock of another deployment is never
 ours (its run ids may be the same: scheduled runs of one DAG) and never taken over (our Airflow cannot say whether
 its owner is gone), and the teardown and release leave it alone. A lock written before deployments were recorded is
@@ -19,7 +25,9 @@ taken as this deployment's.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import os
 import time
 from typing import Any, Callable, Mapping
 
@@ -27,17 +35,50 @@ from mtc_provider.adapters.protocols import AlreadyExists, ApiError, NotFound, R
 from mtc_provider.core.basics import labels as L
 
 HOLDER, HISTORY, ATTEMPTS, OWNER, DEPLOYMENT = "holder", "history", "attempts", "owner", "deployment"
-KEYS = (HOLDER, HISTORY, ATTEMPTS, OWNER, DEPLOYMENT)
+CLAIM = "claim"  # in a run lock: the claim it holds; in a claim: the directory and the run lock it belongs to
+KEYS = (HOLDER, HISTORY, ATTEMPTS, OWNER, DEPLOYMENT, CLAIM)
+NAMESPACE = "namespace"  # a claim's holder: the run labels and the namespace the JobSet runs in
+CLAIM_PREFIX = "mtc-ckpt-"
+DEFAULT_LOCK_NAMESPACE = "default"  # every Kubernetes cluster has it
 
 
 class LockHeld(Exception):
-    """Another DAG run or task holds the run name (and was not provably gone: `why`)."""
+    """Another DAG run or task holds the run name or the checkpoint directory (and was not provably gone: `why`).
+    `where` is the lock object (namespace/name); `directory` the checkpoint directory when it is a claim."""
 
-    def __init__(self, name: str, holder: Mapping[str, str], why: str = "") -> None:
+    def __init__(self, name: str, holder: Mapping[str, str], why: str = "", directory: str = "") -> None:
         self.holder = dict(holder)
         self.why = why
-        super().__init__(f"lock {name} is held by DAG {holder.get(L.DAG_ID)}, run {holder.get(L.RUN_ID)}, "
-                         f"task {holder.get(L.TASK_ID)}" + (f" ({why})" if why else ""))
+        self.where = name
+        self.directory = directory
+        what = f"checkpoint directory {directory} (lock {name})" if directory else f"lock {name}"
+        place = f" in namespace {holder[NAMESPACE]}" if holder.get(NAMESPACE) else ""
+        super().__init__(f"{what} is held by DAG {holder.get(L.DAG_ID)}, run {holder.get(L.RUN_ID)}, "
+                         f"task {holder.get(L.TASK_ID)}{place}" + (f" ({why})" if why else ""))
+
+
+def normalized_directory(checkpoint_dir: str) -> str:
+    """One spelling per directory: gs://BUCKET/PATH without doubled or trailing slashes (bucket names are lower
+    case; object names are case-sensitive), a local path absolute and normalized (file:// dropped)."""
+    text = checkpoint_dir.strip()
+    if text.startswith("gs://"):
+        bucket, _, path = text[len("gs://"):].partition("/")
+        parts = [part for part in path.split("/") if part]
+        return "/".join([f"gs://{bucket.lower()}", *parts])
+    path = text[len("file://"):] if text.startswith("file://") else text
+    return os.path.normpath(path)
+
+
+def claim_name(checkpoint_dir: str) -> str:
+    """The claim's ConfigMap name: a DNS-1123 name of 49 characters whatever the directory."""
+    return CLAIM_PREFIX + hashlib.sha256(normalized_directory(checkpoint_dir).encode()).hexdigest()[:40]
+
+
+def lock_namespace() -> str:
+    """The namespace every launch's checkpoint claims live in (`[mtc] lock_namespace`)."""
+    from airflow.configuration import conf
+
+    return (conf.get("mtc", "lock_namespace", fallback="") or "").strip() or DEFAULT_LOCK_NAMESPACE
 
 
 def lock_api(connection: Mapping[str, Any], jobset_api: Any) -> RunLockApi:
@@ -52,17 +93,33 @@ class RunLock:
     """The lock of one run name, held by one task of one DAG run (its run labels; `owner`: its Airflow ids)."""
 
     def __init__(self, api: RunLockApi, namespace: str, run_name: str, holder: Mapping[str, str],
-                 owner: Mapping[str, Any] | None = None, deployment: str | None = None) -> None:
-        from mtc_provider.adapters.deployment import current_deployment
-
+                 owner: Mapping[str, Any] | None = None, deployment: str | None = None,
+                 claims_namespace: str | None = None, name: str | None = None) -> None:
         self.api = api
-        self.deployment = deployment or current_deployment()
+        self._deployment = deployment
         self.namespace = namespace
-        self.name = L.lock_name(run_name)
+        self.name = name or L.lock_name(run_name)
         self.holder = dict(holder)
         self.owner = dict(owner or {})
+        self.claims_namespace = claims_namespace
         self.taken_over: str = ""  # why acquire() took the lock over from a gone owner ("" when it did not)
+        self.created = False  # acquire() made the lock object
+        self.claim: dict[str, Any] = {}  # what acquire(checkpoint_dir=...) claimed (CLAIM's record)
         self._known: tuple[dict[str, Any], str | None] | None = None  # (data, resourceVersion) this lock last wrote
+
+    @property
+    def deployment(self) -> str:
+        """This Airflow deployment's id (adapters.deployment), read when first needed."""
+        if self._deployment is None:
+            from mtc_provider.adapters.deployment import current_deployment
+
+            self._deployment = current_deployment()
+        return self._deployment
+
+    def _claim_lock(self, record: Mapping[str, Any]) -> "RunLock":
+        """The claim object `record` names, held by this lock's holder in this lock's namespace."""
+        return RunLock(self.api, record[NAMESPACE], self.holder.get(L.RUN_NAME, ""),
+                       {**self.holder, NAMESPACE: self.namespace}, self.owner, self._deployment, name=record["name"])
 
     def _body(self, data: Mapping[str, Any], resource_version: str | None = None) -> dict[str, Any]:
         metadata: dict[str, Any] = {"name": self.name, "labels": {L.MANAGED_BY: L.MANAGED_BY_VALUE,
@@ -75,7 +132,7 @@ class RunLock:
     @staticmethod
     def _data(obj: Mapping[str, Any]) -> dict[str, Any]:
         raw = obj.get("data") or {}
-        out: dict[str, Any] = {HOLDER: {}, HISTORY: [], ATTEMPTS: [], OWNER: {}, DEPLOYMENT: ""}
+        out: dict[str, Any] = {HOLDER: {}, HISTORY: [], ATTEMPTS: [], OWNER: {}, DEPLOYMENT: "", CLAIM: {}}
         for key in out:
             try:
                 out[key] = json.loads(raw[key]) if key in raw else out[key]
@@ -84,7 +141,8 @@ class RunLock:
         return out
 
     def _fresh(self) -> dict[str, Any]:
-        return {HOLDER: self.holder, HISTORY: [], ATTEMPTS: [], OWNER: self.owner, DEPLOYMENT: self.deployment}
+        return {HOLDER: self.holder, HISTORY: [], ATTEMPTS: [], OWNER: self.owner, DEPLOYMENT: self.deployment,
+                CLAIM: self.claim}
 
     def _elsewhere(self, data: Mapping[str, Any]) -> str:
         """Why a lock's contents are another deployment's ("" when they are this one's, or record none)."""
@@ -102,9 +160,35 @@ class RunLock:
         except NotFound:
             return ""
 
-    def acquire(self, owner_gone: Callable[[Mapping[str, Any]], tuple[bool, str]] | None = None) -> dict[str, Any]:
+    def acquire(self, owner_gone: Callable[[Mapping[str, Any]], tuple[bool, str]] | None = None,
+                checkpoint_dir: str | None = None) -> dict[str, Any]:
         """Hold the lock: create it, find it ours (an earlier try: the owner's try is updated), or take it over
-        from an owner that `owner_gone(owner)` proves gone; LockHeld otherwise (with why it was not gone)."""
+        from an owner that `owner_gone(owner)` proves gone; LockHeld otherwise (with why it was not gone).
+
+        With `checkpoint_dir`, first claim the directory (the same rules, in the shared lock namespace): another
+        namespace's or run name's launch writing it is LockHeld naming that holder and its namespace."""
+        if not checkpoint_dir:
+            return self._acquire(owner_gone)
+        record = {NAMESPACE: self.claims_namespace or lock_namespace(), "name": claim_name(checkpoint_dir)}
+        claim = self._claim_lock(record)
+        claim.claim = {"checkpoint_dir": normalized_directory(checkpoint_dir), "lock": f"{self.namespace}/{self.name}"}
+        try:
+            claim.acquire(owner_gone)
+        except LockHeld as exc:
+            raise LockHeld(exc.where, exc.holder, exc.why, normalized_directory(checkpoint_dir)) from None
+        fresh = claim.created or bool(claim.taken_over)
+        if claim.taken_over:
+            self.taken_over = f"checkpoint claim {record[NAMESPACE]}/{record['name']}: {claim.taken_over}"
+        self.claim = record
+        try:
+            return self._acquire(owner_gone)
+        except BaseException:
+            if fresh:  # claimed for this launch only: the run name is someone else's, so is the directory
+                with contextlib.suppress(Exception):
+                    claim.release()
+            raise
+
+    def _acquire(self, owner_gone: Callable[[Mapping[str, Any]], tuple[bool, str]] | None) -> dict[str, Any]:
         # Read first: a retry finds its own lock (the resubmission path: one round trip fewer than create-first);
         # creating stays the atomic claim when there is none.
         try:
@@ -112,6 +196,7 @@ class RunLock:
         except NotFound:
             try:
                 obj = self.api.create_lock(self.namespace, self._body(self._fresh()))
+                self.created = True
             except AlreadyExists:
                 obj = self.api.get_lock(self.namespace, self.name)
         data = self._data(obj)
@@ -122,8 +207,10 @@ class RunLock:
         if elsewhere:  # checked before the holder: another deployment's runs may carry the same ids
             raise LockHeld(where, data[HOLDER], elsewhere)
         if data[HOLDER] == self.holder:
-            if self.owner and (data[OWNER] != self.owner or not data[DEPLOYMENT]):  # a newer try: record it
+            stale = data[OWNER] != self.owner or not data[DEPLOYMENT] or (self.claim and data[CLAIM] != self.claim)
+            if self.owner and stale:  # a newer try, or a claim not yet recorded: record it
                 data[OWNER], data[DEPLOYMENT] = self.owner, self.deployment
+                data[CLAIM] = self.claim or data[CLAIM]
                 with contextlib.suppress(LockHeld):  # advisory: the holder (the run labels) is what counts
                     self._replace_or_held(data, version, data)
             return data
@@ -154,7 +241,7 @@ class RunLock:
         try:
             return self._data(self.api.get_lock(self.namespace, self.name))
         except NotFound:
-            return {HOLDER: {}, HISTORY: [], ATTEMPTS: [], OWNER: {}, DEPLOYMENT: ""}
+            return {HOLDER: {}, HISTORY: [], ATTEMPTS: [], OWNER: {}, DEPLOYMENT: "", CLAIM: {}}
 
     def update(self, change: Callable[[dict[str, Any]], None], tries: int = 5) -> dict[str, Any]:
         """Read, change, compare-and-set; re-read on a conflict. No lock (released): nothing to record."""
@@ -202,14 +289,35 @@ class RunLock:
             return
         if data[HOLDER] == self.holder and not self._elsewhere(data):
             self.api.delete_lock(self.namespace, self.name)
+            if data[CLAIM].get("name") and data[CLAIM].get(NAMESPACE):
+                self._claim_lock(data[CLAIM]).release()
 
 
 def unlock(api: RunLockApi, namespace: str, run_name: str) -> dict[str, Any] | None:
-    """Delete the lock of `run_name`, whoever holds it (`mtc unlock`); its last contents, or None if absent."""
+    """Delete the lock of `run_name`, whoever holds it (`mtc unlock`), and the checkpoint claim it records; its last
+    contents, or None if absent."""
     name = L.lock_name(run_name)
     try:
         data = RunLock._data(api.get_lock(namespace, name))
     except NotFound:
         return None
     api.delete_lock(namespace, name)
+    claim = data[CLAIM]
+    if claim.get("name") and claim.get(NAMESPACE):
+        with contextlib.suppress(NotFound):
+            held = RunLock._data(api.get_lock(claim[NAMESPACE], claim["name"]))
+            if held[HOLDER].get(NAMESPACE) == namespace and held[HOLDER].get(L.RUN_NAME) == data[HOLDER].get(L.RUN_NAME):
+                api.delete_lock(claim[NAMESPACE], claim["name"])  # only the claim this run lock made
+    return data
+
+
+def unclaim(api: RunLockApi, checkpoint_dir: str, namespace: str | None = None) -> dict[str, Any] | None:
+    """Delete the claim on `checkpoint_dir`, whoever holds it (`mtc unlock --checkpoint-dir`); its last contents,
+    or None if absent. The holder's run lock, in its own namespace, is left: it no longer stops this directory."""
+    where, name = namespace or lock_namespace(), claim_name(checkpoint_dir)
+    try:
+        data = RunLock._data(api.get_lock(where, name))
+    except NotFound:
+        return None
+    api.delete_lock(where, name)
     return data

@@ -248,8 +248,11 @@ def advise(
 @app.command()
 @cluster_options(records=False)
 def unlock(
-    run_name: str = typer.Argument(..., help="The run name (checkpointing.run_name) whose run lock to delete."),
+    run_name: str = typer.Argument("", help="The run name (checkpointing.run_name) whose run lock to delete."),
     force: bool = typer.Option(False, "--force", help="Delete the lock even while a JobSet of the run is live."),
+    checkpoint_dir: str = typer.Option("", "--checkpoint-dir", help=(
+        "Instead: free this checkpoint directory's claim (held by a launch in any namespace or Airflow deployment), "
+        "so the next launch writing it may start. Said and logged with its holder.")),
     options: ClusterOptions = None,
 ) -> None:
     """Delete a run's lock (ConfigMap mtc-run-RUN) that outlived its run, after saying who held it.
@@ -258,8 +261,13 @@ def unlock(
     what remains (a lock from an older version, an owner Airflow cannot answer about). Refused while a JobSet
     of the run is live (two JobSets would write the same checkpoints), unless --force.
     """
+    if bool(run_name) == bool(checkpoint_dir):
+        Console(file=sys.stderr, soft_wrap=True).print("error: give a run name or --checkpoint-dir (one of them)")
+        raise typer.Exit(2)
     hook = guarded_hook(options)
     namespace = options.namespace
+    if checkpoint_dir:
+        return _unclaim(hook, checkpoint_dir)
     from mtc_provider.adapters.protocols import ApiError
     from mtc_provider.adapters.run_lock import HOLDER, OWNER, unlock as delete_lock
     from mtc_provider.core.basics import labels as L
@@ -289,6 +297,34 @@ def unlock(
                                                    f"task {holder.get(L.TASK_ID)}")
     _out().print(f"deleted run lock {escape(namespace)}/{escape(name)} (held by {escape(held_by)}); run name "
                  f"{escape(run_name)!r} is free")
+
+
+def _unclaim(hook: Any, checkpoint_dir: str) -> None:
+    """`mtc unlock --checkpoint-dir DIR`: the user's explicit take-over of a directory from its holder, logged."""
+    import logging
+
+    from mtc_provider.adapters.protocols import ApiError
+    from mtc_provider.adapters.run_lock import HOLDER, NAMESPACE, OWNER, claim_name, lock_namespace, unclaim
+    from mtc_provider.core.attempt.ownership import describe_owner
+    from mtc_provider.core.basics import labels as L
+
+    err = Console(file=sys.stderr, soft_wrap=True, highlight=False)
+    where = f"{lock_namespace()}/{claim_name(checkpoint_dir)}"
+    try:
+        data = unclaim(hook.api, checkpoint_dir)
+    except (ApiError, OSError) as exc:
+        err.print(f"error: {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    if data is None:
+        err.print(f"error: checkpoint directory {escape(checkpoint_dir)} has no claim {escape(where)}: nothing to do")
+        raise typer.Exit(1)
+    holder = data[HOLDER]
+    held_by = (describe_owner(data[OWNER]) if data[OWNER] else f"DAG {holder.get(L.DAG_ID)}") + \
+        f" in namespace {holder.get(NAMESPACE)}, Airflow deployment {data.get('deployment') or 'unknown'}"
+    message = (f"deleted checkpoint claim {where} on {checkpoint_dir} (held by {held_by}); the next launch writing it "
+               "may start")
+    logging.getLogger("mtc_provider.cli").warning("%s", message)
+    _out().print(escape(message))
 
 
 local_app = typer.Typer(help="The local target's cluster and GCS: start them in the background and stop them, as `kind` would.",

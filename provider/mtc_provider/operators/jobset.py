@@ -395,10 +395,16 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         store = self._store(checkpointing.checkpoint_directory)  # None: completion mode
         lock = self.hook.run_lock(namespace, checkpointing.run_name, run_labels, _owner(ti))
         try:
-            lock_data = lock.acquire(owner_gone=self._owner_gone)
+            lock_data = lock.acquire(owner_gone=self._owner_gone, checkpoint_dir=checkpointing.checkpoint_directory)
         except Forbidden as exc:
             raise forbidden(str(exc)) from exc
         except LockHeld as exc:
+            if exc.directory:
+                raise AirflowFailException(
+                    f"{exc}: two JobSets must not write the same checkpoints; wait for that run, use another "
+                    f"checkpoint directory, or, if you know that run is gone, free the directory: mtc unlock "
+                    f"--checkpoint-dir {exc.directory} (logged; it takes the directory over from its holder; or "
+                    f"kubectl delete configmap -n {exc.where.replace('/', ' ', 1)})") from None
             raise AirflowFailException(
                 f"run_name {checkpointing.run_name!r} is held by DAG {exc.holder.get(L.DAG_ID)}, run "
                 f"{exc.holder.get(L.RUN_ID)}, task {exc.holder.get(L.TASK_ID)} (lock {namespace}/{lock.name}; "
