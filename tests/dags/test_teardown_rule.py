@@ -36,8 +36,9 @@ def training_dag(monkeypatch, tmp_path, airflow_db):
     return load_training_dag(monkeypatch, tmp_path, "mtc_training_dag_for_teardown")
 
 
-def _failing_train(cluster, keep: bool):
-    """A `train` whose try leaves its attempt's JobSet running and fails (e.g. its last try lost the watch)."""
+def _failing_train(cluster, keep: bool, holds_lock: bool = False):
+    """A `train` whose try leaves its attempt's JobSet running and fails (e.g. its last try lost the watch);
+    `holds_lock`: it took the run lock and stopped without freeing it or recording `jobset_kept` (a worker killed)."""
     from airflow.sdk.exceptions import AirflowFailException
 
     def execute(self, context):
@@ -45,6 +46,10 @@ def _failing_train(cluster, keep: bool):
         run_name = context["ti"].xcom_pull(task_ids="plan")["checkpointing"]["run_name"]
         labels = L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name)
         cluster.create("default", jobset_body(f"{run_name}-try1", labels=labels))
+        if holds_lock:
+            from mtc_provider.hooks.jobset import MtcJobSetHook
+
+            MtcJobSetHook(connection=self._connection()).run_lock("default", run_name, labels).acquire()
         if keep:
             ti.xcom_push(key=jobset_ops.JOBSET_KEPT_XCOM_KEY, value={"reason": "the Kubernetes API answered 403"})
         raise AirflowFailException("the try could not go on")
@@ -56,9 +61,11 @@ def _states(run) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
 
-@pytest.mark.parametrize("keep", [False, True], ids=["run-failed", "orchestrator-kept"])
-def test_a_failed_train_is_followed_by_the_teardown(training_dag, cluster, monkeypatch, capfd, keep):  # noqa: F811
-    monkeypatch.setattr(jobset_ops.MtcJobSetOperator, "execute", _failing_train(cluster, keep))
+@pytest.mark.parametrize("keep, holds_lock", [(False, False), (True, False), (False, True)],
+                         ids=["run-failed", "orchestrator-kept", "lock-still-held"])
+def test_a_failed_train_is_followed_by_the_teardown(training_dag, cluster, monkeypatch, capfd, keep,  # noqa: F811
+                                                    holds_lock):
+    monkeypatch.setattr(jobset_ops.MtcJobSetOperator, "execute", _failing_train(cluster, keep, holds_lock))
     day = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
     run = training_dag.test(logical_date=day, run_after=day, run_conf=CONF, mark_success_pattern=SKIPPED)
     log = "".join(capfd.readouterr())  # dag.test prints the task logs (Airflow's structlog) to the console
@@ -68,6 +75,9 @@ def test_a_failed_train_is_followed_by_the_teardown(training_dag, cluster, monke
     if keep:
         assert cluster.live() == ["teardown-run-try1"]
         assert "teardown keeps the JobSets of run teardown-run" in log
+    elif holds_lock:  # no jobset_kept, but the lock says the run did not end: nothing deleted, the lock kept
+        assert cluster.live() == ["teardown-run-try1"] and cluster.locks
+        assert "teardown keeps the live JobSets teardown-run-try1 of run teardown-run" in log
     else:
         assert cluster.live() == [] and cluster.terminating() == ["teardown-run-try1"]  # a foreground delete
         assert "the teardown after the run ended (task train is done" in log

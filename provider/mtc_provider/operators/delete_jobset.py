@@ -88,6 +88,17 @@ class MtcDeleteJobSetOperator(JobSetTargetMixin):
                                  self.namespace, lock.name, elsewhere)
                 return []
             found = hook.api.list(self.namespace, L.selector(run_labels))
+            live = sorted(o["metadata"]["name"] for o in found if evaluate_jobset(o).live)
+            if live and _held_by(lock, run_labels):
+                # Every end of a run (success, a final failure, the last try) frees its lock first; a lock still
+                # held beside a live JobSet means the launch task stopped for the orchestrator's trouble (a worker
+                # killed, a record that could not be written): the JobSet may be training.
+                self.log.warning(
+                    "teardown keeps the live JobSets %s of run %s and its run lock: task %s still holds the lock, so "
+                    "the run did not end (the task stopped for the orchestrator's own trouble). Clear %s to "
+                    "reattach; to stop the run: mtc delete %s", ", ".join(live), self.run_name, self.launch_task_id,
+                    self.launch_task_id, self.run_name)
+                return []
             kept, who = kept_failed(found, keep), describe_owner(_owner(ti))
             for name in sorted(kept):
                 self.log.warning("teardown keeps failed JobSet %s/%s for debugging (keep_failed_attempts=%s, asked by "
@@ -101,3 +112,10 @@ class MtcDeleteJobSetOperator(JobSetTargetMixin):
             lock.release()
         return names
 
+
+def _held_by(lock: Any, run_labels: Mapping[str, str]) -> bool:
+    """Whether the run lock is held by the launch task these labels name."""
+    from mtc_provider.adapters.run_lock import HOLDER
+
+    holder = lock.read().get(HOLDER) or {}
+    return bool(holder) and all(holder.get(key) == run_labels.get(key) for key in (L.DAG_ID, L.RUN_ID, L.TASK_ID))
