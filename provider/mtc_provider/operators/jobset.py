@@ -604,6 +604,7 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
                              namespace, name)
             return
         self.log.warning("deleting JobSet %s/%s (checkpoints are kept): %s", namespace, name, verdict.reason)
+        self._stopped_by_user = True  # whatever the try raises next, the run was ended by a confirmed user action
         api = targets.jobset_api(connection)
         try:  # Airflow SIGKILLs this process 5 s after its SIGTERM: no time to wait an outage out here
             api.delete(namespace, name, reason=V.DELETE_USER_KILL)

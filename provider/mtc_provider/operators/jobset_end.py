@@ -83,7 +83,8 @@ class AttemptEndMixin:
     def _fault_on_last_try(self, ti: Any, exc: Exception) -> Exception:
         """An error the provider did not expect: a retry reattaches to the JobSet, so before the last try it stays
         what it is; on the last try it is a fault of the orchestrator (WatchLost: JobSet and run lock kept)."""
-        if isinstance(exc, (AirflowException, NextAttemptInTry)) or ti is None or not self._last_try(ti):
+        if isinstance(exc, (AirflowException, NextAttemptInTry)) or ti is None or not self._last_try(ti) \
+                or getattr(self, "_stopped_by_user", False):
             return exc
         self.log.error("unexpected error on the last try (%s: %s): %s", type(exc).__name__, exc, KEPT_ON_LAST_TRY)
         return WatchLost(f"{type(exc).__name__}: {exc}; {KEPT_ON_LAST_TRY}")
