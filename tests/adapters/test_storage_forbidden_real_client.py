@@ -44,7 +44,7 @@ def _store(gcs: GcsDouble) -> GcsCheckpointStore:
     lambda s: s.finalized(RUN_DIR),
     lambda s: s.finalized(RUN_DIR, after=20),
     lambda s: s.item_path(f"{RUN_DIR}/20"),
-    lambda s: s.backup_steps(f"gs://{BUCKET}/backup"),
+    lambda s: s.newest_backup(f"gs://{BUCKET}/backup", 2),
 ], ids=["listing", "incremental-listing", "item-listing", "backup-listing"])
 def test_a_real_403_at_a_listing_is_permission_denied_naming_the_permission(gcs, read):
     gcs.fail("GET", LIST, 403, times=5, message=DENIED)

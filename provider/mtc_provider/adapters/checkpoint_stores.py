@@ -171,12 +171,7 @@ class GcsCheckpointStore(FinalizedSteps):
     def item_path(self, step_path: str) -> str | None:
         """`<step>/<item>` for a step (items, default or state), from one delimiter listing of its top level."""
         bucket, path = split_gcs_uri(step_path)
-        with _mapped_errors():
-            iterator = self.hook.get_conn().list_blobs(bucket, prefix=f"{path}/", delimiter="/")
-            for page in iterator.pages:
-                self.cost.requests += 1
-                list(page)
-        item = item_of(prefix[len(path) + 1:] for prefix in iterator.prefixes)
+        item = item_of(self._folders(bucket, f"{path}/"))
         return f"gs://{bucket}/{path}/{item}" if item else None
 
     def newest_backup(self, backup_dir: str, nodes: int) -> int | None:
@@ -195,12 +190,13 @@ class GcsCheckpointStore(FinalizedSteps):
         return None
 
     def _folders(self, bucket: str, prefix: str) -> list[str]:
-        """The folder names directly under `prefix` (one delimiter listing)."""
-        iterator = self.hook.get_conn().list_blobs(bucket, prefix=prefix, delimiter="/", retry=None,
-                                                   timeout=LISTING_TIMEOUT)
-        for page in iterator.pages:
-            self.cost.requests += 1
-            list(page)
+        """The folder names directly under `prefix`, each with its trailing `/` (one delimiter listing)."""
+        with _mapped_errors():
+            iterator = self.hook.get_conn().list_blobs(bucket, prefix=prefix, delimiter="/", retry=None,
+                                                       timeout=LISTING_TIMEOUT)
+            for page in iterator.pages:
+                self.cost.requests += 1
+                list(page)
         return [name[len(prefix):] for name in iterator.prefixes]
 
 

@@ -250,10 +250,16 @@ def test_second_writer_two_launches_at_once_exactly_one_proceeds(cluster, tmp_pa
 def test_second_writer_lock_is_released_by_the_teardown_and_then_another_run_proceeds(cluster, tmp_path):
     from mtc_provider.operators.jobset import MtcDeleteJobSetOperator
 
+    cluster.plan([status_running(), status_failed()])
     with pytest.raises(TaskDeferred):
         run_try(launch(str(tmp_path), deferrable=True), FakeTI(run_id="manual__a"))
     with pytest.raises(AirflowFailException, match="is held by"):
         run_try(launch(str(tmp_path), deferrable=True), FakeTI(run_id="manual__b"))
+    # run a's attempt has ended (the teardown runs after `train`); a live one whose lock `train` still holds would be
+    # kept (tests/dags/test_teardown_rule.py)
+    while cluster.advance("default", cluster.created[0]):
+        pass
+    assert evaluate_jobset(cluster.get("default", cluster.created[0])).ended
     teardown = MtcDeleteJobSetOperator(task_id="teardown", run_name="llama", launch_task_id="train",
                                        target={"kind": "local", "home": str(tmp_path / "home")})
     teardown.execute({"ti": FakeTI(run_id="manual__a", task_id="teardown")})

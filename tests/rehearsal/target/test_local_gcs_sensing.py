@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from google.api_core import exceptions
+from mtc_provider.adapters.retry import PermissionDenied
 
 from mtc_local.target.gcs import LocalBucketCheckpointStore
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore, open_store
@@ -62,7 +62,7 @@ def test_the_sensor_fails_a_poke_on_a_listing_outage_not_as_a_stall(home):
     sensor = CheckpointProgressSensor(task_id="s", checkpoint_dir=str(directory), target_step=10, stall_timeout=3600)
     assert sensor.poke({}) is False
     local_gcs.fail_listings(home, 403, 60)
-    with pytest.raises(exceptions.Forbidden, match="storage.objects.list"):
+    with pytest.raises(PermissionDenied, match="storage.objects.list"):  # the provider's typed 403
         sensor.poke({})
     local_gcs.clear_faults(home)
     commit(directory, 10)
