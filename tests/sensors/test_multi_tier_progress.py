@@ -122,12 +122,13 @@ async def test_deferred_a_partial_backup_never_reaches_the_target_a_complete_one
     assert result["latest_step"] == 40 and result["source"] == REPLICATOR
 
 
-@pytest.mark.parametrize("slices, checkpointing, field", [
-    (None, checkpointing("mtbad"), "slices"),  # multi-tier: how many nodes a backup must cover is required
-    ({"tpu_type": "v6e", "topology": "9x9", "num_slices": 2}, checkpointing("mtbad"), "slices.topology"),
-    (SLICES, {**checkpointing("mtbad"), "enable_multi_tier": True}, "checkpointing"),
+@pytest.mark.parametrize("slices, checkpointing, field, says", [
+    # multi-tier: how many nodes a backup must cover is required, and the message says why
+    (None, checkpointing("mtbad"), "slices", "in multi-tier mode, where a replicator backup counts once every node"),
+    ({"tpu_type": "v6e", "topology": "9x9", "num_slices": 2}, checkpointing("mtbad"), "slices.topology", "v6e"),
+    (SLICES, {**checkpointing("mtbad"), "enable_multi_tier": True}, "checkpointing", "enable_multi_tier"),
 ])
-def test_bad_sections_are_refused_naming_the_field_before_any_listing(slices, checkpointing, field, monkeypatch):
+def test_bad_sections_are_refused_naming_the_field_before_any_listing(slices, checkpointing, field, says, monkeypatch):
     from mtc_provider.adapters import checkpoint_stores
 
     def no_listing(*args, **kwargs):
@@ -137,4 +138,4 @@ def test_bad_sections_are_refused_naming_the_field_before_any_listing(slices, ch
     sensor = _sensor("mtbad", slices=slices, checkpointing=checkpointing)
     with pytest.raises(SpecError) as refused:
         sensor.execute({})
-    assert refused.value.field.startswith(field), refused.value
+    assert refused.value.field.startswith(field) and says in str(refused.value), refused.value
