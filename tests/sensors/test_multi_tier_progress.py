@@ -31,8 +31,8 @@ FOLDER = "2026-04-01_10-00"
 def checkpointing(run: str, multi_tier: bool = True) -> dict:
     mode = ({"enable_multi_tier_checkpointing": True, "multi_tier_checkpointing_backup_interval_steps": 4}
             if multi_tier else {"enable_emergency_checkpoint": True})
-    return {"run_name": run, "base_output_directory": "gs://ckpt/out", "steps": 40, "enable_emergency_checkpoint": False,
-            "local_checkpoint_directory": "/local", "local_checkpoint_period": 2, **mode}
+    return {"run_name": run, "base_output_directory": "gs://ckpt/out", "steps": 40,
+            "enable_emergency_checkpoint": False, "local_checkpoint_directory": "/local", "local_checkpoint_period": 2, **mode}
 
 
 def _upload(name: str, data: bytes) -> None:

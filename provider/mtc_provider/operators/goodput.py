@@ -5,8 +5,8 @@ GKE: checkpoint commit times from the store plus the attempts the launch operato
 (its `attempts` XCom: a list of core.attempt.attempt_records.AttemptRecord dicts, the records' one schema), pulled
 with `attempts_task_id` or handed in as `attempts`. In multi-tier mode, where MaxText writes no persistent
 checkpoint, the newest replicator backup complete on every node is the run's restorable progress: one coarse point
-at the end of the last attempt (the listing gives its step, not its time). Time between attempts (an outage, a stall, the wait for
-capacity) is downtime. On GKE the chart is written next to the checkpoints
+at the end of the last attempt (the listing gives its step, not its time). Time between attempts (an outage, a
+stall, the wait for capacity) is downtime. On GKE the chart is written next to the checkpoints
 (`gs://<bucket>/<run>/goodput/<run id>.png`) and opened from the "Goodput chart" extra link.
 
 With `goodput_recording` on (MaxText ran with `enable_goodput_recording=true`), the report also reads MaxText's own

@@ -164,8 +164,8 @@ class CheckpointProgressTrigger(BaseTrigger):
                 self.log.info("new replicator backup: step %d under %s, complete on all %d nodes", backup,
                               self.backup_dir, self.backup_nodes)
             if tracker.latest_step is not None and tracker.latest_step >= self.target_step:
-                yield self._event(REACHED, tracker, now, seen, f"reached step {tracker.latest_step} ({SOURCE_WORDS[source]}) "
-                                  f">= {self.target_step}", source)
+                reached = f"reached step {tracker.latest_step} ({SOURCE_WORDS[source]}) >= {self.target_step}"
+                yield self._event(REACHED, tracker, now, seen, reached, source)
                 return
             if self.stall_timeout is not None and tracker.stalled(now, self.stall_timeout):
                 waited = tracker.seconds_without_progress(now)
