@@ -205,11 +205,16 @@ with DAG(
         target_step=planned("target_step"),
         stall_timeout=planned("checkpoint_stall_timeout"),  # measured against persistent saves only
         poll_interval=5,
+        # Multi-tier mode writes no persistent checkpoint: the replicator's backups complete on every node count.
+        checkpointing=planned("checkpointing"),
+        slices=planned("slices"),
     )
 
     goodput = GoodputReportOperator(
         task_id="goodput",
         checkpoint_dir=planned("checkpoint_dir"),
+        checkpointing=planned("checkpointing"),
+        slices=planned("slices"),
         events_dir=planned("events_dir"),
         attempts_task_id="train",  # one record per attempt, pushed by the launch operator
         chart_path=planned("chart_path"),

@@ -39,7 +39,8 @@ def test_reached_event_becomes_xcom():
     s.target_step = 500
     assert s.execute_complete({}, {**event("reached"), "progress": Progress(500, 99.0, 120.0, 1.0).to_payload()}) == {
         "latest_step": 500, "commit_time": 99.0, "steps_per_hour": 120.0, "seconds_since_checkpoint": 1.0,
-        "target_step": 500, "checkpoint_dir": "gs://b/run/checkpoints"}
+        "target_step": 500, "checkpoint_dir": "gs://b/run/checkpoints",
+        "source": None}  # the event names no source
 
 
 def test_stalled_event_fails_with_reason():

@@ -3,8 +3,10 @@
 Local target: the workload's JSON-lines event files (`<base>/<run_name>/events/*.jsonl`), step-grained.
 GKE: checkpoint commit times from the store plus the attempts the launch operator records, one per attempt
 (its `attempts` XCom: a list of core.attempt.attempt_records.AttemptRecord dicts, the records' one schema), pulled
-with `attempts_task_id` or handed in as `attempts`. Time between attempts (an outage, a stall, the wait for
-capacity) is downtime. On GKE the chart is written next to the checkpoints
+with `attempts_task_id` or handed in as `attempts`. In multi-tier mode, where MaxText writes no persistent
+checkpoint, the newest replicator backup complete on every node is the run's restorable progress: one coarse point
+at the end of the last attempt (the listing gives its step, not its time). Time between attempts (an outage, a
+stall, the wait for capacity) is downtime. On GKE the chart is written next to the checkpoints
 (`gs://<bucket>/<run>/goodput/<run id>.png`) and opened from the "Goodput chart" extra link.
 
 With `goodput_recording` on (MaxText ran with `enable_goodput_recording=true`), the report also reads MaxText's own
@@ -132,11 +134,14 @@ class GoodputReportOperator(BaseOperator):
     :param goodput_logger_name: the Cloud Logging logger (templated; default MaxText's `goodput_<run_name>`).
     :param goodput_reader_factory: (job_name, logger_name) -> a reader the library's calculator takes as its
         `cloud_logger`; default: the library's reader over the Google connection.
+    :param checkpointing: the run's checkpointing section (templated); in multi-tier mode the replicator's complete
+        backups are read as well (sensors.checkpoint.replicator_backups). None: persistent checkpoints only.
+    :param slices: the run's slices (templated): how many nodes a backup must cover.
     """
 
     template_fields: Sequence[str] = ("checkpoint_dir", "events_dir", "attempts", "attempts_task_id", "chart_path",
                                       "gcp_conn_id", "impersonation_chain", "goodput_recording", "goodput_run_name",
-                                      "goodput_logger_name")
+                                      "goodput_logger_name", "checkpointing", "slices")
     operator_extra_links = (GoodputChartLink(),)
 
     def __init__(self, *, checkpoint_dir: str, events_dir: str | None = None,
@@ -144,8 +149,11 @@ class GoodputReportOperator(BaseOperator):
                  chart_path: str | None = None, gcp_conn_id: str = "google_cloud_default",
                  impersonation_chain: str | Sequence[str] | None = None, goodput_recording: bool | str = False,
                  goodput_run_name: str | None = None, goodput_logger_name: str | None = None,
-                 goodput_reader_factory: Any = None, **kwargs: Any) -> None:
+                 goodput_reader_factory: Any = None, checkpointing: Any = None, slices: Any = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.checkpointing = checkpointing
+        self.slices = slices
         self.goodput_recording = goodput_recording
         self.goodput_run_name = goodput_run_name
         self.goodput_logger_name = goodput_logger_name
@@ -168,13 +176,22 @@ class GoodputReportOperator(BaseOperator):
             events = read_events(self.events_dir)
             if events:
                 return timeline_from_workload_events(events), "workload events"
+        from mtc_provider.sensors.checkpoint import replicator_backups
+
+        backup_dir, nodes = replicator_backups(self.slices, self.checkpointing)  # SpecError before any listing
         attempts = attempts_from_dicts(parse_attempts(self.attempts))
-        checkpoints = [(info.step, info.commit_time) for info in
-                       open_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)
-                       .finalized(self.checkpoint_dir) if info.commit_time is not None]
+        store = open_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)
+        checkpoints = [(info.step, info.commit_time) for info in store.finalized(self.checkpoint_dir)
+                       if info.commit_time is not None]
+        source = "checkpoint commit times"
+        backup = store.newest_backup(backup_dir, nodes) if backup_dir and hasattr(store, "newest_backup") else None
+        if backup is not None and attempts and backup > max((step for step, _ in checkpoints), default=-1):
+            # Seen restorable by the end of the last attempt, the latest time the listing vouches for.
+            checkpoints.append((backup, max(attempt.end for attempt in attempts)))
+            source += f" and the replicator backup of step {backup} (complete on all {nodes} nodes)"
         if not attempts and checkpoints:  # nothing known about restarts: one attempt spanning the checkpoints
             attempts = [Attempt(checkpoints[0][1], checkpoints[-1][1], "finished")]
-        return timeline_from_checkpoints(attempts, checkpoints), "checkpoint commit times"
+        return timeline_from_checkpoints(attempts, checkpoints), source
 
     def execute(self, context: Context) -> dict[str, Any]:
         from mtc_provider.core.view.goodput import compute_goodput

@@ -1,8 +1,12 @@
-"""CheckpointProgressSensor: waits for a run's finalized checkpoints to reach a target step; a run that makes
-no checkpoint progress for `stall_timeout` seconds fails with CheckpointStalled (a retryable failure).
+"""CheckpointProgressSensor: waits for a run's restorable progress to reach a target step; a run that makes
+no restorable progress for `stall_timeout` seconds fails with CheckpointStalled (a retryable failure).
+
+Restorable progress is what a new start can resume from: finalized persistent checkpoints and, in multi-tier mode
+(MaxText writes no persistent checkpoint then), the MTC replicator's backups complete across every node of the run
+(adapters.checkpoint_stores `newest_backup`; docs/resubmission.md, "Progress").
 
 XCom (return value): latest_step, commit_time, steps_per_hour, seconds_since_checkpoint, target_step,
-checkpoint_dir. A log line per new checkpoint.
+checkpoint_dir, source (`checkpoints` or `replicator-backup`: where latest_step was found). A log line per new step.
 """
 
 from __future__ import annotations
@@ -29,8 +33,29 @@ def _positive_number(field: str, value: Any, cast: type = float) -> Any:
     return number
 
 
+def replicator_backups(slices: Any, checkpointing: Any) -> tuple[str | None, int | None]:
+    """(backup folder, node count) of a multi-tier run, whose MTC replicator backups are restorable progress; (None,
+    None) for any other run or when no checkpointing section is given. The sections are the run description's (a
+    spec, or its dict as the training DAG's plan task hands it on); SpecError names a bad field."""
+    if checkpointing in (None, "", {}):
+        return None, None
+    from mtc_provider.core.definition.spec import CheckpointingSpec, spec_from_dict
+    from mtc_provider.core.definition.tpu import SliceSpec
+    from mtc_provider.core.measure.progress import replicator_backup_dir
+
+    backup_dir = replicator_backup_dir(spec_from_dict(CheckpointingSpec, "checkpointing", checkpointing))
+    if backup_dir is None:
+        return None, None
+    if slices in (None, "", {}):  # a backup counts only once every node has it: without the slices, never
+        raise SpecError("slices", slices, "the run's slices (tpu_type, topology, num_slices) in multi-tier mode, "
+                                          "where a replicator backup counts once every node of the run has it")
+    described = spec_from_dict(SliceSpec, "slices", slices)
+    return backup_dir, described.num_slices * described.hosts_per_slice
+
+
 class CheckpointProgressSensor(BaseSensorOperator):
-    """Wait until `<checkpoint_dir>/<step>/commit_success.txt` exists for a step >= target_step.
+    """Wait until a restorable step >= target_step exists: `<checkpoint_dir>/<step>/commit_success.txt`, or in
+    multi-tier mode a replicator backup of the step complete across every node.
 
     :param checkpoint_dir: the run's persistent checkpoint directory, gs://... or a local path (templated).
     :param target_step: succeed when a finalized step reaches it (templated).
@@ -42,10 +67,14 @@ class CheckpointProgressSensor(BaseSensorOperator):
     :param impersonation_chain: service account(s) to impersonate for the listing (templated), as the google
         provider's GCS operators take it.
     :param deferrable: wait in the triggerer (default: Airflow's operators.default_deferrable).
+    :param checkpointing: the run's checkpointing section (CheckpointingSpec or its dict; templated); in multi-tier
+        mode (`enable_multi_tier_checkpointing`) the replicator's complete backups count as well. None: persistent
+        checkpoints only.
+    :param slices: the run's slices (SliceSpec or its dict; templated): how many nodes a backup must cover.
     """
 
     template_fields: Sequence[str] = ("checkpoint_dir", "target_step", "stall_timeout", "gcp_conn_id",
-                                      "impersonation_chain")
+                                      "impersonation_chain", "checkpointing", "slices")
     ui_color = "#d6eaf8"
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
@@ -58,7 +87,7 @@ class CheckpointProgressSensor(BaseSensorOperator):
                  poll_interval: float = 60.0, window_s: float = 3600.0, gcp_conn_id: str = "google_cloud_default",
                  impersonation_chain: str | Sequence[str] | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 **kwargs: Any) -> None:
+                 checkpointing: Any = None, slices: Any = None, **kwargs: Any) -> None:
         kwargs.setdefault("poke_interval", poll_interval)
         super().__init__(**kwargs)
         self.checkpoint_dir = checkpoint_dir
@@ -69,7 +98,11 @@ class CheckpointProgressSensor(BaseSensorOperator):
         self.gcp_conn_id = gcp_conn_id
         self.impersonation_chain = impersonation_chain
         self.deferrable = deferrable
+        self.checkpointing = checkpointing
+        self.slices = slices
         self._tracker: ProgressTracker | None = None
+        self._source: str | None = None  # where the tracker's latest step was found
+        self._backups: tuple[str | None, int | None] | None = None
 
     def _validate(self) -> None:
         # Templated values arrive as strings: convert once, naming the field when they are wrong.
@@ -80,6 +113,16 @@ class CheckpointProgressSensor(BaseSensorOperator):
         from mtc_provider.adapters.checkpoint_stores import open_store
 
         open_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)  # SpecError on a bad directory, before any I/O
+        self._backups = replicator_backups(self.slices, self.checkpointing)
+        if self._backups[0]:
+            self.log.info("multi-tier mode: a replicator backup under %s complete on all %d nodes counts as "
+                          "progress, as a finalized checkpoint does", *self._backups)
+
+    @property
+    def _backup_dir_and_nodes(self) -> tuple[str | None, int | None]:
+        if self._backups is None:  # a poke without execute (reschedule mode validates in execute; tests poke)
+            self._backups = replicator_backups(self.slices, self.checkpointing)
+        return self._backups
 
     def execute(self, context: Context) -> Any:
         self._validate()
@@ -87,11 +130,13 @@ class CheckpointProgressSensor(BaseSensorOperator):
             return super().execute(context)
         from mtc_provider.triggers.checkpoint import CheckpointProgressTrigger
 
+        backup_dir, backup_nodes = self._backup_dir_and_nodes
         self.defer(
             trigger=CheckpointProgressTrigger(
                 checkpoint_dir=self.checkpoint_dir, target_step=self.target_step, stall_timeout=self.stall_timeout,
                 poll_interval=self.poll_interval, gcp_conn_id=self.gcp_conn_id, started_at=time.time(),
-                window_s=self.window_s, impersonation_chain=self.impersonation_chain),
+                window_s=self.window_s, impersonation_chain=self.impersonation_chain, backup_dir=backup_dir,
+                backup_nodes=backup_nodes),
             method_name="execute_complete",
         )
 
@@ -110,7 +155,7 @@ class CheckpointProgressSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue | bool:
         from mtc_provider.adapters.checkpoint_stores import open_store
-        from mtc_provider.core.measure.progress import ProgressTracker
+        from mtc_provider.core.measure.progress import PERSISTENT, REPLICATOR, SOURCE_WORDS, ProgressTracker
 
         now = time.time()
         if self._tracker is None:
@@ -121,9 +166,23 @@ class CheckpointProgressSensor(BaseSensorOperator):
         fresh = self.mode == "reschedule"
         for info in store.finalized(self.checkpoint_dir, tracker.latest_step):
             seen_at = min(now, info.commit_time) if fresh and info.commit_time is not None else now
-            if tracker.observe(info.step, info.commit_time, seen_at) and not fresh:
-                self.log.info("new checkpoint: step %d at %s (commit time %s)", info.step, info.path, info.commit_time)
+            if tracker.observe(info.step, info.commit_time, seen_at):
+                self._source = PERSISTENT
+                if not fresh:
+                    self.log.info("new checkpoint: step %d at %s (commit time %s)", info.step, info.path,
+                                  info.commit_time)
+        backup_dir, nodes = self._backup_dir_and_nodes
+        if backup_dir and nodes:
+            # MaxText saves no persistent checkpoint in multi-tier mode: the replicator's backups are what a new
+            # start restores from. Its time is when it was first seen (the listing gives the step only).
+            step = store.newest_backup(backup_dir, nodes) if hasattr(store, "newest_backup") else None
+            if tracker.observe(step, None, now):
+                self._source = REPLICATOR
+                self.log.info("new replicator backup: step %d under %s, complete on all %d nodes", step, backup_dir,
+                              nodes)
         if tracker.latest_step is not None and tracker.latest_step >= self.target_step:
+            self.log.info("reached step %d (%s) >= %d", tracker.latest_step, SOURCE_WORDS[self._source],
+                          self.target_step)
             return PokeReturnValue(is_done=True, xcom_value=self._xcom(tracker.progress(now)))
         if self.stall_timeout is not None and tracker.stalled(now, self.stall_timeout):
             raise CheckpointStalled(self.checkpoint_dir, tracker.latest_step, tracker.seconds_without_progress(now),
@@ -136,6 +195,7 @@ class CheckpointProgressSensor(BaseSensorOperator):
         result = CheckpointProgressEvent.from_payload(event)
         for step, commit_time in result.new_checkpoints:
             self.log.info("new checkpoint: step %d (commit time %s)", step, commit_time)
+        self._source = result.source
         if result.status == REACHED:
             self.log.info(result.message)
             return self._xcom(result.progress)
@@ -147,4 +207,5 @@ class CheckpointProgressSensor(BaseSensorOperator):
         raise MtcError(f"unexpected checkpoint progress event: {event}")
 
     def _xcom(self, progress: Progress) -> dict[str, Any]:
-        return {**progress.to_payload(), "target_step": int(self.target_step), "checkpoint_dir": self.checkpoint_dir}
+        return {**progress.to_payload(), "target_step": int(self.target_step), "checkpoint_dir": self.checkpoint_dir,
+                "source": self._source}

@@ -15,7 +15,8 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 from mtc_provider.adapters.checkpoint_stores import AsyncCheckpointStore
-from mtc_provider.core.measure.progress import Progress, ProgressTracker
+from mtc_provider.core.measure.progress import (PERSISTENT, REPLICATOR, SOURCE_WORDS, Progress,
+                                              ProgressTracker)
 
 REACHED, STALLED, LISTING_FAILED = "reached", "stalled", "listing_failed"
 WATERMARK_KEY = "last_step"
@@ -51,6 +52,8 @@ class CheckpointProgressEvent:
     # (step, commit_time) of each checkpoint first seen while deferred, so the task log lists them all.
     new_checkpoints: list[tuple[int, float | None]] = field(default_factory=list)
     waited_s: float = 0.0
+    # Where progress.latest_step was found: `checkpoints` (persistent) or `replicator-backup` (multi-tier mode).
+    source: str | None = None
 
     def to_payload(self) -> dict[str, Any]:
         data = asdict(self)
@@ -67,8 +70,9 @@ class CheckpointProgressEvent:
 
 
 class CheckpointProgressTrigger(BaseTrigger):
-    """Polls the finalized steps every `poll_interval` s; fires when `target_step` is reached or when no new
-    step appeared for `stall_timeout` s (so a stall is reported within stall_timeout + poll_interval).
+    """Polls the restorable steps every `poll_interval` s (finalized checkpoints, and in multi-tier mode the
+    replicator's complete backups); fires when `target_step` is reached or when no new step appeared for
+    `stall_timeout` s (so a stall is reported within stall_timeout + poll_interval).
 
     A failed listing is not "no progress": while listings fail the stall clock is paused (the time is taken off
     it when a listing works again); listings that keep failing for `listing_timeout` s fire `listing_failed`
@@ -84,14 +88,20 @@ class CheckpointProgressTrigger(BaseTrigger):
     :param max_logged: at most this many (step, commit time) pairs are kept for the event.
     :param listing_timeout: fire `listing_failed` when listings keep failing this many seconds.
     :param impersonation_chain: service account(s) to impersonate for the gs:// listing (names, no secret).
+    :param backup_dir: (multi-tier mode) where the MTC replicator backs the run up
+        (core.measure.progress.replicator_backup_dir); None: persistent checkpoints only.
+    :param backup_nodes: the run's node count: a backup counts once every node has it.
     """
 
     def __init__(self, checkpoint_dir: str, target_step: int, stall_timeout: float, poll_interval: float = 60.0,
                  gcp_conn_id: str = "google_cloud_default", started_at: float | None = None,
                  window_s: float = 3600.0, max_logged: int = 100, listing_timeout: float = 1800.0,
-                 impersonation_chain: str | list[str] | None = None) -> None:
+                 impersonation_chain: str | list[str] | None = None, backup_dir: str | None = None,
+                 backup_nodes: int | None = None) -> None:
         super().__init__()
         self.checkpoint_dir = checkpoint_dir
+        self.backup_dir = backup_dir
+        self.backup_nodes = backup_nodes
         self.target_step = target_step
         self.stall_timeout = stall_timeout
         self.poll_interval = poll_interval
@@ -108,17 +118,21 @@ class CheckpointProgressTrigger(BaseTrigger):
             "stall_timeout": self.stall_timeout, "poll_interval": self.poll_interval,
             "gcp_conn_id": self.gcp_conn_id, "started_at": self.started_at, "window_s": self.window_s,
             "max_logged": self.max_logged, "listing_timeout": self.listing_timeout,
-            "impersonation_chain": self.impersonation_chain,
+            "impersonation_chain": self.impersonation_chain, "backup_dir": self.backup_dir,
+            "backup_nodes": self.backup_nodes,
         })
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         store = open_async_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)
+        source: str | None = None  # where the tracker's latest step was found
         tracker = ProgressTracker(started_at=self.started_at or clock.now(), window_s=self.window_s)
         seen: list[tuple[int, float | None]] = []
         failing_since: float | None = None
         while True:
             try:
                 found = await store.finalized(tracker.latest_step)
+                backup = (await store.newest_backup(self.backup_dir, self.backup_nodes)
+                          if self.backup_dir and self.backup_nodes else None)
             except Exception as exc:  # a failed listing is not "no progress": the stall clock is paused
                 from mtc_provider.triggers.jobset import describe_listing_error
 
@@ -131,7 +145,7 @@ class CheckpointProgressTrigger(BaseTrigger):
                     yield self._event(LISTING_FAILED, tracker, now, seen,
                                       f"the checkpoint listing of {self.checkpoint_dir} (bucket {_bucket(self.checkpoint_dir)}) "
                                       f"kept failing for {now - failing_since:.0f}s (listing_timeout "
-                                      f"{self.listing_timeout:.0f}s): {error}")
+                                      f"{self.listing_timeout:.0f}s): {error}", source)
                     return
                 await clock.sleep(self.poll_interval)
                 continue
@@ -142,22 +156,30 @@ class CheckpointProgressTrigger(BaseTrigger):
                 failing_since = None
             for info in found:
                 if tracker.observe(info.step, info.commit_time, now):
+                    source = PERSISTENT
                     self.log.info("new checkpoint: step %d at %s (commit time %s)", info.step, info.path, info.commit_time)
                     seen = (seen + [(info.step, info.commit_time)])[-self.max_logged:]
+            if tracker.observe(backup, None, now):  # its time is when it was first seen: the listing has the step
+                source = REPLICATOR
+                self.log.info("new replicator backup: step %d under %s, complete on all %d nodes", backup,
+                              self.backup_dir, self.backup_nodes)
             if tracker.latest_step is not None and tracker.latest_step >= self.target_step:
-                yield self._event(REACHED, tracker, now, seen, f"reached step {tracker.latest_step} >= {self.target_step}")
+                reached = f"reached step {tracker.latest_step} ({SOURCE_WORDS[source]}) >= {self.target_step}"
+                yield self._event(REACHED, tracker, now, seen, reached, source)
                 return
             if self.stall_timeout is not None and tracker.stalled(now, self.stall_timeout):
                 waited = tracker.seconds_without_progress(now)
-                message = (f"no new finalized checkpoint in {self.checkpoint_dir} for {waited:.0f}s "
+                backups = f" nor complete replicator backup in {self.backup_dir}" if self.backup_dir else ""
+                message = (f"no new finalized checkpoint in {self.checkpoint_dir}{backups} for {waited:.0f}s "
                            f"(stall_timeout {self.stall_timeout:.0f}s); latest step {tracker.latest_step}")
-                yield self._event(STALLED, tracker, now, seen, message)
+                yield self._event(STALLED, tracker, now, seen, message, source)
                 return
             await clock.sleep(self.poll_interval)
 
-    def _event(self, status: str, tracker: ProgressTracker, now: float, seen: list, message: str) -> TriggerEvent:
+    def _event(self, status: str, tracker: ProgressTracker, now: float, seen: list, message: str,
+               source: str | None) -> TriggerEvent:
         event = CheckpointProgressEvent(status, self.checkpoint_dir, self.target_step, tracker.progress(now), message,
-                                        seen, tracker.seconds_without_progress(now))
+                                        seen, tracker.seconds_without_progress(now), source)
         return TriggerEvent(event.to_payload())
 
 
