@@ -84,15 +84,20 @@ def test_sigterm_saves_the_step_and_exits_zero_below_the_target(tmp_path: Path):
 
 
 def test_emergency_mode_writes_local_copies_on_slices_other_than_zero(tmp_path: Path):
-    ramdisk = tmp_path / "ramdisk"
-    ramdisk.mkdir()
-    (ramdisk / "jax-init-info.txt").write_text("1\n127.0.0.1:1234\n")
-    done = _run(tmp_path, "steps=9", "checkpoint_period=100", "step_time_ms=1", "enable_emergency_checkpoint=True",
-                f"local_checkpoint_directory={ramdisk}", "local_checkpoint_period=2", "local_checkpoint_max_to_keep=2",
-                env={"MTC_NUM_SLICES": "2", "MTC_HOSTS_PER_SLICE": "1", "MTC_PROCESS_ID": ""})
-    assert done.returncode == 0, done.stderr
-    assert sorted(int(d.name) for d in ramdisk.iterdir() if d.is_dir()) == [6, 8]
-    assert finalized_steps(tmp_path / "r" / "checkpoints") == []  # slice 1 writes no persistent checkpoint
+    # Both processes of the two-slice job: a start waits for every process, as jax.distributed.initialize does.
+    ramdisks = [tmp_path / f"ramdisk-{i}" for i in range(2)]
+    procs = []
+    for i, ramdisk in enumerate(ramdisks):
+        ramdisk.mkdir()
+        (ramdisk / "jax-init-info.txt").write_text(f"{i}\n127.0.0.1:1234\n")
+        procs.append(_run(tmp_path, "steps=9", "checkpoint_period=100", "step_time_ms=1",
+                          "enable_emergency_checkpoint=True", f"local_checkpoint_directory={ramdisk}",
+                          "local_checkpoint_period=2", "local_checkpoint_max_to_keep=2",
+                          env={"MTC_NUM_SLICES": "2", "MTC_HOSTS_PER_SLICE": "1", "MTC_PROCESS_ID": ""}, wait=False))
+    assert [proc.wait(60) for proc in procs] == [0, 0]
+    assert sorted(int(d.name) for d in ramdisks[1].iterdir() if d.is_dir()) == [6, 8]
+    assert not [d for d in ramdisks[0].iterdir() if d.is_dir()]  # slice 0 writes no local copy
+    assert finalized_steps(tmp_path / "r" / "checkpoints") == [9]  # only slice 0 writes persistent (the last step)
 
 
 @pytest.mark.parametrize("flag, message", [("steps=0", "flag steps: bad value 0"),

@@ -226,6 +226,8 @@ class Checkpointer:
         if latest is None:
             self.log("no checkpoint found; starting from step 0")
             return 0, None
+        # MaxText's line before it restores (`load_state_if_possible`), the one the provider reads from a real run.
+        self.log(f"restoring from this run's directory step {latest}")
         tier = "persistent"
         t0 = time.time()
         if self.mode.startswith("emergency"):

@@ -37,7 +37,7 @@ STEPS = SPACING * PREEMPTIONS + 10
 # to stay within about three minutes.
 FLAGS = {"seed": 7, "step_time_ms": 150}
 # A preemption stops every slice: MaxText's processes agree on a preemption step (JAX's preemption sync) and all
-# exit 0; the light workload's processes do not talk to each other, so each slice gets its SIGTERM.
+# exit 0; the light workload's processes join through their shared folder, so one slice's SIGTERM would stop both.
 FAULTS = [fault for i in range(PREEMPTIONS) for fault in (
     {"kind": "sigterm_slice", "at_step": SPACING * i + 3, "slice": 0},
     {"kind": "sigterm_slice", "at_step": SPACING * i + 3, "slice": 1},
