@@ -105,9 +105,10 @@ def events_dir(base_output_directory: str, run_name: str) -> str:
     return os.path.join(base_output_directory, run_name, "events")
 
 
-def latest_step_event(path: str | os.PathLike, tail_bytes: int = 65_536) -> dict | None:
-    """The newest ``step`` event of one event file, reading only its last ``tail_bytes`` (a long run's file grows
-    by one line a step); None when the file is missing or holds no step event there."""
+def latest_event(path: str | os.PathLike, kind: str = "step", tail_bytes: int = 65_536) -> dict | None:
+    """The newest event of `kind` (``step``, ``restore``) with an integer step in one event file, reading only its
+    last ``tail_bytes`` (a long run's file grows by one line a step); None when the file is missing or holds no such
+    event there."""
     p = Path(path)
     try:
         with p.open("rb") as f:
@@ -123,6 +124,6 @@ def latest_step_event(path: str | os.PathLike, tail_bytes: int = 65_536) -> dict
             obj = json.loads(line)
         except json.JSONDecodeError:
             continue  # a torn last line
-        if isinstance(obj, dict) and obj.get("event") == "step" and isinstance(obj.get("step"), int):
+        if isinstance(obj, dict) and obj.get("event") == kind and isinstance(obj.get("step"), int):
             return obj
     return None

@@ -128,6 +128,7 @@ class JobSetTrigger(BaseTrigger):
         self._live_since: float | None = None  # this start of the pods (older workload events are not its steps)
         self._xcom_failing = False
         self.restored_step: int | None = None  # the newest step a start of the pods restored (its restore line)
+        self._watch_since = float("-inf")  # when this watch began: older restore events are another attempt's
         self._signal = None  # every source's progress since this trigger started (core.measure.progress.ProgressSignal)
         self._listing_failing_since: float | None = None
         self.listing_error = ""  # set when the listing kept failing for listing_timeout
@@ -378,18 +379,39 @@ class JobSetTrigger(BaseTrigger):
 
     async def _read_events(self, now: float) -> None:
         """The local workload's newest `step` event (off the loop), when its event file is there."""
-        from mtc_provider.adapters.workload_events import latest_step_event
+        from mtc_provider.adapters.workload_events import latest_event
         from mtc_provider.core.measure.step_log import FROM_EVENTS
 
         path = self._events_file()
         if path is None:
             return
         try:
-            event = await asyncio.to_thread(latest_step_event, path)
+            event = await asyncio.to_thread(latest_event, path, "step")
         except OSError:
             return
         if event is not None and float(event.get("ts") or 0) >= (self._live_since or 0):
             self._observe_step(int(event["step"]), now, FROM_EVENTS, float(event["ts"]))
+
+    async def read_restores(self) -> None:
+        """The local workload's newest `restore` event of this watch (off the loop): the step a start of the pods
+        resumed from, as the leader's log says it on a cluster (follow_pod_logs)."""
+        from mtc_provider.adapters.workload_events import latest_event
+
+        path = self._events_file()
+        if path is None:
+            return
+        try:
+            event = await asyncio.to_thread(latest_event, path, "restore")
+        except OSError:
+            return
+        if event is not None and float(event.get("ts") or 0) >= self._watch_since:
+            self._restored(int(event["step"]))
+
+    def _restored(self, step: int) -> None:
+        if self.restored_step is None or step > self.restored_step:
+            self.log.info("a start of the pods of JobSet %s/%s restored step %d: restorable progress",
+                          self.namespace, self.name, step)
+            self.restored_step = step
 
     async def _push_progress(self, figures: dict[str, Any]) -> None:
         """The figures to the task's `progress` XCom now; a failure is logged once and never ends the watch."""
@@ -435,9 +457,7 @@ class JobSetTrigger(BaseTrigger):
         self._logs_failing = False
         lines = [line for _, line in stamped]
         for step in filter(lambda s: s is not None, map(parse_restore_line, lines)):
-            self.log.info("a start of the pods of JobSet %s/%s restored step %d: restorable progress",
-                          self.namespace, self.name, step)
-            self.restored_step = max(step, self.restored_step or step)
+            self._restored(step)
         shown, left_out = bounded_lines(lines, self.pod_logs_max_lines, self.pod_logs_max_bytes)
         if left_out:
             self.log.info("[%s] ... %d lines left out (pod_logs_max_lines %d, pod_logs_max_bytes %d per %.0fs)",
@@ -659,7 +679,7 @@ class JobSetTrigger(BaseTrigger):
         # one callback at load 10-12, which Airflow's watchdog reports as a deadlocked loop (adapters.kubernetes
         # AsyncKubernetesJobSetApi imports them when built; tests/triggers/test_trigger_event_loop.py)
         api = await asyncio.to_thread(self._api)
-        self._live_since = self.clock()
+        self._live_since = self._watch_since = self.clock()
         self._pods_started = False if hasattr(api, "list_pods") else None
         restarts = self.restarts_seen
         state: JobSetState | None = None
@@ -694,6 +714,7 @@ class JobSetTrigger(BaseTrigger):
                         self._pods_started = False  # new pods: watch them start again
                 if state.ended:
                     self.log.info("%s", state.describe())
+                    await self.read_restores()  # a last restart's restore, before the end is decided
                     from mtc_provider.triggers.attempt_end import end_retryable_attempt
 
                     # a plain retry ends here (no worker slot just to fail the try); anything else resumes the task
@@ -720,6 +741,7 @@ class JobSetTrigger(BaseTrigger):
                     yield self._event(events.LISTING_FAILED, state, restarts, self.listing_error)
                     return
             if state is not None and not state.terminating:
+                await self.read_restores()
                 await self.follow_pod_logs()
                 await self.report_progress(restarts)
 
