@@ -298,3 +298,24 @@ async def test_a_run_restoring_newer_ramdisk_steps_after_host_losses_is_no_crash
         assert (decision.kind == FAIL) == (attempt == 4), (attempt, decision)
     assert "crash loop: no restorable progress across 2 consecutive attempts" in decision.reason
     assert "newest restored step 45" in decision.reason
+
+
+async def test_the_local_workloads_restore_events_of_this_watch_are_restorable_progress(tmp_path):
+    """On the local target the workload's own `restore` events say what each start of the pods resumed from (the
+    leader's log says it on a cluster): the newest one since this watch began counts; an older attempt's does not."""
+    import time
+
+    from mtc_provider.adapters.workload_events import append_event
+
+    events = tmp_path / "run" / "events" / "process-0.jsonl"
+    events.parent.mkdir(parents=True)
+    append_event(events, event="restore", step=40, tier="local", ts=time.time() - 3600)  # the previous attempt's
+    trigger = JobSetTrigger(connection={"kind": "local", "home": str(tmp_path)}, namespace="default", name="train",
+                            checkpoint_dir=str(tmp_path / "run" / "checkpoints"))
+    trigger._watch_since = time.time()
+    await trigger.read_restores()
+    assert trigger.restored_step is None
+    for step in (12, 18, 16):
+        append_event(events, event="restore", step=step, tier="local", ts=time.time())
+        await trigger.read_restores()
+    assert trigger.restored_step == 18  # the newest step restored, not the newest restore
