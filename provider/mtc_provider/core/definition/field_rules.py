@@ -214,16 +214,21 @@ def check_node_selector(where: str, selector: Any) -> None:
 
 def check_pod_template_override(where: str, override: Mapping[str, Any]) -> None:
     """The parts of a pod template override that the rules above cover, wherever they are set."""
-    metadata = override.get("metadata") or {}
-    if "labels" in metadata:
-        check_labels(f"{where}.metadata.labels", metadata["labels"])
-    if "annotations" in metadata:
-        check_annotations(f"{where}.metadata.annotations", metadata["annotations"])
+    _check_metadata(where, override)
     spec = override.get("spec") or {}
     if "nodeSelector" in spec:
         check_node_selector(f"{where}.spec.nodeSelector", spec["nodeSelector"])
     for i, toleration in enumerate(_list(f"{where}.spec.tolerations", spec.get("tolerations", []))):
         check_toleration(f"{where}.spec.tolerations[{i}]", toleration)
+
+
+def _check_metadata(where: str, override: Mapping[str, Any]) -> None:
+    """An override's own labels and annotations."""
+    metadata = override.get("metadata") or {}
+    if "labels" in metadata:
+        check_labels(f"{where}.metadata.labels", metadata["labels"])
+    if "annotations" in metadata:
+        check_annotations(f"{where}.metadata.annotations", metadata["annotations"])
 
 
 def _list(where: str, value: Any) -> list[Mapping[str, Any]]:
@@ -237,11 +242,7 @@ def _list(where: str, value: Any) -> list[Mapping[str, Any]]:
 
 def check_jobset_override(where: str, override: Mapping[str, Any]) -> None:
     """The JobSet fields an override can set, against the CRD's enums and minimums and the webhook's own rules."""
-    metadata = override.get("metadata") or {}
-    if "labels" in metadata:
-        check_labels(f"{where}.metadata.labels", metadata["labels"])
-    if "annotations" in metadata:
-        check_annotations(f"{where}.metadata.annotations", metadata["annotations"])
+    _check_metadata(where, override)
     spec = override.get("spec") or {}
     at = f"{where}.spec"
     startup = spec.get("startupPolicy") or {}
