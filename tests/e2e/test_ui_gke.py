@@ -125,7 +125,12 @@ def planted(cluster, tmp_path_factory):
         done = subprocess.run([sys.executable, "-c", PLANT], capture_output=True, text=True, timeout=600,
                               env={**env, "MTC_REPO": str(REPO), "MTC_SHAPES": str(dags / "run_view_shapes.py")})
         assert done.returncode == 0, done.stderr[-4000:]
-        yield server, json.loads(done.stdout.strip().splitlines()[-1])
+        runs = json.loads(done.stdout.strip().splitlines()[-1])
+        # the run labels the launch operator puts on its pods: the view reads only the run's own pods
+        from mtc_provider.core.basics.labels import run_labels
+
+        cluster.pods[0]["metadata"]["labels"].update(run_labels("mtc_gke_shaped", runs["training"], "train", "r"))
+        yield server, runs
     finally:
         killed = server.stop()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
