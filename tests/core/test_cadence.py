@@ -120,3 +120,78 @@ def test_the_launch_operator_uses_the_same_rule(tmp_path):
     op = launch(str(tmp_path), workload=workload, stall_timeout="soon")
     with pytest.raises(AirflowFailException, match=r"stall_timeout: 'soon' is not allowed; allowed: a positive"):
         op._specs()
+
+
+def test_the_first_step_limit_is_three_times_the_slowest_earlier_start_at_least_the_floor():
+    from mtc_provider.core.measure.cadence import FIRST_STEP_FLOOR_S, first_step_limit
+
+    assert FIRST_STEP_FLOOR_S == 1800.0  # the documented default of first_step_floor
+    limit, why = first_step_limit([], 1800.0)
+    assert limit == 1800.0 and "no earlier start" in why
+    limit, why = first_step_limit([300.0, 90.0], 1800.0)  # 3 x 300 s is below the floor
+    assert limit == 1800.0 and why.startswith("first_step_floor 1800 s") and "300 s; measured: 300, 90 s" in why
+    limit, why = first_step_limit([300.0, 1200.0, 600.0], 1800.0)  # the longest, not the newest
+    assert limit == 3600.0 and "(1200 s;" in why and "above first_step_floor 1800 s" in why
+
+
+def test_each_start_measures_its_time_to_the_first_step_from_its_pods_running():
+    from mtc_provider.core.measure.progress import FirstSteps
+
+    first = FirstSteps()
+    assert first.step(5.0) is None and first.ever_stepped  # a step before the pods were seen running: no figure
+    first.new_start()
+    first.running(100.0)
+    first.running(150.0)  # said again: the first time counts
+    assert first.waiting(400.0) == 300.0
+    assert first.step(700.0, at=640.0) == 540.0  # when the line was written, not when it was read
+    assert first.step(760.0) is None and first.waiting(800.0) is None  # later steps: no new figure
+    first.new_start()
+    assert first.waiting(900.0) is None  # new pods, not running yet
+    first.running(1000.0)
+    assert first.waiting(1100.0) == 100.0 and first.measured == [540.0]
+
+
+def test_restorable_progress_is_a_newer_save_or_a_newer_restored_step():
+    from mtc_provider.core.measure.progress import RestorableClock
+
+    saves = RestorableClock(started_at=1000.0)
+    assert saves.observe(400, 1000.0, "persistent checkpoint", at=10.0)  # an older attempt's: the clock starts now
+    assert saves.seconds_without_progress(1600.0) == 600.0
+    assert not saves.observe(400, 1700.0, "restored by a start of the pods")  # the same step again: no progress
+    assert saves.observe(450, 1800.0, "restored by a start of the pods")
+    assert saves.seconds_without_progress(2000.0) == 200.0 and saves.how == "restored by a start of the pods"
+    saves.pause(500.0)  # the pods waited for capacity: no saves could come
+    assert not saves.stalled(2500.0, 250.0) and saves.stalled(2551.0, 250.0)
+
+
+def test_the_save_limit_is_three_restorable_gaps_and_unknown_without_a_step_time():
+    cadence = run_cadence(parse_run(_v6e()).checkpointing, "gke", reported=True)
+    assert cadence.save_limit() is None  # no step time yet: the gap of 1000 steps is unknown
+    limit, why = cadence.save_limit(STEP_S)
+    assert limit == pytest.approx(STALL_FACTOR * 1000 * STEP_S) and "checkpoint_period 1000" in why
+    config = parse_run(_v6e(checkpointing={**_v6e()["checkpointing"], "enable_checkpointing": False,
+                                               "enable_emergency_checkpoint": False}))
+    assert run_cadence(config.checkpointing, "gke").save_limit(STEP_S) is None  # nothing restorable is saved
+
+
+def test_first_step_floor_is_an_option_the_trigger_gets(tmp_path):
+    from mtc_provider.core.attempt.launch_options import LaunchOptions, WatchSettings
+
+    config = parse_run({"target": "local", "slices": {"tpu_type": "v5p", "num_slices": 2},
+                        "checkpointing": {"run_name": "r", "steps": 100, "checkpoint_period": 20}}, str(tmp_path))
+
+    def parse(**fields):
+        return LaunchOptions.parse({"stall_timeout": "derived", **fields}, default_target_step=100, kind="local",
+                                   checkpointing=config.checkpointing, workload=config.workload,
+                                   injects_faults=True)[0]
+
+    assert parse().watch().times.first_step_floor == 1800.0
+    watch = parse(first_step_floor="600").watch()  # a rendered template is text
+    assert WatchSettings.from_dict(watch.to_dict()).times.first_step_floor == 600.0
+    old = watch.to_dict()
+    del old["times"]["first_step_floor"]  # a record serialized before the option existed
+    assert WatchSettings.from_dict(old).times.first_step_floor == 1800.0
+    for bad in (0, -5, "soon", None, True):
+        with pytest.raises(SpecError) as err:
+            parse(first_step_floor=bad)
+        assert err.value.field == "first_step_floor" and "a positive number of seconds" in str(err.value)

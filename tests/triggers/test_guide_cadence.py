@@ -319,3 +319,122 @@ async def test_the_local_workloads_restore_events_of_this_watch_are_restorable_p
         append_event(events, event="restore", step=step, tier="local", ts=time.time())
         await trigger.read_restores()
     assert trigger.restored_step == 18  # the newest step restored, not the newest restore
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The first-step limit of each start of the pods, and restorable progress while steps are reported.
+
+
+LEADER = "train-slice-0-0-aaaaa"
+
+
+def _new_leader(trigger, clock, core) -> None:
+    """An in-cluster restart: the JobSet controller replaces every pod; the new leader's log starts empty (the
+    replacement pod keeps the name here, so the helpers above keep writing to it)."""
+    trigger._new_start_of_pods()
+    core.logs.pop(LEADER, None)
+    trigger._follower = LeaderLogFollower(KubernetesPodLogs(factory(core)), "default", "train", clock=clock)
+
+
+async def _silent(trigger, clock, minutes: int) -> tuple[int, str | None]:
+    """`minutes` in which the pods run but log no step (a restore, a compile, or a hang): (minutes waited, reason)."""
+    for minute in range(1, minutes + 1):
+        clock.now += 60
+        await trigger.follow_pod_logs()
+        reason = await trigger.check_stall(RUNNING)
+        if reason:
+            return minute, reason
+    return minutes, None
+
+
+async def test_a_hang_before_the_first_step_of_a_restart_is_flagged_after_the_first_step_limit(gcs, core):
+    """The first start takes 20 min to its first step (restore and compile), trains an hour, loses a host; the new
+    pods hang before any step. Flagged after 3 x 20 min (the attempt's measured time to first step), not after
+    3 x the persistent gap (today: ~6,900 s at checkpoint_period 1000 and 2.3 s a step; ~19 h at 10000)."""
+    run = "cadence-first"
+    clock = _Clock()
+    trigger = _trigger(parse_run(_description(run, step_seconds=STEP_S)), clock, core)
+    assert await trigger.check_stall(RUNNING) is None  # the pods run
+    waited, reason = await _silent(trigger, clock, 20)
+    assert reason is None  # the very first start: no step reported yet in this attempt, today's rule
+    step, reason = await _train(trigger, clock, core, clock.now, 60, 0, run)
+    assert reason is None, reason
+    assert trigger._first_steps.measured == [pytest.approx(21 * 60, abs=60)]  # read with the first minute's lines
+    _new_leader(trigger, clock, core)
+    limit, why = trigger.first_step_limit()
+    assert limit == pytest.approx(3 * 21 * 60, abs=180) and "longest time to the first step" in why
+    waited, reason = await _silent(trigger, clock, 240)
+    assert reason is not None and limit / 60 < waited <= limit / 60 + 2, (waited, reason)
+    assert f"first-step limit {limit:.0f}s" in reason and "without reporting a step" in reason, reason
+
+
+async def test_a_start_slow_to_its_first_step_within_the_floor_is_fine_and_raises_the_next_limit(gcs, core):
+    """Starts that reach their first step within the limit are never flagged: the first after 5 min, the second
+    after 29 min (inside the 1800 s first_step_floor, although 3 x 5 min is 15 min). The third start may then take
+    3 x 29 min, the longest measured, before it counts as hung."""
+    run = "cadence-floor"
+    clock = _Clock()
+    trigger = _trigger(parse_run(_description(run, step_seconds=STEP_S)), clock, core)
+    await trigger.check_stall(RUNNING)
+    assert (await _silent(trigger, clock, 5))[1] is None
+    step, reason = await _train(trigger, clock, core, clock.now, 30, 0, run)
+    assert reason is None, reason
+    _new_leader(trigger, clock, core)
+    assert trigger.first_step_limit()[0] == 1800 and "first_step_floor 1800" in trigger.first_step_limit()[1]
+    assert (await _silent(trigger, clock, 28))[1] is None
+    step, reason = await _train(trigger, clock, core, clock.now, 30, step, run)
+    assert reason is None, reason
+    _new_leader(trigger, clock, core)
+    limit, _ = trigger.first_step_limit()
+    assert limit == pytest.approx(3 * 29 * 60, abs=180)
+    waited, reason = await _silent(trigger, clock, 200)
+    assert reason is not None and limit / 60 < waited <= limit / 60 + 2, (waited, reason)
+
+
+async def test_steps_reported_while_nothing_restorable_is_saved_is_a_stall(gcs, core):
+    """A workload that logs a step every 2.3 s but never writes a checkpoint (its saves fail, or go nowhere a
+    restart reads): stalled once nothing restorable came for 3 x its persistent gap at the step time seen
+    (checkpoint_period 1000: ~1.9 h), although its steps keep coming (today: never; 24 h observed)."""
+    run = "cadence-nosave"
+    clock = _Clock()
+    trigger = _trigger(parse_run(_description(run)), clock, core)
+    await trigger.check_stall(RUNNING)
+    step, reason = await _train(trigger, clock, core, clock.now, 600, 0, run, period=10**9)
+    limit, why = trigger.save_limit()
+    assert limit == pytest.approx(3 * 1000 * 60 / int(60 / STEP_S), rel=0.01) and "checkpoint_period 1000" in why
+    assert reason is not None and limit < 60 * (step // int(60 / STEP_S)) <= limit + 120, (step, reason)
+    assert "steps are reported" in reason and "nothing restorable was saved for" in reason, reason
+    assert f"limit {limit:.0f}s" in reason
+
+
+async def test_saves_on_cadence_and_restores_of_newer_steps_are_never_a_stall(gcs, core):
+    """Six hours at the guide's cadence, a host lost every ~1.5 h: persistent saves every 1000 steps keep the run
+    alive; a second run that saves no persistent step but whose every start restores a newer step from the ramdisk
+    (MaxText's restore line) makes restorable progress too."""
+    run = "cadence-saves"
+    clock = _Clock()
+    trigger = _trigger(parse_run(_description(run)), clock, core)
+    await trigger.check_stall(RUNNING)
+    step = 0
+    for restart in range(4):
+        step, reason = await _train(trigger, clock, core, clock.now, 90, step, run)
+        assert reason is None, (restart, reason)
+        _new_leader(trigger, clock, core)
+        step = step // 1000 * 1000  # the new start resumes from the newest persistent checkpoint
+        core.write_log(LEADER, f"restoring from this run's directory step {step}")
+    assert trigger._saves.step >= 5000
+
+    run = "cadence-local"
+    clock = _Clock()
+    core.logs.pop(LEADER, None)  # another run's leader
+    trigger = _trigger(parse_run(_description(run)), clock, core)
+    await trigger.check_stall(RUNNING)
+    step = 0
+    for restart in range(3):  # 5 h without a persistent save: 3 x its gap (~1.9 h) passes twice
+        step, reason = await _train(trigger, clock, core, clock.now, 100, step, run, period=10**9)
+        assert reason is None, (restart, reason)
+        _new_leader(trigger, clock, core)
+        step -= 3  # the ramdisk's newest local save
+        core.write_log(LEADER, f"restoring from this run's directory step {step}")
+        assert (await _silent(trigger, clock, 1))[1] is None
+    assert trigger.restored_step == step and trigger._saves.how == "restored by a start of the pods"

@@ -64,6 +64,10 @@ class JobSetTrigger(BaseTrigger):
       counts as stalled; with `stall_cadence`, the least limit (the run's cadence may raise it). None: no stall check.
     - stall_cadence: the run's cadence (core.measure.cadence.Cadence.to_dict) when the limit is derived, not given: it is
       derived again from the step time the run reports (core.measure.cadence); None: `stall_timeout` as given.
+      Once the workload reported a step in this attempt, two more limits hold with it: each start of the pods must
+      report its first step within its first-step limit (from the earlier starts' times to their first step, at
+      least `first_step_floor`), and restorable progress must advance within 3 x the restorable save gap.
+    - first_step_floor: the least first-step limit of a start of the pods (core.measure.cadence.first_step_limit).
     - startup_timeout: seconds each start of the pods (the first, and each in-cluster restart) may take until every
       pod runs, before a startup-timeout event; None: no bound.
     - image_pull_timeout: seconds a start of the pods may keep failing to pull its image or create its container
@@ -130,6 +134,9 @@ class JobSetTrigger(BaseTrigger):
         self.restored_step: int | None = None  # the newest step a start of the pods restored (its restore line)
         self._watch_since = float("-inf")  # when this watch began: older restore events are another attempt's
         self._signal = None  # every source's progress since this trigger started (core.measure.progress.ProgressSignal)
+        self._first_steps = None  # each start's time to its first reported step (core.measure.progress.FirstSteps)
+        self._saves = None  # when restorable progress last advanced (core.measure.progress.RestorableClock)
+        self._not_running_since: float | None = None  # the pods were not running since (the saves' clock pauses)
         self._listing_failing_since: float | None = None
         self.listing_error = ""  # set when the listing kept failing for listing_timeout
         self._pods_started: bool | None = None  # None: this api cannot list pods (the JobSet phase decides)
@@ -197,7 +204,7 @@ class JobSetTrigger(BaseTrigger):
         failing is taken off the clock), and one that keeps failing for `listing_timeout` sets `listing_error`.
         Listing runs off the loop.
         """
-        from mtc_provider.core.measure.progress import PERSISTENT, REPLICATOR, ProgressSignal
+        from mtc_provider.core.measure.progress import PERSISTENT, REPLICATOR, ProgressSignal, RestorableClock
         from mtc_provider.core.attempt.status import PENDING
 
         now = self.clock()
@@ -206,8 +213,16 @@ class JobSetTrigger(BaseTrigger):
             seen = self._signal.newest if self._signal else {}
             kept = {k: v for k, v in seen.items() if k in (PERSISTENT, REPLICATOR)}
             self._signal = ProgressSignal(started_at=now, newest=kept)
+            if self._not_running_since is None:
+                self._not_running_since = now
             return None
         signal = self._signal
+        self._first_steps_now().running(now)
+        if self._saves is None:
+            self._saves = RestorableClock(started_at=now)
+        elif self._not_running_since is not None:  # pods waiting to run (capacity, a restart) save nothing
+            self._saves.pause(now - self._not_running_since)
+        self._not_running_since = None
         persistent = signal.newest.get(PERSISTENT)
         try:
             info = await self._persistent_checkpoint(after=persistent.step if persistent else None)
@@ -225,12 +240,17 @@ class JobSetTrigger(BaseTrigger):
             return None
         if self._listing_failing_since is not None:
             signal.pause(now - self._listing_failing_since)
+            self._saves.pause(now - self._listing_failing_since)
             self.log.info("listing %s works again after %.0fs", self.checkpoint_dir, now - self._listing_failing_since)
             self._listing_failing_since = None
         if info is not None and signal.observe(info.step, PERSISTENT, now, info.commit_time):
             self.log.info("new finalized checkpoint: step %d in %s", info.step, self.checkpoint_dir)
         if backup_step is not None and signal.observe(backup_step, REPLICATOR, now):
             self.log.info("new MTC replicator backup: step %d in %s", backup_step, self.backup_dir)
+        if info is not None:
+            self._saves.observe(info.step, now, "persistent checkpoint", info.commit_time)
+        self._saves.observe(backup_step, now, "MTC replicator backup")
+        self._saves.observe(self.restored_step, now, "restored by a start of the pods")
         if self._progress_enabled():  # the progress line's newest checkpoint reuses these listings
             restorable = signal.restorable
             if restorable is not None:
@@ -244,7 +264,62 @@ class JobSetTrigger(BaseTrigger):
             return (f"stalled: no new finalized checkpoint nor any other progress in {self.checkpoint_dir} for "
                     f"{signal.seconds_without_progress(now):.0f}s (stall limit {limit:.0f}s: {why}; newest: {newest};"
                     f" newest finalized step {restorable.step if restorable else None})")
-        return None
+        return self._first_step_stall(now) or self._save_stall(now)
+
+    def _steps_known(self) -> bool:
+        """Whether the stall rules that need the workload's steps hold: the limit is derived (a cadence), a start of
+        this attempt reported a step, and the leader's log is readable now."""
+        return bool(self.stall_cadence and self._first_steps is not None and self._first_steps.ever_stepped
+                    and not (self.pod_logs and self._logs_failing))
+
+    def _first_step_stall(self, now: float) -> str | None:
+        """A reason when the current start of the pods ran longer than its first-step limit without a step."""
+        waiting = self._first_steps.waiting(now) if self._first_steps is not None else None
+        if waiting is None or not self._steps_known():
+            return None
+        limit, why = self.first_step_limit()
+        if waiting <= limit:
+            return None
+        saved = self._saves.step if self._saves is not None else None
+        return (f"stalled: this start of the pods of JobSet {self.namespace}/{self.name} has run {waiting:.0f}s "
+                f"without reporting a step, although this attempt's workload reports its steps (first-step limit "
+                f"{limit:.0f}s: {why}; newest restorable step {saved})")
+
+    def first_step_limit(self) -> tuple[float, str]:
+        """(seconds, why) the current start of the pods may run before its first reported step: from the earlier
+        starts of this attempt (core.measure.cadence.first_step_limit), at least `stall_timeout`."""
+        from mtc_provider.core.measure.cadence import first_step_limit
+
+        measured = self._first_steps.measured if self._first_steps is not None else []
+        limit, why = first_step_limit(measured, self.first_step_floor)
+        given = float(self.stall_timeout)
+        return (limit, why) if limit >= given else (given, f"stall_timeout {given:.0f}s, above {why}")
+
+    def _save_stall(self, now: float) -> str | None:
+        """A reason when the workload reports steps but restorable progress has not advanced for 3 x its gap."""
+        if self._saves is None or not self._steps_known():
+            return None
+        limit = self.save_limit()
+        if limit is None or not self._saves.stalled(now, limit[0]):
+            return None
+        saves = self._saves
+        newest = f"step {saves.step} ({saves.how})" if saves.step is not None else "none"
+        return (f"stalled: steps are reported (newest: {self._signal.alive.words() if self._signal.alive else None})"
+                f" but nothing restorable was saved for {saves.seconds_without_progress(now):.0f}s (limit "
+                f"{limit[0]:.0f}s: {limit[1]}; newest restorable: {newest})")
+
+    def save_limit(self) -> tuple[float, str] | None:
+        """(seconds, why) the run may report steps without restorable progress: 3 x the restorable save gap at the
+        step time seen (core.measure.cadence.Cadence.save_limit), at least `stall_timeout`; None when unknown."""
+        from mtc_provider.core.measure.cadence import Cadence
+
+        cadence = Cadence.from_dict(self.stall_cadence)
+        seen = self._signal.step_seconds() if self._signal is not None else None
+        found = cadence.save_limit(seen)
+        if found is None:
+            return None
+        given = float(self.stall_timeout)
+        return found if found[0] >= given else (given, f"stall_timeout {given:.0f}s, above {found[1]}")
 
     def stall_limit(self) -> tuple[float, str]:
         """(seconds, why): `stall_timeout` as given, or derived again from the cadence and the step time seen.
@@ -361,12 +436,24 @@ class JobSetTrigger(BaseTrigger):
             self._live_source = source
         if self._signal is not None:  # a reported step is progress too (the stall clock: check_stall)
             self._signal.observe(step, source, now, at)
+        took = self._first_steps_now().step(now, at)
+        if took is not None:
+            self.log.info("this start of the pods of JobSet %s/%s reported its first step %.0f s after its pods ran",
+                          self.namespace, self.name, took)
+
+    def _first_steps_now(self):
+        from mtc_provider.core.measure.progress import FirstSteps
+
+        if self._first_steps is None:
+            self._first_steps = FirstSteps()
+        return self._first_steps
 
     def _new_start_of_pods(self) -> None:
         """An in-cluster restart: new pods, a new leader, and a step that starts again from a checkpoint."""
         self._follower, self._live_tracker, self._live_source = None, None, None
         if self._signal is not None:
             self._signal.new_start()
+        self._first_steps_now().new_start()
         self._live_since = self.clock()
 
     def _events_file(self) -> str | None:
@@ -412,6 +499,8 @@ class JobSetTrigger(BaseTrigger):
             self.log.info("a start of the pods of JobSet %s/%s restored step %d: restorable progress",
                           self.namespace, self.name, step)
             self.restored_step = step
+            if self._saves is not None:  # what the next start can resume from: restorable progress
+                self._saves.observe(step, self.clock(), "restored by a start of the pods")
 
     async def _push_progress(self, figures: dict[str, Any]) -> None:
         """The figures to the task's `progress` XCom now; a failure is logged once and never ends the watch."""

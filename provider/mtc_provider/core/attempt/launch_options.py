@@ -18,6 +18,7 @@ from mtc_provider.core.attempt import outage as outages
 from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.core.basics.kind_rules import no_faults_on
 from mtc_provider.core.attempt.resubmission import DEFAULT_CRASH_LOOP_ATTEMPTS
+from mtc_provider.core.measure.cadence import FIRST_STEP_FLOOR_S
 from mtc_provider.core.basics.vocabulary import DEFAULT_POLL_INTERVAL_S
 
 WAIT_FOR_CHECKPOINT = "checkpoint"
@@ -31,7 +32,7 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "capacity_log_interval": 300.0, "listing_timeout": 1800.0, "progress_interval": 300.0, "pod_logs": True,
     "pod_logs_interval": 30.0, "pod_logs_max_lines": 100, "pod_logs_max_bytes": 32_768, "deletion_timeout": 900.0,
     "api_outage_timeout": outages.DEFAULT_TIMEOUT, "fault_plan": None, "wait_for": WAIT_FOR_CHECKPOINT,
-    "keep_failed_attempts": 0,
+    "keep_failed_attempts": 0, "first_step_floor": FIRST_STEP_FLOOR_S,
 }
 TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
@@ -48,6 +49,9 @@ class WatchTimes:
     startup_timeout: float | None
     image_pull_timeout: float | None
     progress_interval: float | None
+    # The least first-step limit of a start of the pods (core.measure.cadence.first_step_limit); a default, so a
+    # record serialized without it loads.
+    first_step_floor: float = FIRST_STEP_FLOOR_S
 
 
 @dataclass(frozen=True)
@@ -178,6 +182,7 @@ class LaunchOptions:
         for field in ("startup_timeout", "image_pull_timeout"):
             if given[field] not in (None, "") and float(given[field]) <= 0:
                 raise SpecError(field, given[field], "a positive number of seconds, or None")
+        first_step_floor = _positive_seconds("first_step_floor", given["first_step_floor"])
         seconds = {}
         for field in ("poll_interval", "listing_timeout", "deletion_timeout", "capacity_log_interval"):
             if float(given[field]) < 0:
@@ -187,7 +192,8 @@ class LaunchOptions:
                                                                           given["api_outage_timeout"]),
                            startup_timeout=_optional_seconds(given["startup_timeout"]),
                            image_pull_timeout=_optional_seconds(given["image_pull_timeout"]),
-                           progress_interval=_optional_seconds(given["progress_interval"]))
+                           progress_interval=_optional_seconds(given["progress_interval"]),
+                           first_step_floor=first_step_floor)
         keep = keep_count("keep_failed_attempts", given["keep_failed_attempts"])
         return cls(target_step=target_step, crash_loop_attempts=crash_loop, wait_for=given["wait_for"],
                    keep_failed_attempts=keep, fault_plan=given["fault_plan"], times=times, pod_logs=pod_logs,
@@ -210,6 +216,16 @@ def settings_signature(init: Callable[..., Any]) -> inspect.Signature:
     settings = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
                 for name, default in OPTION_DEFAULTS.items() if name not in signature.parameters]
     return signature.replace(parameters=params + settings + extra)
+
+
+def _positive_seconds(field: str, value: Any) -> float:
+    try:
+        number = float(value) if not isinstance(value, bool) else -1.0
+    except (TypeError, ValueError):
+        number = -1.0
+    if not number > 0 or number == float("inf"):
+        raise SpecError(field, value, "a positive number of seconds")
+    return number
 
 
 def _optional_seconds(value: Any) -> float | None:

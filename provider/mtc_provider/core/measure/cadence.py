@@ -15,6 +15,17 @@ floor covers what comes before the first signal of each start of the pods: compi
 GKE). An explicit `stall_timeout` is kept as given, but checked: shorter than the gap of every visible signal it is
 refused (every attempt would be deleted as stalled); shorter than the gap of the restorable ones, it only holds
 while the workload's steps are read, and a warning says so.
+
+Two more limits hold once the workload reports steps (the leader's step lines, the local workload's events):
+
+- The first-step limit of each start of the pods (an in-cluster restart): the time from its pods running to its
+  first reported step is bounded by FIRST_STEP_FACTOR x the longest such time of the attempt's earlier starts, at
+  least `first_step_floor` (a large slice's restore plus compile). Without it a start hanging before its first step
+  (a restore that never ends, a coordinator that never answers) waits for 3 x the persistent gap (19 h at MaxText's
+  checkpoint_period 10000 and 2.28 s a step).
+- Restorable progress: steps reported while nothing restorable is saved (no persistent checkpoint, no complete
+  replicator backup, no start restoring a newer step) for `stall_limit(restorable_only=True)` is a stall: the steps
+  say the workload runs, but no resubmission could resume from anything it did.
 """
 
 from __future__ import annotations
@@ -32,6 +43,8 @@ STALL_FACTOR = 3.0  # a limit of three gaps: one late save or a slow step is not
 # Before the first signal of each start of the pods: restore and compilation (seconds locally, minutes on GKE).
 # (By the kind's rules: its workload runs as local processes, or on a cluster.)
 STALL_FLOOR_S = {"processes": 120.0, "cluster": 1800.0}
+FIRST_STEP_FACTOR = 3.0  # a start may take three times the slowest earlier start to its first step
+FIRST_STEP_FLOOR_S = 1800.0  # the default first_step_floor: a large slice's restore plus its compilation
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,33 @@ class Cadence:
         workload's steps are not seen (pod logs off or unreadable), so only saves can show progress."""
         gap = self.gap(step_seconds, restorable_only)
         return max(self.floor, STALL_FACTOR * gap[0]) if gap else self.floor
+
+    def save_limit(self, step_seconds: float | None = None) -> tuple[float, str] | None:
+        """(seconds, why) a run that reports steps may go without restorable progress: `stall_limit` measured
+        against the restorable saves only; None when their gap is unknown (no step time yet) or nothing restorable
+        is saved by this run (checkpointing off)."""
+        step = step_seconds or self.step_seconds
+        gap = self.gap(step, restorable_only=True)
+        if gap is None:
+            return None
+        limit = max(self.floor, STALL_FACTOR * gap[0])
+        return limit, f"{STALL_FACTOR:g} x {gap[1].describe(step)}, at least {self.floor:.0f} s"
+
+
+def first_step_limit(measured: list[float] | tuple[float, ...], floor: float) -> tuple[float, str]:
+    """(seconds, why) a start of the pods may run without reporting a step: FIRST_STEP_FACTOR x the longest time to
+    the first step of the earlier starts (`measured`, seconds from their pods running), at least `floor`."""
+    floor = float(floor)
+    if not measured:
+        return floor, f"first_step_floor {floor:.0f} s: no earlier start of this attempt was measured"
+    longest = max(measured)
+    times = ", ".join(f"{m:.0f}" for m in measured[-5:])
+    derived = FIRST_STEP_FACTOR * longest
+    basis = (f"{FIRST_STEP_FACTOR:g} x the longest time to the first step of this attempt's earlier starts "
+             f"({longest:.0f} s; measured: {times} s)")
+    if derived <= floor:
+        return floor, f"first_step_floor {floor:.0f} s, above {basis}"
+    return derived, f"{basis}, above first_step_floor {floor:.0f} s"
 
 
 def run_cadence(checkpointing: Any, target: str, reported: bool = True, step_seconds: float | None = None) -> Cadence:

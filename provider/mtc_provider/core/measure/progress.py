@@ -236,3 +236,67 @@ def replicator_backup_dir(checkpointing: Any) -> str | None:
     if base.startswith("gs://"):
         return f"gs://{base[len('gs://'):].split('/', 1)[0]}/{checkpointing.run_name}"
     return f"{base}/{checkpointing.run_name}"  # the local target: its bucket folder (mtc_local.runner.replicator)
+
+
+@dataclass
+class FirstSteps:
+    """Each start of the pods' time from its pods running to its first reported step (seconds), within an attempt:
+    what the next start's first-step limit is derived from (core.measure.cadence.first_step_limit)."""
+
+    measured: list[float] = field(default_factory=list)
+    running_since: float | None = None  # the current start's pods run since then; None: not running yet
+    stepped: bool = False  # the current start reported a step
+    ever_stepped: bool = False  # a start of this attempt reported a step: the workload's steps are readable
+
+    def running(self, now: float) -> None:
+        """The current start's pods run (the first time it is said counts)."""
+        if self.running_since is None:
+            self.running_since = now
+
+    def new_start(self) -> None:
+        """New pods (an in-cluster restart): not running yet, no step yet."""
+        self.running_since, self.stepped = None, False
+
+    def step(self, now: float, at: float | None = None) -> float | None:
+        """A reported step seen at `now` (written at `at`): the current start's time to its first step when this is
+        that step, else None."""
+        self.ever_stepped = True
+        if self.stepped or self.running_since is None:
+            self.stepped = True
+            return None
+        self.stepped = True
+        seconds = max(0.0, min(now, at if at is not None else now) - self.running_since)
+        self.measured.append(seconds)
+        del self.measured[:-64]
+        return seconds
+
+    def waiting(self, now: float) -> float | None:
+        """Seconds the current start has run without a reported step; None once it reported one, or not running."""
+        if self.stepped or self.running_since is None:
+            return None
+        return max(0.0, now - self.running_since)
+
+    def pause(self, seconds: float) -> None:
+        """Time in which steps could not be observed (the listing or the log failing) does not count."""
+        if self.running_since is not None:
+            self.running_since += max(0.0, seconds)
+
+
+@dataclass
+class RestorableClock(StallClock):
+    """When restorable progress last advanced over the whole attempt (in-cluster restarts do not start it again):
+    a new persistent checkpoint, a complete replicator backup, or a start of the pods restoring a newer step."""
+
+    started_at: float
+    step: int | None = None
+    last_progress_at: float | None = None
+    how: str = ""  # what the newest restorable step is, in words
+
+    def observe(self, step: int | None, now: float, how: str, at: float | None = None) -> bool:
+        """True when `step` is newer than every restorable step seen; the clock then starts again from `at`."""
+        if step is None or (self.step is not None and step <= self.step):
+            return False
+        self.step, self.how = int(step), how
+        happened = now if at is None else min(now, at)
+        self.last_progress_at = happened if self.last_progress_at is None else max(self.last_progress_at, happened)
+        return True
