@@ -138,6 +138,10 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         before the run fails with the pod's message (templated; default 900: a replacement node pulling a large
         image). What cannot heal (InvalidImageName, a missing Secret or ConfigMap) fails at once. None: no bound.
     :param float capacity_log_interval: seconds between "waiting for capacity: k of n pods scheduled" lines.
+    :param float first_step_floor: the least time a start of the pods may take from running to its first reported step
+        before it counts as stalled (templated; default 1800: a large slice's restore and compilation). Once the
+        workload has reported steps in this attempt, each later start gets 3 x the longest time to first step
+        measured so far, never less than this (core.measure.cadence.first_step_limit).
     :param float listing_timeout: seconds the checkpoint listing may keep failing (403, 429, 503, timeouts) before the
         try fails with the bucket and the HTTP status; training is not touched meanwhile.
     :param float progress_interval: seconds between progress lines in the task log while the run trains ("step N of T,
@@ -182,7 +186,7 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         "fault_plan", "stall_timeout", "startup_timeout", "poll_interval", "customization", "progress_interval",
         "image_pull_timeout", "api_outage_timeout", "wait_for", "crash_loop_attempts", "listing_timeout",
         "deletion_timeout", "capacity_log_interval", "keep_failed_attempts", "pod_logs", "pod_logs_interval",
-        "pod_logs_max_lines", "pod_logs_max_bytes", "stall_cadence",
+        "pod_logs_max_lines", "pod_logs_max_bytes", "stall_cadence", "first_step_floor",
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
