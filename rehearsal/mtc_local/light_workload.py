@@ -35,6 +35,7 @@ the same `params_sha256` as a fault-free one exactly when it reached the same st
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -74,7 +75,18 @@ def finalized_steps(checkpoint_dir: Path) -> list[int]:
 
 
 def write_persistent(checkpoint_dir: Path, step: int, item: str, payload: bytes) -> None:
-    """Orbax's sequence: everything into `<step>.orbax-checkpoint-tmp`, rename to `<step>`, then the commit file."""
+    """Orbax's sequence: everything into `<step>.orbax-checkpoint-tmp`, rename to `<step>`, then the commit file.
+    The hosts of slice 0 save the same step together (a preemption sync's agreed step); Orbax's primary host alone
+    finalizes it, so here one at a time does, under a lock beside the checkpoint directory, and the others find it
+    committed."""
+    locks = checkpoint_dir.parent / ".save-locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"persistent-{step}.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        _write_persistent(checkpoint_dir, step, item, payload)
+
+
+def _write_persistent(checkpoint_dir: Path, step: int, item: str, payload: bytes) -> None:
     final = checkpoint_dir / str(step)
     if (final / COMMIT_FILE).exists():
         return

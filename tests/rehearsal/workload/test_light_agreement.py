@@ -183,3 +183,28 @@ def test_a_restart_restores_the_newer_local_tier_and_logs_it_as_maxtext_does(tmp
     restores = [e for e in read_events(tmp_path / "r" / "events") if e["event"] == "restore"]
     assert sorted((e["process"], e["step"], e["tier"]) for e in restores) == [(0, held[-1], "local"),
                                                                               (1, held[-1], "local")]
+
+
+def _save_steps(directory: str, steps: int) -> None:
+    from mtc_local.light_workload import write_persistent
+
+    for step in range(1, steps + 1):
+        write_persistent(Path(directory), step, "default", b"{}")
+
+
+def test_two_hosts_saving_the_same_steps_at_once_commit_each_step_once(tmp_path: Path):
+    """After a preemption sync every host of slice 0 saves the agreed step at the same moment; the persistent step
+    is finalized once (Orbax's primary host does it), never torn by two writers in one tmp folder."""
+    import multiprocessing
+
+    checkpoints = tmp_path / "r" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=_save_steps, args=(str(checkpoints), 200)) for _ in range(2)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(60)
+    assert [w.exitcode for w in writers] == [0, 0]
+    assert sorted(int(p.name) for p in checkpoints.iterdir()) == list(range(1, 201))
+    assert all((checkpoints / str(step) / "commit_success.txt").exists() for step in range(1, 201))
