@@ -464,34 +464,33 @@ class JobSetTrigger(BaseTrigger):
             return None
         return os.path.join(os.path.dirname(self.checkpoint_dir.rstrip("/")), "events", "process-0.jsonl")
 
-    async def _read_events(self, now: float) -> None:
-        """The local workload's newest `step` event (off the loop), when its event file is there."""
+    async def _latest_event(self, kind: str, since: float) -> dict[str, Any] | None:
+        """The local workload's newest `kind` event at or after `since` (off the loop); None on a bucket, or when
+        its event file holds none."""
         from mtc_provider.adapters.workload_events import latest_event
-        from mtc_provider.core.measure.step_log import FROM_EVENTS
 
         path = self._events_file()
         if path is None:
-            return
+            return None
         try:
-            event = await asyncio.to_thread(latest_event, path, "step")
+            event = await asyncio.to_thread(latest_event, path, kind)
         except OSError:
-            return
-        if event is not None and float(event.get("ts") or 0) >= (self._live_since or 0):
+            return None
+        return event if event is not None and float(event.get("ts") or 0) >= since else None
+
+    async def _read_events(self, now: float) -> None:
+        """The local workload's newest `step` event of this start of the pods."""
+        from mtc_provider.core.measure.step_log import FROM_EVENTS
+
+        event = await self._latest_event("step", self._live_since or 0)
+        if event is not None:
             self._observe_step(int(event["step"]), now, FROM_EVENTS, float(event["ts"]))
 
     async def read_restores(self) -> None:
-        """The local workload's newest `restore` event of this watch (off the loop): the step a start of the pods
-        resumed from, as the leader's log says it on a cluster (follow_pod_logs)."""
-        from mtc_provider.adapters.workload_events import latest_event
-
-        path = self._events_file()
-        if path is None:
-            return
-        try:
-            event = await asyncio.to_thread(latest_event, path, "restore")
-        except OSError:
-            return
-        if event is not None and float(event.get("ts") or 0) >= self._watch_since:
+        """The local workload's newest `restore` event of this watch: the step a start of the pods resumed from, as
+        the leader's log says it on a cluster (follow_pod_logs)."""
+        event = await self._latest_event("restore", self._watch_since)
+        if event is not None:
             self._restored(int(event["step"]))
 
     def _restored(self, step: int) -> None:
