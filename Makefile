@@ -49,12 +49,16 @@ test-fast: venv
 test-lowest: venv
 	bash scripts/test-lowest.sh $(XDIST)
 
-# The orchestrator-fault soak (issue #23; tests/deploy/test_soak.py): the resilient DAG through the deployed
-# topology for over 10 minutes of training under a seeded fault schedule (about 15 minutes; not in `make test`).
-# Its figures go to benchmarks/results/soak.json; MTC_SOAK_SEED=<seed> replays a schedule.
+# The long rehearsals (the `soak` marker; about 22 minutes; not in `make test`, CI runs both): the orchestrator-fault
+# soak (tests/deploy/test_soak.py: the resilient DAG through the deployed topology for over 10 minutes of training
+# under a seeded fault schedule; its figures go to benchmarks/results/soak.json, MTC_SOAK_SEED=<seed> replays a
+# schedule), a compressed week of interruptions, the chaos schedule, and an in-try attempt while every worker slot
+# is taken, and real MaxText restarted in the cluster after a graceful preemption (the non-default in_cluster option).
+SOAK_TESTS := tests/deploy/test_soak.py tests/operators/jobset/test_js_week.py tests/chaos/test_chaos.py \
+	tests/e2e/test_next_in_trigger.py tests/conformance/test_real_maxtext_cpu.py
 soak: venv
 	MTC_SOAK_RESULTS=$${MTC_SOAK_RESULTS:-benchmarks/results/soak.json} $(VENV)/bin/python -m pytest -ra -s -m soak \
-		-p no:cacheprovider tests/deploy/test_soak.py
+		-p no:cacheprovider $(SOAK_TESTS)
 
 docs: venv
 	$(VENV)/bin/mkdocs build --strict

@@ -141,7 +141,7 @@ def run_once(api: Any, scratch: Path, arm: str, seed: int, periods: tuple[int, i
              plan: list[dict[str, Any]] | None = None, steps: int | None = None) -> dict[str, Any]:
     from mtc_provider.core.view.advisor import measure_events
     from mtc_provider.core.view.goodput import compute_goodput, timeline_from_workload_events
-    from mtc_provider.core.definition.spec import CheckpointingSpec
+    from mtc_provider.core.definition.description.spec import CheckpointingSpec
     from mtc_provider.adapters.workload_events import events_dir, read_events
 
     run_name = f"ap-{arm}-{seed}"

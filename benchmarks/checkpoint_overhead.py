@@ -65,7 +65,7 @@ def throughput(events: Iterable[Mapping[str, Any]], warmup: int, process: int = 
 
 
 def checkpointing_spec(arm: str, run_name: str, bucket: Path, args: Any) -> Any:
-    from mtc_provider.core.definition.spec import CheckpointingSpec
+    from mtc_provider.core.definition.description.spec import CheckpointingSpec
 
     if arm == "none":
         return CheckpointingSpec(run_name, str(bucket), args.steps, enable_checkpointing=False)

@@ -129,9 +129,9 @@ def local_jobset(
     num_slices: int = 2,
 ) -> dict[str, Any]:
     """The JobSet the GKE path would render (v6e 2x2, one host per slice), running the local workload."""
-    from mtc_provider.core.definition.jobset_manifest import build_jobset
-    from mtc_provider.core.definition.spec import WorkloadSpec
-    from mtc_provider.core.definition.tpu import SliceSpec
+    from mtc_provider.core.definition.render.jobset_manifest import build_jobset
+    from mtc_provider.core.definition.description.spec import WorkloadSpec
+    from mtc_provider.core.definition.shape.tpu import SliceSpec
     from mtc_provider.core.basics.vocabulary import FAULT_PLAN_ANNOTATION
 
     slices = SliceSpec("v6e", "2x2", num_slices, "ct6e-standard-4t")

@@ -134,7 +134,7 @@ def arm_summary(events: Sequence[Mapping[str, Any]], outcomes: Sequence[Mapping[
 
 # ---- running one arm ---------------------------------------------------------------------------------------
 def checkpointing_spec(arm: str, run_name: str, bucket: Path, args: Any) -> Any:
-    from mtc_provider.core.definition.spec import CheckpointingSpec
+    from mtc_provider.core.definition.description.spec import CheckpointingSpec
 
     emergency = arm == "emergency"
     return CheckpointingSpec(

@@ -112,7 +112,7 @@ with DAG(dag_id="resub_polling", schedule=None, start_date=datetime.datetime(202
         import json
 
         from benchmarks.common import local_jobset
-        from mtc_provider.core.definition.spec import CheckpointingSpec
+        from mtc_provider.core.definition.description.spec import CheckpointingSpec
         from mtc_local.cluster.client import LocalCluster
 
         api = LocalCluster("LOCAL_HOME")

@@ -149,7 +149,7 @@ def legs(fault_ts: float | None, tries: dict[int, dict[str, Any]], created: dict
 
 
 def run_conf(run_name: str, steps: int, step_time_ms: int) -> dict[str, Any]:
-    # The run description's sections (core.definition.run), laid over the training DAG's form field by field.
+    # The run description's sections (core.definition.description.run), laid over the training DAG's form field by field.
     return {"checkpointing": {"run_name": run_name, "steps": steps, "checkpoint_period": 5, "local_checkpoint_period": 2},
             "workload": {"command": ["python", "-m", "mtc_local.light_workload"], "max_restarts": 0,
                          "extra_flags": {"step_time_ms": step_time_ms}},

@@ -37,7 +37,7 @@ TARGETS: tuple[tuple[str, str | None, str, str | None], ...] = (
     ("mtc_provider.operators.jobset", "MtcJobSetOperator", "_latest", "checkpoint listing (newest step)"),
     ("mtc_provider.hooks.jobset", "MtcJobSetHook", "this_tasks_jobsets", "list this task's JobSets"),
     ("mtc_provider.hooks.jobset", "MtcJobSetHook", "wait_for_deletion", "wait for terminating JobSet"),
-    ("mtc_provider.operators.jobset", "MtcJobSetOperator", "_submit", "submit (render + create)"),
+    ("mtc_provider.operators.jobset", None, "submit", "submit (renumber + create)"),
     ("mtc_provider.adapters.run_lock", "RunLock", "close_attempt", "attempt record: close (lock update)"),
     ("mtc_provider.adapters.attempt_journal", "AttemptJournal", "report", "XCom push + attempts (lock read)"),
     ("mtc_provider.adapters.attempt_journal", "AttemptJournal", "relink_logs", "logs link (XCom)"),

@@ -26,7 +26,7 @@ import os
 from airflow.sdk import DAG, task
 
 from mtc_provider.assets import checkpoint_asset
-from mtc_provider.core.definition.maxtext import maxtext_command
+from mtc_provider.core.definition.render.maxtext import maxtext_command
 from mtc_provider.dag_support import planned
 from mtc_provider.target import default_local_home
 

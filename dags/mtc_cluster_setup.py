@@ -13,7 +13,8 @@ import datetime
 
 from airflow.sdk import DAG, Param, task
 
-from mtc_provider.dag_support import CHECKPOINTING, CLUSTER, GKE_ONLY, RUN, TARGET, form_params, planned
+from mtc_provider.dag_support import (CHECKPOINTING, CLUSTER, GKE_ONLY, RUN, TARGET, form_params, planned,
+                                      target_param)
 from mtc_provider.operators.gcp import (
     MtcApplyCheckpointConfigurationOperator,
     MtcClusterReadinessOperator,
@@ -29,14 +30,13 @@ from mtc_provider.sensors.gcp import MtcClusterReadinessSensor
 WORKLOAD_KSA = "default"
 OBJECT = ["null", "object"]
 
-# The trigger form: the run description's sections (as in mtc_resilient_training.py and the `mtc` YAML; core.definition.run),
-# plus the setup's switches (core.definition.params.SETUP_SWITCHES). The plan task validates them all with one function
-# (core.definition.params.cluster_setup_run). A dag_run.conf key that is not one of these is refused; a conf section is laid
+# The trigger form: the run description's sections (as in mtc_resilient_training.py and the `mtc` YAML; core.definition.description.run),
+# plus the setup's switches (core.definition.description.params.SETUP_SWITCHES). The plan task validates them all with one function
+# (core.definition.description.params.cluster_setup_run). A dag_run.conf key that is not one of these is refused; a conf section is laid
 # over the form's section field by field.
 PARAMS = {
-    "target": Param("local", enum=["local", "gke", "kubernetes"], title="Target", section=TARGET,
-                    description="What to prepare: local (this machine: the steps are checked and the ones that do "
-                                "not apply are reported), gke, or kubernetes (any cluster with JobSet)"),
+    "target": target_param("What to prepare: local (this machine: the steps are checked and the ones that do "
+                           "not apply are reported), gke, or kubernetes (any cluster with JobSet)"),
     **form_params("kubernetes_conn_id"),
     "bucket": Param({"name": "mtc-checkpoints", "location": "us-central1"}, type="object", title="Bucket",
                     section=TARGET, description="{name, location}: the HNS bucket to create, in a region or "

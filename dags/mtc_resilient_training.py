@@ -27,6 +27,7 @@ from mtc_provider.dag_support import (
     TARGET,
     form_params,
     planned,
+    target_param,
 )
 from mtc_provider.operators.gcp import MtcClusterReadinessOperator
 from mtc_provider.operators.goodput import GoodputReportOperator
@@ -51,14 +52,13 @@ LAUNCH_SLOTS = {field: os.environ[variable] for field, variable in (("pool", "MT
                                                                    ("queue", "MTC_LAUNCH_QUEUE"))
                 if os.environ.get(variable)}
 
-# The trigger form: the run description's sections, one to one with the `mtc` YAML (examples/*.yaml; core.definition.run).
+# The trigger form: the run description's sections, one to one with the `mtc` YAML (examples/*.yaml; core.definition.description.run).
 # `mtc plan FILE` and this DAG's plan task validate it with the same function; `mtc run FILE` triggers this DAG with
 # the file's description. A dag_run.conf key that is not one of these is refused; a conf section is laid over the
 # form's section field by field. Empty values are the target's (its kind's rules, core.basics.kind_rules).
 PARAMS = {
-    "target": Param("local", enum=["local", "gke", "kubernetes"], title="Target", section=TARGET,
-                    description="Where the JobSet runs: local (this machine), gke, or kubernetes (any cluster "
-                                "with JobSet, by connection)"),
+    "target": target_param("Where the JobSet runs: local (this machine), gke, or kubernetes (any cluster "
+                           "with JobSet, by connection)"),
     **form_params("kubernetes_conn_id"),
     "bucket": Param({"name": "mtc-checkpoints", "location": "us-central1"}, type="object", title="Bucket",
                     section=TARGET, description="{name, location}: the checkpoint bucket (a directory under the "
@@ -163,10 +163,10 @@ with DAG(
         slices=planned("slices"),
         sizing=planned("sizing"),
         # The CheckpointConfiguration must serve this run: nodeSelector = the slices' machine type, its bucket the
-        # run's, inMemoryVolumeSize >= the run's ramdisk (core.definition.configuration_match; not checked on the local target).
+        # run's, inMemoryVolumeSize >= the run's ramdisk (core.definition.cluster.configuration_match; not checked on the local target).
         checkpoint_configuration_name="{{ ti.xcom_pull(task_ids='plan')['description']['checkpoint_configuration_name'] }}",
         bucket_name="{{ (ti.xcom_pull(task_ids='plan')['description']['bucket'] or {}).get('name') }}",
-        # Spot or reservation runs need node pools of that capacity (core.definition.capacity; checked on GKE).
+        # Spot or reservation runs need node pools of that capacity (core.definition.shape.capacity; checked on GKE).
         capacity="{{ ti.xcom_pull(task_ids='plan')['customization']['capacity'] }}",
         reservation="{{ ti.xcom_pull(task_ids='plan')['customization']['reservation'] }}",
         retries=0,
@@ -184,7 +184,7 @@ with DAG(
         # Scaled with the target: seconds locally, minutes on GKE. Deferrable: a worker's restart (a deploy, a
         # scale-down) never touches the JobSet, and no worker slot is held for hours.
         stall_timeout=planned("stall_timeout"),
-        startup_timeout=planned("startup_timeout"),  # bounded by default (core.definition.startup)
+        startup_timeout=planned("startup_timeout"),  # bounded by default (core.definition.cluster.startup)
         stall_cadence=planned("stall_cadence"),  # derived from the run's cadence unless the form gave a value
         poll_interval=planned("poll_interval"),
         progress_interval=PROGRESS_INTERVAL,

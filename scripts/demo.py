@@ -74,16 +74,16 @@ def fresh_home() -> None:
 
 def progress_table(run_name: str, events_dir: Path, started: float, label: str) -> Table:
     from mtc_local.cluster.client import LocalCluster
+    from mtc_local.faults.report import run_restores
     from mtc_provider.adapters.workload_events import read_events
 
     events = read_events(events_dir) if events_dir.exists() else []
     steps = [e["step"] for e in events if e.get("event") == "step"]
-    restores = [e for e in events if e.get("event") == "restore"]
     faults = LocalCluster(str(LOCAL_HOME)).run_faults("default", run_name) if LOCAL_HOME.exists() else []
     table = Table(title=f"{label}: {run_name}", show_header=False)
     table.add_row("elapsed", f"{time.time() - started:.0f} s")
     table.add_row("newest step", str(max(steps) if steps else "-"))
-    table.add_row("restores", ", ".join(f"step {r['step']} ({r.get('tier')})" for r in restores[-4:]) or "-")
+    table.add_row("restores", "\n".join(r.describe() for r in run_restores(events)) or "-")
     table.add_row("faults fired", ", ".join(f"{f['kind']}@{f.get('step')}" for f in faults) or "-")
     return table
 
@@ -145,7 +145,7 @@ def build_summary(recorded: dict, events: list[dict], faults: list[dict], wall_s
     the runner's fault records. In-cluster restarts are the JobSets' own `status.restarts`, as the launch
     operator recorded them per attempt (its `attempts` XCom; the `train` return value when that is missing)."""
     from mtc_provider.core.attempt.attempt_records import in_cluster_restarts
-    from mtc_local.faults.report import fault_outcomes
+    from mtc_local.faults.report import fault_outcomes, run_restores
 
     train = recorded.get("train") or {}
     records = recorded.get("attempts") or ([train] if "restarts" in train else [])
@@ -158,6 +158,7 @@ def build_summary(recorded: dict, events: list[dict], faults: list[dict], wall_s
         "goodput": recorded.get("goodput") or {},
         "attempts": records,
         "faults": [o.to_dict() for o in fault_outcomes(faults, events)],
+        "restores": [restore.describe() for restore in run_restores(events)],
         "wall_s": wall_s,
         "restarts_total": restarts.total,
         "restarts": restarts.describe(),
@@ -222,7 +223,7 @@ def main() -> int:
     if airflow("db", "migrate") != 0:
         console.print("[red]airflow db migrate failed[/red]")
         return 1
-    # dag_run.conf in the run description's sections (core.definition.run), laid over the DAG's form field by field.
+    # dag_run.conf in the run description's sections (core.definition.description.run), laid over the DAG's form field by field.
     runs = [("emergency checkpointing", {"checkpointing": {"run_name": "mtc-demo"}})]
     if args.baseline:
         runs.append(("persistent-only baseline", {"checkpointing": {"run_name": "mtc-demo-baseline",

@@ -71,8 +71,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The soak (tests/deploy/test_soak.py, 15 minutes) runs only when a marker expression names it (`make soak`:
-    `-m soak`); `make test` and `make test-fast` leave it out, so the suite stays within its time budget."""
+    """The long rehearsals (the `soak` marker: the orchestrator-fault soak, the compressed week, the chaos schedule;
+    about 22 minutes) run only when a marker expression names them (`make soak`: `-m soak`); `make test` and
+    `make test-fast` leave them out, so the suite stays within its time budget."""
     if "soak" in (config.getoption("markexpr") or ""):
         return
     soak = [item for item in items if item.get_closest_marker("soak")]

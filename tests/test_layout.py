@@ -59,7 +59,8 @@ def test_every_folder_of_tests_mirrors_a_room_of_the_code():
     ("targets/gke", True), ("targets/kubernetes", True), ("operators/gcp", True), ("cli", True),
     ("rehearsal/cluster", True), ("rehearsal/workload", True), ("rehearsal", True), ("core", True),
     ("gcp", False), ("jobset", False), ("local", False), ("rehearsal/jobset", False), ("targets/eks", False),
-    ("core/definition", True), ("core/definition/spec", True), ("core/spec", False), ("core/no_such_module", False),
+    ("core/definition", True), ("core/definition/description/spec", True), ("core/definition/spec", False),
+    ("core/spec", False), ("core/no_such_module", False),
     ("operators/gcp/more", False),
 ])
 def test_a_folder_of_tests_passes_only_when_it_mirrors_a_package_or_a_module(tmp_path, folder, mirrors):
@@ -119,7 +120,7 @@ def core_back_arrows(core: Path = CORE) -> list[str]:
     problems = []
     for floor, package in enumerate(CORE_FLOORS):
         allowed = set(CORE_FLOORS[: floor + 1]) | {m for m, user in CORE_ROOT_ALLOWED.items() if user == package}
-        for module in sorted((core / package).glob("*.py")):
+        for module in sorted((core / package).rglob("*.py")):
             tree = ast.parse(module.read_text())
             type_only = _type_checking_nodes(tree)
             for node in ast.walk(tree):
@@ -127,7 +128,7 @@ def core_back_arrows(core: Path = CORE) -> list[str]:
                     continue
                 for target in _core_targets(node, package):
                     if target not in allowed:
-                        problems.append(f"core/{package}/{module.name}:{node.lineno} imports core.{target}: "
+                        problems.append(f"core/{module.relative_to(core)}:{node.lineno} imports core.{target}: "
                                         f"core.{package} may import only {', '.join(sorted(allowed))}")
     return problems
 
@@ -159,3 +160,119 @@ def test_a_back_arrow_fails_the_floor_check(tmp_path, package, line, type_only, 
     body = f"from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    {line}\n" if type_only else line + "\n"
     (tmp_path / package / "probe.py").write_text(body)
     assert bool(core_back_arrows(tmp_path)) is refused, core_back_arrows(tmp_path)
+
+
+# ---- the rooms' edges: the rehearsal's knowledge in the rehearsal, the DAGs' kinds from the registry ---------------
+
+PROVIDER = ROOTS[""]
+# What only the rehearsal reads: the fault table (every name mtc_local/faults/kinds.py defines) and this machine's
+# readiness checks. The provider reaches them through the local kind's rules and backend, never by name.
+FAULT_TABLE = ROOTS["rehearsal"] / "faults" / "kinds.py"
+REHEARSAL_ONLY = frozenset(
+    [t.id for node in ast.parse(FAULT_TABLE.read_text()).body if isinstance(node, ast.AnnAssign)
+     for t in [node.target] if isinstance(t, ast.Name)]
+    + [node.name for node in ast.parse(FAULT_TABLE.read_text()).body if isinstance(node, ast.ClassDef)]
+    + ["evaluate_local_machine"])
+
+
+def _names(tree: ast.AST) -> set[str]:
+    """Every name a module defines, imports or reads (attributes included)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.alias):
+            found.update({node.name.rsplit(".", 1)[-1], node.asname or ""})
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+    return found
+
+
+def rehearsal_names_in(provider: Path = PROVIDER) -> list[str]:
+    """Every provider module that names a rehearsal-only name."""
+    problems = []
+    for module in sorted(provider.rglob("*.py")):
+        named = _names(ast.parse(module.read_text())) & REHEARSAL_ONLY
+        if named:
+            problems.append(f"{module.relative_to(provider)}: {', '.join(sorted(named))}")
+    return problems
+
+
+def test_the_fault_table_and_the_machine_checks_are_the_rehearsals():
+    assert {"FAULT_KINDS", "FaultKind", "START_FAULT_KINDS", "evaluate_local_machine"} <= REHEARSAL_ONLY
+    assert rehearsal_names_in() == []
+
+
+@pytest.mark.parametrize("line, refused", [
+    ("from mtc_local.faults.kinds import FAULT_KINDS", True), ("kinds = vocabulary.HOST_FAULT_KINDS", True),
+    ("def evaluate_local_machine(facts): ...", True), ("from mtc_provider import targets", False),
+])
+def test_a_rehearsal_name_in_the_provider_is_refused(tmp_path, line, refused):
+    (tmp_path / "probe.py").write_text(line + "\n")
+    assert bool(rehearsal_names_in(tmp_path)) is refused
+
+
+# The hook (hooks/jobset.py) is the only JobSet client of operators, sensors, triggers, links and the CLI: the
+# factories and Kubernetes clients it stands on are named only by it, the targets that build them and the adapters.
+CLIENT_ROOMS = ("hooks", "targets", "adapters")
+CLIENT_FACTORIES = frozenset({"jobset_api", "async_jobset_api", "lock_api", "pod_logs_for", "KubernetesJobSetApi",
+                              "AsyncKubernetesJobSetApi", "CoreV1Api", "CustomObjectsApi"})
+
+
+def clients_beside_the_hook(provider: Path = PROVIDER) -> list[str]:
+    """Every provider module outside CLIENT_ROOMS that builds a JobSet (or Kubernetes) client of its own."""
+    problems = []
+    for module in sorted(provider.rglob("*.py")):
+        if module.relative_to(provider).parts[0] in CLIENT_ROOMS:
+            continue
+        named = _names(ast.parse(module.read_text())) & CLIENT_FACTORIES
+        if named:
+            problems.append(f"{module.relative_to(provider)}: {', '.join(sorted(named))} (use MtcJobSetHook)")
+    return problems
+
+
+def test_the_hook_is_the_only_jobset_client():
+    assert clients_beside_the_hook() == []
+
+
+@pytest.mark.parametrize("line, refused", [
+    ("api = targets.jobset_api(connection)", True), ("RunLock(lock_api(connection, api), 'ns', 'run', {})", True),
+    ("api = MtcJobSetHook(connection=connection).api", False),
+])
+def test_a_client_beside_the_hook_is_refused(tmp_path, line, refused):
+    (tmp_path / "probe.py").write_text(line + "\n")
+    assert bool(clients_beside_the_hook(tmp_path)) is refused
+
+
+DAGS = REPO / "dags"
+
+
+def kind_lists(dags: Path = DAGS) -> list[str]:
+    """Every list, tuple or set literal in dags/*.py holding two or more target kinds: the registry's kinds
+    (mtc_provider.targets.kinds(), the installed ones) are what a DAG offers, never a list of its own."""
+    from mtc_provider import targets
+
+    kinds = set(targets.kinds()) | {"local", "gke", "kubernetes"}
+    problems = []
+    for dag in sorted(dags.glob("*.py")):
+        for node in ast.walk(ast.parse(dag.read_text())):
+            if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+                named = [e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in kinds]
+                if len(named) >= 2:
+                    problems.append(f"{dag.name}:{node.lineno}: {named} (use the registry's kinds)")
+    return problems
+
+
+def test_the_dags_take_their_kinds_from_the_registry():
+    assert kind_lists() == []
+
+
+@pytest.mark.parametrize("line, refused", [
+    ('Param("local", enum=["local", "gke", "kubernetes"])', True), ('KINDS = ("gke", "local")', True),
+    ('TARGET = {"kind": "gke", "image": "local"}', False), ('Param("local", enum=installed_kinds())', False),
+])
+def test_a_kind_list_in_a_dag_is_refused(tmp_path, line, refused):
+    (tmp_path / "dag.py").write_text(line + "\n")
+    assert bool(kind_lists(tmp_path)) is refused

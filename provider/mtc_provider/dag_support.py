@@ -42,10 +42,22 @@ def form_params(*names: str) -> dict[str, Any]:
     return {name: shared[name]() for name in names}
 
 
+def target_param(description: str) -> Any:
+    """The form's target field: the installed kinds, the default one first (the registry reads the entry points'
+    names, importing none of them: a parse stays light). Where the default kind is not installed, the first one."""
+    from airflow.sdk import Param
+
+    from mtc_provider.targets.registry import DEFAULT_KIND, kinds
+
+    installed = sorted(kinds(), key=lambda kind: kind != DEFAULT_KIND)
+    return Param(installed[0] if installed else None, enum=installed, title="Target", section=TARGET,
+                 description=description)
+
+
 def trigger_form(declared: Mapping[str, Any], conf: Mapping[str, Any] | None) -> dict[str, Any]:
     """The form's values (the declared Params' defaults) with the trigger's conf laid over them section by section:
     Airflow replaces a whole object param, and the UI's trigger form sends every section in the conf."""
-    from mtc_provider.core.definition.params import form_with_conf
+    from mtc_provider.core.definition.description.params import form_with_conf
 
     return form_with_conf({key: param.value for key, param in declared.items()}, conf)
 
@@ -56,7 +68,7 @@ def _planned_or_fail(plan: Callable[[], dict[str, Any]], conf: Mapping[str, Any]
     from airflow.sdk.exceptions import AirflowFailException
 
     from mtc_provider.core.basics.errors import SpecError
-    from mtc_provider.core.definition.params import check_conf_keys
+    from mtc_provider.core.definition.description.params import check_conf_keys
 
     try:
         if declared is not None:
@@ -75,7 +87,7 @@ def plan_training_run(params: Mapping[str, Any] | None, conf: Mapping[str, Any] 
 
     `conf` is the run's dag_run.conf and `declared` the DAG's params: a conf key that is not a param is refused.
     `author` (gcp_conn_id, service_account, command) comes from the DAG file, never from the trigger."""
-    from mtc_provider.core.definition.params import training_run
+    from mtc_provider.core.definition.description.params import training_run
     from mtc_provider.target import default_local_home
 
     return _planned_or_fail(lambda: training_run(dict(params or {}), default_local_home(), **author), conf, declared)
@@ -84,10 +96,10 @@ def plan_training_run(params: Mapping[str, Any] | None, conf: Mapping[str, Any] 
 def plan_cluster_setup(params: Mapping[str, Any] | None, conf: Mapping[str, Any] | None = None,
                        declared: Iterable[str] | None = None, service_account: str = "default") -> dict[str, Any]:
     """The cluster-setup DAG's plan: its form (the run description's sections and the setup's switches) and every
-    name it will create or bind, validated before the first task (core.definition.params.cluster_setup_run). A conf key that
+    name it will create or bind, validated before the first task (core.definition.description.params.cluster_setup_run). A conf key that
     is not a param (a flat `project_id`, say) is refused naming it. `service_account` (the workload KSA bound to the
     bucket) comes from the DAG file, never from the trigger."""
-    from mtc_provider.core.definition.params import cluster_setup_run
+    from mtc_provider.core.definition.description.params import cluster_setup_run
     from mtc_provider.target import default_local_home
 
     return _planned_or_fail(

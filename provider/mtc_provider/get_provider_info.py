@@ -43,6 +43,7 @@ def get_provider_info() -> dict[str, Any]:
                     "mtc_provider.operators.jobset",
                     "mtc_provider.operators.jobset_end",
                     "mtc_provider.operators.jobset_failures",
+                    "mtc_provider.operators.jobset_launch",
                     "mtc_provider.operators.gcp",
                     "mtc_provider.operators.goodput",
                 ],
@@ -66,6 +67,9 @@ def get_provider_info() -> dict[str, Any]:
                     "mtc_provider.triggers.checkpoint",
                     "mtc_provider.triggers.gcp",
                     "mtc_provider.triggers.attempt_end",
+                    "mtc_provider.triggers.ledger_writer",
+                    "mtc_provider.triggers.next_in_try",
+                    "mtc_provider.triggers.kill",
                 ],
             }
         ],

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol, Sequence
 
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.targets.gke.target import GkeTarget
+from mtc_provider.targets.gke.target import GkeTarget, resolve_project
 from mtc_provider.targets.kubernetes.target import KubernetesTarget
 from mtc_provider.targets.registry import DEFAULT_KIND, kind_of, target_from_dict  # noqa: F401 - the public names
 
@@ -38,27 +38,6 @@ def __getattr__(name: str) -> Any:
     if name == "LocalTarget":
         return kind_of("local").target_class
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def resolve_project(target: Any) -> Any:
-    """The target with its project: its own, else the connection's (as every Google operator does)."""
-    if target.project_id:
-        return target
-    from dataclasses import replace
-
-    from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
-
-    hook = GoogleBaseHook(gcp_conn_id=target.gcp_conn_id, impersonation_chain=target.impersonation_chain)
-    project = hook._get_field("project")  # the connection's "Project Id" field
-    if not project:
-        try:
-            project = hook.project_id  # from the credentials (a key file's project, ADC)
-        except Exception:  # noqa: BLE001 - no credentials: the error below names what is missing
-            project = None
-    if not project:
-        raise SpecError("target.project_id", target.project_id,
-                        f"a project id, or a connection {target.gcp_conn_id!r} that names a project")
-    return replace(target, project_id=project)
 
 
 # The Google provider's GKE operators' parameter names (GKEStartJobOperator & co.), accepted on every operator and

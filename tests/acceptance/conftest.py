@@ -24,7 +24,7 @@ import pytest
 
 from benchmarks.common import local_jobset, wait_terminal
 from mtc_local.faults.report import FaultOutcome, fault_outcomes
-from mtc_provider.core.definition.spec import CheckpointingSpec
+from mtc_provider.core.definition.description.spec import CheckpointingSpec
 from mtc_local.cluster.client import LocalCluster
 from mtc_local.shared.state import Home, read_json
 from mtc_provider.adapters.workload_events import events_dir, read_events

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 
 import pytest
 
@@ -119,6 +120,53 @@ def test_expired_token_gets_a_fresh_client(apiserver, fast_retries):
     assert api.get("ml", "train")["metadata"]["name"] == "train"
     first, second = apiserver.requests[-2:]
     assert first.auth.startswith("Bearer tok-") and first.auth != second.auth
+
+
+def test_one_client_serves_a_launchs_claim_and_lock_and_a_second_writer_is_still_refused(apiserver, fast_retries):
+    """A try's claim and run lock share one client (one token minted), and the lock stays create-if-absent and
+    compare-and-set: a second run writing the same directory is refused through that same api and through its own."""
+    from mtc_provider.adapters.run_lock import LockHeld, RunLock
+    from mtc_provider.core.basics import labels as L
+
+    api = sync_api(apiserver)
+    owner = {"dag_id": "dag", "run_id": "run-1", "task_id": "train", "map_index": -1, "try_number": 1}
+    mine = RunLock(api, "ml", "llama", L.run_labels("dag", "run-1", "train", "llama"), owner, deployment="d",
+                   claims_namespace="locks")
+    mine.acquire(checkpoint_dir="gs://b/llama")
+    again = RunLock(api, "ml", "llama", L.run_labels("dag", "run-1", "train", "llama"), {**owner, "try_number": 2},
+                    deployment="d", claims_namespace="locks")
+    again.acquire(checkpoint_dir="gs://b/llama")  # the retry: reads, and records its try in both objects
+    assert [r.method for r in apiserver.requests] == ["GET", "POST", "GET", "POST", "GET", "PUT", "GET", "PUT"]
+    assert len({r.auth for r in apiserver.requests}) == 1  # one client, one token, for all eight requests
+    for other_api in (api, sync_api(apiserver)):
+        theirs = RunLock(other_api, "team-b", "llama", L.run_labels("dag", "run-2", "train", "llama"),
+                         {**owner, "run_id": "run-2"}, deployment="d", claims_namespace="locks")
+        with pytest.raises(LockHeld, match="held by DAG dag, run run-1"):
+            theirs.acquire(checkpoint_dir="gs://b/llama")
+    assert len(apiserver.configmaps) == 2  # the claim and the run lock: the refused run created nothing
+
+
+def test_a_shared_client_is_dropped_after_a_failed_request_and_when_it_is_old(apiserver, fast_retries):
+    api = sync_api(apiserver)
+    api.create("ml", jobset_body())
+    apiserver.errors_next.append(503)
+    api.get("ml", "train")
+    failed, retried = apiserver.requests[-2:]
+    assert failed.auth == apiserver.requests[0].auth and retried.auth != failed.auth  # the 503's client is dropped
+    api.client_reuse_seconds = 0.05
+    time.sleep(0.1)
+    api.get("ml", "train")
+    assert apiserver.requests[-1].auth != retried.auth  # an old client is replaced: a fresh token
+
+
+def test_a_delete_gets_its_own_client_so_its_reason_header_stays_off_later_requests(apiserver, fast_retries):
+    api = sync_api(apiserver)
+    api.create("ml", jobset_body())
+    api.delete("ml", "train", reason="attempt-ended")
+    api.list("ml", "")
+    create, delete, listing = apiserver.requests[-3:]
+    assert delete.auth != create.auth and listing.auth == create.auth
+    assert not any("attempt-ended" in str(value) for value in listing.headers.values())
 
 
 async def _collect(api, until_phase: str = "Completed", resource_version=None) -> list:

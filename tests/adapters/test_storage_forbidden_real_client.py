@@ -56,7 +56,7 @@ def test_a_real_403_at_a_listing_is_permission_denied_naming_the_permission(gcs,
 
 
 def test_the_triggers_listing_error_says_http_403(gcs):
-    from mtc_provider.triggers.jobset import describe_listing_error
+    from mtc_provider.core.measure.listing import describe_listing_error
 
     gcs.fail("GET", LIST, 403, message=DENIED)
     with pytest.raises(retry.PermissionDenied) as denied:

@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 DAGS = ("mtc_resilient_training.py", "mtc_cluster_setup.py", "mtc_checkpoint_evaluation.py")
 # Never at parse time: trigger modules, the run description (spec, params, sizing, locations) and rendering.
 FORBIDDEN_PREFIXES = ("mtc_provider.triggers.", "airflow.triggers.")
-FORBIDDEN = {"mtc_provider.core.definition.spec", "mtc_provider.core.definition.params", "mtc_provider.core.definition.jobset_manifest",
-             "mtc_provider.core.definition.sizing", "mtc_provider.core.definition.locations", "mtc_provider.core.definition.readiness",
+FORBIDDEN = {"mtc_provider.core.definition.description.spec", "mtc_provider.core.definition.description.params", "mtc_provider.core.definition.render.jobset_manifest",
+             "mtc_provider.core.definition.shape.sizing", "mtc_provider.core.definition.description.locations", "mtc_provider.core.definition.cluster.readiness",
              "mtc_provider.core.view.goodput", "mtc_provider.targets.gke.cluster", "mtc_provider.adapters.gcs_bucket"}
 # AssetWatcher(trigger=...) needs the trigger instance (and so its module and Airflow's trigger base) to exist.
 # (a name ending in "." allows the package: airflow.triggers.base pulls a few sibling modules)
@@ -56,10 +56,10 @@ def heavy_modules(loaded: list[str], allowed: set[str] = frozenset()) -> list[st
 
 def test_the_check_recognises_triggers_and_the_spec_machinery():
     loaded = ["mtc_provider.dag_support", "mtc_provider.triggers.jobset", "airflow.triggers.base",
-              "airflow.triggers.temporal", "mtc_provider.core.definition.spec", "mtc_provider.core.definition.tpu"]
-    assert heavy_modules(loaded) == ["airflow.triggers.base", "airflow.triggers.temporal", "mtc_provider.core.definition.spec",
+              "airflow.triggers.temporal", "mtc_provider.core.definition.description.spec", "mtc_provider.core.definition.shape.tpu"]
+    assert heavy_modules(loaded) == ["airflow.triggers.base", "airflow.triggers.temporal", "mtc_provider.core.definition.description.spec",
                                      "mtc_provider.triggers.jobset"]
-    assert heavy_modules(loaded, ALLOWED) == ["mtc_provider.core.definition.spec", "mtc_provider.triggers.jobset"]
+    assert heavy_modules(loaded, ALLOWED) == ["mtc_provider.core.definition.description.spec", "mtc_provider.triggers.jobset"]
 
 
 @pytest.mark.parametrize("dag", DAGS)

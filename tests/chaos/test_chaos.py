@@ -24,7 +24,8 @@ import pytest
 from chaos_harness import Observer, hash_step, kill_group, start_airflow, start_airflow_script
 from chaos_schedule import HARD_KINDS, Schedule, make_schedule, seed_from_env
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+# A long rehearsal: `make soak` runs it beside the orchestrator-fault soak (CI does), `make test` leaves it out.
+pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.timeout(900)]
 
 DAG_ID = "mtc_resilient_training"
 LOGICAL_DATE = "2026-01-02T00:00:00+00:00"
@@ -44,7 +45,7 @@ def training_form() -> dict:
 
 
 def dag_conf(schedule: Schedule) -> dict:
-    return {  # the run description's sections (core.definition.run), laid over the training DAG's form field by field
+    return {  # the run description's sections (core.definition.description.run), laid over the training DAG's form field by field
         "checkpointing": {"run_name": RUN_NAME, "steps": schedule.steps, "local_checkpoint_period": L,
                           "checkpoint_period": P},
         "workload": {
@@ -60,10 +61,10 @@ def dag_conf(schedule: Schedule) -> dict:
 
 
 def reference_sha(conf: dict) -> str:
-    """The fault-free run: the same specs (core.definition.params), straight through the runner, no extra step time."""
+    """The fault-free run: the same specs (core.definition.description.params), straight through the runner, no extra step time."""
     from benchmarks.common import local_jobset, local_runner, wait_terminal
-    from mtc_provider.core.definition.params import form_with_conf, training_run
-    from mtc_provider.core.definition.spec import CheckpointingSpec
+    from mtc_provider.core.definition.description.params import form_with_conf, training_run
+    from mtc_provider.core.definition.description.spec import CheckpointingSpec
     from mtc_provider.adapters.workload_events import read_events
 
     with local_runner("chaos-ref") as (api, scratch):

@@ -17,8 +17,9 @@ BELOW = {
     "console": set(),
     "airflow_api": set(),
     "submit": {"console", "airflow_api"},
-    "runs": {"console", "airflow_api"},
-    "app": {"console", "airflow_api", "runs", "submit"},
+    "cluster_options": {"console"},
+    "runs": {"console", "airflow_api", "cluster_options"},
+    "app": {"console", "airflow_api", "cluster_options", "runs", "submit"},
     "__main__": {"app"},
     "__init__": set(),
 }

@@ -101,7 +101,7 @@ def test_bad_stdin_names_stdin() -> None:
 
 
 def test_the_top_level_help_describes_every_command() -> None:
-    """`mtc --help` said "size, plan and render a run": 3 of the commands (issue 35 item 13)."""
+    """`mtc --help` names every command, not only some of them."""
     import re
 
     import typer.main
@@ -125,3 +125,42 @@ def test_advise_takes_the_output_option_of_every_command(flag: str) -> None:
     assert yaml.safe_load(as_yaml.stdout)["advice"] == json.loads(as_json.stdout)["advice"]
     bad = runner.invoke(app, ["advise", *hand, flag, "xml"])
     assert bad.exit_code == 2 and "'xml' is not one of" in bad.output
+
+
+def _commands(group=None, path=()):
+    """Every command path of `mtc` (the `local` group's too)."""
+    import typer.main
+
+    group = group or typer.main.get_command(app)
+    for name, command in group.commands.items():
+        yield (*path, name)
+        if hasattr(command, "commands"):
+            yield from _commands(command, (*path, name))
+
+
+@pytest.mark.parametrize("command", [(), *_commands()], ids=lambda c: " ".join(c) or "mtc")
+def test_help_shows_no_type_for_a_flag(command) -> None:
+    # A flag takes no value: `--wait <bool>` would read as `--wait true`.
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.stdout
+    assert any(line.split()[1:3] == ["--help", "Show"] for line in result.stdout.splitlines())
+
+
+def test_a_table_keeps_each_row_on_one_line_wider_than_80_columns() -> None:
+    import io
+
+    from rich.console import Console
+
+    from mtc_provider.cli.console import print_table
+
+    name = "llama-70b-v6e-256-multislice-production-7f3a9c2e-a12"
+    reason = "the JobSet failed: a host of slice 3 was preempted and its pods were deleted by the node pool"
+    buffer = io.StringIO()
+    console = Console(file=buffer, soft_wrap=True, highlight=False)  # not a terminal: rich assumes 80 columns
+    print_table(("attempt", "JobSet", "reason"), [("12", name, reason), ("13", "b[old]", "-")], console)
+    console.print("a line after the table")
+    lines = buffer.getvalue().splitlines()
+    assert [line.split()[:2] for line in lines] == [["attempt", "JobSet"], ["12", name], ["13", "b[old]"],
+                                                    ["a", "line"]]
+    assert lines[1].rstrip().endswith(reason) and console.width == 80

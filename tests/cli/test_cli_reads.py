@@ -97,7 +97,7 @@ def test_a_local_example_writes_where_mtc_list_reads(example: str, tmp_path: Pat
     """A local run's checkpoints and record go under its home's bucket folders, the bases `mtc list --local-home`
     reads (examples/local.yaml wrote to /tmp/mtc-local, so its run dropped out of `mtc list` once it ended)."""
     from mtc_provider.cli.app import load_config
-    from mtc_provider.cli.runs import ClusterOptions
+    from mtc_provider.cli.cluster_options import ClusterOptions
 
     home = tmp_path / "home"
     monkeypatch.setenv("MTC_LOCAL_HOME", str(home))
@@ -108,3 +108,16 @@ def test_a_local_example_writes_where_mtc_list_reads(example: str, tmp_path: Pat
     (home / "buckets" / "mtc-checkpoints").mkdir(parents=True)
     bases = ClusterOptions(local_home=home).absolute().bases()
     assert any(checkpoint_dir.startswith(base + "/") for base in bases), (checkpoint_dir, bases)
+
+
+def test_a_record_with_a_bad_attempt_is_refused_naming_its_field(tmp_path: Path) -> None:
+    where = tmp_path / "out" / "r" / "checkpoints"
+    RunRecords(str(where), store=LocalCheckpointStore()).write(str(where), run_record(
+        run_name="r", namespace="default", checkpoint_dir=str(where), target_step=20, state="failed",
+        attempts=[{"attempt": 1, "jobset": "r-a1", "start": 1.0, "end": 61.0, "outcome": "lost", "restarts": 0}],
+        owner={"dag_id": "d"}, now=100.0))
+    for command in (["status", "r"], ["list"]):
+        result = runner.invoke(app, [*command, "--base", str(tmp_path / "out")])
+        assert result.exit_code == 1, result.output
+        assert "mtc-attempts.json of run r: attempts[0].outcome: 'lost' is not allowed; allowed: finished or " \
+               "disrupted or failed" in " ".join(result.stderr.split())

@@ -12,9 +12,9 @@ from tests.support.js_helpers import finalize
 from tests.doubles.memory_jobset import status_failed, status_running
 from mtc_provider.cli.app import app
 from mtc_provider.core.basics import labels as L
-from mtc_provider.core.definition.jobset_manifest import build_jobset
-from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec
-from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.definition.render.jobset_manifest import build_jobset
+from mtc_provider.core.definition.description.spec import CheckpointingSpec, WorkloadSpec
+from mtc_provider.core.definition.shape.tpu import SliceSpec
 from mtc_provider.hooks import jobset as _hook  # noqa: F401  (Airflow logs its unit-test config once, on import)
 
 runner = CliRunner()
@@ -105,3 +105,14 @@ def test_status_wait_shows_progress_and_times_out_with_the_shared_code(tmp_path,
     assert "waiting: run llama running, attempt 2, step 60" in result.stderr
     assert "timed out: run llama still running after 0.3 s" in result.stderr
     assert result.stdout == ""  # no half result on stdout for a script to parse
+
+
+def test_status_text_keeps_a_long_jobset_name_whole(tmp_path, apiserver, fast_retries) -> None:
+    # Piped output is 80 columns to rich: this row is wider, and its name must stay whole to be pasted to kubectl.
+    name = "llama-70b-v6e256-multislice-7f3a9-a12"  # 37 of the 40 allowed
+    apiserver.put("default", attempt_body(tmp_path, name, 1))
+    apiserver.jobsets[("default", name)]["status"] = status_failed()
+    result = runner.invoke(app, ["status", "llama", "--kubeconfig", kubeconfig(tmp_path, apiserver)])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.stdout.splitlines() if line.startswith("1 "))
+    assert row.split()[:3] == ["1", name, "failed"] and len(row.rstrip()) > 80

@@ -21,10 +21,10 @@ from conftest import run_probe
 
 from mtc_provider.cli.app import load_config
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.jobset_manifest import pod_template
-from mtc_provider.core.definition.maxtext import container_command, maxtext_command, render_flags
-from mtc_provider.core.definition.params import form_with_conf, training_run
-from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec
+from mtc_provider.core.definition.render.jobset_manifest import pod_template
+from mtc_provider.core.definition.render.maxtext import container_command, maxtext_command, render_flags
+from mtc_provider.core.definition.description.params import form_with_conf, training_run
+from mtc_provider.core.definition.description.spec import CheckpointingSpec, WorkloadSpec
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "golden"))
@@ -32,7 +32,7 @@ import regenerate  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-# Triggers of the training DAG: the run description's sections (core.definition.run), laid over its form field by field.
+# Triggers of the training DAG: the run description's sections (core.definition.description.run), laid over its form field by field.
 GKE_FORM = {"target": "gke", "cluster": {"project_id": "my-project", "location": "us-central1", "name": "tpu-cluster"},
             "workload": {"image": "us-docker.pkg.dev/my-project/maxtext/maxtext:0.2.5"}}
 MULTI_TIER_FORMS = {

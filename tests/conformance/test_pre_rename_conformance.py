@@ -13,8 +13,8 @@ import maxtext_env
 import pytest
 from conftest import run_probe
 
-from mtc_provider.core.definition.maxtext import container_command
-from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec
+from mtc_provider.core.definition.render.maxtext import container_command
+from mtc_provider.core.definition.description.spec import CheckpointingSpec, WorkloadSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a cold build downloads ~2.7 GB
 

@@ -48,10 +48,10 @@ import pytest
 from tests.support.local_cluster import api, home, terminal  # noqa: F401  (fixtures)
 
 from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
-from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run, pod_template
+from mtc_provider.core.definition.render.jobset_manifest import build_jobset_for_run, pod_template
 from mtc_provider.core.measure.progress import PERSISTENT, REPORTED_LOG, ProgressSignal
 from mtc_provider.core.measure.step_log import latest_step_line, parse_step_line
-from mtc_provider.core.definition.spec import RunConfig
+from mtc_provider.core.definition.description.spec import RunConfig
 from mtc_provider.operators.goodput import GoodputReportOperator
 from mtc_provider.sensors.checkpoint import CheckpointProgressSensor
 
@@ -71,7 +71,8 @@ def trainer_python(maxtext_python) -> Path:
 
 
 def _config(bucket: Path, trainer_python: Path, jobset: str, steps: int, period: int = PERIOD,
-            env: dict | None = None, checkpointing: dict | None = None, **flags) -> RunConfig:
+            env: dict | None = None, checkpointing: dict | None = None, workload: dict | None = None,
+            **flags) -> RunConfig:
     return RunConfig.from_dict({
         "target": "local",
         "slices": {"tpu_type": "v6e", "topology": "2x2", "num_slices": 2},
@@ -80,7 +81,7 @@ def _config(bucket: Path, trainer_python: Path, jobset: str, steps: int, period:
         "workload": {"jobset_name": jobset, "max_restarts": 0, "env": {"JAX_PLATFORMS": "cpu", **(env or {})},
                      "command": [str(trainer_python), "-m", "maxtext.trainers.pre_train.train",
                                  "src/maxtext/configs/base.yml"],
-                     "extra_flags": {**TINY_MODEL, **flags}},
+                     "extra_flags": {**TINY_MODEL, **flags}, **(workload or {})},
     })
 
 
@@ -217,3 +218,43 @@ def test_real_maxtext_saves_and_exits_0_on_sigterm(api, tmp_path, trainer_python
     decision = decide(evaluate_jobset(done), saved, steps - 1, [None], 2)
     assert decision.kind == RETRY and "completed below target" in decision.reason, decision
 
+
+
+@pytest.mark.soak  # 40-90 s of real MaxText for a non-default option: `make soak`
+def test_real_maxtext_under_the_wrapper_restarts_in_the_cluster_after_a_graceful_preemption(
+        api, tmp_path, trainer_python):  # noqa: F811
+    """`workload.graceful_preemption: in_cluster` with real MaxText (core.definition.render.graceful_exit): the
+    runner's `sigterm_slice` marks the pod DisruptionTarget and SIGTERMs it, as a graceful node shutdown does;
+    MaxText saves at JAX's preemption sync point and exits 0, the wrapper exits 143 (SIGTERM below the last step),
+    the pod fails, podFailurePolicy rule 0 and `RestartOnDisruption` restart the JobSet without counting
+    (`max_restarts` 0), and the restarted MaxText restores the preemption's save and trains to its last step.
+    Seen (2026-12-06, 89 s with two MaxText start-ups): SIGTERM at step 78, the save of step 79, exit 143, the restart
+    restoring step 79."""
+    from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore as Store
+    from mtc_provider.core.basics.vocabulary import FAULT_PLAN_ANNOTATION
+
+    assert _port_free(1234), "MaxText 0.2.5's CPU start-up binds the JAX coordinator on the fixed port 1234"
+    bucket, steps = tmp_path / "bucket", 2000  # a step takes ~5 ms: enough of them for the fault to come first
+    config = _config(bucket, trainer_python, "tiny-wrap", steps, period=10_000,
+                     env={"JAX_COORDINATOR_ADDRESS": "127.0.0.1", "JAX_COORDINATOR_BIND_ADDRESS": "127.0.0.1:1234",
+                          "PROCESSES_IN_JOB": "1", "JAX_PROCESS_COUNT": "1"},
+                     checkpointing={"enable_autocheckpoint": True}, workload={"graceful_preemption": "in_cluster"},
+                     skip_jax_distributed_system=False)
+    body = build_jobset_for_run(config)
+    container = pod_template(body)["spec"]["containers"][0]
+    assert container["command"][:2] == ["python3", "-c"] and container["command"][3] == str(steps - 1)
+    body["spec"]["replicatedJobs"][0]["replicas"] = 1
+    body["metadata"].setdefault("annotations", {})[FAULT_PLAN_ANNOTATION] = json.dumps(
+        [{"kind": "sigterm_slice", "at_step": 3, "slice": 0}])
+    api.create("default", body)
+    done = terminal(api, "default", "tiny-wrap", timeout=1200)
+    logs = "\n".join(p.read_text() for p in sorted(api.log_dir("default", "tiny-wrap").glob("*/*.log")))
+    assert done["status"]["terminalState"] == "Completed", logs[-4000:]
+    fired = api.run_faults("default", "tiny-cpu")
+    assert done["status"]["restarts"] == 1 and done["status"]["restartsCountTowardsMax"] == 0, (
+        done["status"], fired, logs[-6000:])
+    assert "Training stopped: Job received termination signal (SIGTERM)." in logs, logs[-4000:]
+    assert "mtc: stopped by SIGTERM at step" in logs and "restart in the cluster" in logs, logs[-4000:]
+    restored = [line for line in logs.splitlines() if "restoring from this run's directory step" in line]
+    assert restored, logs[-4000:]
+    assert Store().finalized(config.checkpointing.checkpoint_directory)[-1].step == steps - 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from mtc_provider.core.definition.spec import CheckpointingSpec, RunConfig, WorkloadSpec
-from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.definition.description.spec import CheckpointingSpec, RunConfig, WorkloadSpec
+from mtc_provider.core.definition.shape.tpu import SliceSpec
 
 GKE_CONFIG: dict[str, Any] = {
     "target": "gke",
@@ -77,7 +77,7 @@ GKE_IMAGE = "us-docker.pkg.dev/p/r/maxtext:1"
 
 
 def form(target: str = "local", run_name: str = "r", steps: int = 70, **sections: Any) -> dict[str, Any]:
-    """A training DAG form (the run description's sections, core.definition.run): the slices and a run, on `target`;
+    """A training DAG form (the run description's sections, core.definition.description.run): the slices and a run, on `target`;
     sections given are laid over (checkpointing's run_name and steps are kept unless given)."""
     described: dict[str, Any] = {"target": target, "slices": dict(SLICES),
                                  "checkpointing": {"run_name": run_name, "steps": steps}, "workload": {}}

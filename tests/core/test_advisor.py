@@ -240,7 +240,7 @@ def test_no_failures_measured_gives_no_advice():
 def test_apply_advice_sets_both_periods_or_says_there_is_none():
     params, said = apply_advice({"checkpointing": {"checkpoint_period": 20, "local_checkpoint_period": 4, "steps": 70}},
                                 {"advice": {"local_period": 8, "persistent_period": 24}})
-    section = params["checkpointing"]  # the run description's section (core.definition.run)
+    section = params["checkpointing"]  # the run description's section (core.definition.description.run)
     assert (section["local_checkpoint_period"], section["checkpoint_period"], section["steps"]) == (8, 24, 70)
     assert "(4, 20) -> (8, 24)" in said
     unchanged, said = apply_advice({"checkpointing": {"checkpoint_period": 20}}, None)

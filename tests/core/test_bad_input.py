@@ -9,11 +9,11 @@ import pytest
 from core_helpers import checkpointing, run_config, slices, workload
 
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.locations import check_bucket_location, check_bucket_name
+from mtc_provider.core.definition.description.locations import check_bucket_location, check_bucket_name
 from mtc_provider.core.basics.names import check_jobset_name, check_run_name
-from mtc_provider.core.definition.sizing import ramdisk_size
-from mtc_provider.core.definition.spec import BucketSpec, ClusterSpec, RunConfig
-from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.definition.shape.sizing import ramdisk_size
+from mtc_provider.core.definition.description.spec import BucketSpec, ClusterSpec, RunConfig
+from mtc_provider.core.definition.shape.tpu import SliceSpec
 from mtc_provider.core.basics.versions import GkeVersion
 
 # (case id, action, field named in the error, substrings the "allowed" text must contain)
@@ -227,8 +227,8 @@ def test_buffer_override_is_explicit_in_the_sizing_spec_and_the_cli(tmp_path) ->
     from typer.testing import CliRunner
 
     from mtc_provider.cli.app import app
-    from mtc_provider.core.definition.plan import build_plan
-    from mtc_provider.core.definition.spec import RunConfig
+    from mtc_provider.core.definition.description.plan import build_plan
+    from mtc_provider.core.definition.description.spec import RunConfig
 
     plan = build_plan(RunConfig.from_dict(_dash(sizing={"parameters": "70e9", "buffer": 0.3,
                                                         "allow_any_buffer": True})))
@@ -262,8 +262,8 @@ def test_a_ramdisk_taking_most_of_the_host_memory_warns(tmp_path) -> None:
 
 
 def test_the_ramdisk_path_is_rendered_normalized() -> None:
-    from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run, pod_template
-    from mtc_provider.core.definition.spec import RunConfig
+    from mtc_provider.core.definition.render.jobset_manifest import build_jobset_for_run, pod_template
+    from mtc_provider.core.definition.description.spec import RunConfig
 
     config = RunConfig.from_dict(_dash(checkpointing={"local_checkpoint_directory": "/local/./ram//disk/"}))
     container = pod_template(build_jobset_for_run(config))["spec"]["containers"][0]
@@ -274,8 +274,8 @@ def test_the_ramdisk_path_is_rendered_normalized() -> None:
 def test_user_values_in_args_cannot_expand_kubernetes_variables() -> None:
     """Kubernetes expands $(VAR) in command and args and reduces $$ to $ (kubernetes.io, "Define a Command and
     Arguments for a Container"; facts.md): doubled, a user's value reaches the program as written."""
-    from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run, pod_template
-    from mtc_provider.core.definition.spec import RunConfig
+    from mtc_provider.core.definition.render.jobset_manifest import build_jobset_for_run, pod_template
+    from mtc_provider.core.definition.description.spec import RunConfig
     from mtc_local.runner.manifest import expand_vars
 
     value = "$(GOOGLE_APPLICATION_CREDENTIALS)-and-$$-and-$HOME"
@@ -300,7 +300,7 @@ def _cp(**fields):
 
 
 # (case id, DAG, change sent by the trigger, field, substrings of "allowed"). The training DAG's form has the run
-# description's sections (core.definition.run): the same fields and errors as `mtc plan FILE` (tests/core/test_one_description.py).
+# description's sections (core.definition.description.run): the same fields and errors as `mtc plan FILE` (tests/core/test_one_description.py).
 DAG_CASES: list[tuple[str, str, dict, str, tuple[str, ...]]] = [
     ("conf-command", "training", {"command": "rm -rf /"}, "dag_run.conf.command", ("one of the DAG's params",)),
     ("conf-connection", "training", {"gcp_conn_id": "prod_admin"}, "dag_run.conf.gcp_conn_id", ("params",)),
@@ -435,3 +435,29 @@ def test_sample_dag_forms_pass_with_their_defaults(sample_dags, tmp_path, monkey
     assert gke["workload"]["extra_flags"] == {"model_name": "llama2-7b"}
     setup = run_plan_task(sample_dags["setup"], {})
     assert (setup["checkpoint_configuration_name"], setup["node_pool_prefix"]) == ("mtc-checkpoint-config", "mtc-slice")
+
+
+@pytest.mark.parametrize("value, low, parsed", [(3, 0, 3), (" 4 ", 1, 4), (0, 0, 0), (0, 1, None), (True, 0, None),
+                                                (2.5, 0, None), ("-1", 0, None), (None, 0, None)])
+def test_the_integer_field_parser_takes_text_digits_and_refuses_bools(value, low, parsed) -> None:
+    from mtc_provider.core.basics.errors import SpecError, integer
+
+    if parsed is None:
+        with pytest.raises(SpecError, match=r"^n: .* is not allowed; allowed: an integer$"):
+            integer("n", value, "an integer", low)
+    else:
+        assert integer("n", value, "an integer", low) == parsed
+
+
+@pytest.mark.parametrize("value, low, strict, parsed", [
+    (1.5, None, False, 1.5), ("2", 0, True, 2.0), (-3, None, False, -3.0), (0, 0, False, 0.0), (0, 0, True, None),
+    (-1, 0, False, None), (float("nan"), None, False, None), (float("-inf"), None, False, None),
+    ("inf", None, False, None), (False, None, False, None), ("x", None, False, None)])
+def test_the_number_field_parser_refuses_bools_nan_and_infinities(value, low, strict, parsed) -> None:
+    from mtc_provider.core.basics.errors import SpecError, finite_number
+
+    if parsed is None:
+        with pytest.raises(SpecError, match=r"^s: .* is not allowed; allowed: seconds$"):
+            finite_number("s", value, "seconds", low, strict)
+    else:
+        assert finite_number("s", value, "seconds", low, strict) == parsed

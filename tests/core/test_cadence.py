@@ -1,4 +1,4 @@
-"""The stall limit derived from the run's cadence, and its plan-time check (issue 32; core.measure.cadence, core.definition.run).
+"""The stall limit derived from the run's cadence, and its plan-time check (issue 32; core.measure.cadence, core.definition.description.run).
 
 The cadence is the guide's (examples/gke-v6e.yaml: a persistent checkpoint every 1000 steps, ~2.28 s a step for
 Llama-2-70B on v6e at MaxText's published ~900 tokens/s per device: one every ~38 minutes).
@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from mtc_provider.core.measure.cadence import STALL_FACTOR, check_stall_timeout, run_cadence
 from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.core.measure.progress import PERSISTENT, REPLICATOR, REPORTED_LOG, ProgressSignal
-from mtc_provider.core.definition.run import checkpoint_stall_timeout, parse_run, run_plan, stall_rule
+from mtc_provider.core.definition.description.run import checkpoint_stall_timeout, parse_run, run_plan, stall_rule
 
 REPO = Path(__file__).resolve().parents[2]
 STEP_S = 2048 / 900

@@ -3,11 +3,11 @@ from __future__ import annotations
 import pytest
 from core_helpers import slices
 
-from mtc_provider.core.definition.checkpoint_config import (DEFAULT_GCS_FUSE_MOUNT_OPTIONS,
+from mtc_provider.core.definition.render.checkpoint_config import (DEFAULT_GCS_FUSE_MOUNT_OPTIONS,
                                                             build_checkpoint_configuration)
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.sizing import ramdisk_size
-from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.definition.shape.sizing import ramdisk_size
+from mtc_provider.core.definition.shape.tpu import SliceSpec
 from tests.conftest import reference_file
 
 

@@ -10,12 +10,12 @@ import jsonschema
 import pytest
 import yaml
 
-from mtc_provider.core.definition.checkpoint_config import build_checkpoint_configuration
-from mtc_provider.core.definition.configuration_match import configuration_mismatches, quantity_bytes
-from mtc_provider.core.definition.readiness import (configuration_check, evaluate_cluster, evaluate_kubernetes,
+from mtc_provider.core.definition.render.checkpoint_config import build_checkpoint_configuration
+from mtc_provider.core.definition.cluster.configuration_match import configuration_mismatches, quantity_bytes
+from mtc_provider.core.definition.cluster.readiness import (configuration_check, evaluate_cluster, evaluate_kubernetes,
                                                     run_ramdisk)
-from mtc_provider.core.definition.sizing import ramdisk_size
-from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.definition.shape.sizing import ramdisk_size
+from mtc_provider.core.definition.shape.tpu import SliceSpec
 from tests.core.test_readiness import ready_cluster
 from tests.support.tests_reference import crd_schema
 

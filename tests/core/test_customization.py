@@ -7,10 +7,10 @@ import json
 import pytest
 from core_helpers import checkpointing, gke_config, slices, workload
 
-from mtc_provider.core.definition.customization import CustomizationSpec, merge
+from mtc_provider.core.definition.render.customization import CustomizationSpec, merge
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.jobset_manifest import build_jobset, pod_template
-from mtc_provider.core.definition.spec import RunConfig
+from mtc_provider.core.definition.render.jobset_manifest import build_jobset, pod_template
+from mtc_provider.core.definition.description.spec import RunConfig
 
 FULL = {
     "queue_name": "multislice-queue",
@@ -223,7 +223,7 @@ def test_merge_keys_follow_strategic_merge() -> None:
 
 def test_run_description_section_renders_through_build_jobset_for_run() -> None:
     config = RunConfig.from_dict(gke_config(customization=dict(FULL)))
-    from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run
+    from mtc_provider.core.definition.render.jobset_manifest import build_jobset_for_run
 
     jobset = build_jobset_for_run(config)
     assert jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "multislice-queue"
@@ -237,7 +237,7 @@ def test_bad_section_in_a_run_description() -> None:
 
 
 def test_training_dag_form_carries_a_validated_customization() -> None:
-    from mtc_provider.core.definition.params import training_run
+    from mtc_provider.core.definition.description.params import training_run
 
     from tests.core.core_helpers import form
 

@@ -2,7 +2,7 @@
 description is parsed, before any side effect, naming the field, the value and what is allowed.
 
 One row per rule, with plain values. Each row is refused by the real system named in its comment; the provider's
-rule and its source are in core.definition.field_rules and in docs/field-rules.md (checked below to list every field).
+rule and its source are in core.definition.description.field_rules and in docs/field-rules.md (checked below to list every field).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import pytest
 from core_helpers import gke_config, run_config
 
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.checkpoint_config import build_checkpoint_configuration
-from mtc_provider.core.definition.customization import CustomizationSpec
-from mtc_provider.core.definition.params import cluster_setup_run
-from mtc_provider.core.definition.sizing import ramdisk_size
-from mtc_provider.core.definition.spec import SECTIONS, RunConfig
-from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.definition.render.checkpoint_config import build_checkpoint_configuration
+from mtc_provider.core.definition.render.customization import CustomizationSpec
+from mtc_provider.core.definition.description.params import cluster_setup_run
+from mtc_provider.core.definition.shape.sizing import ramdisk_size
+from mtc_provider.core.definition.description.spec import SECTIONS, RunConfig
+from mtc_provider.core.definition.shape.tpu import SliceSpec
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "field-rules.md"
 VOLUME = {"name": "data", "emptyDir": {}}

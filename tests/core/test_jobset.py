@@ -6,7 +6,7 @@ import pytest
 from core_helpers import checkpointing, run_config, slices, workload
 
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.jobset_manifest import (
+from mtc_provider.core.definition.render.jobset_manifest import (
     DONT_RETRY_EXIT_CODES,
     FAIL_ON_BUG_RULE,
     MTC_CSI_DRIVER,
@@ -15,7 +15,7 @@ from mtc_provider.core.definition.jobset_manifest import (
     build_jobset_for_run,
     pod_template,
 )
-from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.definition.shape.tpu import SliceSpec
 
 
 def job_spec(jobset: dict) -> dict:

@@ -1,6 +1,6 @@
 """Readiness of a cluster reached through a plain Kubernetes connection, from plain values."""
 
-from mtc_provider.core.definition.readiness import all_ok, evaluate_kubernetes
+from mtc_provider.core.definition.cluster.readiness import all_ok, evaluate_kubernetes
 
 BOTH = {"jobsets.jobset.x-k8s.io/v1alpha2": True, "checkpointconfigurations.checkpointing.gke.io/v1": True}
 CONFIG = {"metadata": {"name": "c"}, "spec": {"cloudStorageBucketName": "b"}}

@@ -4,7 +4,7 @@ import pytest
 from core_helpers import checkpointing, workload
 
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.maxtext import container_command, render_flags
+from mtc_provider.core.definition.render.maxtext import container_command, render_flags
 
 
 @pytest.mark.parametrize(

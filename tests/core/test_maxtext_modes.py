@@ -10,9 +10,9 @@ import pytest
 from core_helpers import checkpointing, gke_config, local_config, workload
 
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.maxtext import container_command, last_step, maxtext_command
-from mtc_provider.core.definition.params import training_run
-from mtc_provider.core.definition.spec import RunConfig
+from mtc_provider.core.definition.render.maxtext import container_command, last_step, maxtext_command
+from mtc_provider.core.definition.description.params import training_run
+from mtc_provider.core.definition.description.spec import RunConfig
 
 MULTI_TIER = {"enable_emergency_checkpoint": False, "enable_multi_tier_checkpointing": True,
               "multi_tier_checkpointing_backup_interval_minutes": 30}

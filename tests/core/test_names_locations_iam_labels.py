@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from mtc_provider.core.definition.iam import BUCKET_ROLE, bucket_members, workload_identity_pool
+from mtc_provider.core.definition.cluster.iam import BUCKET_ROLE, bucket_members, workload_identity_pool
 from mtc_local.cluster.selectors import label_matcher  # the one matcher: the local API server's
 from mtc_provider.core.basics.labels import DAG_ID, MANAGED_BY, RUN_ID, run_labels, selector
-from mtc_provider.core.definition.locations import check_bucket_location, check_bucket_name
+from mtc_provider.core.definition.description.locations import check_bucket_location, check_bucket_name
 from mtc_provider.core.basics.names import LABEL_VALUE_RE, check_dns1123_label, check_jobset_name, label_value
 
 

@@ -1,4 +1,4 @@
-"""One run description (core.definition.run): the same file is the DAG's form, `mtc plan`'s input and `mtc run`'s conf, and the
+"""One run description (core.definition.description.run): the same file is the DAG's form, `mtc plan`'s input and `mtc run`'s conf, and the
 same bad value gives the same error (field, value, what is allowed) through `mtc plan FILE`, `mtc run FILE` (which
 then sends nothing) and the training DAG's plan task."""
 
@@ -144,7 +144,7 @@ def same_error_everywhere(tmp_path, monkeypatch, training_dag, described, field,
 def test_a_valid_file_is_the_dags_run_exactly(tmp_path, monkeypatch, training_dag):
     """What `mtc run` sends (every field explicit) plans in the DAG to the run `mtc plan` validated."""
     from mtc_provider.cli.submit import run_conf
-    from mtc_provider.core.definition.params import training_run
+    from mtc_provider.core.definition.description.params import training_run
 
     monkeypatch.setenv("MTC_LOCAL_HOME", str(tmp_path / "home"))
     conf = run_conf(LOCAL, str(tmp_path / "home"))

@@ -1,4 +1,4 @@
-"""The training DAG's trigger form (the run description's sections, core.definition.run) -> the specs its tasks use; bad values
+"""The training DAG's trigger form (the run description's sections, core.definition.description.run) -> the specs its tasks use; bad values
 name the field before any side effect."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.params import form_with_conf, training_run
+from mtc_provider.core.definition.description.params import form_with_conf, training_run
 
 FORM = {
     "target": "local",
@@ -116,7 +116,7 @@ def test_bad_form_values_name_the_field_and_the_allowed_values(change, field, al
 
 
 def test_local_model_flags_are_flags_the_local_workload_takes():
-    from mtc_provider.core.definition.flag_table import LOCAL_MODEL_FLAGS, LOCAL_RUN_FLAGS
+    from mtc_provider.core.definition.render.flag_table import LOCAL_MODEL_FLAGS, LOCAL_RUN_FLAGS
     from mtc_local.workload import FLAG_SPECS
 
     assert set(LOCAL_MODEL_FLAGS) | set(LOCAL_RUN_FLAGS) <= set(FLAG_SPECS)
@@ -136,9 +136,9 @@ def test_author_settings_come_from_arguments_not_the_form():
 
 def test_every_run_is_bounded_at_startup_by_a_default_derived_from_the_run():
     """Issue 32 (4): the training DAG set no startup_timeout, so pods stuck in ContainerCreating waited for ever.
-    Left out, it is core.definition.startup's budget: image pull (900 s) + nodes (600 s + 60 s per further slice) + ramdisk
+    Left out, it is core.definition.cluster.startup's budget: image pull (900 s) + nodes (600 s + 60 s per further slice) + ramdisk
     mount (244 s: two retries at the kubelet's 2m2s back-off); set, the description's own value."""
-    from mtc_provider.core.definition.startup import startup_budget
+    from mtc_provider.core.definition.cluster.startup import startup_budget
 
     local = training_run(FORM, "/home/u/.mtc/local")
     assert local["startup_timeout"] == 960.0 and local["description"]["startup_timeout"] == 960.0

@@ -4,8 +4,8 @@ import pytest
 from core_helpers import gke_config, local_config, run_config
 
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.plan import PROJECT_NUMBER_PLACEHOLDER, build_plan
-from mtc_provider.core.definition.spec import RunConfig
+from mtc_provider.core.definition.description.plan import PROJECT_NUMBER_PLACEHOLDER, build_plan
+from mtc_provider.core.definition.description.spec import RunConfig
 
 
 def test_gke_plan_lists_checks_creates_binds_and_size() -> None:

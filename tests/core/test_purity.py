@@ -51,9 +51,9 @@ def test_every_core_module_imports_with_io_libraries_blocked() -> None:
     result = run(BLOCKED)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    expected = {"basics.errors", "definition.spec", "definition.tpu", "definition.sizing", "basics.versions",
-                "basics.names", "definition.locations", "definition.iam", "basics.labels", "definition.maxtext",
-                "definition.jobset_manifest", "definition.checkpoint_config", "definition.plan", "measure.progress",
+    expected = {"basics.errors", "definition.description.spec", "definition.shape.tpu", "definition.shape.sizing", "basics.versions",
+                "basics.names", "definition.description.locations", "definition.cluster.iam", "basics.labels", "definition.render.maxtext",
+                "definition.render.jobset_manifest", "definition.render.checkpoint_config", "definition.description.plan", "measure.progress",
                 "attempt.status", "view.goodput", "basics.kind_rules"}
     assert expected <= set(report["imported"])
     assert report["leaked"] == []
@@ -112,9 +112,21 @@ WITHOUT_LOCAL = textwrap.dedent(
         default = "accepted"
     except SpecError as err:
         default = str(err)
+    try:
+        target_from_dict({"namespace": "training"})
+        kindless = "accepted"
+    except SpecError as err:
+        kindless = str(err)
+    from mtc_provider.operators.delete_jobset import MtcDeleteJobSetOperator
+
+    try:  # no target: refused before the hook (the first call) is made
+        MtcDeleteJobSetOperator(task_id="teardown", name="llama-a1").execute({})
+        operator = "accepted"
+    except Exception as err:  # noqa: BLE001 - reported, the test names it
+        operator = f"{type(err).__name__}: {err}"
     gke = targets.backend_for({"kind": "gke", "project_id": "p", "location": "l", "cluster_name": "c"}).console
     print(json.dumps({"imported": imported, "failed": failed, "kinds": list(kinds), "local": local,
-                      "default": default, "gke": gke.cluster_name,
+                      "default": default, "kindless": kindless, "operator": operator, "gke": gke.cluster_name,
                       "leaked": sorted(m for m in sys.modules if m.split(".")[0] == "mtc_local")}))
     """
 )
@@ -135,7 +147,11 @@ def test_every_production_module_imports_without_mtc_local_and_the_local_target_
     assert len(report["imported"]) > 80
     assert report["leaked"] == []
     assert report["kinds"] == ["gke", "kubernetes"] and report["gke"] == "c"
-    for message in (report["local"], report["default"]):
-        assert "target.kind: 'local' is not allowed" in message, message
+    # Asked for by name: the kind is the bad value. Left out: the error names the field left out, not "local".
+    assert report["local"].startswith("target.kind: 'local' is not allowed; allowed: gke or kubernetes")
+    assert report["default"].startswith("target: None is not allowed; allowed: a target of an installed kind: gke or "
+                                        "kubernetes (without one a run goes to the local target")
+    assert report["kindless"].startswith("target.kind: None is not allowed; allowed: a target of an installed kind")
+    assert report["operator"] == "AirflowFailException: invalid spec: " + report["default"]
+    for message in (report["local"], report["default"], report["kindless"]):
         assert install_line("local") in message, message
-        assert "gke or kubernetes" in message, message

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from mtc_provider.core.definition.readiness import (add_members, all_ok, enable_steps, evaluate_cluster,
-                                                    evaluate_local_machine)
-from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.definition.cluster.readiness import add_members, all_ok, enable_steps, evaluate_cluster
+from mtc_provider.core.definition.shape.tpu import SliceSpec
 
 SLICES = SliceSpec("v6e", "4x8", 2, "ct6e-standard-4t")
 
@@ -78,7 +77,7 @@ def test_existing_tpu_pool_without_gke_metadata_fails_with_the_update_command():
 
 
 def test_preflight_blocks_what_no_following_task_fixes_and_lists_the_changes():
-    from mtc_provider.core.definition.readiness import changes_summary, preflight, setup_fixable
+    from mtc_provider.core.definition.cluster.readiness import changes_summary, preflight, setup_fixable
 
     cluster = ready_cluster()
     cluster["currentMasterVersion"] = "1.32.3-gke.1170000"  # the guide wants later than this
@@ -112,15 +111,6 @@ def test_enable_steps_keep_the_guides_order():
     assert enable_steps(cluster, "proj") == ["workload_pool", "addons"]
 
 
-def test_local_machine_room_is_hosts_times_ramdisk():
-    facts = {"shm_path": "/dev/shm", "shm_fstype": "tmpfs", "shm_free_bytes": 1000, "cpu_count": 2, "jax_version": "0.10.2"}
-    assert all_ok(evaluate_local_machine(facts, hosts=4, ramdisk_bytes=250))
-    room = by_name(evaluate_local_machine(facts, hosts=4, ramdisk_bytes=251))["ramdisk_room"]
-    assert not room.ok and "4 hosts x 251 bytes" in room.expected
-    no_jax = by_name(evaluate_local_machine({**facts, "jax_version": None, "jax_error": "No module named jax"}, 1, 1))
-    assert not no_jax["jax_importable"].ok and no_jax["jax_importable"].observed == "No module named jax"
-
-
 ROLE = "roles/storage.objectUser"
 
 
@@ -144,8 +134,8 @@ def test_conditional_binding_does_not_count_as_granted():
 
 def test_spot_and_reservation_runs_need_node_pools_of_that_capacity():
     """Issue 32 (4): customization.capacity made the pods select Spot or reservation nodes, but readiness counted
-    on-demand pools as ready; the pods then stayed Pending. GKE's Container API shapes (core.definition.capacity)."""
-    from mtc_provider.core.definition.capacity import RESERVATION_KEY, pool_capacity
+    on-demand pools as ready; the pods then stayed Pending. GKE's Container API shapes (core.definition.shape.capacity)."""
+    from mtc_provider.core.definition.shape.capacity import RESERVATION_KEY, pool_capacity
 
     cluster = ready_cluster()
     assert "tpu_node_pools_capacity" not in by_name(evaluate_cluster(cluster, SLICES, "proj", "us-central1"))

@@ -14,9 +14,9 @@ import pytest
 from core_helpers import gke_config
 
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.capacity import check_capacity
-from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run, pod_template
-from mtc_provider.core.definition.spec import RunConfig
+from mtc_provider.core.definition.shape.capacity import check_capacity
+from mtc_provider.core.definition.render.jobset_manifest import build_jobset_for_run, pod_template
+from mtc_provider.core.definition.description.spec import RunConfig
 
 BASE = {"cloud.google.com/reservation-affinity": "specific"}
 
@@ -70,8 +70,8 @@ def test_a_node_pool_selector_is_refused_for_a_multi_slice_run():
     assert caught.value.field == "customization.node_selector.cloud.google.com/gke-nodepool"
     assert caught.value.value == "pool-a"
     assert "no node pool selector for a run of 2 slices" in caught.value.allowed
-    from mtc_provider.core.definition.customization import CustomizationSpec
-    from mtc_provider.core.definition.slice_placement import check_slice_placement
+    from mtc_provider.core.definition.render.customization import CustomizationSpec
+    from mtc_provider.core.definition.shape.slice_placement import check_slice_placement
 
     check_slice_placement(CustomizationSpec.from_value(pinned), 1)  # one slice: one pool is right
     other = RunConfig.from_dict(gke_config(customization={"node_selector": {"example.com/tier": "training"}}))

@@ -1,4 +1,4 @@
-"""Issue #24: the run description's checks, in the pure core (core.definition.tpu, core.definition.jobset_names, core.definition.run_checks).
+"""Issue #24: the run description's checks, in the pure core (core.definition.shape.tpu, core.definition.description.jobset_names, core.definition.description.run_checks).
 
 Sources: GKE "Plan TPUs in GKE" (topology tables), GKE "Deploy TPU Multislices in GKE" (multi-host only),
 kubernetes-sigs/jobset pkg/webhooks/jobset_webhook.go@v0.10.1 and @v0.12.0 (derived Job and pod names).
@@ -14,12 +14,12 @@ import yaml
 from core_helpers import gke_config, local_config
 
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.jobset_names import attempt_name, check_jobset_names
-from mtc_provider.core.definition.params import training_run
-from mtc_provider.core.definition.plan import PROJECT_ID_PLACEHOLDER, build_plan
-from mtc_provider.core.definition.run_checks import check_run
-from mtc_provider.core.definition.spec import RunConfig, SizingSpec
-from mtc_provider.core.definition.tpu import MULTISLICE_RULE, TPU_TYPES, SliceSpec
+from mtc_provider.core.definition.description.jobset_names import attempt_name, check_jobset_names
+from mtc_provider.core.definition.description.params import training_run
+from mtc_provider.core.definition.description.plan import PROJECT_ID_PLACEHOLDER, build_plan
+from mtc_provider.core.definition.description.run_checks import check_run
+from mtc_provider.core.definition.description.spec import RunConfig, SizingSpec
+from mtc_provider.core.definition.shape.tpu import MULTISLICE_RULE, TPU_TYPES, SliceSpec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -202,7 +202,7 @@ def test_emergency_checkpointing_keeps_two_replicas_when_the_flags_leave_them() 
     (its default) takes the slices the other dcn axes leave. Without the local tier any split is MaxText's affair."""
     from core_helpers import run_config
 
-    from mtc_provider.core.definition.run_checks import data_parallel_replicas
+    from mtc_provider.core.definition.description.run_checks import data_parallel_replicas
 
     assert data_parallel_replicas(4, {}) == 4
     assert data_parallel_replicas(4, {"dcn_fsdp_parallelism": 2}) == 2
@@ -218,7 +218,7 @@ def test_spot_capacity_warns_about_a_grace_period_gke_cannot_give() -> None:
     node shutdown): a longer termination grace period is a warning in `mtc plan` and the plan task, not an error."""
     from core_helpers import gke_config
 
-    from mtc_provider.core.definition.run import parse_run, run_plan
+    from mtc_provider.core.definition.description.run import parse_run, run_plan
 
     def warnings(**sections):
         return run_plan(parse_run(gke_config(**sections)), "/tmp/mtc-home")["warnings"]

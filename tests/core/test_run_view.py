@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from mtc_provider.adapters.workload_events import append_event, read_events
+from mtc_provider.core.attempt.attempt_records import read_attempts
 from mtc_provider.core.measure.progress_report import progress_report
-from mtc_provider.core.view.run_page import RunFacts, Try, attempts_view, checkpoints_view, live_progress, run_view
+from mtc_provider.core.view.run_page import RunFacts, Try, attempts_view, live_progress, run_view
+from mtc_provider.core.view.run_tiers import checkpoints_view
 
 T0 = 1_800_000_000.0
 
@@ -54,7 +56,7 @@ def records(events, **extra) -> RunFacts:
         checkpoint_dir="/h/buckets/b/e2e/checkpoints", target_step=20, events=events, persistent_steps=[10],
         now=T0 + 116)
     base.update(extra)
-    return RunFacts(**base)
+    return RunFacts(**{**base, "attempts": read_attempts(base["attempts"])})  # as adapters.airflow_run reads them
 
 
 def test_attempts_timeline_counts_in_cluster_restarts_from_the_events(events):
@@ -92,8 +94,9 @@ def test_a_record_with_more_restarts_than_the_events_show_wins():
     rows = attempts_view(records(None, attempts=[{"attempt": 1, "jobset": "x", "start": T0, "end": T0 + 9,
                                                    "outcome": "finished", "restarts": 3, "last_step": 7}],
                                  tries=[Try(1, "success", T0, T0 + 9)]))
-    assert rows == [{"try": 1, "jobset": "x", "start": T0, "end": T0 + 9, "outcome": "finished", "restarts": 3,
-                     "step": 7, "state": "success", "reason": ""}]
+    assert rows == [{"attempt": 1, "try": 1, "jobset": "x", "start": T0, "end": T0 + 9, "outcome": "finished",
+                     "restarts": 3, "step": 7, "state": "success", "reason": "", "interruption": None,
+                     "log_path": "/dags/d/runs/r/tasks/train?try_number=1"}]
 
 
 def test_a_try_without_a_record_yet_shows_from_airflow_alone():

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from mtc_provider.core.definition.sizing import GB, gb, ramdisk_size
+from mtc_provider.core.definition.shape.sizing import GB, gb, ramdisk_size
 
 
 def test_the_guides_worked_example_exactly() -> None:
@@ -61,14 +61,14 @@ def test_walkthrough_prints_a_ten_percent_buffer() -> None:
 @pytest.mark.parametrize("memory_gib, allocatable_gib", [(720, "698.7"), (448, "432.2"), (192, "181.3"),
                                                          (48, "43.4")])
 def test_allocatable_memory_follows_gkes_reservation_formula(memory_gib, allocatable_gib) -> None:
-    from mtc_provider.core.definition.sizing import allocatable_memory_bytes
+    from mtc_provider.core.definition.shape.sizing import allocatable_memory_bytes
 
     assert f"{Decimal(allocatable_memory_bytes(memory_gib * 2**30)) / 2**30:.1f}" == allocatable_gib
 
 
 def test_a_ramdisk_above_allocatable_memory_is_refused_unless_allowed() -> None:
     from mtc_provider.core.basics.errors import SpecError
-    from mtc_provider.core.definition.sizing import check_fits_host
+    from mtc_provider.core.definition.shape.sizing import check_fits_host
 
     # 55.2e9 parameters on 2 hosts: 710Gi per host, above 698.7 GiB allocatable of 720 GiB (ct6e-standard-4t).
     size = ramdisk_size(55.2e9, 2)
@@ -86,7 +86,7 @@ def test_a_ramdisk_above_allocatable_memory_is_refused_unless_allowed() -> None:
 
 def test_the_override_is_a_field_of_the_run_description() -> None:
     from mtc_provider.core.basics.errors import SpecError
-    from mtc_provider.core.definition.spec import SizingSpec
+    from mtc_provider.core.definition.description.spec import SizingSpec
 
     assert SizingSpec(allow_ramdisk_above_allocatable=True).allow_ramdisk_above_allocatable
     with pytest.raises(SpecError, match="sizing.allow_ramdisk_above_allocatable: 'yes'"):

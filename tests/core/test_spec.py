@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from core_helpers import checkpointing, gke_config, local_config
 
-from mtc_provider.core.definition.spec import CheckpointingSpec, RunConfig, WorkloadSpec
+from mtc_provider.core.definition.description.spec import CheckpointingSpec, RunConfig, WorkloadSpec
 
 
 def test_defaults_are_the_guides_table() -> None:

@@ -10,7 +10,10 @@ max_utils/train.py. The local workload prints `completed step: N, seconds: X, lo
 
 from __future__ import annotations
 
-from mtc_provider.core.measure.step_log import StepLine, bounded_lines, latest_step_line, parse_step_line
+import pytest
+
+from mtc_provider.core.measure.step_log import (Restore, StepLine, bounded_lines, latest_step_line, parse_restore,
+                                               parse_saved_tiers, parse_step_line)
 
 MAXTEXT = ("I1201 11:02:03.456789 140230 metric_logger.py:184] completed step: 1200, seconds: 2.481, "
            "TFLOP/s/device: 187.302, Tokens/s/device: 6603.911, total_weights: 1048576, loss: 7.412")
@@ -53,3 +56,24 @@ def test_bounds_keep_the_newest_lines_and_count_the_rest():
     kept, left_out = bounded_lines(huge, 10, 100)
     assert len(kept[0].encode()) <= 100 and kept[0].endswith("...") and left_out == 0
     assert bounded_lines([], 5, 100) == ([], 0)
+
+
+@pytest.mark.parametrize("line, restore", [
+    # MaxText (src/MaxText/checkpointing.py, load_state_if_possible): the step, no tier
+    ("I1201 11:00:00.1 1 checkpointing.py:420] restoring from this run's directory step 1200", Restore(1200)),
+    # the local workloads after their restore (rehearsal/mtc_local/workload/checkpointing.py)
+    ("restored step 40 from tier local in 1.250s", Restore(40, "local", 1.25)),
+    ("restored step 40 from tier persistent", Restore(40, "persistent", None)),
+    ("restoring checkpoint soon", None),
+])
+def test_restore_lines_with_their_tier_and_seconds_where_they_say_them(line, restore):
+    assert parse_restore(line) == restore
+
+
+@pytest.mark.parametrize("line, saved", [
+    ("saved step 40 (tiers: local,persistent; blocking 0.012s)", (40, ("local", "persistent"))),
+    ("saved step 41 (tiers: -; blocking 0.000s)", (41, ())),
+    ("saving checkpoint at step 1200", None),
+])
+def test_the_workload_s_save_lines_name_their_tiers(line, saved):
+    assert parse_saved_tiers(line) == saved

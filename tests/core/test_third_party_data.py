@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from mtc_provider.core.definition.spec import CheckpointingSpec
+from mtc_provider.core.definition.description.spec import CheckpointingSpec
 from tests.conftest import THIRD_PARTY, THIRD_PARTY_DIRS, reference_file
 from tests.data.guide_facts import MAXTEXT_FLAGS
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from mtc_provider.core.definition.tpu import TPU_TYPES, SliceSpec, parse_topology
+from mtc_provider.core.definition.shape.tpu import TPU_TYPES, SliceSpec, parse_topology
 
 
 @pytest.mark.parametrize(

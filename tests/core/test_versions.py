@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from mtc_provider.core.definition.readiness import evaluate_cluster
-from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.definition.cluster.readiness import evaluate_cluster
+from mtc_provider.core.definition.shape.tpu import SliceSpec
 from mtc_provider.core.basics.versions import MTC_MIN_VERSION_EXCLUSIVE, GkeVersion, is_later_than
 
 SLICES = SliceSpec("v6e", "2x2", 2)

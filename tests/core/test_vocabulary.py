@@ -1,4 +1,4 @@
-"""The shared vocabulary against its sources: the CRDs kept in the project, and the one fault-kind table."""
+"""The shared vocabulary against its sources: the CRDs kept in the project."""
 
 from __future__ import annotations
 
@@ -26,19 +26,6 @@ def test_resource_identities_are_the_crds(resource, crd_file):
     assert (spec["scope"] == "Namespaced") == resource.namespaced
     assert crd["metadata"]["name"] == resource.qualified_name
     assert resource.api_version == f"{resource.group}/{resource.version}"
-
-
-def test_fault_kinds_are_one_table():
-    assert V.FAULT_KIND_NAMES == tuple(row.kind for row in V.FAULT_KINDS)
-    assert len(set(V.FAULT_KIND_NAMES)) == len(V.FAULT_KINDS)
-    assert set(V.HOST_FAULT_KINDS) | set(V.SLICE_FAULT_KINDS) | set(V.BUCKET_FAULT_KINDS) == set(V.FAULT_KIND_NAMES)
-    assert not set(V.HOST_FAULT_KINDS) & set(V.SLICE_FAULT_KINDS)
-    assert {row.action for row in V.FAULT_KINDS} <= {"sigkill", "sigterm", "sigstop", "wipe_ramdisk", "hold_pending",
-                                                    "fail_listings"}
-    assert {row.when for row in V.FAULT_KINDS} == {"step", "start"}
-    assert V.fault_kind("wipe_ramdisk").scope == "host"
-    with pytest.raises(KeyError):
-        V.fault_kind("meteor")
 
 
 def test_downward_api_env_names_jobsets_own_keys():

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mtc_provider.core.definition.customization import CustomizationSpec
-from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run
-from mtc_provider.core.definition import run_checks
-from mtc_provider.core.definition.plan import build_plan
-from mtc_provider.core.definition.run import parse_run, run_plan
-from mtc_provider.core.definition.spec import SECTIONS, CheckpointingSpec, spec_from_dict, spec_to_dict
+from mtc_provider.core.definition.render.customization import CustomizationSpec
+from mtc_provider.core.definition.render.jobset_manifest import build_jobset_for_run
+from mtc_provider.core.definition.description import run_checks
+from mtc_provider.core.definition.description.plan import build_plan
+from mtc_provider.core.definition.description.run import parse_run, run_plan
+from mtc_provider.core.definition.description.spec import SECTIONS, CheckpointingSpec, spec_from_dict, spec_to_dict
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 CUSTOMIZED = {"queue_name": "q", "capacity": "spot", "tolerations": [{"key": "k", "operator": "Exists"}],
@@ -45,7 +45,7 @@ def test_the_cross_section_rules_run_once_per_description_and_plan(tmp_path, mon
     """parse_run runs them (RunConfig keeps what they computed); run_plan and build_plan read it, not run them."""
     calls: collections.Counter = collections.Counter()
     real = run_checks.check_run
-    monkeypatch.setattr("mtc_provider.core.definition.spec.check_run",
+    monkeypatch.setattr("mtc_provider.core.definition.description.spec.check_run",
                         lambda *a, **k: (calls.update(["check_run"]), real(*a, **k))[1])
     config = described(EXAMPLES[0], tmp_path)
     plan = run_plan(config, str(tmp_path / "home"))

@@ -34,7 +34,7 @@ def test_advice_is_reported_stored_and_applied_only_when_asked(training_dag, tmp
 
     conf = {"checkpointing": {"run_name": "advice-run", "local_checkpoint_period": 2, "checkpoint_period": 4,
                               "steps": 16}, "fault_plan": []}
-    from mtc_provider.core.definition.params import form_with_conf, training_run
+    from mtc_provider.core.definition.description.params import form_with_conf, training_run
 
     first_day = dt.datetime(2026, 2, 1, tzinfo=dt.timezone.utc)
     # where the plan puts this run_name's events: write the earlier attempts there

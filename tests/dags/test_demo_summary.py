@@ -18,7 +18,7 @@ import pytest
 
 from mtc_provider.core.attempt.attempt_records import in_cluster_restarts
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.jobset_names import attempt_name
+from mtc_provider.core.definition.description.jobset_names import attempt_name
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,8 +41,8 @@ def record(attempt: int, jobset: str, restarts: int, outcome: str, last_step: in
 
 def test_demo_summary_counts_in_cluster_restarts(demo):
     # Two host kills on slice 0 one step apart: the trigger logged "restart 1" and "restart 2" on one JobSet.
-    # The run name is long enough that the attempt name is cut (core.definition.jobset_names.attempt_name): the old
-    # count, a regex over the runner's log folder names, found no folder of this run and reported 0.
+    # The run name is long enough that the attempt name is cut (core.definition.description.jobset_names.attempt_name): a count
+    # guessed from the runner's log folder names would find no folder of this run and report 0.
     run_name = "demo-two-host-kills-same-slice-one-step"
     jobset = attempt_name(run_name, "mtc_resilient_training", "manual__2026-12-01", "train", 1)
     assert not jobset.startswith(run_name)
@@ -169,3 +169,18 @@ def test_demo_says_where_to_open_the_run_view(demo):
     assert url.startswith("http://127.0.0.1:8081/mtc/runs/mtc_resilient_training/"
                           "manual__2026-12-01T10%3A00%3A00%2B00%3A00 ")
     assert demo.run_view_hint(None)[1].startswith("http://127.0.0.1:8080/mtc/ ")
+
+
+def test_demo_summary_lists_each_restore_of_the_run_once(demo):
+    # Two hosts, two host kills: each start's two processes both write `restore` (the workload's events, one file
+    # per process); the summary names two restores, as its faults table has two faults that restored.
+    def restore(ts, process, step):
+        return {"ts": ts, "event": "restore", "process": process, "step": step, "tier": "local", "duration_s": 0.2}
+
+    steps = [{"ts": float(s), "event": "step", "step": s} for s in range(1, 30)]
+    events = steps + [restore(10.5, 0, 8), restore(10.6, 1, 8), restore(20.5, 1, 16), restore(20.5, 0, 16)]
+    faults = [{"ts": 10.2, "kind": "sigkill_host", "slice": 0, "host": 1},
+              {"ts": 20.2, "kind": "sigkill_host", "slice": 0, "host": 0}]
+    summary = demo.build_summary({"train": {}, "attempts": None}, events, faults, 1.0)
+    assert summary["restores"] == ["step 8 (local)", "step 16 (local)"]
+    assert [f["restored_step"] for f in summary["faults"]] == [8, 16]

@@ -37,11 +37,11 @@ def test_training_graph(dagbag):
     train = dag.get_task("train")
     assert train.retries >= 3
     assert dag.get_task("teardown").is_teardown
-    assert "startup_timeout" in str(train.startup_timeout)  # the plan's derived bound (core.definition.startup), never None
+    assert "startup_timeout" in str(train.startup_timeout)  # the plan's derived bound (core.definition.cluster.startup), never None
     readiness = dag.get_task("readiness")  # checks the run's CheckpointConfiguration against the run
     assert "checkpoint_configuration_name" in str(readiness.checkpoint_configuration_name)
     assert "bucket" in str(readiness.bucket_name)
-    # The run description's sections, one to one with the `mtc` YAML (core.definition.run; examples/*.yaml).
+    # The run description's sections, one to one with the `mtc` YAML (core.definition.description.run; examples/*.yaml).
     assert set(dag.params.keys()) == {"target", "kubernetes_conn_id", "bucket", "cluster", "customization", "slices",
                                       "checkpoint_configuration_name",
                                       "sizing", "checkpointing", "workload", "poll_interval", "stall_timeout",
@@ -50,9 +50,9 @@ def test_training_graph(dagbag):
                                       "pod_logs_interval"}
     import dataclasses
 
-    from mtc_provider.core.definition.spec import RunConfig
+    from mtc_provider.core.definition.description.spec import RunConfig
 
-    # ... and every one of them a field of the run description, each field a param (issue 35 item 8).
+    # ... and every one of them a field of the run description, each field a param.
     assert set(dag.params.keys()) == {f.name for f in dataclasses.fields(RunConfig)}
     assert set(dag.params["checkpointing"]) >= {
         "enable_checkpointing", "enable_emergency_checkpoint", "async_checkpointing", "local_checkpoint_directory",
@@ -107,7 +107,7 @@ def test_setup_and_training_agree_on_the_workload_ksa_and_machine_type(dagbag, m
     """The KSA the setup binds to the bucket is the one the training pods run as; both forms take machine_type."""
     setup, training = dagbag.dags["mtc_cluster_setup"], dagbag.dags["mtc_resilient_training"]
     assert "service_account" not in setup.params and "service_account" not in training.params
-    # The same sections in both forms (the run description's, core.definition.run): one description serves both DAGs.
+    # The same sections in both forms (the run description's, core.definition.description.run): one description serves both DAGs.
     assert {"target", "bucket", "cluster", "slices", "sizing", "checkpointing", "workload"} <= set(setup.params)
     assert "machine_type" in setup.params["slices"] and "machine_type" in training.params["slices"]
     described = {"target": "gke", "cluster": {"project_id": "my-project", "location": "us-central1", "name": "c"},
@@ -202,7 +202,7 @@ def test_evaluation_on_a_gs_checkpoint_dir_launches_a_one_shot_jobset_on_gke():
     assert set(tasks) == {"plan_eval", "readiness", "evaluate_on_gke"}
     gke = tasks["evaluate_on_gke"]
     assert gke["wait_for"] == "completion" and gke["upstream"] == ["readiness"]
-    # Readiness is given the CheckpointConfiguration's name and the bucket it must name (issue 32, problem 4).
+    # Readiness is given the CheckpointConfiguration's name and the bucket it must name.
     readiness = tasks["readiness"]
     assert readiness["upstream"] == ["plan_eval"] and readiness["bucket_name"] == "bucket"
     assert readiness["checkpoint_configuration_name"] == "mtc-checkpoint-config"
@@ -250,8 +250,8 @@ def test_plan_eval_picks_the_newest_announced_checkpoint(monkeypatch):
         plan_eval(triggering_asset_events={})
 
 
-# The fields only one target reads (core.definition.params.training_run / cluster_setup_run read them only for that target,
-# or refuse them elsewhere, as core.definition.maxtext.check_target_mode does the multi-tier mode on the local target).
+# The fields only one target reads (core.definition.description.params.training_run / cluster_setup_run read them only for that target,
+# or refuse them elsewhere, as core.definition.render.maxtext.check_target_mode does the multi-tier mode on the local target).
 GKE_ONLY_FIELDS = {"cluster", "location", "cluster_name", "enable_multi_tier_checkpointing",
                    "multi_tier_checkpointing_backup_interval_minutes", "multi_tier_checkpointing_backup_interval_steps",
                    "use_replicator_service", "tpu_zone", "enable_mtc", "create_node_pools", "node_pool_prefix"}
@@ -302,3 +302,48 @@ def test_trigger_form_sections_survive_serialization(dagbag):
         assert (schema["section"], schema["title"]) == (dag.params.get_param(key).schema["section"],
                                                         dag.params.get_param(key).schema["title"]), key
     assert loaded.params.get_param("fault_plan").schema["section"] == "Rehearsal (local target only)"
+
+
+WITHOUT_LOCAL_FORMS = """
+import importlib.metadata, json, sys
+
+class Block:  # as if mtc-local were not installed (tests/core/test_purity.py does the same)
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "mtc_local":
+            raise ImportError(f"blocked: mtc-local is not installed: {name}")
+
+sys.meta_path.insert(0, Block())
+listed = importlib.metadata.entry_points
+
+def entry_points(**selection):
+    found = listed(**selection)
+    if selection.get("group") != "mtc_provider.targets":
+        return found
+    return type(found)(p for p in found if p.dist is None or p.dist.name != "mtc-local")
+
+importlib.metadata.entry_points = entry_points
+from airflow.dag_processing.dagbag import DagBag
+
+bag = DagBag(dag_folder=sys.argv[1])
+forms = {d: (bag.dags[d].params.get_param("target").value, bag.dags[d].params.get_param("target").schema["enum"])
+         for d in ("mtc_resilient_training", "mtc_cluster_setup")}
+print(json.dumps({"errors": sorted(bag.import_errors), "forms": forms}))
+"""
+
+
+@pytest.mark.parametrize("dag_id", ["mtc_resilient_training", "mtc_cluster_setup"])
+def test_the_forms_target_offers_the_installed_kinds_local_first(dagbag, dag_id):
+    from mtc_provider.targets import kinds
+
+    target = dagbag.dags[dag_id].params.get_param("target")
+    assert target.value == "local" and target.schema["enum"] == ["local", *sorted(set(kinds()) - {"local"})]
+
+
+def test_without_mtc_local_the_forms_offer_the_installed_kinds_and_the_dags_load():
+    out = subprocess.run([sys.executable, "-c", WITHOUT_LOCAL_FORMS, str(REPO / "dags")], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["errors"] == []
+    assert report["forms"] == {dag_id: ["gke", ["gke", "kubernetes"]]
+                               for dag_id in ("mtc_resilient_training", "mtc_cluster_setup")}

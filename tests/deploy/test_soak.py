@@ -76,10 +76,10 @@ def reference_sha() -> Iterator[Any]:
     without faults and without the per-step sleep (it changes the time a step takes, not what it computes)."""
     from airflow.dag_processing.dagbag import DagBag
 
-    from mtc_provider.core.definition.jobset_manifest import build_jobset
-    from mtc_provider.core.definition.params import form_with_conf, training_run
-    from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec
-    from mtc_provider.core.definition.tpu import SliceSpec
+    from mtc_provider.core.definition.render.jobset_manifest import build_jobset
+    from mtc_provider.core.definition.description.params import form_with_conf, training_run
+    from mtc_provider.core.definition.description.spec import CheckpointingSpec, WorkloadSpec
+    from mtc_provider.core.definition.shape.tpu import SliceSpec
 
     dag = DagBag(dag_folder=str(REPO / "dags" / f"{H.DAG_ID}.py")).dags[H.DAG_ID]
     params = form_with_conf(dag.params.dump(), {

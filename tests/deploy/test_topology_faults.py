@@ -90,10 +90,10 @@ def reference_sha() -> Iterator[Any]:
     form (the DAG's defaults + CONF), built by the same functions. It trains while the topology starts."""
     from airflow.dag_processing.dagbag import DagBag
 
-    from mtc_provider.core.definition.jobset_manifest import build_jobset
-    from mtc_provider.core.definition.params import form_with_conf, training_run
-    from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec
-    from mtc_provider.core.definition.tpu import SliceSpec
+    from mtc_provider.core.definition.render.jobset_manifest import build_jobset
+    from mtc_provider.core.definition.description.params import form_with_conf, training_run
+    from mtc_provider.core.definition.description.spec import CheckpointingSpec, WorkloadSpec
+    from mtc_provider.core.definition.shape.tpu import SliceSpec
 
     dag = DagBag(dag_folder=str(REPO / "dags" / f"{DAG_ID}.py")).dags[DAG_ID]
     params = form_with_conf(dag.params.dump(), conf_for("topo-reference"))

@@ -1,5 +1,5 @@
 """docs/deployment.md's Role and its table grant exactly what the launch operator's identity uses (issue 32 (e):
-the trigger lists the pods' events for FailedMount), one source of truth: core.definition.readiness.RBAC_NEEDS, which the
+the trigger lists the pods' events for FailedMount), one source of truth: core.definition.cluster.readiness.RBAC_NEEDS, which the
 readiness check asks the API server about."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from mtc_provider.core.definition.readiness import RBAC_NEEDS
+from mtc_provider.core.definition.cluster.readiness import RBAC_NEEDS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "deployment.md"
 

@@ -165,7 +165,7 @@ def provider_names() -> set[str]:
     names: set[str] = set()
     for _, tree in package_modules():
         names |= {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and not n.name.startswith("_")}
-    from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec
+    from mtc_provider.core.definition.description.spec import CheckpointingSpec, WorkloadSpec
 
     names |= {f"checkpointing.{f.name}" for f in dataclasses.fields(CheckpointingSpec)}
     names |= {f"workload.{f.name}" for f in dataclasses.fields(WorkloadSpec)}

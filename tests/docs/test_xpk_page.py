@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from mtc_provider.core.definition.customization import CustomizationSpec
+from mtc_provider.core.definition.render.customization import CustomizationSpec
 from tests.conftest import REPO
 
 PAGE = (REPO / "docs" / "xpk.md").read_text(encoding="utf-8")

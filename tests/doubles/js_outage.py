@@ -1,6 +1,6 @@
 """The local API server in this process, without TLS, with its outage switch (local/cluster/faults.py), behind a
-kubeconfig in a home: the "local" connection then reaches it through the cncf.kubernetes hooks and the real
-`kubernetes` / `kubernetes_asyncio` clients, exactly as a trigger or an operator does."""
+kubeconfig in a home: the "local" connection then reaches it through the real `kubernetes` client (the operator's)
+and the cncf.kubernetes async hook's `kubernetes_asyncio` client (a trigger's), exactly as they do."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ runner's detached supervisor and its pods): survivors are killed by PID and the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -27,6 +28,16 @@ import requests
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "ui"
+
+
+def doc_images() -> Path:
+    """Where the suite writes the screenshots the docs show: `MTC_DOCS_IMAGES` (e.g. docs/images, to refresh the
+    docs on purpose), else a folder in the temp directory: a test run never rewrites the checkout's images."""
+    import tempfile
+
+    folder = Path(os.environ.get("MTC_DOCS_IMAGES") or Path(tempfile.gettempdir()) / "mtc-docs-images")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 COMPONENTS = {
     "api-server": lambda port: ["api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
     "scheduler": lambda port: ["scheduler", "--skip-serve-logs"],
@@ -73,6 +84,8 @@ class AirflowServer:
     password: str = ""
     stop_timeout: float = STOP_TIMEOUT
     idle_grace: float = RUNNER_IDLE_SECONDS * 3
+    second_signal_timeout: float = 15.0
+    signalled_twice: list[str] = field(default_factory=list)
     _token: str = ""
 
     @property
@@ -226,11 +239,19 @@ class AirflowServer:
                 except ProcessLookupError:
                     pass
         deadline = time.monotonic() + self.stop_timeout
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
+        self._wait_components(deadline)
+        # A scheduler whose LocalExecutor.end() waits on a wedged worker never exits on the first signal
+        # (apache/airflow#67870, fixed after 3.3.2 by #67881); Airflow's own answer is a second one ("Signal
+        # again if you don't want to wait", local_executor.py): what an operator does before reaching for kill.
+        self.signalled_twice = []
+        for name, proc in self.procs.items():
+            if proc.poll() is None:
+                self.signalled_twice.append(f"{proc.pid} {name}")
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGINT)
+        if self.signalled_twice:
+            deadline = time.monotonic() + self.second_signal_timeout
+            self._wait_components(deadline)
         # The local runner's supervisor is detached on purpose and exits once idle: give it that time.
         survivors = self.ours()
         while survivors and time.monotonic() < deadline + self.idle_grace:
@@ -248,6 +269,11 @@ class AirflowServer:
             if proc.poll() is None:
                 proc.wait(timeout=10)
         return killed
+
+    def _wait_components(self, deadline: float) -> None:
+        for proc in self.procs.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
 
 
 def server_env(home: Path, local_home: Path, port: int, dags_folder: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -287,7 +313,8 @@ def server_env(home: Path, local_home: Path, port: int, dags_folder: Path, extra
 
 # What the session's one Airflow (conftest.airflow_server) carries for each module that uses it.
 UI_RUN_NAME = "e2e"  # test_ui.py's run; dags/mtc_checkpoint_evaluation.py follows its checkpoints
-PRELOAD_DAGS = Path(__file__).resolve().parent / "preload_dags"  # test_preload_executor.py's probe DAG
+# test_preload_executor.py's probe DAG, and test_next_in_trigger.py's DAG (one pool slot, taken while train waits)
+PRELOAD_DAGS = Path(__file__).resolve().parent / "preload_dags"
 
 
 def session_env(dags_folder: Path) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,13 @@ def airflow_server(tmp_path_factory):
         for name in COMPONENTS:  # kept next to the screenshots for a post-mortem
             if server.log_path(name).exists():
                 (ARTIFACTS / f"{name}.log").write_text(server.log_tail(name, 400))
+        if server.signalled_twice:
+            warnings.warn("Airflow stopped only on a second SIGINT: " + ", ".join(server.signalled_twice))
         if killed:
-            pytest.fail("processes were still running after Airflow stopped (killed by PID):\n" + "\n".join(killed))
+            tails = "\n".join(f"--- {name}:\n{server.log_tail(name, 60)}" for name in COMPONENTS
+                              if server.log_path(name).exists())
+            pytest.fail("processes were still running after Airflow stopped (killed by PID):\n" + "\n".join(killed)
+                        + "\n" + tails)
 
 
 @pytest.fixture(scope="module")

@@ -16,12 +16,20 @@ IGNORES_SIGINT = ("import signal, time; signal.signal(signal.SIGINT, signal.SIG_
 STOPS_ON_SIGINT = ("import signal, time; signal.signal(signal.SIGINT, signal.default_int_handler); "
                    "print('ready', flush=True); time.sleep(120)")
 
+# Like a scheduler whose LocalExecutor.end() waits on a wedged worker: the first SIGINT starts a wait that never
+# ends, the second one exits (Airflow's "Signal again if you don't want to wait").
+EXITS_ON_SECOND_SIGINT = ("import signal, sys, time\n"
+                          "def first(*_):\n"
+                          "    signal.signal(signal.SIGINT, lambda *_: sys.exit(0))\n"
+                          "    while True: time.sleep(1)\n"
+                          "signal.signal(signal.SIGINT, first); print('ready', flush=True); time.sleep(120)")
+
 
 def _server(tmp_path) -> AirflowServer:
     home = tmp_path / "airflow"
     home.mkdir()
     return AirflowServer(home=home, local_home=tmp_path / "local", port=0, env={},
-                         stop_timeout=3.0, idle_grace=0.5)
+                         stop_timeout=3.0, idle_grace=0.5, second_signal_timeout=3.0)
 
 
 def _spawn(server: AirflowServer, code: str, **kwargs) -> subprocess.Popen:
@@ -35,6 +43,7 @@ def test_stop_leaves_nothing_and_reports_stragglers(tmp_path):
     server = _server(tmp_path)
     server.procs["polite"] = _spawn(server, STOPS_ON_SIGINT, start_new_session=True)
     server.procs["stubborn"] = _spawn(server, IGNORES_SIGINT, start_new_session=True)
+    server.procs["waits"] = _spawn(server, EXITS_ON_SECOND_SIGINT, start_new_session=True)
     # Like the local runner's supervisor: detached, not a child of any component, found by its environment.
     detached = _spawn(server, IGNORES_SIGINT, start_new_session=True)
     try:
@@ -43,6 +52,8 @@ def test_stop_leaves_nothing_and_reports_stragglers(tmp_path):
         assert detached.wait(timeout=10) is not None
         assert server.ours() == []
         assert server.procs["polite"].returncode is not None
+        assert server.procs["waits"].returncode == 0, "a second SIGINT ends what the first one set waiting"
+        assert [line.split()[1] for line in server.signalled_twice] == ["stubborn", "waits"]
     finally:
         for proc in (*server.procs.values(), detached):
             if psutil.pid_exists(proc.pid) and proc.poll() is None:

@@ -5,7 +5,7 @@ triggered through the REST API with a fault plan that fails the first attempt, s
 that resumes from the newest checkpoint. Then Debian's Chromium, driven by Playwright, logs in through the UI's
 form and checks what a user would look at: the tries of `train`, its extra links, the checkpoint asset's events.
 Screenshots go to test-artifacts/ui/; those the docs show (the run view, the grid with tries, the goodput chart) go
-to docs/images/ too.
+to $MTC_DOCS_IMAGES too (airflow_harness.doc_images: a temp folder unless set; docs/images to refresh the docs).
 
 The run view (the provider's plugin, issue 26) is watched DURING the run: the test opens the DAG run's "Training
 run" tab while `train` is on its first try and reads the page as it refreshes: the step advancing, the attempts and
@@ -22,7 +22,7 @@ from urllib.parse import quote, urljoin, urlparse
 
 import pytest
 
-from airflow_harness import ARTIFACTS, REPO, UI_RUN_NAME, wait_for
+from airflow_harness import ARTIFACTS, UI_RUN_NAME, doc_images, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -36,7 +36,7 @@ STEPS = 40
 # the local step 4; the kill at step 9 fails it, and having restored step 4 it progressed, so the next attempt
 # follows in the same try (docs/resubmission.md, "A restore is progress"). Each fault fires once per run
 # (mtc_local/runner/jobset.py).
-RUN_CONF = {  # the run description's sections (core.definition.run), laid over the DAG's form field by field
+RUN_CONF = {  # the run description's sections (core.definition.description.run), laid over the DAG's form field by field
     "checkpointing": {"run_name": RUN_NAME, "steps": STEPS, "checkpoint_period": 10, "local_checkpoint_period": 4},
     # step_time_ms: slow enough for the run view's 3 s refresh to show the step moving
     "workload": {"max_restarts": 1, "extra_flags": {"step_time_ms": 250}},
@@ -46,7 +46,6 @@ RUN_CONF = {  # the run description's sections (core.definition.run), laid over 
                    {"kind": "sigkill_host", "at_step": 6, "slice": 0, "host": 0},
                    {"kind": "sigkill_host", "at_step": 9, "slice": 1, "host": 0}],
 }
-DOC_IMAGES = REPO / "docs" / "images"
 ASSET_NAME = f"mtc-checkpoints-{RUN_NAME}"  # mtc_provider.assets.checkpoint_asset's default name
 RUN_TIMEOUT = 480.0
 UI_TIMEOUT_MS = 30_000
@@ -116,13 +115,12 @@ def page(logged_in, finished_run):
 
 
 def _shot(page, name: str, doc: str | None = None, full: bool = False) -> None:
-    """A screenshot in test-artifacts/ui/, and in docs/images/<doc>.png when the docs show it."""
+    """A screenshot in test-artifacts/ui/, and in doc_images()/<doc>.png when the docs show it."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.wait_for_load_state("networkidle")
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
     if doc:
-        DOC_IMAGES.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(DOC_IMAGES / f"{doc}.png"), full_page=full)
+        page.screenshot(path=str(doc_images() / f"{doc}.png"), full_page=full)
 
 
 def _view_state(frame) -> dict[str, Any]:
@@ -132,8 +130,8 @@ def _view_state(frame) -> dict[str, Any]:
     attempts = []
     for i in range(rows.count()):
         cells = [c.strip() for c in rows.nth(i).locator("td").all_inner_texts()]
-        attempts.append({"try": int(cells[0]), "jobset": cells[1], "outcome": cells[4],
-                         "restarts": int(cells[5] or 0), "step": cells[6]})
+        attempts.append({"attempt": cells[0], "try": int(cells[1].split()[-1]), "jobset": cells[2],
+                         "outcome": cells[5], "restarts": int(cells[6] or 0), "step": cells[7]})
     tiers = {}
     for tier in ("local", "persistent", "replicator"):
         cells = frame.locator(f"#checkpoints tr[data-tier={tier}] td").all_inner_texts()

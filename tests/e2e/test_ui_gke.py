@@ -9,7 +9,9 @@ list and `read log` with `tailLines`/`timestamps` as the Pod v1 reference docume
 Kubernetes connection (a kubeconfig), as a kubernetes target reaches any cluster; the leader's lines are MaxText's.
 
 The browser opens the run's "Training run" tab and sees: the step of the newest log line, and a new line's step
-within one page refresh; goodput while the run goes on; the restore MaxText logged; the chart. On an unrelated DAG's
+within one page refresh; goodput while the run goes on; the restore MaxText logged; the chart. A second run is the
+GKE-shaped day of tests/core/day_run.py moved to end now (30 hours, three attempts over two tries, a live in-cluster
+restart, its `ledger` XCom): every figure the page shows of it is checked against that ledger. On an unrelated DAG's
 run (Airflow 3.3.2 still shows the tab: docs/run-view.md, "Only on training runs") the tab is a static sentence and
 the page asks nothing of the run view's API.
 """
@@ -26,13 +28,14 @@ from pathlib import Path
 import pytest
 import requests
 
-from airflow_harness import ARTIFACTS, BROWSER_ARGS, CHROMIUM, REPO, AirflowServer, free_port, server_env, wait_for
+from airflow_harness import (ARTIFACTS, BROWSER_ARGS, CHROMIUM, REPO, AirflowServer, doc_images, free_port,
+                             server_env, wait_for)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 CONN = "k8s_run_view"
 LEADER = "train-a1-slice-0-0-aaaaa"
-DOC_IMAGES = REPO / "docs" / "images"
+DAY_LEADER = "train-a3-slice-0-0-bbbbb"  # the day run's live attempt 3
 REFRESH_S = 3.0 + 2.0  # the page's poll and the api-server's cluster cache (adapters/run_cluster.CACHE_SECONDS)
 PLANT = """
 import json, os, sys, time
@@ -51,7 +54,18 @@ os.environ["MTC_TEST_PROGRESS"] = json.dumps({"step": 900, "target_step": 4000, 
                                               "source": "workload-log", "updated_at": now - 300})
 training = shapes.gke_shaped.test().run_id
 deferred(training)
-print(json.dumps({"training": training, "unrelated": shapes.unrelated.test().run_id}))
+from tests.core import day_run
+by = now - day_run.NOW  # the day ends now
+os.environ["MTC_TEST_MTC_RUN"] = json.dumps({"checkpoint_dir": "gs://ckpt/runs/day/checkpoints", "target_step": 100000})
+os.environ["MTC_TEST_ATTEMPTS"] = json.dumps(day_run.shifted(day_run.ATTEMPTS, by))
+os.environ["MTC_TEST_PROGRESS"] = json.dumps(day_run.shifted(day_run.PROGRESS, by))
+os.environ["MTC_TEST_LEDGER"] = json.dumps(day_run.shifted(day_run.ledger(), by))
+import datetime as dt
+when = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
+day = shapes.gke_shaped.test(logical_date=when, run_after=when).run_id
+deferred(day, jobset="train-a3")
+del os.environ["MTC_TEST_LEDGER"]
+print(json.dumps({"training": training, "day": day, "by": by, "unrelated": shapes.unrelated.test().run_id}))
 """
 
 
@@ -95,6 +109,7 @@ def cluster():
     now = time.time()
     double.write_log(LEADER, *[f"I1202 config key_{i}: value" for i in range(300)], at=now - 1700)
     double.write_log(LEADER, "I1202 restoring from this run's directory step 700", at=now - 1699)
+    add_pod(double, DAY_LEADER, 0, 0, jobset="train-a3")
     yield double
     double.stop()
 
@@ -130,6 +145,7 @@ def planted(cluster, tmp_path_factory):
         from mtc_provider.core.basics.labels import run_labels
 
         cluster.pods[0]["metadata"]["labels"].update(run_labels("mtc_gke_shaped", runs["training"], "train", "r"))
+        cluster.pods[1]["metadata"]["labels"].update(run_labels("mtc_gke_shaped", runs["day"], "train", "r"))
         yield server, runs
     finally:
         killed = server.stop()
@@ -198,12 +214,105 @@ def test_the_gke_run_view_moves_with_the_leaders_log(page, planted, cluster):
     assert loaded, "the chart did not load"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "12-run-view-gke.png"), full_page=True)
-    page.goto(f"{server.base_url}/mtc/runs/mtc_gke_shaped/{runs['training']}")
-    page.locator("#chart").wait_for()
-    page.wait_for_function("document.getElementById('chart').complete && document.getElementById('step').textContent.includes('1121')")
-    DOC_IMAGES.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(DOC_IMAGES / "run-view-gke.png"), full_page=True)
     print(f"\nsteps/hour shown {rate:.0f}; step moved {moved:.1f}s after the new log line (page refresh 3 s, cluster cache 2 s; machine under load)")
+
+
+def _loaded(image) -> bool:
+    return image.evaluate(  # drawn on request: matplotlib's first import is slow under load
+        "img => img.complete && img.naturalWidth ? true : new Promise(done => {"
+        " img.addEventListener('load', () => done(img.naturalWidth > 0)); img.addEventListener('error', () => done(false));"
+        " })")
+
+
+def test_a_gke_shaped_day_read_against_its_ledger(page, planted, cluster):
+    """Every figure the page shows of a 30-hour GKE-shaped run, from the ledger the launch task pushed: goodput and
+    its downtime, restarts (ended attempts' and the live one's), attempts vs tries, tiers, restores, interruptions by
+    kind, the chart's span; and the runs list's row."""
+    import calendar
+    from collections import Counter
+    from io import BytesIO
+
+    from PIL import Image
+
+    from mtc_provider.core.attempt.ledger import RunLedger
+    from mtc_provider.core.view.run_goodput import goodput_from_ledger
+    from tests.core import day_run
+
+    server, runs = planted
+    ledger = RunLedger.from_dict(day_run.shifted(day_run.ledger(), runs["by"]))
+    attempts = day_run.shifted(day_run.ATTEMPTS, runs["by"])
+    now = time.time()
+    for step in range(51681, 51701):  # attempt 3's leader after its in-cluster restart, still training
+        cluster.write_log(DAY_LEADER, maxtext_line(step), at=now - (51701 - step) * 2.276)
+    frame = _tab(page, server.base_url, "mtc_gke_shaped", runs["day"])
+    frame.locator("#step").filter(has_text="51700").wait_for()
+
+    expected = goodput_from_ledger(ledger, end=time.time(), begin=attempts[0]["start"])
+    shown = float(frame.locator("#goodput").inner_text().rstrip("%")) / 100
+    assert shown == pytest.approx(expected["goodput"], abs=0.0006), (shown, expected)
+    assert expected["goodput"] == pytest.approx(day_run.EXPECTED_GOODPUT, abs=0.001)  # 95.7 %, not 0.5 %
+    assert frame.locator("#goodputsource").inner_text() == "so far, from the run ledger's intervals"
+    badput = dict(zip(frame.locator("#badput th").all_inner_texts(), frame.locator("#badput td").all_inner_texts()))
+    assert badput["downtime"] == "12m00s" and badput["disruptions"] == str(expected["disruptions"]) == "3"
+
+    restarts = {}
+    for start in ledger.starts:
+        restarts[start.attempt] = max(restarts.get(start.attempt, 0), start.restart)
+    rows = frame.locator("#attempts tr")
+    got = [(r.get_attribute("data-attempt"), r.get_attribute("data-try"), r.locator("td").nth(6).inner_text())
+           for r in rows.all()]
+    assert got == [(str(a["attempt"]), str(a["try"]), str(restarts[a["attempt"]])) for a in attempts], got
+    assert got[-1][2] == "1"  # the live attempt's in-cluster restart, before it ends
+    live_log = rows.nth(2).get_by_role("link", name="try 2").get_attribute("href")
+    assert live_log.endswith("/tasks/train?try_number=2"), live_log
+
+    summary = frame.locator("#interruptions").inner_text()
+    words = {"preemption": "graceful preemptions handled in the cluster",
+             "preemption-new-attempt": "graceful preemptions that took a new attempt", "host-loss": "host losses"}
+    for kind, n in Counter(i.kind for i in ledger.interruptions).items():
+        assert f"{words[kind]}: {n}" in summary, summary
+
+    def newest(tier: str) -> str:
+        return frame.locator(f"#checkpoints tr[data-tier='{tier}'] td").nth(2).inner_text()
+
+    complete = {t: max(s.step for s in ledger.saves if s.tier == t and s.complete) for t in ("local", "replicator")}
+    assert (newest("local"), newest("replicator"), newest("persistent")) == (
+        str(complete["local"]), str(complete["replicator"]), "")  # replicator backups are never called persistent
+    assert frame.locator("#newest").inner_text() == "none yet"
+    restores = [[cell.strip() for cell in r.locator("td").all_inner_texts()[1:]]
+                for r in frame.locator("#restores tr").all()]
+    assert restores == [[str(s.restored_step), s.restored_tier, f"{s.restore_seconds:.2f} s"]
+                        for s in sorted(ledger.starts, key=lambda s: s.at) if s.restored_step is not None], restores
+
+    chart = frame.locator("#chart")
+    chart.wait_for()
+    assert _loaded(chart), "the chart did not load"
+    png = page.request.get(server.base_url + chart.get_attribute("src"))
+    assert png.ok, png.status
+    drawn = Image.open(BytesIO(png.body())).text["Description"]
+    first = min(s.at for s in ledger.starts)
+    span = drawn.split("span: ")[1]
+    assert span.startswith(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(first))), drawn
+    assert abs(calendar.timegm(time.strptime(span.split(" - ")[1], "%Y-%m-%dT%H:%M:%SZ")) - time.time()) < 120, \
+        drawn  # the whole run, to now
+    assert "restores" in drawn and "graceful preemptions" in drawn and "failures" in drawn and "loss" in drawn
+    assert "(30h0" in frame.locator("#timespan").inner_text()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "14-run-view-gke-day.png"), full_page=True)
+
+    page.goto(f"{server.base_url}/mtc/runs/mtc_gke_shaped/{runs['day']}")  # the page alone, for the docs
+    page.locator("#step").filter(has_text="51700").wait_for()
+    assert _loaded(page.locator("#chart"))
+    page.screenshot(path=str(doc_images() / "run-view-gke.png"), full_page=True)
+
+    page.goto(f"{server.base_url}/mtc/")
+    row = page.locator(f"tr[data-run='{runs['day']}']")
+    cell = lambda name: row.locator(f"td[data-column='{name}']").inner_text()  # noqa: E731
+    assert cell("goodput") == f"{100 * expected['goodput']:.1f}% so far"
+    assert cell("interruptions") == str(len(ledger.interruptions))
+    assert cell("newest restorable step") == f"{complete['replicator']:,} (MTC replicator backup)"
+    assert cell("step").startswith("51,650 / 100,000")  # the progress XCom: the list reads no log lines
+    page.screenshot(path=str(ARTIFACTS / "15-runs-list.png"), full_page=True)
 
 
 def test_an_unrelated_runs_tab_is_silent(page, planted):

@@ -21,7 +21,7 @@ CASES = {
 
 def render(example: str) -> str:
     from mtc_provider.cli.app import load_config, render_manifests
-    from mtc_provider.core.definition.plan import build_plan
+    from mtc_provider.core.definition.description.plan import build_plan
 
     return render_manifests(build_plan(load_config(REPO / example)).manifests)
 

@@ -7,10 +7,10 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from mtc_provider.core.definition.customization import CustomizationSpec
-from mtc_provider.core.definition.jobset_manifest import build_jobset, pod_template
-from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec
-from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.definition.render.customization import CustomizationSpec
+from mtc_provider.core.definition.render.jobset_manifest import build_jobset, pod_template
+from mtc_provider.core.definition.description.spec import CheckpointingSpec, WorkloadSpec
+from mtc_provider.core.definition.shape.tpu import SliceSpec
 
 CRDS = ("jobset-crd-v0.10.1.yaml", "jobset-crd-v0.12.0.yaml")
 BASE = {

@@ -1,4 +1,4 @@
-"""The rendered JobSet's failure policy (core.definition.jobset_manifest) against both supported JobSet CRDs, and against what the
+"""The rendered JobSet's failure policy (core.definition.render.jobset_manifest) against both supported JobSet CRDs, and against what the
 controllers do with it.
 
 - Kubernetes (kubernetes.io "Handling retriable and non-retriable pod failures with Pod failure policy", and
@@ -22,7 +22,7 @@ import pytest
 
 from mtc_local.runner import policy
 from mtc_local.runner.manifest import parse
-from mtc_provider.core.definition.jobset_manifest import DISRUPTION_MESSAGE_PATTERN, build_jobset
+from mtc_provider.core.definition.render.jobset_manifest import DISRUPTION_MESSAGE_PATTERN, build_jobset
 from tests.core.core_helpers import checkpointing, slices, workload
 
 CRDS = ("jobset-crd-v0.10.1.yaml", "jobset-crd-v0.12.0.yaml")

@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from mtc_provider.cli.app import app
-from mtc_provider.core.definition.jobset_manifest import FAIL_ON_BUG_RULE, pod_template
+from mtc_provider.core.definition.render.jobset_manifest import FAIL_ON_BUG_RULE, pod_template
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import regenerate  # noqa: E402

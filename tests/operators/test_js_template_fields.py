@@ -17,6 +17,8 @@ import mtc_provider.sensors
 # Deliberately not templated, and why.
 NOT_TEMPLATED = {
     "deferrable": "decides how Airflow runs the task (worker or triggerer), as in Airflow's own operators",
+    "next_attempt_in_trigger": "decides, as `deferrable` does, where the task's work runs (the next attempt of a try "
+                               "submitted by the triggerer or by a worker)",
     "retries": "BaseOperator's: the scheduler reads it from the parsed DAG",
     "retry_delay": "BaseOperator's: the scheduler reads it from the parsed DAG",
     "retry_exponential_backoff": "BaseOperator's: the scheduler reads it from the parsed DAG",

@@ -171,6 +171,7 @@ DISTRIBUTIONS = {
     "ml_goodput_measurement": "ml-goodput-measurement",
     "google.cloud.logging": "google-cloud-logging",
     "packaging": "packaging",
+    "dateutil": "python-dateutil",
     "sqlalchemy": "sqlalchemy",
 }
 

@@ -27,7 +27,7 @@ def write_record(run_folder: Path, dag_id: str, run_id: str = "manual", task_id:
 def run_pod(cluster: KubernetesApiDouble, name: str, dag_id: str, run_id: str, jobset: str, task_id: str = "train",
             job_index: int = 0, host: int = 0) -> None:
     """A running pod of a JobSet the launch operator created: the JobSet controller's labels and the run labels the
-    operator puts on the pod template (core.definition.jobset_manifest, core.basics.labels.run_labels)."""
+    operator puts on the pod template (core.definition.render.jobset_manifest, core.basics.labels.run_labels)."""
     from mtc_provider.core.basics.labels import run_labels
 
     from tests.adapters.test_js_pod_logs import add_pod

@@ -138,3 +138,21 @@ def test_a_refused_root_is_said_by_the_view_not_served(home, planted, monkeypatc
     assert answer.status_code == 500 and "[mtc] run_view_file_roots" in answer.json()["detail"], answer.text
     answer = client.get(run.replace("/runs/", "/api/runs/", 1))
     assert answer.status_code == 500 and "root '/' is /" in answer.json()["detail"], answer.text
+
+
+def test_the_run_records_ledger_is_read_from_the_runs_own_folder(home, planted):
+    """On the local target the run ledger is also in the run record (`mtc-attempts.json`, key "ledger"): a new try
+    clears the launch task's XComs, the record beside the checkpoints keeps it."""
+    import json
+
+    from mtc_provider.core.attempt.run_summary import RECORD_FILE
+
+    from tests.core.day_run import ledger
+
+    run_dir = home / "local" / "buckets" / "b" / "e2e"
+    record = json.loads((run_dir / RECORD_FILE).read_text())
+    (run_dir / RECORD_FILE).write_text(json.dumps({**record, "ledger": ledger()}))
+    client, run = planted(str(run_dir / "checkpoints"))
+    view = client.get(run.replace("/runs/", "/api/runs/", 1)).json()
+    assert [(r["step"], r["tier"]) for r in view["restores"]] == [
+        (17100, "replicator"), (30600, "replicator"), (41000, "local")]

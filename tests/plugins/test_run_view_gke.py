@@ -15,6 +15,7 @@ import datetime as dt
 import importlib.util
 import json
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
@@ -57,12 +58,16 @@ def shapes(monkeypatch, airflow_db):
     app.dependency_overrides[run_view._session_dep()] = session
     client = TestClient(app)
 
-    def run(name: str, progress: dict | None = None, attempts: list | None = None) -> str:
+    def run(name: str, progress: dict | None = None, attempts: list | None = None, ledger: dict | None = None) -> str:
         monkeypatch.setenv("MTC_TEST_MTC_RUN", json.dumps({"checkpoint_dir": "gs://ckpt/runs/r/checkpoints",
                                                             "target_step": 4000, "run_name": "r"}))
         monkeypatch.setenv("MTC_TEST_ATTEMPTS", json.dumps(attempts if attempts is not None else [
             {"attempt": 1, "jobset": "train-a1", "start": T0, "end": None, "outcome": None, "restarts": 0}]))
         monkeypatch.setenv("MTC_TEST_PROGRESS", json.dumps(progress or {}))
+        if ledger is not None:
+            monkeypatch.setenv("MTC_TEST_LEDGER", json.dumps(ledger))
+        else:
+            monkeypatch.delenv("MTC_TEST_LEDGER", raising=False)
         when = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(days=run.n)
         run.n += 1
         dag_run = getattr(module, name).test(logical_date=when, run_after=when)
@@ -239,3 +244,75 @@ def test_only_the_providers_trigger_row_is_read_as_a_jobset_watch(cluster, shape
                                  name="train-a1").serialize()
     defer("mtc_gke_shaped", run_id, "train-a1", classpath=classpath)
     assert view(client, "mtc_gke_shaped", run_id)["live"]["step"] == 300
+
+
+def test_a_gke_shaped_day_with_its_ledger(cluster, shapes):
+    """The day of tests/core/day_run.py, moved to end now, read from Airflow's database: the launch task's `ledger`
+    XCom gives goodput from its intervals, the progress XCom the live in-cluster restart; attempts and tries are two
+    numbers and each row's log link opens its own try."""
+    import time
+
+    from tests.core import day_run
+
+    by = time.time() - day_run.NOW
+    run_id = shapes[1]("gke_shaped", attempts=day_run.shifted(day_run.ATTEMPTS, by),
+                       progress=day_run.shifted(day_run.PROGRESS, by), ledger=day_run.shifted(day_run.ledger(), by))
+    deferred(run_id, jobset="train-a3")
+    shown = view(shapes[0], "mtc_gke_shaped", run_id)
+    assert shown["goodput"]["goodput"] == pytest.approx(day_run.EXPECTED_GOODPUT, abs=0.01), shown["goodput"]
+    assert shown["goodput"]["source"] == "so far, from the run ledger's intervals"
+    assert [(r["attempt"], r["try"], r["restarts"]) for r in shown["attempts"]] == [(1, 1, 0), (2, 1, 0), (3, 2, 1)]
+    assert shown["attempts"][2]["log_url"].endswith(f"/dags/mtc_gke_shaped/runs/{quote(run_id, safe='')}/tasks/"
+                                                    "train?try_number=2")
+    tiers = {c["tier"]: c for c in shown["checkpoints"]}
+    assert (tiers["persistent"]["count"], tiers["replicator"]["newest"]) == (0, 50400)
+    assert shown["interruptions"]["by_kind"] == {"preemption": 1, "preemption-new-attempt": 1, "host-loss": 1}
+
+
+def test_without_matplotlib_the_page_names_the_extra(cluster, shapes, monkeypatch):
+    """An api-server installed without the `chart` extra: no chart link that would answer 404, the line to install."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "matplotlib" else real(name, *args))
+    client, run = shapes
+    shown = view(client, "mtc_gke_shaped", run("gke_shaped"))
+    assert shown["chart_url"] is None
+    assert "`chart` extra" in shown["chart_missing"] and "[chart]" in shown["chart_missing"], shown["chart_missing"]
+
+
+def test_the_runs_list_shows_what_an_on_call_engineer_scans(cluster, shapes, monkeypatch):
+    """The list page (the "Training runs" entry of the navigation): each run's state, step, rate, ETA, goodput,
+    interruptions and newest restorable step, from Airflow's database only (no cluster read per row)."""
+    import time
+
+    from airflow.api_fastapi import app as airflow_app
+
+    from mtc_provider.plugins import run_view
+    from tests.core import day_run
+
+    by = time.time() - day_run.NOW
+    client, run = shapes
+    run_id = run("gke_shaped", attempts=day_run.shifted(day_run.ATTEMPTS, by),
+                 progress=day_run.shifted(day_run.PROGRESS, by), ledger=day_run.shifted(day_run.ledger(), by))
+    deferred(run_id, jobset="train-a3")
+
+    class ReadsThisDag:  # the auth manager's answer for a user who may read mtc_gke_shaped
+        def get_authorized_dag_ids(self, **_):
+            return {"mtc_gke_shaped"}
+
+    monkeypatch.setattr(airflow_app, "get_auth_manager", lambda: ReadsThisDag())
+    client.app.dependency_overrides[run_view._user_dep()] = lambda: None
+    unreadable = run("gke_shaped", attempts=[{"attempt": "x", "start": 1.0}])  # another run, a record it cannot read
+    page = client.get("/")
+    assert page.status_code == 200, page.text
+    other = page.text.split(f"<tr data-run='{unreadable}'>")[1].split("</tr>")[0]
+    assert "not readable: the attempts XCom of task train[0].attempt: &#x27;x&#x27; is not allowed" in other, other
+    row = page.text.split(f"<tr data-run='{run_id}'>")[1].split("</tr>")[0]
+    cells = dict(part.split("'>", 1) for part in row.split("<td data-column='")[1:])
+    shown = {k: v.split("</td>")[0] for k, v in cells.items()}
+    assert shown == {"state": "running", "step": "51,650 / 4,000 (100.0%)", "rate": "1,800 steps/h", "ETA": "0s",
+                     "goodput": "95.7% so far", "interruptions": "3",
+                     "newest restorable step": "50,400 (MTC replicator backup)"}
+    assert cluster.requests == [], "the list read the cluster"

@@ -19,7 +19,7 @@ from tests.doubles.container import FakeContainerServer, base_cluster
 from tests.doubles.gcs import GcsDouble
 from tests.doubles.kubernetes import KubernetesApiDouble
 
-PROJECT = "proj-42"  # a valid project id (6-30 characters: core.definition.locations)
+PROJECT = "proj-42"  # a valid project id (6-30 characters: core.definition.description.locations)
 NUMBER = "123456789012"
 LOCATION = "us-central1"
 CLUSTER = "mtc"
@@ -61,7 +61,8 @@ def tls():
 
 @pytest.fixture
 def k8s(tls):
-    from mtc_provider.core.definition.checkpoint_config import build_checkpoint_configuration  # noqa: F401 - contract present
+    from mtc_provider.core.definition.render.checkpoint_config import (
+        build_checkpoint_configuration)  # noqa: F401 - contract present
     from tests.support.tests_reference import crd_spec_fields
 
     # The cluster's API server, over TLS; the MTC CSI driver's CheckpointConfiguration pruned to its CRD's schema.

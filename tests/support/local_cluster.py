@@ -166,10 +166,15 @@ def processes_mentioning(text: str) -> list[psutil.Process]:
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """A runner home; afterwards its supervisor is stopped (by pid) and nothing of it may remain."""
+    """A runner home; afterwards its supervisor (by pid) and its local GCS are stopped, and nothing of it may
+    remain."""
+    from mtc_local.gcs import stop as stop_gcs
+
     monkeypatch.setenv("MTC_RUNNER_IDLE_SECONDS", "30")
     root = tmp_path / "home"
     yield str(root)
+    if root.exists():
+        stop_gcs(root)
     info = read_json(Home.of(root).supervisor_file)
     if info:
         try:

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from mtc_provider import targets
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.run import parse_run, run_plan
-from mtc_provider.core.definition.spec import RunConfig
+from mtc_provider.core.definition.description.run import parse_run, run_plan
+from mtc_provider.core.definition.description.spec import RunConfig
 from mtc_provider.operators.jobset import MtcJobSetOperator
 from mtc_provider.targets import registry
 from tests.doubles.memory_jobset import status_completed, status_running

@@ -18,9 +18,9 @@ from kubernetes import client as k8s
 
 from mtc_provider.adapters.kubernetes import KubernetesJobSetApi, read_jobset_crd
 from mtc_provider.adapters.protocols import ApiError
-from mtc_provider.core.definition.jobset_crd import jobset_crd_check
-from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run
-from mtc_provider.core.definition.spec import RunConfig
+from mtc_provider.core.definition.render.jobset_crd import jobset_crd_check
+from mtc_provider.core.definition.render.jobset_manifest import build_jobset_for_run
+from mtc_provider.core.definition.description.spec import RunConfig
 
 from tests.core.core_helpers import gke_config
 from tests.doubles.kubernetes import KubernetesApiDouble, jobset_crd

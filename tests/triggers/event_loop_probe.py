@@ -39,7 +39,7 @@ from mtc_provider.triggers.jobset import JobSetTrigger  # noqa: E402 - timed: th
 import_s = time.monotonic() - started
 logging.getLogger("asyncio").addHandler(_Slow())
 logging.getLogger("asyncio").setLevel(logging.WARNING)
-apis: list = []
+apis: list = []  # the hooks the trigger made (each with its api)
 
 
 async def main() -> None:
@@ -47,12 +47,12 @@ async def main() -> None:
     trigger = JobSetTrigger(connection={"kind": "local", "home": home}, namespace="default", name=name,
                             poll_interval=1.0, checkpoint_dir=checkpoint_dir, stall_timeout=600, progress_interval=2,
                             pod_logs=True, pod_logs_interval=2)
-    made = trigger._api
-    trigger._api = lambda: apis.append(made()) or apis[-1]
+    made = trigger._hook
+    trigger._hook = lambda: apis.append(made()) or apis[-1]
     events = trigger.run()
     first = asyncio.ensure_future(events.__anext__())
     deadline = time.monotonic() + run_for
-    while time.monotonic() < deadline and not (apis and apis[0].answers >= 2) and not first.done():
+    while time.monotonic() < deadline and not (apis and apis[0].api.answers >= 2) and not first.done():
         await asyncio.sleep(0.2)
     await asyncio.sleep(3 * trigger.poll_interval)  # a few rounds of the watch and the pod and progress checks
     first.cancel()
@@ -60,4 +60,4 @@ async def main() -> None:
 
 
 asyncio.run(main(), debug=True)
-print(json.dumps({"import_s": import_s, "slow": slow, "answers": apis[0].answers if apis else 0}))
+print(json.dumps({"import_s": import_s, "slow": slow, "answers": apis[0].api.answers if apis else 0}))

@@ -25,7 +25,7 @@ from mtc_provider.core.attempt.attempt_records import end_of_attempt
 from mtc_provider.core.attempt.jobset_events import JobSetEvent
 from mtc_provider.core.attempt.launch import SUBMIT, plan_launch
 from mtc_provider.core.attempt.resubmission import FAIL, RETRY, SUCCEED, decide, restorable_progress, resubmit_in_try
-from mtc_provider.core.definition.run import parse_run, stall_rule
+from mtc_provider.core.definition.description.run import parse_run, stall_rule
 from mtc_provider.core.attempt.status import JobSetState
 from mtc_provider.triggers.jobset import JobSetTrigger
 
@@ -54,7 +54,7 @@ def core():
 def _description(run: str, **changes) -> dict:
     data = yaml.safe_load((REPO / "examples/gke-v6e.yaml").read_text())
     data["checkpointing"].update(run_name=run, base_output_directory="gs://ckpt/runs")
-    data["bucket"]["name"] = "ckpt"  # the output must be in the run's bucket (core.definition.spec, issue 33 item 13)
+    data["bucket"]["name"] = "ckpt"  # the output must be in the run's bucket (core.definition.description.spec, issue 33 item 13)
     data["checkpointing"].update(changes.pop("checkpointing", {}))
     return {**data, **changes}
 
@@ -76,7 +76,7 @@ def _backup(run: str, folder: str, step: int, node: int, data: bool = True) -> N
 
 
 def _trigger(config, clock: _Clock, core=None, reported: bool = True) -> JobSetTrigger:
-    """The launch task's trigger as the operator builds it from the plan: the one stall rule (core.definition.run.stall_rule)."""
+    """The launch task's trigger as the operator builds it from the plan: the one stall rule (core.definition.description.run.stall_rule)."""
     limit, cadence, _ = stall_rule(config, reported=reported)
     trigger = JobSetTrigger(connection={"kind": "gke", "cluster_url": "https://gke.invalid"}, namespace="default",
                             name="train", checkpoint_dir=config.checkpointing.checkpoint_directory,
@@ -119,9 +119,13 @@ async def test_rare_persistent_saves_with_the_leaders_lines_never_stall(gcs, cor
     step, reason = await _train(trigger, clock, core, clock.now, 240, 0, run)
     assert reason is None, reason
     assert step > 6000
-    figures = trigger._signal.figures()
+    figures = trigger.stall.signal.figures()
     assert figures["alive_source"] == "workload-log" and figures["alive_step"] == step
     assert figures["restorable_source"] == "checkpoints" and figures["restorable_step"] == 6000
+    # the run's ledger keeps what the watch read: the leader's steps with loss and step time, the persistent saves
+    ledger = trigger.facts().ledger
+    assert ledger.steps[-1].to_list()[1:] == [step, 2.0, round(STEP_S, 3)] and len(ledger.steps) <= 2000
+    assert [s.step for s in ledger.saves if s.tier == "persistent"] == list(range(1000, 6001, 1000))
 
 
 async def test_the_leaders_lines_stopping_is_a_stall_after_the_derived_limit(gcs, core):
@@ -133,7 +137,7 @@ async def test_the_leaders_lines_stopping_is_a_stall_after_the_derived_limit(gcs
     await trigger.check_stall(RUNNING)
     step, reason = await _train(trigger, clock, core, clock.now, 60, 0, run)
     assert reason is None
-    assert trigger.stall_limit()[0] == 1800  # 3 x 2.3 s is below the floor
+    assert trigger.stall.limit()[0] == 1800  # 3 x 2.3 s is below the floor
     hung_at = clock.now
     _, reason = await _train(trigger, clock, core, clock.now, 29, step, run, log=False, period=10**9)
     assert reason is None  # 29 minutes of silence: still within the limit
@@ -151,7 +155,7 @@ async def test_without_the_leaders_lines_the_limit_is_measured_against_the_saves
     await trigger.check_stall(RUNNING)
     step, reason = await _train(trigger, clock, core, clock.now, 180, 0, run, log=False)
     assert reason is None, reason
-    limit, why = trigger.stall_limit()
+    limit, why = trigger.stall.limit()
     # the step time seen between saves (minute-grained here), else the given step_seconds
     assert limit == pytest.approx(3 * 1000 * STEP_S, rel=0.05) and "checkpoint_period 1000" in why
 
@@ -177,8 +181,9 @@ async def test_multi_tier_progresses_from_replicator_backups_and_the_attempt_end
                 _backup(run, f"2026-12-02_{minute // 60:02d}-{minute % 60:02d}", step, node)
         assert await trigger.check_stall(RUNNING) is None, minute
     assert replicator_backup_dir(config.checkpointing) == f"gs://ckpt/{run}"  # the bucket's root, not runs/
-    restorable = trigger._signal.restorable
+    restorable = trigger.stall.signal.restorable
     assert restorable.source == "replicator-backup" and restorable.step == step
+    assert [(s.tier, s.complete) for s in trigger.facts().ledger.saves] == [("replicator", True)] * 6  # the ledger's
     # What triggers.attempt_end (and a resubmission) decides on: the same call, the same listing.
     latest = (await trigger._latest_checkpoint(after=None)).step
     assert latest == step
@@ -359,9 +364,9 @@ async def test_a_hang_before_the_first_step_of_a_restart_is_flagged_after_the_fi
     assert reason is None  # the very first start: no step reported yet in this attempt, today's rule
     step, reason = await _train(trigger, clock, core, clock.now, 60, 0, run)
     assert reason is None, reason
-    assert trigger._first_steps.measured == [pytest.approx(21 * 60, abs=60)]  # read with the first minute's lines
+    assert trigger.stall.first_steps.measured == [pytest.approx(21 * 60, abs=60)]  # read with the first minute's lines
     _new_leader(trigger, clock, core)
-    limit, why = trigger.first_step_limit()
+    limit, why = trigger.stall.first_step_limit()
     assert limit == pytest.approx(3 * 21 * 60, abs=180) and "longest time to the first step" in why
     waited, reason = await _silent(trigger, clock, 240)
     assert reason is not None and limit / 60 < waited <= limit / 60 + 2, (waited, reason)
@@ -380,12 +385,12 @@ async def test_a_start_slow_to_its_first_step_within_the_floor_is_fine_and_raise
     step, reason = await _train(trigger, clock, core, clock.now, 30, 0, run)
     assert reason is None, reason
     _new_leader(trigger, clock, core)
-    assert trigger.first_step_limit()[0] == 1800 and "first_step_floor 1800" in trigger.first_step_limit()[1]
+    assert trigger.stall.first_step_limit()[0] == 1800 and "first_step_floor 1800" in trigger.stall.first_step_limit()[1]
     assert (await _silent(trigger, clock, 28))[1] is None
     step, reason = await _train(trigger, clock, core, clock.now, 30, step, run)
     assert reason is None, reason
     _new_leader(trigger, clock, core)
-    limit, _ = trigger.first_step_limit()
+    limit, _ = trigger.stall.first_step_limit()
     assert limit == pytest.approx(3 * 29 * 60, abs=180)
     waited, reason = await _silent(trigger, clock, 200)
     assert reason is not None and limit / 60 < waited <= limit / 60 + 2, (waited, reason)
@@ -400,7 +405,7 @@ async def test_steps_reported_while_nothing_restorable_is_saved_is_a_stall(gcs, 
     trigger = _trigger(parse_run(_description(run)), clock, core)
     await trigger.check_stall(RUNNING)
     step, reason = await _train(trigger, clock, core, clock.now, 600, 0, run, period=10**9)
-    limit, why = trigger.save_limit()
+    limit, why = trigger.stall.save_limit()
     assert limit == pytest.approx(3 * 1000 * 60 / int(60 / STEP_S), rel=0.01) and "checkpoint_period 1000" in why
     assert reason is not None and limit < 60 * (step // int(60 / STEP_S)) <= limit + 120, (step, reason)
     assert "steps are reported" in reason and "nothing restorable was saved for" in reason, reason
@@ -422,7 +427,7 @@ async def test_saves_on_cadence_and_restores_of_newer_steps_are_never_a_stall(gc
         _new_leader(trigger, clock, core)
         step = step // 1000 * 1000  # the new start resumes from the newest persistent checkpoint
         core.write_log(LEADER, f"restoring from this run's directory step {step}")
-    assert trigger._saves.step >= 5000
+    assert trigger.stall.saves.step >= 5000
 
     run = "cadence-local"
     clock = _Clock()
@@ -437,4 +442,4 @@ async def test_saves_on_cadence_and_restores_of_newer_steps_are_never_a_stall(gc
         step -= 3  # the ramdisk's newest local save
         core.write_log(LEADER, f"restoring from this run's directory step {step}")
         assert (await _silent(trigger, clock, 1))[1] is None
-    assert trigger.restored_step == step and trigger._saves.how == "restored by a start of the pods"
+    assert trigger.restored_step == step and trigger.stall.saves.how == "restored by a start of the pods"

@@ -17,7 +17,7 @@ from tests.doubles.memory_jobset import status_completed, status_running
 from tests.support.js_helpers import jobset_body
 from mtc_provider.core.attempt.jobset_events import ENDED, JobSetEvent
 from mtc_provider.core.attempt.launch_options import WATCH_FLAT, LaunchOptions, WatchSettings
-from mtc_provider.core.definition.run import parse_run
+from mtc_provider.core.definition.description.run import parse_run
 from mtc_provider.triggers.jobset import JobSetTrigger
 
 CONNECTION = {"kind": "local", "home": "/nonexistent/mtc-home"}

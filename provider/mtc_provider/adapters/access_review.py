@@ -2,7 +2,7 @@
 
 SelfSubjectAccessReview (authorization.k8s.io/v1) asks the API server's authorizer about the caller itself; every
 authenticated user may create one (https://kubernetes.io/docs/reference/access-authn-authz/authorization/
-#checking-api-access). Answers feed core.definition.readiness.evaluate_rbac.
+#checking-api-access). Answers feed core.definition.cluster.readiness.evaluate_rbac.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import Any, Callable
 
 from mtc_provider.adapters import retry
 from mtc_provider.adapters.protocols import ApiError
-from mtc_provider.core.definition.readiness import Check, evaluate_rbac, rbac_key, rbac_permissions
+from mtc_provider.core.definition.cluster.readiness import Check, evaluate_rbac, rbac_key, rbac_permissions
 
 REVIEW_API = "authorization.k8s.io/v1"
 
 
 def allowed_permissions(api_client: Any, namespace: str) -> dict[str, bool]:
-    """`rbac_key` -> status.allowed for every permission of core.definition.readiness.RBAC_NEEDS."""
+    """`rbac_key` -> status.allowed for every permission of core.definition.cluster.readiness.RBAC_NEEDS."""
     from kubernetes import client as k8s
 
     api = k8s.AuthorizationV1Api(api_client)

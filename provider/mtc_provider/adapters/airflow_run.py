@@ -50,6 +50,9 @@ def local_dir(path: str | None) -> Path | None:
 
 
 CHECKPOINTS, EVENTS = "checkpoints", "events"
+# The run ledger (core.attempt.ledger.RunLedger's dict form): the launch task's XCom, and the same dict under this
+# key in the run record beside the checkpoints (read on the local target, where a new try cleared the XCom)
+LEDGER_XCOM_KEY = "ledger"
 RECORD_LIMIT = 4 * 1024 * 1024  # bytes of `mtc-attempts.json` read (a record of thousands of attempts is < 1 MB)
 EVENTS_LIMIT = 64 * 1024 * 1024  # bytes of one event file read (one line a step: millions of steps)
 
@@ -90,8 +93,9 @@ def run_folder(checkpoint_dir: str | None, dag_id: str) -> Path | None:
     return folder.parent if isinstance(owner, Mapping) and owner.get("dag_id") == dag_id else None
 
 
-def read_airflow_run(session: Any, dag_id: str, run_id: str) -> RunFacts | None:
-    """The run's records, or None when Airflow has no such DAG run."""
+def read_airflow_run(session: Any, dag_id: str, run_id: str, live_reads: bool = True) -> RunFacts | None:
+    """The run's records, or None when Airflow has no such DAG run. `live_reads`: also the watched JobSet's pods and
+    log lines and the local run folder's files (the run's own page); off, Airflow's database only (the runs list)."""
     from sqlalchemy import select
 
     from airflow.models.dagrun import DagRun
@@ -101,6 +105,7 @@ def read_airflow_run(session: Any, dag_id: str, run_id: str) -> RunFacts | None:
 
     from mtc_provider.adapters.attempt_journal import (ATTEMPTS_XCOM_KEY, PROGRESS_XCOM_KEY, RUN_XCOM_KEY,
                                                        XCOM_KEY as JOBSET_XCOM_KEY)
+    from mtc_provider.core.attempt.attempt_records import read_attempts
 
     run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
     if run is None:
@@ -124,10 +129,12 @@ def read_airflow_run(session: Any, dag_id: str, run_id: str) -> RunFacts | None:
             tries[launch.try_number] = Try(launch.try_number, launch.state, _epoch(launch.start_date),
                                            _epoch(launch.end_date))
         records.tries = [tries[n] for n in sorted(tries)]
-        attempts = xcoms.get((launch.task_id, ATTEMPTS_XCOM_KEY))
-        records.attempts = list(attempts) if isinstance(attempts, list) else []
+        records.attempts = read_attempts(xcoms.get((launch.task_id, ATTEMPTS_XCOM_KEY)),
+                                         f"the {ATTEMPTS_XCOM_KEY} XCom of task {launch.task_id}")
         progress = xcoms.get((launch.task_id, PROGRESS_XCOM_KEY))
         records.progress = progress if isinstance(progress, Mapping) else None
+        ledger = xcoms.get((launch.task_id, LEDGER_XCOM_KEY))
+        records.ledger = ledger if isinstance(ledger, Mapping) else None
         jobset = xcoms.get((launch.task_id, JOBSET_XCOM_KEY))
         records.jobset = jobset if isinstance(jobset, Mapping) else None
         described = xcoms.get((launch.task_id, RUN_XCOM_KEY))
@@ -136,7 +143,7 @@ def read_airflow_run(session: Any, dag_id: str, run_id: str) -> RunFacts | None:
         records.checkpoint_dir = described.get("checkpoint_dir")
         target = described.get("target_step")
         records.target_step = target if isinstance(target, int) and not isinstance(target, bool) else None
-    if launch is not None:
+    if launch is not None and live_reads:
         read_watched_jobset(session, launch, records)
     if goodput_ti is not None:
         report = xcoms.get((goodput_ti.task_id, "return_value"))
@@ -145,7 +152,8 @@ def read_airflow_run(session: Any, dag_id: str, run_id: str) -> RunFacts | None:
     for (task_id, key), value in sorted(xcoms.items()):
         if key in names and isinstance(value, str) and value:
             records.links[names[key]] = value
-    read_local_files(records)
+    if live_reads:
+        read_local_files(records)
     return records
 
 
@@ -176,7 +184,7 @@ def rendered_run(session: Any, ti: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     checkpointing = fields.get("checkpointing")
     if isinstance(checkpointing, Mapping):  # the planned spec, as dataclasses.asdict wrote it
-        from mtc_provider.core.definition.spec import CheckpointingSpec
+        from mtc_provider.core.definition.description.spec import CheckpointingSpec
 
         try:
             out["checkpoint_dir"] = CheckpointingSpec(**checkpointing).checkpoint_directory
@@ -215,7 +223,28 @@ def read_local_files(records: RunFacts) -> None:
             os.close(events_fd)
     events.sort(key=lambda e: float(e.get("ts", 0.0)))
     records.events = events
+    if records.ledger is None:
+        records.ledger = recorded_ledger(folder)
     records.persistent_steps = finalized_steps(folder)
+
+
+def recorded_ledger(folder: Path) -> Mapping[str, Any] | None:
+    """The run record's ledger (`mtc-attempts.json`, key "ledger"), read without following links; None when absent."""
+    from mtc_provider.adapters.file_roots import NotServed, child, open_under, read_text
+    from mtc_provider.core.attempt.run_summary import RECORD_FILE
+
+    try:
+        fd = open_under(folder)
+    except NotServed:
+        return None
+    try:
+        record = json.loads(read_text(child(fd, RECORD_FILE), limit=RECORD_LIMIT))
+    except (NotServed, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    ledger = record.get(LEDGER_XCOM_KEY) if isinstance(record, Mapping) else None
+    return ledger if isinstance(ledger, Mapping) else None
 
 
 def finalized_steps(folder: Path) -> list[int] | None:

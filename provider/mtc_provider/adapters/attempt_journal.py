@@ -4,7 +4,8 @@ An attempt ends in the worker (the launch operator's `execute_complete`, or its 
 triggerer (a plain retry: triggers.attempt_end). Both decide with the same pure rule
 (core.attempt.attempt_records.end_of_attempt) and write through one journal, so the run lock's record, the `jobset` and
 `attempts` XComs, the logs link narrowed to the attempt's start..end, the run's record beside its checkpoints
-(`mtc status`) and the lines in the task log are the same whoever ended the try.
+(`mtc status`), the run's ledger (adapters.run_ledger: the end's interruption and decision; the `ledger` XCom) and
+the lines in the task log are the same whoever ended the try.
 
 The journal writes the lock and the run record itself; XComs go through `push(key, value)`: the task's own
 `xcom_push` in the worker, a list the trigger sends through the triggerer's comms (adapters.live_xcom) after the
@@ -18,12 +19,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, RunLock
+from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, LEDGER, RunLock
 from mtc_provider.core.attempt.attempt_records import AttemptEnd, AttemptRecord
 
 XCOM_KEY = "jobset"  # the attempt's end: jobset_name, namespace, attempt, restarts, last_step, reason
 ATTEMPTS_XCOM_KEY = "attempts"  # every attempt record so far (a try's XComs are cleared when the next starts)
 PROGRESS_XCOM_KEY = "progress"  # the latest progress figures of the watch (core.measure.progress_report)
+LEDGER_XCOM_KEY = "ledger"  # the run's ledger (core.attempt.ledger.RunLedger.to_dict), as the run lock holds it
 RUN_XCOM_KEY = "mtc_run"  # checkpoint_dir, target_step, run_name: pushed at each try's launch, for the run view
 
 
@@ -64,6 +66,7 @@ class AttemptJournal:
         self.links = links  # False: the logs link is left as it is (its scope is not known)
         self.clock = clock
         self.attempts: list[dict[str, Any]] = []  # the lock's records, as last read
+        self.ledger: dict[str, Any] | None = None  # the lock's ledger, as last read (None: not read yet)
 
     def open(self, record: AttemptRecord, history: list[int | None]) -> list[dict[str, Any]]:
         """Keep the step history and the new attempt's record (not again on a reattach); every record so far."""
@@ -76,10 +79,44 @@ class AttemptJournal:
 
         return self.lock.update(remember).get(ATTEMPTS) or [opened]
 
-    def close(self, end: AttemptEnd) -> dict[str, Any]:
-        """Close the attempt's open record, then report it (XComs, logs link); returns the `jobset` XCom."""
-        self.lock.close_attempt(end, self.clock())
+    def close(self, end: AttemptEnd, cause: str | None = None, once: bool = False) -> dict[str, Any]:
+        """Close the attempt's open record and add its interruption and decision to the run's ledger, then report
+        it (XComs, logs link); returns the `jobset` XCom. `cause`: the interruption's kind when the end's fields
+        cannot tell it (core.attempt.ledger.end_facts: a stall, a start-up timeout). `once`: the ledger's facts
+        only if this write closes the record (two live copies of one trigger ending the same attempt)."""
+        now = self.clock()
+        self.lock.close_attempt(end, now, also=self._ledger_change(end, now, cause), once=once)
         return self.report(end.namespace, end.jobset, end.attempt, end.restarts, end.last_step, end.reason)
+
+    def _ledger_change(self, end: AttemptEnd, now: float, cause: str | None) -> Callable[[dict[str, Any]], None]:
+        """The end's interruption and decision added to the ledger, in the record's own write; best effort: a fact
+        the ledger refuses is logged, and the record is closed all the same."""
+        from mtc_provider.adapters.run_ledger import merge_into
+        from mtc_provider.core.attempt.ledger import RunLedger, end_facts
+
+        def change(data: dict[str, Any]) -> None:
+            try:
+                interruption, decision = end_facts(at=now, attempt=int(end.attempt), kind=end.kind,
+                                                   reason=end.reason, outcome=end.outcome,
+                                                   interruption=end.interruption, in_try=end.in_try,
+                                                   step=end.last_step, cause=cause)
+                facts = RunLedger().add_decision(decision)
+                merge_into(data, facts.add_interruption(interruption) if interruption else facts)
+            except Exception as exc:  # noqa: BLE001 - the ledger is for reading the run; it never changes its end
+                self.log.warning("could not add the end of attempt %s to the run's ledger: %s", end.attempt, exc)
+        return change
+
+    def fault(self, attempt: int, latest: int | None) -> None:
+        """The orchestrator lost this try's watch of the attempt (which may train on): an interruption in the run's
+        ledger, before the report pushes it; best effort."""
+        from mtc_provider.adapters.run_ledger import add_to_ledger
+        from mtc_provider.core.attempt.ledger import ORCHESTRATOR_FAULT, Interruption, RunLedger
+
+        try:
+            add_to_ledger(self.lock, RunLedger().add_interruption(
+                Interruption(self.clock(), int(attempt), ORCHESTRATOR_FAULT, latest)))
+        except Exception as exc:  # noqa: BLE001 - the ledger is for reading the run; it never changes its end
+            self.log.warning("could not add the orchestrator fault to the run's ledger: %s", exc)
 
     def report(self, namespace: str, name: str, attempt: int, restarts: int, latest: int | None,
                reason: str) -> dict[str, Any]:
@@ -87,8 +124,10 @@ class AttemptJournal:
         result = {"jobset_name": name, "namespace": namespace, "attempt": attempt, "restarts": restarts,
                   "last_step": latest, "reason": reason}
         self.push(XCOM_KEY, result)
-        self.attempts = self.lock.read()[ATTEMPTS]
+        stored = self.lock.read()
+        self.attempts, self.ledger = stored[ATTEMPTS], stored.get(LEDGER) or {}
         self.push(ATTEMPTS_XCOM_KEY, self.attempts)
+        self.push(LEDGER_XCOM_KEY, self.ledger)
         self.relink_logs(namespace, name)
         return result
 
@@ -109,7 +148,7 @@ class AttemptJournal:
 
     def record_run(self, state: str, reason: str, progress: Mapping[str, Any] | None = None) -> None:
         """The run's record beside its checkpoints, with every attempt as last read."""
-        write_run_record(self.run_record, state, reason, self.attempts, progress, self.log)
+        write_run_record(self.run_record, state, reason, self.attempts, progress, self.log, self.ledger)
 
     def settings(self) -> dict[str, Any]:
         """What a trigger needs to build the same journal (serializable: no token, no client)."""
@@ -124,7 +163,7 @@ class AttemptJournal:
 
 
 def write_run_record(place: RunRecordPlace | None, state: str, reason: str, attempts: list[dict[str, Any]],
-                     progress: Mapping[str, Any] | None, log: Any) -> None:
+                     progress: Mapping[str, Any] | None, log: Any, ledger: Mapping[str, Any] | None = None) -> None:
     """The run's record beside its checkpoints (read by `mtc status`/`mtc list`; adapters.run_records). Best
     effort: a record that cannot be written is logged, and never changes how the attempt ends. None: no record (a
     one-shot job's checkpoints belong to another run)."""
@@ -135,7 +174,8 @@ def write_run_record(place: RunRecordPlace | None, state: str, reason: str, atte
 
         where = record_run(place.checkpoint_dir, place.gcp_conn_id, place.impersonation_chain,
                            run_name=place.run_name, namespace=place.namespace, target_step=place.target_step,
-                           state=state, attempts=attempts, owner=place.owner, reason=reason, progress=progress)
+                           state=state, attempts=attempts, owner=place.owner, reason=reason, progress=progress,
+                           ledger=ledger)
         log.info("run %s: %s, %d attempt(s) recorded in %s", place.run_name, state, len(attempts), where)
     except Exception as exc:  # noqa: BLE001 - the record is for people reading the run later
         log.warning("could not write the run's attempt record beside %s: %s", place.checkpoint_dir, exc)

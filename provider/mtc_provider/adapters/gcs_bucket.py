@@ -17,8 +17,8 @@ from google.api_core.iam import Policy
 from mtc_provider.adapters import retry
 from mtc_provider.adapters.protocols import AlreadyExists, NotFound
 from mtc_provider.core.basics.errors import BucketNotUsable
-from mtc_provider.core.definition.readiness import add_members
-from mtc_provider.core.definition.spec import BucketSpec
+from mtc_provider.core.definition.cluster.readiness import add_members
+from mtc_provider.core.definition.description.spec import BucketSpec
 
 log = logging.getLogger(__name__)
 TIMEOUT = 60.0

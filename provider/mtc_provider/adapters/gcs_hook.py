@@ -47,7 +47,7 @@ class EndpointGCSHook(GCSHook):
         return Credentials(token=self._bearer), self.endpoint_project
 
     def get_connection(self, conn_id: str) -> Any:  # type: ignore[override]
-        from airflow.sdk.definitions.connection import Connection
+        from airflow.sdk import Connection
 
         return Connection(conn_id=conn_id, conn_type="google_cloud_platform",
                           extra=json.dumps({"is_anonymous": True, "project": self.endpoint_project}))

@@ -1,7 +1,9 @@
 """JobSetApi / AsyncJobSetApi over the Kubernetes API (custom objects, jobset.x-k8s.io/v1alpha2).
 
-Transport only: each request opens a client from a factory (so every client carries a fresh token:
-GKE tokens expire during long waits) and maps errors through `to_api_error`. Transient answers
+Transport only: requests get their client from a factory (so a client carries a fresh token: GKE tokens expire
+during long waits) and errors are mapped through `to_api_error`. The sync api lets one client serve the requests of
+`client_reuse_seconds` (a launch's burst: the checkpoint claim, the run lock, the listing, the create), far inside a
+token's life; a request that fails drops its client, so the retry (and a 401's) opens a fresh one. Transient answers
 (429, 5xx, connection errors) are retried with one bounded exponential backoff policy (tenacity) that
 honours Retry-After. Every request has a client-side timeout (`request_timeout`): the GKE hooks' clients
 have none, and a half-open connection would otherwise hang the caller for ever.
@@ -24,6 +26,7 @@ import logging
 import os
 import re
 import socket
+import threading
 import time
 from typing import Any, AsyncContextManager, AsyncIterator, Callable
 
@@ -51,6 +54,10 @@ GROUP, VERSION, PLURAL = JOBSET.group, JOBSET.version, JOBSET.plural
 log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT = 60.0  # seconds for any request but a watch (the cncf.kubernetes clients' own default)
+# A sync client (its token, its kept-alive connection) serves requests for this long: a launch's burst shares one
+# client instead of minting a token and opening a TLS connection per request. google-auth hands out a token with
+# minutes left at least (it refreshes earlier: google.auth.credentials REFRESH_THRESHOLD), so this stays far inside it.
+CLIENT_REUSE_SECONDS = 30.0
 WATCH_TIMEOUT = 300  # the server-side timeoutSeconds of one watch
 WATCH_MARGIN = 30.0  # the client waits this much longer than timeoutSeconds: the server ends a watch, not us
 REWATCH_AFTER = 300.0  # seconds of polling (after watching kept failing) before watching again
@@ -69,9 +76,9 @@ def delete_headers(reason: str) -> dict[str, str]:
     """Why a delete is asked for and by whom (the OS user, Airflow's host name of the component, its pid): sent as
     request headers, so the cluster's audit can tell an attempt's end or a teardown from anything else."""
     try:
-        from airflow.utils.net import get_hostname
+        from mtc_provider.adapters.airflow_private import hostname
 
-        host = get_hostname()
+        host = hostname()
     except Exception:  # noqa: BLE001 - outside a configured Airflow: the machine's name
         host = socket.getfqdn()
     return {DELETE_REASON_HEADER: reason, DELETE_CALLER_HEADER: f"{_user()}@{host} pid {os.getpid()}"}
@@ -177,12 +184,14 @@ class KubernetesJobSetApi:
         bounded retries, before ApiUnreachable; 0: no outage wait (the hook and the CLI).
     :param outage_log_interval: seconds between "Kubernetes API unreachable" lines during an outage.
     :param outage_max_backoff: the longest wait between tries during an outage (a Retry-After may ask longer).
+    :param client_reuse_seconds: how long one client serves requests (0: a client per request); a request with
+        extra headers (a delete's reason) always gets its own.
     """
 
     def __init__(self, client_factory: Callable[[], Any], *, request_timeout: float = REQUEST_TIMEOUT,
                  outage_timeout: float = 0.0, outage_log_interval: float = 180.0,
                  outage_max_backoff: float = 60.0, sleep: Callable[[float], None] = time.sleep,
-                 where: str = "") -> None:
+                 where: str = "", client_reuse_seconds: float = CLIENT_REUSE_SECONDS) -> None:
         self.client_factory = client_factory
         self.where = where  # the connection, as a 403 names it ("connection kubernetes_default", ...)
         self.request_timeout = request_timeout
@@ -191,20 +200,52 @@ class KubernetesJobSetApi:
         self.outage_max_backoff = outage_max_backoff
         self.sleep = sleep
         self.answers = 0
+        self.client_reuse_seconds = client_reuse_seconds
+        self.clients_opened = 0  # clients (so tokens) made: what a benchmark reports beside the requests
+        self._shared: tuple[Any, float] | None = None  # (client, monotonic time it was opened)
+        self._shared_lock = threading.Lock()
+
+    def _open(self) -> Any:
+        api_client = self.client_factory()
+        self.clients_opened += 1
+        pool = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+        if pool is not None:  # urllib3's own retries (3 by default) off: this policy alone decides
+            pool.connection_pool_kw["retries"] = False
+        return api_client
+
+    def _client(self, shared: bool) -> Any:
+        """The shared client while it is younger than client_reuse_seconds, else a fresh one (kept when shared)."""
+        if not shared:
+            return self._open()
+        with self._shared_lock:
+            if self._shared is not None and time.monotonic() - self._shared[1] < self.client_reuse_seconds:
+                return self._shared[0]
+            self._drop(self._shared and self._shared[0])
+            api_client = self._open()
+            self._shared = (api_client, time.monotonic())
+            return api_client
+
+    def _drop(self, api_client: Any) -> None:
+        """Close `api_client`; it is no longer shared (its token may be the one refused, its server gone)."""
+        if api_client is None:
+            return
+        if self._shared is not None and self._shared[0] is api_client:
+            self._shared = None
+        with contextlib.suppress(Exception):
+            api_client.close()
 
     def _call(self, method: str, core: bool = False, headers: dict[str, str] | None = None, **kwargs: Any) -> Any:
         from kubernetes import client as k8s
 
+        shared = self.client_reuse_seconds > 0 and not headers
+
         def once() -> Any:
             with mapped_errors(OPEN_CLIENT, kwargs.get("namespace"), self.where):  # minting a token may fail
-                api_client = self.client_factory()  # a fresh client, so a fresh token, per attempt
+                api_client = self._client(shared)
             for header, value in (headers or {}).items():  # per client: every client version has this (no _headers)
                 api_client.set_default_header(header, value)
             # (connect, read): kubernetes 32's REST client ignores a float (it takes an int or a tuple)
             timeout = (self.request_timeout, self.request_timeout)
-            pool = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
-            if pool is not None:  # urllib3's own retries (3 by default) off: this policy alone decides
-                pool.connection_pool_kw["retries"] = False
             try:
                 with mapped_errors(method, kwargs.get("namespace"), self.where):
                     if core:  # pods and the run lock (a ConfigMap): core/v1
@@ -216,8 +257,15 @@ class KubernetesJobSetApi:
                                                       _request_timeout=timeout)
                 self.answers += 1
                 return result
+            except Exception as exc:
+                # no answer, a 5xx, an expired token: the retry opens a fresh client (an answer, 404 or 409, keeps it)
+                if shared and (not isinstance(exc, ApiError) or isinstance(exc, (retry.Retryable, retry.Unauthorized))):
+                    with self._shared_lock:
+                        self._drop(api_client)
+                raise
             finally:
-                api_client.close()
+                if not shared:
+                    api_client.close()
 
         return self._through_outage(retry.policy(_retrying_types())(once), method)
 
@@ -520,7 +568,7 @@ def read_jobset_crd(api_client: Any) -> tuple[dict[str, Any] | None, str]:
     from kubernetes import client as k8s
     from kubernetes.client.exceptions import ApiException
 
-    from mtc_provider.core.definition.jobset_crd import CRD_NAME
+    from mtc_provider.core.definition.render.jobset_crd import CRD_NAME
 
     try:
         response = k8s.ApiextensionsV1Api(api_client).read_custom_resource_definition(

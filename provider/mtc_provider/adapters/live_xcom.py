@@ -16,14 +16,13 @@ from typing import Any, Mapping
 
 
 def _message(owner: Mapping[str, Any], key: str, value: Any):
-    from airflow.sdk.execution_time.comms import SetXCom
-    from airflow.sdk.execution_time.xcom import XCom
+    from mtc_provider.adapters.airflow_private import set_xcom_request, xcom_backend
 
     map_index = owner.get("map_index", -1)
     map_index = map_index if isinstance(map_index, int) else -1
-    serialized = XCom.serialize_value(value=value, key=key, task_id=owner["task_id"], dag_id=owner["dag_id"],
+    serialized = xcom_backend().serialize_value(value=value, key=key, task_id=owner["task_id"], dag_id=owner["dag_id"],
                                       run_id=owner["run_id"], map_index=map_index)
-    return SetXCom(key=key, value=serialized, dag_id=owner["dag_id"], run_id=owner["run_id"],
+    return set_xcom_request(key=key, value=serialized, dag_id=owner["dag_id"], run_id=owner["run_id"],
                    task_id=owner["task_id"], map_index=map_index)
 
 
@@ -33,9 +32,9 @@ async def apush_xcom(owner: Mapping[str, Any], key: str, value: Any) -> None:
     In the triggerer: through its async comms (`asend`). In a worker (the operator's synchronous path runs the
     trigger there): the task's own comms, off the event loop. Raises when there is no supervisor to ask.
     """
-    from airflow.sdk.execution_time import task_runner
+    from mtc_provider.adapters.airflow_private import supervisor_comms
 
-    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
+    comms = supervisor_comms()
     if comms is None:
         raise RuntimeError("no Task SDK supervisor in this process: the XCom can only be pushed at the end")
     message = _message(owner, key, value)

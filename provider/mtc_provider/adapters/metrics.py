@@ -57,28 +57,19 @@ def trigger_tags(trigger: Any) -> dict[str, str]:
 
 def _stats():
     """The Stats module this process's Airflow initialized (worker: the SDK's; triggerer: airflow-core's)."""
-    from airflow.sdk._shared.observability.metrics import stats as sdk_stats
+    from mtc_provider.adapters.airflow_private import stats_factory, stats_modules
 
-    modules = [sdk_stats]
-    try:
-        from airflow._shared.observability.metrics import stats as core_stats
-    except ImportError:  # a worker with the task SDK only
-        pass
-    else:
-        modules.append(core_stats)
+    modules = stats_modules()
     for module in modules:
         if getattr(module, "_factory", None) is not None:
             return module
-    from airflow.sdk.configuration import conf
-    from airflow.sdk.observability.metrics import stats_utils
-
-    sdk_stats.initialize(factory=stats_utils.get_stats_factory(),
-                         export_legacy_names=conf.getboolean("metrics", "legacy_names_on", fallback=True))
+    sdk_stats = modules[0]
+    sdk_stats.initialize(factory=stats_factory(), export_legacy_names=_legacy_names_on())
     return sdk_stats
 
 
 def _legacy_names_on() -> bool:
-    from airflow.sdk.configuration import conf
+    from airflow.sdk import conf
 
     return conf.getboolean("metrics", "legacy_names_on", fallback=True)
 

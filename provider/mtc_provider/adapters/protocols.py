@@ -126,7 +126,7 @@ class ClusterControl(Protocol):
     def readiness(self, slices: dict[str, Any], sizing: dict[str, Any] | None,
                   checkpoint_configuration_name: str | None, bucket_name: str | None = None,
                   capacity: tuple[str, str] = ("on-demand", "")) -> list[Any]:
-        """The core's readiness checks (core.definition.readiness.Check) for these slices; blocking. A named
+        """The core's readiness checks (core.definition.cluster.readiness.Check) for these slices; blocking. A named
         CheckpointConfiguration must serve the slices (and `bucket_name`, and the ramdisk of `sizing`, when given)."""
 
     def kubernetes_client_factory(self) -> Any:

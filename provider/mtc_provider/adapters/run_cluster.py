@@ -90,7 +90,7 @@ def _read(watch: Mapping[str, Any]) -> dict[str, Any]:
     from mtc_provider.core.basics.labels import JOBSET_NAME_LABEL, selector
     from mtc_provider.targets import jobset_api
 
-    api = jobset_api(watch["connection"], request_timeout=REQUEST_TIMEOUT)
+    api = jobset_api(watch["connection"], request_timeout=REQUEST_TIMEOUT)  # an adapter: no hook (the glue ring)
     if not isinstance(api, KubernetesJobSetApi):
         raise RuntimeError("this cluster connection has no pod endpoints")
     namespace, name = watch["namespace"], watch["name"]

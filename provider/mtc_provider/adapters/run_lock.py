@@ -2,8 +2,9 @@
 
 On Kubernetes it is a ConfigMap `mtc-run-<run_name>` in the JobSet's namespace (409 AlreadyExists: someone
 else holds it) -- on GKE and on the local target's cluster alike. It also keeps what must
-survive the deletion of an attempt's JobSet: the step history (crash-loop guard) and one record per attempt
-(goodput). It is released when the run ends for good (success, final failure, the teardown).
+survive the deletion of an attempt's JobSet: the step history (crash-loop guard), one record per attempt
+(goodput) and the run's ledger (adapters.run_ledger). It is released when the run ends for good (success, final
+failure, the teardown).
 
 The lock records its owner (DAG, run, task, map index, try: the raw Airflow ids, `owner`) beside the run labels
 (`holder`). A launch that finds another owner's lock asks Airflow whether that owner is provably gone (its task
@@ -36,7 +37,8 @@ from mtc_provider.core.basics import labels as L
 
 HOLDER, HISTORY, ATTEMPTS, OWNER, DEPLOYMENT = "holder", "history", "attempts", "owner", "deployment"
 CLAIM = "claim"  # in a run lock: the claim it holds; in a claim: the directory and the run lock it belongs to
-KEYS = (HOLDER, HISTORY, ATTEMPTS, OWNER, DEPLOYMENT, CLAIM)
+LEDGER = "ledger"  # the run's ledger (core.attempt.ledger, written through adapters.run_ledger)
+KEYS = (HOLDER, HISTORY, ATTEMPTS, OWNER, DEPLOYMENT, CLAIM, LEDGER)
 NAMESPACE = "namespace"  # a claim's holder: the run labels and the namespace the JobSet runs in
 CLAIM_PREFIX = "mtc-ckpt-"
 DEFAULT_LOCK_NAMESPACE = "default"  # every Kubernetes cluster has it
@@ -132,7 +134,7 @@ class RunLock:
     @staticmethod
     def _data(obj: Mapping[str, Any]) -> dict[str, Any]:
         raw = obj.get("data") or {}
-        out: dict[str, Any] = {HOLDER: {}, HISTORY: [], ATTEMPTS: [], OWNER: {}, DEPLOYMENT: "", CLAIM: {}}
+        out: dict[str, Any] = {HOLDER: {}, HISTORY: [], ATTEMPTS: [], OWNER: {}, DEPLOYMENT: "", CLAIM: {}, LEDGER: {}}
         for key in out:
             try:
                 out[key] = json.loads(raw[key]) if key in raw else out[key]
@@ -142,7 +144,7 @@ class RunLock:
 
     def _fresh(self) -> dict[str, Any]:
         return {HOLDER: self.holder, HISTORY: [], ATTEMPTS: [], OWNER: self.owner, DEPLOYMENT: self.deployment,
-                CLAIM: self.claim}
+                CLAIM: self.claim, LEDGER: {}}
 
     def _elsewhere(self, data: Mapping[str, Any]) -> str:
         """Why a lock's contents are another deployment's ("" when they are this one's, or record none)."""
@@ -241,7 +243,7 @@ class RunLock:
         try:
             return self._data(self.api.get_lock(self.namespace, self.name))
         except NotFound:
-            return {HOLDER: {}, HISTORY: [], ATTEMPTS: [], OWNER: {}, DEPLOYMENT: "", CLAIM: {}}
+            return {HOLDER: {}, HISTORY: [], ATTEMPTS: [], OWNER: {}, DEPLOYMENT: "", CLAIM: {}, LEDGER: {}}
 
     def update(self, change: Callable[[dict[str, Any]], None], tries: int = 5) -> dict[str, Any]:
         """Read, change, compare-and-set; re-read on a conflict. No lock (released): nothing to record."""
@@ -270,16 +272,27 @@ class RunLock:
                     raise
         raise ApiError(409, f"lock {self.name} kept changing under us", "Conflict")
 
-    def close_attempt(self, end: Any, now: float) -> None:
+    def close_attempt(self, end: Any, now: float, also: Callable[[dict[str, Any]], None] | None = None,
+                      once: bool = False) -> bool:
         """Close the open record of the ended attempt (a core.attempt.attempt_records.AttemptEnd), as its typed record
-        closes it; keys it does not know are kept. Written through adapters.attempt_journal by either end of a try."""
+        closes it; keys it does not know are kept. Written through adapters.attempt_journal by either end of a try.
+        `also`: a further change written in the same compare-and-set (the end's facts in the run's ledger); with
+        `once`, only by the write that closes the record (another writer closed it first: nothing is added).
+        Returns whether this write closed it."""
         from mtc_provider.core.attempt.attempt_records import AttemptRecord
 
+        closed = [False]
+
         def change(data: dict[str, Any]) -> None:
+            closed[0] = False  # a compare-and-set that conflicts runs the change again on the newer data
             for index, stored in enumerate(data[ATTEMPTS]):
                 if stored.get("jobset") == end.jobset and stored.get("end") is None:
                     data[ATTEMPTS][index] = {**stored, **AttemptRecord.from_dict(stored).closed(end, now).to_dict()}
+                    closed[0] = True
+            if also is not None and (closed[0] or not once):
+                also(data)
         self.update(change)
+        return closed[0]
 
     def release(self) -> None:
         """Delete the lock when it is ours (this holder, this deployment)."""

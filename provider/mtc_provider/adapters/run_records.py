@@ -103,18 +103,36 @@ class RunRecords:
 
 def record_run(checkpoint_dir: str, gcp_conn_id: str, impersonation_chain: str | list[str] | None, *, run_name: str,
                namespace: str, target_step: int | None, state: str, attempts: Any, owner: Any, reason: str,
-               progress: Any = None) -> str:
+               progress: Any = None, ledger: Any = None) -> str:
     """Write the run's record (core.attempt.run_summary.run_record over the one already there); returns where it went. The
-    launch operator's end of an attempt and the trigger's end of a retry both write through here."""
+    launch operator's end of an attempt and the trigger's end of a retry both write through here. `ledger`: the run's
+    ledger as the run lock holds it (core.attempt.ledger), merged into the one the record kept (a run lock taken
+    fresh by a later try holds only that try's facts)."""
     import time
 
     from mtc_provider.core.attempt.run_summary import run_record
 
     records = RunRecords(checkpoint_dir, gcp_conn_id, impersonation_chain)
+    previous = records.read(checkpoint_dir)
     data = run_record(run_name=run_name, namespace=namespace, checkpoint_dir=checkpoint_dir, target_step=target_step,
                       state=state, attempts=attempts, owner=owner, now=time.time(), reason=reason, progress=progress,
-                      previous=records.read(checkpoint_dir))
+                      previous=previous)
+    kept = (previous or {}).get("ledger") if (previous or {}).get("dag_run") == data["dag_run"] else None
+    if ledger or kept:
+        data["ledger"] = _merged_ledger(kept, ledger)
     return records.write(checkpoint_dir, data)
+
+
+def _merged_ledger(kept: Any, seen: Any) -> dict[str, Any]:
+    """The record's ledger and the lock's as one; a kept one that does not read is replaced."""
+    from mtc_provider.core.attempt.ledger import RunLedger
+    from mtc_provider.core.basics.errors import SpecError
+
+    try:
+        base = RunLedger.from_dict(kept or {})
+    except SpecError:
+        base = RunLedger()
+    return base.merge(RunLedger.from_dict(seen or {})).to_dict()
 
 
 def checkpoint_dir_of_run(base: str, run_name: str) -> str:

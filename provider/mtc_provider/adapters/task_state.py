@@ -22,9 +22,9 @@ def _key(task_id: str, map_index: int | None) -> str:
 
 def lookup_task_state(dag_id: str, run_id: str, task_id: str, map_index: int | None = -1) -> TaskLookup:
     """This task instance's state now; raises when Airflow cannot be asked (no supervisor, an API error)."""
-    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+    from mtc_provider.adapters.airflow_private import get_task_states
 
-    states = RuntimeTaskInstance.get_task_states(
+    states = get_task_states(
         dag_id=dag_id, task_ids=[task_id], run_ids=[run_id],
         map_index=map_index if map_index is not None and map_index >= 0 else None)
     return _from_states(states, {"run_id": run_id, "task_id": task_id, "map_index": map_index})
@@ -52,16 +52,14 @@ def try_lookup(owner: Mapping[str, Any]) -> tuple[TaskLookup | None, str]:
 async def atry_lookup(owner: Mapping[str, Any]) -> tuple[TaskLookup | None, str]:
     """`try_lookup` from a trigger: on the event loop through the triggerer's async comms (`asend`, as
     TriggerCommsDecoder offers), else off the loop (the sync send blocks until the supervisor answers)."""
-    from airflow.sdk.execution_time import task_runner
+    from mtc_provider.adapters.airflow_private import get_task_states_request, supervisor_comms
 
-    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
+    comms = supervisor_comms()
     if comms is None or not hasattr(comms, "asend"):
         return await asyncio.to_thread(try_lookup, owner)
     try:
-        from airflow.sdk.execution_time.comms import GetTaskStates
-
         map_index = owner.get("map_index", -1)
-        answer = await comms.asend(GetTaskStates(
+        answer = await comms.asend(get_task_states_request(
             dag_id=owner["dag_id"], task_ids=[owner["task_id"]], run_ids=[owner["run_id"]],
             map_index=map_index if map_index is not None and map_index >= 0 else None))
         return _from_states(getattr(answer, "task_states", answer), owner), ""

@@ -11,6 +11,7 @@ checkpoint_save badput); ``save_end`` carries ``tier`` and ``duration_s``; ``fin
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -103,6 +104,20 @@ def events_path(base_output_directory: str, run_name: str, process_id: int) -> s
 def events_dir(base_output_directory: str, run_name: str) -> str:
     """Directory holding the default event files of a run."""
     return os.path.join(base_output_directory, run_name, "events")
+
+
+async def alatest_event(checkpoint_dir: str | None, kind: str, since: float) -> dict | None:
+    """The newest `kind` event at or after `since` in process 0's event file beside a local checkpoint directory
+    (`<base>/<run>/events` beside `<base>/<run>/checkpoints`), read off the loop; None on a bucket, or when the file
+    holds none or cannot be read."""
+    if not checkpoint_dir or "://" in checkpoint_dir:
+        return None
+    path = os.path.join(os.path.dirname(checkpoint_dir.rstrip("/")), "events", "process-0.jsonl")
+    try:
+        event = await asyncio.to_thread(latest_event, path, kind)
+    except OSError:
+        return None
+    return event if event is not None and float(event.get("ts") or 0) >= since else None
 
 
 def latest_event(path: str | os.PathLike, kind: str = "step", tail_bytes: int = 65_536) -> dict | None:

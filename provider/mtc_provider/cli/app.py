@@ -20,14 +20,15 @@ from rich.markup import escape
 from mtc_provider import __version__
 from mtc_provider.cli.console import OUTPUT_OPTION, Output, emit as _emit, guarded as _guarded, load_data
 from mtc_provider.cli.console import out as _out
-from mtc_provider.cli.runs import ClusterOptions, cluster_options, guarded_hook, register as register_run_commands
+from mtc_provider.cli.cluster_options import ClusterOptions, cluster_options, guarded_hook
+from mtc_provider.cli.runs import register as register_run_commands
 from mtc_provider.cli.submit import run as submit_run
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.plan import build_plan
-from mtc_provider.core.definition.sizing import (DEFAULT_BUFFER, DEFAULT_BYTES_PER_PARAMETER, check_fits_host,
+from mtc_provider.core.definition.description.plan import build_plan
+from mtc_provider.core.definition.shape.sizing import (DEFAULT_BUFFER, DEFAULT_BYTES_PER_PARAMETER, check_fits_host,
                                                  ramdisk_size)
-from mtc_provider.core.definition.spec import RunConfig
-from mtc_provider.core.definition.tpu import HOST_MEMORY_GIB, SliceSpec
+from mtc_provider.core.definition.description.spec import RunConfig
+from mtc_provider.core.definition.shape.tpu import HOST_MEMORY_GIB, SliceSpec
 
 app = typer.Typer(
     name="mtc",
@@ -75,7 +76,7 @@ def main(
 
 def load_config(path: Path) -> RunConfig:
     """Read and validate a run description (`-` reads standard input); every failure becomes a SpecError."""
-    from mtc_provider.core.definition.run import parse_run  # the one parse, the DAG's plan task's too
+    from mtc_provider.core.definition.description.run import parse_run  # the one parse, the DAG's plan task's too
     from mtc_provider.target import default_local_home
 
     return parse_run(load_data(path), default_local_home())

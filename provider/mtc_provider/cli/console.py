@@ -13,7 +13,7 @@ import time
 from decimal import Decimal
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import typer
 import yaml
@@ -26,7 +26,21 @@ ERROR = 1
 USAGE_ERROR = 2
 TIMED_OUT = 3
 STDIN = "-"
+UNBOUNDED = 1_000_000  # columns: wider than any line a command prints
 T = TypeVar("T")
+
+
+def _flags_without_a_type() -> None:
+    """typer's rich --help (0.29) prints a flag's type beside it (`--wait <bool>`) as if the flag took a value; a
+    flag takes none, and click's plain help shows none."""
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)  # the method the rich help asks, where typer has it
+    if shown is not None:
+        TyperOption.display_type_rich = lambda self, ctx: None if self.is_flag else shown(self, ctx)
+
+
+_flags_without_a_type()
 
 
 def out() -> Console:
@@ -84,7 +98,22 @@ def emit(output: Output, data: Any) -> None:
     if output is Output.json:
         sys.stdout.write(json.dumps(plain(data), indent=2) + "\n")
     else:
-        sys.stdout.write(yaml.safe_dump(plain(data), sort_keys=False, default_flow_style=False, width=1_000_000))
+        sys.stdout.write(yaml.safe_dump(plain(data), sort_keys=False, default_flow_style=False, width=UNBOUNDED))
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[str]], console: Console | None = None) -> None:
+    """A table for people, each row on one line as kubectl prints one: rich fits a table to the terminal (80
+    columns when piped) by cutting or folding cells, and a cut JobSet name can be neither read nor pasted."""
+    from rich.table import Table
+
+    table = Table(*headers, box=None, pad_edge=False)
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    console = console or out()
+    natural = console.measure(table, options=console.options.update_width(UNBOUNDED)).maximum
+    width, console.width = console.width, natural
+    console.print(table)
+    console.width = width
 
 
 def load_data(path: Path) -> Any:

@@ -7,199 +7,40 @@ Two sources, both read as the launch operator wrote them:
 - the run's record beside its checkpoints, `<base_output_directory>/<run_name>/mtc-attempts.json`
   (adapters.run_records), which outlives the teardown: `mtc status` and `mtc list` still answer after a run ended.
 
-Every command takes the one connection option set (`cluster_options`). `mtc delete` deletes JobSets, never
+Every command takes the one connection option set (cli.cluster_options). `mtc delete` deletes JobSets, never
 checkpoints or records, and sends who asked (the OS user, host and pid) and why (`user-request`) with each delete.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-import os
 import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import typer
 from rich.markup import escape
 
 from mtc_provider.cli.airflow_api import AirflowApi, AirflowApiError, env
+from mtc_provider.cli.cluster_options import ClusterOptions, cluster_options, guarded_hook, reader_hook
 from mtc_provider.cli.console import (ERROR, OUTPUT_OPTION, USAGE_ERROR, Output, WaitProgress, emit, err_console, fail,
-                                      out as _out, timed_out)
+                                      out as _out, print_table, timed_out)
 from mtc_provider.core.basics.errors import SpecError
-
-BASE_ENV = "MTC_BASE_OUTPUT_DIRECTORY"
 
 
 def _err(message: str, code: int = ERROR) -> None:
     fail(message, code)
 
 
-# --- the one connection option set --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ClusterOptions:
-    """Where the run's JobSets are (one of a kubeconfig, a GKE cluster, a local home) and where its records are."""
-
-    namespace: str = "default"
-    kubeconfig: Optional[Path] = None
-    context: Optional[str] = None
-    project: Optional[str] = None
-    location: Optional[str] = None
-    cluster: Optional[str] = None
-    gcp_conn_id: str = "google_cloud_default"
-    local_home: Optional[Path] = None
-    target: Optional[str] = None
-    base: Optional[str] = None
-
-    @property
-    def cluster_given(self) -> bool:
-        return bool(self.kubeconfig or self.project or self.location or self.cluster or self.local_home
-                    or self.target or os.environ.get("KUBECONFIG"))
-
-    def target_dict(self) -> dict[str, Any]:
-        """--target as a dict: inline JSON or YAML, or @FILE; SpecError naming --target when it is neither a mapping
-        with a `kind` nor a kind the registry has (targets.kinds(): the built-in ones and those of entry points)."""
-        import yaml
-
-        from mtc_provider import targets
-
-        text = str(self.target)
-        if text.startswith("@"):
-            try:
-                text = Path(text[1:]).expanduser().read_text()
-            except OSError as exc:
-                raise SpecError("--target", self.target, f"@FILE naming a readable file ({exc.strerror})") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
-            data = None
-        if not isinstance(data, dict) or not data.get("kind"):
-            raise SpecError("--target", self.target, 'a target as a JSON or YAML mapping with its kind, e.g. '
-                            '\'{"kind": "local", "home": "~/.mtc-local"}\', or @FILE holding one')
-        if data["kind"] not in targets.kinds():
-            raise SpecError("--target", data["kind"], "an installed target kind: " + " or ".join(targets.kinds()))
-        return data
-
-    def hook(self) -> Any:
-        """The MtcJobSetHook for these options; SpecError naming the option when they do not fit together."""
-        from mtc_provider.hooks.jobset import MtcJobSetHook
-
-        gke = [value for value in (self.project, self.location, self.cluster) if value]
-        if gke and len(gke) < 3:
-            raise SpecError("--project/--location/--cluster", gke, "all three, to read the run from a GKE cluster")
-        if sum(bool(x) for x in (gke, self.kubeconfig, self.local_home, self.target)) > 1:
-            raise SpecError("--kubeconfig", str(self.kubeconfig), "one of --kubeconfig, --project/--location/--cluster, "
-                            "--local-home or --target")
-        if self.target:  # any installed kind, a kind registered by an entry point included
-            return MtcJobSetHook(target={"namespace": self.namespace, **self.target_dict()})
-        if gke:
-            return MtcJobSetHook(target={"kind": "gke", "project_id": self.project, "location": self.location,
-                                         "cluster_name": self.cluster, "gcp_conn_id": self.gcp_conn_id,
-                                         "namespace": self.namespace})
-        if self.local_home:
-            return MtcJobSetHook(target={"kind": "local", "home": str(self.local_home), "namespace": self.namespace})
-        path = self.kubeconfig or Path(os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-                                       or Path.home() / ".kube" / "config")
-        if not path.is_file():
-            raise SpecError("--kubeconfig", str(path), "an existing kubeconfig file, or --project/--location/"
-                            "--cluster, or --local-home")
-        return MtcJobSetHook(kubeconfig=str(path), context=self.context,
-                             target={"kind": "local", "namespace": self.namespace})
-
-    def bases(self) -> list[str]:
-        """Where run records are looked for: --base (or $MTC_BASE_OUTPUT_DIRECTORY); with --local-home and no base,
-        each of the home's bucket folders (where the training DAG puts a local run: <home>/buckets/<bucket>)."""
-        if self.base:
-            return [self.base]
-        if self.local_home:
-            buckets = Path(self.local_home).expanduser() / "buckets"
-            return sorted(str(p) for p in buckets.iterdir() if p.is_dir()) if buckets.is_dir() else []
-        return []
-
-    def absolute(self) -> "ClusterOptions":
-        """The options with --local-home and a local --base made absolute (relative to the current directory, `~`
-        expanded), as every reader below needs them; SpecError naming --base for a URL no reader takes."""
-        from dataclasses import replace
-
-        base = self.base
-        if base and "://" not in base:
-            base = str(Path(base).expanduser().resolve())
-        elif base and not base.startswith(("gs://", "file:///")):
-            raise SpecError("--base", base, "gs://BUCKET/PATH, or a local path (absolute, or relative to the current "
-                            f"directory); also read from ${BASE_ENV}")
-        home = Path(self.local_home).expanduser().resolve() if self.local_home else None
-        return replace(self, base=base, local_home=home)
-
-
-_OPTIONS: list[tuple[str, Any, Any]] = [
-    ("namespace", str, typer.Option("default", "--namespace", "-n", help="The JobSets' namespace.")),
-    ("kubeconfig", Optional[Path], typer.Option(None, "--kubeconfig", help="A kubeconfig file (e.g. from gcloud "
-                                                "container clusters get-credentials); default: $KUBECONFIG or "
-                                                "~/.kube/config.")),
-    ("context", Optional[str], typer.Option(None, "--context", help="The kubeconfig context (default: its current "
-                                            "context).")),
-    ("project", Optional[str], typer.Option(None, "--project", help="GKE instead of a kubeconfig: the cluster's "
-                                            "project.")),
-    ("location", Optional[str], typer.Option(None, "--location", help="GKE: the cluster's region or zone.")),
-    ("cluster", Optional[str], typer.Option(None, "--cluster", help="GKE: the cluster's name.")),
-    ("gcp_conn_id", str, typer.Option("google_cloud_default", "--gcp-conn-id", help="GKE and GCS: the Airflow "
-                                      "connection.")),
-    ("local_home", Optional[Path], typer.Option(None, "--local-home", help="The local target's home instead of a "
-                                                "cluster.")),
-    ("target", Optional[str], typer.Option(None, "--target", help="Any installed target kind (one registered by an "
-                                           "entry point included): the target as the DAG gives it, JSON or YAML "
-                                           "inline or @FILE, e.g. '{\"kind\": \"local\", \"home\": \"/srv/mtc\"}'.")),
-]
-_BASE = ("base", Optional[str], typer.Option(None, "--base", envvar=BASE_ENV, help="The runs' "
-                                             "base_output_directory (gs://BUCKET/PATH or a local path), where "
-                                             "each run's record is kept: <base>/<run_name>/mtc-attempts.json; "
-                                             "default: $MTC_BASE_OUTPUT_DIRECTORY; with --local-home, its buckets."))
-
-
-def cluster_options(records: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Add the connection options (and --base when `records`) to a command; it receives them as `options`."""
-    extra = _OPTIONS + ([_BASE] if records else [])
-
-    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        signature = inspect.signature(command)
-        own = [p for p in signature.parameters.values() if p.name != "options"]
-        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
-                 for name, kind, option in extra]
-
-        @functools.wraps(command)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            try:
-                options = ClusterOptions(**{name: kwargs.pop(name) for name, _, _ in extra}).absolute()
-            except SpecError as exc:
-                _err(str(exc), USAGE_ERROR)
-            return command(*args, options=options, **kwargs)
-
-        wrapper.__signature__ = signature.replace(parameters=own + added)  # what typer reads
-        hints = {p.name: p.annotation for p in own}
-        wrapper.__annotations__ = {**hints, **{name: kind for name, kind, _ in extra}}
-        return wrapper
-
-    return decorate
-
-
-def guarded_hook(options: ClusterOptions) -> Any:
-    try:
-        return options.hook()
-    except SpecError as exc:
-        _err(str(exc), USAGE_ERROR)
-
-
 def _api_errors() -> tuple[type[BaseException], ...]:
+    """What a read reports and ends with: the cluster's or the store's failures, and a record it cannot read."""
     from mtc_provider.adapters.protocols import ApiError
 
-    return (ApiError, OSError)
+    return (ApiError, OSError, SpecError)
 
 
 # --- reading a run -----------------------------------------------------------------------------------------
 # A read starts no server: a local folder (a local target's bucket folder included) is read as files, not through
-# the home's local GCS; the local target's cluster is asked only when it is already running (local_reader).
+# the home's local GCS; the local target's cluster is asked only when it is already running (cli.cluster_options.reader_hook).
 def _read_store(options: ClusterOptions, where: str) -> Any:
     """The store a read lists `where` with: GCS for gs://, the files themselves for a local folder."""
     from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore, open_store
@@ -213,36 +54,17 @@ def _records_at(options: ClusterOptions, where: str) -> Any:
     return RunRecords(where, options.gcp_conn_id, store=_read_store(options, where))
 
 
-def running_local_kubeconfig(home: Path) -> Path | None:
-    """The kubeconfig of the local target's cluster when its API server answers, else None: a read never starts
-    the cluster (`mtc local up` does; a stopped cluster has no live JobSet, and its runs' records are files)."""
-    import socket
-    from urllib.parse import urlparse
+def typed_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A run's record as read, its attempts typed (core.attempt.attempt_records): SpecError naming the record's field."""
+    from mtc_provider.core.attempt.attempt_records import read_attempts
+    from mtc_provider.core.attempt.run_summary import RECORD_FILE
 
-    import yaml
-
-    path = Path(home) / "kubeconfig"
-    try:
-        url = urlparse(yaml.safe_load(path.read_text())["clusters"][0]["cluster"]["server"])
-        with socket.create_connection((url.hostname, url.port or 443), timeout=2):
-            return path
-    except (OSError, KeyError, IndexError, TypeError, ValueError, yaml.YAMLError):
-        return None
-
-
-def reader_hook(options: ClusterOptions) -> Any:
-    """The hook a read asks the cluster through, or None when there is nothing running to ask: with --local-home,
-    the home's cluster through its kubeconfig when it runs (never started by a read); else as `_hook_if_cluster`."""
-    if options.local_home:
-        from dataclasses import replace
-
-        kubeconfig = running_local_kubeconfig(options.local_home)
-        return guarded_hook(replace(options, local_home=None, kubeconfig=kubeconfig)) if kubeconfig else None
-    return _hook_if_cluster(options)
+    field = f"{RECORD_FILE} of run {record.get('run_name')}: attempts"
+    return {**record, "attempts": read_attempts(record.get("attempts"), field)}
 
 
 def find_record(options: ClusterOptions, run_name: str, checkpoint_dir: str = "") -> dict[str, Any] | None:
-    """The run's record: beside the checkpoint directory its JobSets name, else under each base."""
+    """The run's record (`typed_record`): beside the checkpoint directory its JobSets name, else under each base."""
     from mtc_provider.adapters.run_records import checkpoint_dir_of_run
 
     candidates = [checkpoint_dir] if checkpoint_dir else []
@@ -250,7 +72,7 @@ def find_record(options: ClusterOptions, run_name: str, checkpoint_dir: str = ""
     for where in candidates:
         record = _records_at(options, where).read(where)
         if record is not None:
-            return record
+            return typed_record(record)
     return None
 
 
@@ -261,6 +83,7 @@ def _commits(options: ClusterOptions, checkpoint_dir: str) -> list[tuple[int, fl
 
 def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict[str, Any]:
     """The run's attempts from its record (kept after the teardown) and from its JobSets still in the cluster."""
+    from mtc_provider.core.attempt.interruptions import count
     from mtc_provider.core.attempt.run_summary import newest_step
 
     live: dict[str, Any] = {"attempts": [], "checkpoint_dir": "", "newest_step": None}
@@ -277,14 +100,15 @@ def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict
     record = find_record(options, run_name, live["checkpoint_dir"])
     in_cluster = {a["name"]: a for a in live["attempts"]}
     attempts: list[dict[str, Any]] = []
-    for entry in (record or {}).get("attempts") or []:
-        jobset = in_cluster.pop(entry.get("jobset"), None)
-        attempts.append({"attempt": entry.get("attempt"), "try": entry.get("try"), "name": entry.get("jobset"),
+    recorded = (record or {}).get("attempts") or []
+    for entry in recorded:
+        jobset = in_cluster.pop(entry.jobset, None)
+        attempts.append({"attempt": entry.attempt, "try": entry.try_number, "name": entry.jobset or None,
                          "phase": jobset["phase"] if jobset else "deleted",
-                         "restarts": max(entry.get("restarts") or 0, jobset["restarts"] if jobset else 0),
-                         "reason": entry.get("reason") or (jobset or {}).get("reason") or "",
-                         "outcome": entry.get("outcome"), "start": entry.get("start"), "end": entry.get("end"),
-                         "last_step": entry.get("last_step"), "in_cluster": jobset is not None})
+                         "restarts": max(entry.restarts, jobset["restarts"] if jobset else 0),
+                         "reason": entry.reason or (jobset or {}).get("reason") or "",
+                         "outcome": entry.outcome, "start": entry.start, "end": entry.end,
+                         "last_step": entry.last_step, "in_cluster": jobset is not None})
     for jobset in in_cluster.values():  # not in the record (a provider older than the record, or no bucket access)
         attempts.append({**jobset, "outcome": None, "start": None, "end": None, "last_step": None,
                          "in_cluster": True})
@@ -304,7 +128,7 @@ def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict
     return {"run_name": run_name, "namespace": (record or {}).get("namespace") or options.namespace,
             "state": state, "reason": (record or {}).get("reason", ""),
             "target_step": (record or {}).get("target_step"), "attempts": attempts,
-            "interruptions": _interruptions((record or {}).get("attempts") or []),
+            "interruptions": count(recorded),
             "checkpoint_dir": checkpoint_dir, "newest_step": step, "dag_run": (record or {}).get("dag_run"),
             "recorded": record is not None}
 
@@ -316,20 +140,6 @@ def _live_status(options: ClusterOptions, hook: Any, run_name: str) -> dict[str,
     step = _read_store(options, checkpoint_dir).latest_step(checkpoint_dir) if checkpoint_dir else None
     return {"run_name": run_name, "namespace": options.namespace, "attempts": [a.to_dict() for a in found],
             "checkpoint_dir": checkpoint_dir, "newest_step": step}
-
-
-def _interruptions(records: list[Any]) -> dict[str, int]:
-    """How many interruptions of each kind the run survived (core.attempt.interruptions, over the record's attempts)."""
-    from mtc_provider.core.attempt.interruptions import count
-
-    return count(records)
-
-
-def _hook_if_cluster(options: ClusterOptions) -> Any:
-    """The hook when a cluster is named (or no base is: then the default kubeconfig is the cluster)."""
-    if options.cluster_given or not options.bases():
-        return guarded_hook(options)
-    return None
 
 
 # --- commands ----------------------------------------------------------------------------------------------
@@ -407,19 +217,17 @@ def _status_line(summary: dict[str, Any]) -> str:
 
 
 def _print_status(summary: dict[str, Any]) -> None:
-    from rich.table import Table
-
     from mtc_provider.core.measure.progress_report import format_duration
 
-    table = Table("attempt", "JobSet", "state", "restarts", "outcome", "took", "reason", box=None, pad_edge=False)
-    for a in summary["attempts"]:
-        took = format_duration(a["end"] - a["start"]) if a.get("start") and a.get("end") else "-"
-        table.add_row(str(a["attempt"]), escape(a["name"] or "-"), a["phase"], str(a["restarts"]),
-                      a.get("outcome") or "-", took, escape(a["reason"] or "-"))
+    def took(a: dict[str, Any]) -> str:
+        return format_duration(a["end"] - a["start"]) if a.get("start") and a.get("end") else "-"
+
     console = _out()
     state = f": {summary['state']}" if summary["state"] else ""
     console.print(f"[bold]Run {escape(summary['run_name'])}[/bold] in namespace {escape(summary['namespace'])}{state}")
-    console.print(table)
+    print_table(("attempt", "JobSet", "state", "restarts", "outcome", "took", "reason"),
+                ((str(a["attempt"]), a["name"] or "-", a["phase"], str(a["restarts"]), a.get("outcome") or "-",
+                  took(a), a["reason"] or "-") for a in summary["attempts"]), console)
     step = summary["newest_step"]
     target = f" of {summary['target_step']}" if summary.get("target_step") else ""
     console.print(f"newest finalized step: {step if step is not None else 'none yet'}{target} "
@@ -449,7 +257,7 @@ def list_runs(
     try:
         for base in options.bases():
             for record in _records_at(options, base).runs(base):
-                records[record.get("checkpoint_dir") or record.get("run_name")] = record
+                records[record.get("checkpoint_dir") or record.get("run_name")] = typed_record(record)
         jobsets: list[dict[str, Any]] = []
         if hook is not None:
             try:
@@ -468,7 +276,7 @@ def list_runs(
                 live.setdefault(where or run_name, []).append(obj["metadata"]["name"])
             if where and where not in records:
                 found = _records_at(options, where).read(where)
-                records[where] = found or {"run_name": run_name, "namespace": options.namespace,
+                records[where] = typed_record(found) if found else {"run_name": run_name, "namespace": options.namespace,
                                            "checkpoint_dir": where, "state": "unrecorded", "attempts": []}
         now = time.time()
         rows = []
@@ -480,12 +288,7 @@ def list_runs(
         _err(str(exc))
     if output is not Output.text:
         return emit(output, rows)
-    from rich.table import Table
-
-    table = Table("RUN", "STATE", "STEP", "ETA", "ATTEMPTS", "AGE", box=None, pad_edge=False)
-    for row in rows:
-        table.add_row(*(escape(cell) for cell in summary_cells(row)))
-    _out().print(table)
+    print_table(("RUN", "STATE", "STEP", "ETA", "ATTEMPTS", "AGE"), (summary_cells(row) for row in rows))
 
 
 def _attempt_jobset(options: ClusterOptions, hook: Any, run_name: str, attempt: int | None) -> tuple[str, int]:
@@ -514,7 +317,7 @@ def logs(
     options: ClusterOptions = None,
 ) -> None:
     """The leader pod's log of an attempt (job index 0, completion index 0), like `kubectl logs` on that pod."""
-    from mtc_provider.adapters.pod_logs import LeaderLogFollower, pod_logs_for
+    from mtc_provider.adapters.pod_logs import LeaderLogFollower
     from mtc_provider.adapters.protocols import NotFound
     from mtc_provider.core.attempt.status import evaluate_jobset
 
@@ -527,9 +330,10 @@ def logs(
              f"{options.local_home}` starts the cluster)")
     try:
         name, number = _attempt_jobset(options, hook, run_name, attempt)
-        reader = pod_logs_for(hook.api)
-        if reader is None:
-            _err(f"{type(hook.api).__name__} serves no pod logs")
+        try:
+            reader = hook.pod_logs()
+        except NotImplementedError as exc:
+            _err(str(exc))
         leaders = [p for p in reader.pods(options.namespace, name) if p.leader]
         if not leaders:
             _err(f"attempt {number} of run {run_name!r} (JobSet {name}) has no leader pod (yet)")

@@ -1,6 +1,6 @@
 """`mtc run FILE`: trigger the training DAG with a run description through Airflow's REST API.
 
-The file is validated here first with the function the DAG's plan task and `mtc plan` call (core.definition.run.parse_run):
+The file is validated here first with the function the DAG's plan task and `mtc plan` call (core.definition.description.run.parse_run):
 a bad value exits 2 naming the field, and no request is sent. Then `POST /api/v2/dags/{dag_id}/dagRuns` (Airflow 3's
 public API, `TriggerDAGRunPostBody`: `logical_date` null, `conf` the description) starts a run; its URL in the UI is
 printed; `--wait` follows it to its end (exit 0 success, 1 failed, 3 timed out: cli.console's codes, as `status` and
@@ -35,10 +35,10 @@ ENDED = ("success", "failed")
 
 
 def run_conf(description: Any, local_home: str | None) -> dict[str, Any]:
-    """The dag_run.conf for a description: validated (core.definition.run.parse_run, as the DAG's plan task does), then every
+    """The dag_run.conf for a description: validated (core.definition.description.run.parse_run, as the DAG's plan task does), then every
     field explicit (the DAG lays the conf over its form, so what the file leaves out must not take the form's
     values), except a local base_output_directory the file left out: the server derives it from its own home."""
-    from mtc_provider.core.definition.run import parse_run
+    from mtc_provider.core.definition.description.run import parse_run
 
     config = parse_run(description, local_home)
     # A section the file has not (None: cluster or bucket on the local target) is left out: the form's is the same

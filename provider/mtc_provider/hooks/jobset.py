@@ -3,7 +3,7 @@
 KubernetesHook and its JobTrigger over the async hook).
 
 Built on the adapters (`targets` for the Kubernetes side, the run lock, the checkpoint stores for the newest
-finalized step) and the pure core (`core.definition.jobset_manifest` renders, `core.attempt.attempts` reads a run's attempts back): the launch
+finalized step) and the pure core (`core.definition.render.jobset_manifest` renders, `core.attempt.attempts` reads a run's attempts back): the launch
 operator submits its attempts, finds its task's JobSets, waits for a deletion, deletes with a reason and takes
 its run lock here, so a JobSet submitted by `@task` code is exactly what `MtcJobSetOperator` would submit.
 
@@ -17,24 +17,31 @@ its run lock here, so a JobSet submitted by `@task` code is exactly what `MtcJob
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping, Sequence
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException
 
 from mtc_provider import targets
+from mtc_provider.adapters import retry
 from mtc_provider.adapters.protocols import AlreadyExists, AsyncJobSetApi, CheckpointStore, JobSetApi, NotFound
 from mtc_provider.core.basics import labels as L
 from mtc_provider.core.attempt.status import JobSetState, evaluate_jobset
+from mtc_provider.core.attempt.outage import OutageClock
 from mtc_provider.core.basics.vocabulary import DELETE_UNSPECIFIED
+
+ANSWER_CHECK_S = 0.5  # how often an ongoing outage checks whether the api answered again
+RESUMED_FACTOR, RESUMED_MIN_S = 5.0, 60.0  # a gap between looks above both is said in the caller's log
 
 if TYPE_CHECKING:  # the run description is imported where it is used: the triggerer loads this module on its loop
     from mtc_provider.core.attempt.attempts import Attempt
-    from mtc_provider.core.definition.customization import CustomizationSpec
-    from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec
-    from mtc_provider.core.definition.tpu import SliceSpec
+    from mtc_provider.core.definition.render.customization import CustomizationSpec
+    from mtc_provider.core.definition.description.spec import CheckpointingSpec, WorkloadSpec
+    from mtc_provider.core.definition.shape.tpu import SliceSpec
 
 
 class StillTerminating(Exception):
@@ -42,7 +49,8 @@ class StillTerminating(Exception):
 
 
 def _as(kind: type, value: Any) -> Any:
-    from mtc_provider.core.definition.spec import spec_from_dict  # the run description's one dict-to-spec function
+    # the run description's one dict-to-spec function
+    from mtc_provider.core.definition.description.spec import spec_from_dict
 
     return spec_from_dict(kind, kind.__name__, value)
 
@@ -63,6 +71,7 @@ class MtcJobSetHook(BaseHook):
         them once for its try; instead of target/kubernetes_conn_id/kubeconfig.
     :param api_outage_timeout: seconds every request waits out an unreachable API (then ApiUnreachable); 0: bounded
         retries only.
+    :param request_timeout: client-side seconds per request (default adapters.kubernetes.REQUEST_TIMEOUT).
     """
 
     hook_name = "MTC JobSet"
@@ -76,11 +85,13 @@ class MtcJobSetHook(BaseHook):
         checkpoint_store_factory: Callable[[str, str], CheckpointStore] | None = None,
         connection: Mapping[str, Any] | None = None,
         api_outage_timeout: float = 0.0,
+        request_timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.connection = dict(connection) if connection is not None else None
         self.api_outage_timeout = float(api_outage_timeout)
+        self.request_timeout = request_timeout
         from mtc_provider.target import target_from_dict
 
         # a resolved connection needs no target (and a deployment without the local target has no default one)
@@ -98,14 +109,15 @@ class MtcJobSetHook(BaseHook):
     def api(self) -> JobSetApi:
         """The JobSetApi for the target (resolved once: GKE endpoint and CA, or the kubeconfig)."""
         if self.connection is not None:
-            return targets.jobset_api(self.connection, outage_timeout=self.api_outage_timeout)
+            return targets.jobset_api(self.connection, outage_timeout=self.api_outage_timeout,
+                                      request_timeout=self.request_timeout)
         if self.kubeconfig:
             from kubernetes import config
 
             from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
 
-            # A client per request, read from the file each time: exec plugins (gke-gcloud-auth-plugin) mint
-            # a fresh token, as the GKE hooks do.
+            # Each client read from the file (the api opens one per client_reuse_seconds, and after a failed
+            # request): exec plugins (gke-gcloud-auth-plugin) mint a fresh token, as the GKE hooks do.
             # A 403 names the kubeconfig and context beside the identity the API server names.
             return KubernetesJobSetApi(lambda: config.new_client_from_config(config_file=self.kubeconfig,
                                                                              context=self.context),
@@ -121,10 +133,10 @@ class MtcJobSetHook(BaseHook):
                workload: WorkloadSpec | Mapping[str, Any], labels: Mapping[str, str] | None = None,
                customization: CustomizationSpec | Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The JobSet manifest, validated (a SpecError names the bad field) and customized."""
-        from mtc_provider.core.definition.customization import CustomizationSpec
-        from mtc_provider.core.definition.jobset_manifest import build_jobset
-        from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec
-        from mtc_provider.core.definition.tpu import SliceSpec
+        from mtc_provider.core.definition.render.customization import CustomizationSpec
+        from mtc_provider.core.definition.render.jobset_manifest import build_jobset
+        from mtc_provider.core.definition.description.spec import CheckpointingSpec, WorkloadSpec
+        from mtc_provider.core.definition.shape.tpu import SliceSpec
 
         return build_jobset(_as(SliceSpec, slices), _as(CheckpointingSpec, checkpointing),
                             _as(WorkloadSpec, workload), labels, CustomizationSpec.from_value(customization))
@@ -137,7 +149,7 @@ class MtcJobSetHook(BaseHook):
 
         :param attempt: the try number written to the attempt label (what `find_by_run` orders by).
         """
-        from mtc_provider.core.definition.jobset_manifest import pod_template
+        from mtc_provider.core.definition.render.jobset_manifest import pod_template
         from mtc_provider.core.basics.names import label_value
 
         body = self.render(slices, checkpointing, workload, labels, customization)
@@ -190,14 +202,22 @@ class MtcJobSetHook(BaseHook):
         logs = pod_logs_for(self.api)
         return failed_pod_tails(logs, namespace or self.namespace, name, lines) if logs else []
 
-    def leader_log_follower(self, name: str, namespace: str | None = None, max_lines: int = 50) -> Any:
-        """A LeaderLogFollower: each `poll()` returns the leader pod's new log lines (at most `max_lines`)."""
-        from mtc_provider.adapters.pod_logs import LeaderLogFollower, pod_logs_for
+    def pod_logs(self) -> Any:
+        """The cluster's pod log reader (adapters.pod_logs.PodLogs); NotImplementedError when its api has no pods."""
+        from mtc_provider.adapters.pod_logs import pod_logs_for
 
         logs = pod_logs_for(self.api)
         if logs is None:
             raise NotImplementedError(f"{type(self.api).__name__} has no pod logs")
-        return LeaderLogFollower(logs, namespace or self.namespace, name, max_lines)
+        return logs
+
+    def leader_log_follower(self, name: str, namespace: str | None = None, max_lines: int = 50,
+                            clock: Callable[[], float] | None = None) -> Any:
+        """A LeaderLogFollower: each `poll()` returns the leader pod's new log lines (at most `max_lines`); `clock`:
+        the wall clock its `sinceSeconds` is counted on (default time.time)."""
+        from mtc_provider.adapters.pod_logs import LeaderLogFollower
+
+        return LeaderLogFollower(self.pod_logs(), namespace or self.namespace, name, max_lines, clock)
 
     def delete(self, name: str, namespace: str | None = None, reason: str = DELETE_UNSPECIFIED) -> None:
         """Delete the JobSet and its pods; its checkpoints stay. `reason`: one of core.basics.vocabulary.DELETE_REASONS."""
@@ -277,7 +297,8 @@ class MtcJobSetHook(BaseHook):
 
 class MtcJobSetAsyncHook(BaseHook):
     """The triggers' JobSet client: the async api, rebuilt inside the triggerer from the serializable connection
-    (every client mints a fresh token), and the sync hook for the few blocking calls a trigger runs off its loop.
+    (every client mints a fresh token), the waiting (`watch`), and the sync hook for the few blocking calls a trigger
+    runs off its loop.
 
     :param connection: serializable connection details (`targets.connection_for`).
     :param poll_interval: seconds between polls when the api cannot watch.
@@ -300,8 +321,129 @@ class MtcJobSetAsyncHook(BaseHook):
 
     def sync_hook(self, api_outage_timeout: float = 0.0) -> MtcJobSetHook:
         """The sync twin over the same connection (run lock, pod logs): call it off the event loop."""
-        return MtcJobSetHook(connection=self.connection, api_outage_timeout=api_outage_timeout)
+        return MtcJobSetHook(connection=self.connection, api_outage_timeout=api_outage_timeout,
+                             request_timeout=self.request_timeout)
 
     async def get_status(self, name: str, namespace: str) -> JobSetState:
         """The JobSet's phase, restarts and failure reason (the core's one evaluator)."""
         return evaluate_jobset(await self.api.get(namespace, name))
+
+    async def ended(self, name: str, namespace: str, bound_s: float = 5.0) -> bool:
+        """Whether the JobSet has ended (Completed or Failed), read once within `bound_s`; False when unknown."""
+        with contextlib.suppress(Exception):  # unknown
+            return (await asyncio.wait_for(self.get_status(name, namespace), bound_s)).ended
+        return False
+
+    def api_name(self) -> str:
+        """Which Kubernetes API, in words (no secret: the endpoint or the connection id)."""
+        c = self.connection
+        if c.get("cluster_url"):
+            return f"the Kubernetes API of GKE cluster {c['cluster_url']}"
+        if c.get("kubernetes_conn_id"):
+            return f"the Kubernetes API of connection {c['kubernetes_conn_id']}"
+        if c.get("home"):
+            return f"the local cluster's Kubernetes API (home {c['home']})"
+        return f"the Kubernetes API ({c.get('kind')})"
+
+    async def watch(self, namespace: str, name: str, resource_version: str | None, outage: OutageClock,
+                    tick: Callable[[], float | None], clock: Callable[[], float], log: Any,
+                    on_outage: Callable[[OutageClock, float], None] = lambda outage, now: None) -> AsyncIterator[Any]:
+        """The JobSet's watch events, re-watching after a watch ends, and None after each `tick()` seconds of
+        silence (None: no ticks), until DELETED. `log` is the caller's (the task's log): the outage lines are its,
+        and "supervision resumed" when the caller looks again after a gap far above its tick (a stopped or starved
+        triggerer, its loop held, a metadata-database outage: docs/deployment.md).
+
+        An outage of the API (Retryable: 429, 5xx, no answer, after the adapter's bounded retries) is waited out
+        here, with `outage`'s backoff (honouring Retry-After) and for at most its timeout; then an ApiUnreachable is
+        yielded. Any other error is yielded at once; `on_outage` runs at each "unreachable" line.
+        """
+        queue: asyncio.Queue = asyncio.Queue()
+        api, where = self.api, f"JobSet {namespace}/{name}"
+
+        def answered_again() -> None:
+            log.info("%s answers again after %.0f s; watching %s", self.api_name(), outage.reset(clock()), where)
+
+        async def say_when_answered(answers_then: Any) -> None:
+            # a re-opened watch of a quiet JobSet yields nothing: without this the end of the outage would be said
+            # only at the JobSet's next change
+            while outage.ongoing:
+                await asyncio.sleep(ANSWER_CHECK_S)
+                if getattr(api, "failing_since", 0.0) is None and getattr(api, "answers", None) != answers_then \
+                        and outage.ongoing:
+                    return answered_again()
+
+        async def pump() -> None:
+            version, answers_then, said_back = resource_version, None, None
+            try:
+                while True:
+                    began = clock()  # an outage starts with its first failing call, not after its inner retries
+                    try:
+                        async for event in api.watch(namespace, name, version):
+                            if outage.ongoing:
+                                answered_again()
+                            began = clock()  # it answered: a later failure is a new call's
+                            version = event.obj.get("metadata", {}).get("resourceVersion", version)
+                            await queue.put(event)
+                            if event.type == "DELETED":
+                                return
+                    except retry.Retryable as exc:
+                        answers = getattr(api, "answers", None)
+                        if outage.ongoing and answers is not None and answers != answers_then:
+                            outage.reset()  # it answered in between: that outage is over, this is a new one
+                        answers_then, now = answers, clock()
+                        delay = outage.failed(now, retry.describe_failure(exc), retry.retry_after_of(exc),
+                                              started=_first_failure(api, began, now))
+                        if outage.exhausted(now):
+                            raise retry.ApiUnreachable(self.api_name(), outage.elapsed(now), outage.last_status,
+                                                       outage.timeout) from exc
+                        if outage.should_log(now):
+                            log.warning("Kubernetes API unreachable for %.0f s (%s); still watching %s, which is not "
+                                        "touched (%s; api_outage_timeout %.0f s, %.0f s left)", outage.elapsed(now),
+                                        outage.last_status, where, self.api_name(), outage.timeout,
+                                        outage.remaining(now))
+                            on_outage(outage, now)
+                        if said_back is None or said_back.done():
+                            said_back = asyncio.create_task(say_when_answered(answers))
+                        await asyncio.sleep(delay)
+                        continue
+                    await asyncio.sleep(self.poll_interval)  # the watch ended quietly: watch again from version
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # handed to the caller: an Exception to report, others to re-raise
+                await queue.put(exc)
+            finally:
+                if said_back is not None:
+                    said_back.cancel()
+
+        task, looked_at = asyncio.create_task(pump()), clock()
+        try:
+            while True:
+                try:
+                    item = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    try:
+                        item = await asyncio.wait_for(queue.get(), timeout=tick())
+                    except asyncio.TimeoutError:
+                        item = None  # a quiet tick
+                now, every = clock(), tick()
+                if every is not None and now - looked_at > max(RESUMED_FACTOR * every, RESUMED_MIN_S):
+                    log.warning("supervision resumed after %.0f s: %s was not looked at since (one look is due every "
+                                "%.0f s; the triggerer was stopped, starved or cut off from Airflow's database "
+                                "meanwhile); its state is read now, and nothing was deleted", now - looked_at, where,
+                                every)
+                looked_at = now
+                yield item
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+def _first_failure(api: Any, began: float, now: float) -> float:
+    """When this run of failures began, on the caller's clock: the api's first transient failure since it last
+    answered (`failing_since`, wall time), else the start of the call that failed. A watch call lasts as long
+    as the JobSet is quiet (hours): its start is no outage's start once the api says when it failed first."""
+    since = getattr(api, "failing_since", None)
+    if since is None:
+        return began
+    return max(began, now - max(0.0, time.time() - since))

@@ -14,8 +14,9 @@ def stored_value(key: str, ti_key: Any) -> Any:
     error ("XCom not found") in the task's log; `XCom.get_all` reads the same row (all map indexes of the task)
     and answers an empty list instead. A mapped task's own map index is read with get_value.
     """
-    from airflow.sdk.execution_time.xcom import XCom
+    from mtc_provider.adapters.airflow_private import xcom_backend
 
+    XCom = xcom_backend()
     map_index = getattr(ti_key, "map_index", -1)
     if map_index is not None and map_index >= 0:
         return XCom.get_value(key=key, ti_key=ti_key)

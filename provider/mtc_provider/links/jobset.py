@@ -158,14 +158,6 @@ def created_at(obj: dict[str, Any], default: float) -> float:
         return default
 
 
-def persist_logs_link(context: Any, target: Target, namespace: str, name: str, start: float | None,
-                      end: float | None, replicated_job: str | None = None) -> str:
-    """Store the logs link again (the attempt's end is known now); other links are unchanged."""
-    url = link_urls(target, namespace, name, "", start, end, replicated_job)[JobSetLogsLink.key]
-    context["ti"].xcom_push(key=JobSetLogsLink.key, value=url)
-    return url
-
-
 def persist_links(context: Any, target: Target, namespace: str, name: str, checkpoint_dir: str,
                   start: float | None = None, end: float | None = None,
                   replicated_job: str | None = None) -> dict[str, str]:

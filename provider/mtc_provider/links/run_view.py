@@ -30,10 +30,6 @@ def run_path(dag_id: str, run_id: str) -> str:
     return f"{PREFIX}/runs/{quote(dag_id, safe='')}/{quote(run_id, safe='')}"
 
 
-def run_view_url(dag_id: str, run_id: str) -> str:
-    return _root() + run_path(dag_id, run_id)
-
-
 def folder_url(dag_id: str, run_id: str) -> str:
     """The run's checkpoint folder as a directory listing (local target)."""
     return _root() + run_path(dag_id, run_id) + "/files/checkpoints/"

@@ -31,8 +31,8 @@ class TargetMixin(BaseOperator):
     Which one wins when both are given: `target.with_google`; every error comes before any call.
 
     :param target: a target object (GkeTarget, LocalTarget, KubernetesTarget, or an installed kind's) or its dict
-        (its `kind`: any of `mtc_provider.targets.kinds()`); None: local
-        (templated).
+        (its `kind`: any of `mtc_provider.targets.kinds()`); None: local, where mtc-local is installed (elsewhere
+        refused, naming the installed kinds) (templated).
     :param gcp_conn_id: the Google connection for every GKE, GCS and IAM call (templated; default: the target's).
     :param impersonation_chain: service account(s) to impersonate for every call (templated; default: the target's).
     :param project_id: the cluster's project (templated; default: the target's, else the connection's project).

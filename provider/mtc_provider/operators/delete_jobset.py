@@ -9,21 +9,13 @@ from airflow.sdk.exceptions import AirflowFailException
 from mtc_provider.core.basics import labels as L
 from mtc_provider.core.basics import vocabulary as V
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.attempt.launch import attempt_of
+from mtc_provider.core.attempt.launch import attempt_of, kept_failed  # noqa: F401 - kept_failed: its old home
 from mtc_provider.core.attempt.launch_options import keep_count
 from mtc_provider.core.attempt.ownership import describe_owner
 from mtc_provider.core.attempt.ownership import task_owner as _owner
 from mtc_provider.core.attempt.status import evaluate_jobset
 from mtc_provider.operators.base import JOBSET_TARGET_FIELDS, JobSetTargetMixin
 from mtc_provider.operators.jobset_failures import JOBSET_KEPT_XCOM_KEY
-
-
-def kept_failed(jobsets: Sequence[Mapping[str, Any]], keep: int) -> set[str]:
-    """The names of the newest `keep` failed JobSets among these ended attempts (by try number)."""
-    from mtc_provider.core.attempt.status import FAILED
-
-    failed = sorted((o for o in jobsets if evaluate_jobset(o).phase == FAILED), key=attempt_of)
-    return {o["metadata"]["name"] for o in failed[len(failed) - keep:]} if keep > 0 else set()
 
 
 class MtcDeleteJobSetOperator(JobSetTargetMixin):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from airflow.configuration import conf
 
 from mtc_provider.core.basics.errors import NotReady, OperationFailed, SpecError
-from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.definition.shape.tpu import SliceSpec
 from mtc_provider.links.gcp import GcsBucketLink, GkeClusterLink
 from mtc_provider.operators.base import TARGET_FIELDS, TargetMixin
 from mtc_provider.target import Target
@@ -30,23 +30,24 @@ def not_applicable(kind: str, step: str, why: str) -> dict[str, Any]:
 
 
 def _slices(slices: SliceSpec | dict[str, Any]) -> SliceSpec:
-    from mtc_provider.core.definition.spec import spec_from_dict  # the run description's one dict-to-spec function
+    # the run description's one dict-to-spec function
+    from mtc_provider.core.definition.description.spec import spec_from_dict
 
     return spec_from_dict(SliceSpec, "slices", slices)
 
 
 def slices_dict(slices: SliceSpec | dict[str, Any]) -> dict[str, Any]:
     """A plain dict (templatable, serializable) validated through SliceSpec."""
-    from mtc_provider.core.definition.spec import spec_to_dict
+    from mtc_provider.core.definition.description.spec import spec_to_dict
 
     return spec_to_dict(_slices(slices))
 
 
 def checked_run(target_kind: str, slices: SliceSpec | dict[str, Any], sizing: dict[str, Any] | None) -> Any:
-    """The run description's checks (core.definition.run_checks, as `mtc plan` makes them) for an operator's slices and
+    """The run description's checks (core.definition.description.run_checks, as `mtc plan` makes them) for an operator's slices and
     sizing: the target's Multislice rule, the guide's buffer rule and the host's memory. Before any call."""
-    from mtc_provider.core.definition.run_checks import check_run
-    from mtc_provider.core.definition.spec import SizingSpec, spec_from_dict
+    from mtc_provider.core.definition.description.run_checks import check_run
+    from mtc_provider.core.definition.description.spec import SizingSpec, spec_from_dict
 
     spec = _slices(slices)
     return spec, check_run(target_kind, spec, sizing=spec_from_dict(SizingSpec, "sizing", sizing or {}))
@@ -55,7 +56,7 @@ def checked_run(target_kind: str, slices: SliceSpec | dict[str, Any], sizing: di
 def checked_configuration_names(configuration_name: str | None, bucket_name: str | None) -> str | None:
     """The CheckpointConfiguration's name and the run's bucket as readiness takes them (field, value, allowed before
     any call); the bucket, or None when not given."""
-    from mtc_provider.core.definition.locations import check_bucket_name
+    from mtc_provider.core.definition.description.locations import check_bucket_name
     from mtc_provider.core.basics.names import check_checkpoint_configuration_name
 
     if configuration_name:
@@ -138,7 +139,7 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
     """One-shot readiness: pushes the report (key "readiness") and fails at once unless every check passes.
 
     As the first task of a setup DAG, `fixed_by_later_tasks` names the checks the DAG's following tasks fix
-    (core.definition.readiness.setup_fixable): those may fail, and the log and the report say what will change; any other
+    (core.definition.cluster.readiness.setup_fixable): those may fail, and the log and the report say what will change; any other
     failure (an old control plane, Autopilot, pools without GKE_METADATA) stops the DAG before any change.
 
     :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type): the node pools to look for.
@@ -149,7 +150,7 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
         inMemoryVolumeSize holds the ramdisk of `sizing` (when given); None: skip the check.
     :param bucket_name: the run's bucket, which the CheckpointConfiguration must back the ramdisk up to.
     :param capacity: on-demand, spot or reservation (the run's customization.capacity): on GKE enough node pools of
-        the slices' shape must have that capacity (core.definition.capacity); node pools are not visible on kubernetes.
+        the slices' shape must have that capacity (core.definition.shape.capacity); node pools are not visible on kubernetes.
     :param reservation: the reservation's name when capacity is reservation.
     :param fixed_by_later_tasks: names of checks that later tasks fix (templated); None: every check must pass.
     """
@@ -171,12 +172,12 @@ class MtcClusterReadinessOperator(MtcGcpBaseOperator):
         self.fixed_by_later_tasks = fixed_by_later_tasks
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from mtc_provider.core.definition.readiness import all_ok, changes_summary, preflight, summary
+        from mtc_provider.core.definition.cluster.readiness import all_ok, changes_summary, preflight, summary
 
         target = self._target()
         spec, checked = checked_run(target.kind, self.slices, self.sizing)  # bad input fails before any call
         bucket_name = checked_configuration_names(self.checkpoint_configuration_name, self.bucket_name)
-        from mtc_provider.core.definition.capacity import check_capacity
+        from mtc_provider.core.definition.shape.capacity import check_capacity
 
         capacity = check_capacity(self.capacity, self.reservation)
         for warning in checked.warnings:
@@ -224,7 +225,7 @@ class MtcEnableCheckpointingOperator(MtcGcpBaseOperator):
         return self.step(context, {"applied": []})
 
     def step(self, context: Any, state: dict[str, Any]) -> dict[str, Any] | None:
-        from mtc_provider.core.definition.readiness import enable_steps
+        from mtc_provider.core.definition.cluster.readiness import enable_steps
 
         target = self._target()
         api = self.backend(target).cluster.control_plane()
@@ -256,8 +257,8 @@ class MtcCreateBucketOperator(MtcGcpBaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from mtc_provider.adapters.gcs_bucket import GcsBucketApi
-        from mtc_provider.core.definition.locations import check_bucket_name
-        from mtc_provider.core.definition.spec import BucketSpec
+        from mtc_provider.core.definition.description.locations import check_bucket_name
+        from mtc_provider.core.definition.description.spec import BucketSpec
 
         target = self._target()
         check_bucket_name(self.bucket_name)
@@ -304,7 +305,7 @@ class MtcGrantBucketAccessOperator(MtcGcpBaseOperator):
 
     def members(self, backend: TargetBackend, project_id: str, known_number: str | None) -> list[str]:
         from mtc_provider.adapters.gcs_bucket import project_number
-        from mtc_provider.core.definition.iam import bucket_members
+        from mtc_provider.core.definition.cluster.iam import bucket_members
 
         number = self.project_number or known_number or project_number(
             project_id, *backend.google(), self.resource_manager_endpoint)
@@ -312,7 +313,7 @@ class MtcGrantBucketAccessOperator(MtcGcpBaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from mtc_provider.adapters.gcs_bucket import GcsBucketApi
-        from mtc_provider.core.definition.iam import BUCKET_ROLE
+        from mtc_provider.core.definition.cluster.iam import BUCKET_ROLE
         from mtc_provider.core.basics.names import check_namespace, check_service_account
 
         target = self._target()
@@ -355,8 +356,8 @@ class MtcApplyCheckpointConfigurationOperator(MtcGcpBaseOperator):
         self.csi_ephemeral_limit = csi_ephemeral_limit
 
     def body(self, target_kind: str) -> dict[str, Any]:
-        """The CheckpointConfiguration, after the run description's checks for `target_kind` (core.definition.run_checks)."""
-        from mtc_provider.core.definition.checkpoint_config import build_checkpoint_configuration
+        """The CheckpointConfiguration, after the run description's checks for `target_kind` (core.definition.description.run_checks)."""
+        from mtc_provider.core.definition.render.checkpoint_config import build_checkpoint_configuration
 
         spec, checked = checked_run(target_kind, self.slices, self.sizing)
         for warning in checked.warnings:
@@ -388,7 +389,7 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
         pulls, logging, monitoring, ...), or cloud-platform when `node_service_account` is given.
     :param node_service_account: the nodes' Google service account; None: the Compute Engine default one.
     :param capacity: on-demand, spot or reservation: the run's `customization.capacity`, whose node selectors its
-        pods carry (core.definition.capacity); an existing pool of another capacity is refused.
+        pods carry (core.definition.shape.capacity); an existing pool of another capacity is refused.
     :param reservation: the reservation's name when capacity is reservation.
     """
 
@@ -410,8 +411,9 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
 
     def pool_settings(self, target: Target) -> dict[str, Any]:
         """Zones, scopes and service account, validated (bad input fails here, before any call)."""
-        from mtc_provider.core.definition.capacity import check_capacity
-        from mtc_provider.core.definition.node_pools import check_node_service_account, node_locations, node_scopes
+        from mtc_provider.core.definition.shape.capacity import check_capacity
+        from mtc_provider.core.definition.shape.node_pools import (
+            check_node_service_account, node_locations, node_scopes)
 
         account = check_node_service_account(self.node_service_account)
         capacity, reservation = check_capacity(self.capacity, self.reservation)
@@ -439,7 +441,7 @@ class MtcCreateTpuNodePoolsOperator(MtcGcpBaseOperator):
         api = self.backend(target).cluster.control_plane()
         pools = {pool["name"]: pool for pool in api.node_pools()}
         names = [f"{self.node_pool_prefix}-{i}" for i in range(spec.num_slices)]
-        from mtc_provider.core.definition.capacity import check_capacity, describe, pool_capacity
+        from mtc_provider.core.definition.shape.capacity import check_capacity, describe, pool_capacity
 
         wanted = check_capacity(self.capacity, self.reservation)
         for name in names:  # every existing pool's shape first: a wrong one is refused before any create

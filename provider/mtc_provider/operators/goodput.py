@@ -1,6 +1,9 @@
 """GoodputReportOperator: the goodput report at the end of a training DAG, as XCom and as a PNG chart.
 
 Local target: the workload's JSON-lines event files (`<base>/<run_name>/events/*.jsonl`), step-grained.
+With `attempts_task_id`, when the launch task pushed the run ledger (its `ledger` XCom, core.attempt.ledger), the
+report is the ledger's intervals (core.view.run_goodput.goodput_from_ledger, source "run ledger"): the figure the run
+view and `mtc status` show, on every target; the chart draws the same intervals. Without a ledger:
 GKE: checkpoint commit times from the store plus the attempts the launch operator records, one per attempt
 (its `attempts` XCom: a list of core.attempt.attempt_records.AttemptRecord dicts, the records' one schema), pulled
 with `attempts_task_id` or handed in as `attempts`. In multi-tier mode, where MaxText writes no persistent
@@ -23,20 +26,29 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from airflow.sdk import BaseOperator, Context
 
 from mtc_provider.adapters import metrics
+from mtc_provider.core.attempt.outcomes import DISRUPTED, FAILED_OUTCOME, FINISHED
 from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.links.goodput import GoodputChartLink, chart_url as chart_link_url
 
 if TYPE_CHECKING:  # the goodput core and the stores are imported where they run: DAG files stay light
+    from mtc_provider.core.attempt.ledger import RunLedger
     from mtc_provider.core.view.goodput import Attempt, GoodputReport, Timeline
 
 
-def parse_attempts(value: Any) -> list[Mapping[str, Any]]:
-    """Attempts as handed in: a list, or the text a Jinja template renders (JSON or a Python literal)."""
+LEDGER_SOURCE = "run ledger"
+
+
+def parse_attempts(value: Any, now: float | None = None) -> list[Attempt]:
+    """Attempts as handed in: attempt records (core.attempt.attempt_records; at least `start`; an attempt without
+    `end` still runs, until `now`), or the text a Jinja template renders of them (JSON or a Python literal)."""
+    from mtc_provider.core.attempt.attempt_records import read_attempts
+    from mtc_provider.core.view.goodput import Attempt
+
     if value in (None, "", "None"):
         return []
     if isinstance(value, str):
@@ -47,27 +59,26 @@ def parse_attempts(value: Any) -> list[Mapping[str, Any]]:
                 value = ast.literal_eval(value)
             except (ValueError, SyntaxError):
                 raise SpecError("attempts", value, "a list of {start, end, outcome} records") from None
-    if not isinstance(value, (list, tuple)):
-        raise SpecError("attempts", value, "a list of {start, end, outcome} records")
-    return list(value)
-
-
-def attempts_from_dicts(items: Iterable[Mapping[str, Any]], now: float | None = None) -> list[Attempt]:
-    from mtc_provider.core.view.goodput import Attempt
-
     out = []
-    for index, item in enumerate(items):
-        try:
-            end = item.get("end")
-            end = (now if now is not None else time.time()) if end is None else end  # still running
-            out.append(Attempt(float(item["start"]), float(end), str(item.get("outcome") or "disrupted")))
-        except (KeyError, TypeError, ValueError):
-            raise SpecError(f"attempts[{index}]", item, "a mapping with numeric start and end, and an outcome") from None
+    for index, record in enumerate(read_attempts(value, "attempts")):
+        if record.start is None:
+            raise SpecError(f"attempts[{index}].start", None, "epoch seconds")
+        end = record.end if record.end is not None else now if now is not None else time.time()
+        out.append(Attempt(float(record.start), float(end), record.outcome or DISRUPTED))
     return out
 
 
-def render_chart(timeline: Timeline, report: GoodputReport, path: str | os.PathLike, title: str = "") -> str:
-    """Step vs time, with checkpoints, restores and faults (ends of disrupted attempts) marked."""
+def chart_span(timeline: Timeline) -> tuple[float, float]:
+    """(first start, last end) of the timeline's intervals: the chart's x axis."""
+    return min(a.start for a in timeline.attempts), max(a.end for a in timeline.attempts)
+
+
+def render_chart(timeline: Timeline, report: GoodputReport, path: str | os.PathLike, title: str = "",
+                 interruptions: Sequence[tuple[float, str]] = (), loss: Sequence[tuple[float, float]] = ()) -> str:
+    """Step (and `loss`, (time, loss), on a second axis) over wall-clock time (UTC) for the whole run: each
+    interval of the timeline shaded, checkpoints by tier, restores, and the interruptions, `(time, kind)` of the
+    run ledger (graceful preemptions apart from failures), else the ends of disrupted intervals. Lines, not
+    markers, so a week of 2000 points stays readable. The PNG's `Description` names what is drawn and the span."""
     try:
         import matplotlib  # lazy: only the report task pays for it
     except ImportError as exc:  # the chart is an extra: GKE-only installs leave it out
@@ -76,40 +87,72 @@ def render_chart(timeline: Timeline, report: GoodputReport, path: str | os.PathL
         raise ImportError(f"the goodput chart needs matplotlib: {install_line('chart')} (after make dist)") from exc
 
     matplotlib.use("Agg")
+    import datetime
+
+    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
-    origin = min((a.start for a in timeline.attempts), default=0.0)
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    from mtc_provider.core.attempt.ledger import PREEMPTION, PREEMPTION_NEW_ATTEMPT  # graceful, apart from failures
+
+    def when(t: float) -> datetime.datetime:
+        return datetime.datetime.fromtimestamp(t, datetime.timezone.utc)
+
+    fig, ax = plt.subplots(figsize=(11, 4.8))
     try:
+        for index, attempt in enumerate(timeline.attempts):  # each start of the pods, shaded in turn
+            ax.axvspan(when(attempt.start), when(attempt.end), color="tab:blue" if index % 2 else "tab:cyan",
+                       alpha=0.08, lw=0, label="intervals (starts of the pods)" if index == 0 else None)
         for index in range(len(timeline.attempts)):
             records = sorted((s for s in timeline.steps if s.attempt == index), key=lambda s: s.end)
             if records:
-                ax.plot([r.end - origin for r in records], [r.step for r in records], "-", lw=1.5,
+                ax.plot([when(r.end) for r in records], [r.step for r in records], "-", lw=1.5,
                         marker="." if len(records) < 3 else None,  # coarse points (GKE) stay visible
-                        label="steps" if index == 0 else None, color="tab:blue")
-        saves = [s for s in timeline.saves if s.tier == "persistent"]
-        if saves:
-            ax.scatter([(s.end or s.start) - origin for s in saves], [s.step for s in saves], marker="s", s=18,
-                       color="tab:green", label="persistent checkpoints", zorder=3)
-        local = [s for s in timeline.saves if s.tier == "local"]  # the emergency tier: what MTC is about
-        if local:
-            ax.scatter([(s.end or s.start) - origin for s in local], [s.step for s in local], marker="o", s=14,
-                       facecolors="none", edgecolors="tab:purple", label="local-tier checkpoints", zorder=3)
+                        label="step" if index == 0 else None, color="tab:blue")
+        styles = {"persistent": ("s", 18, "tab:green", "persistent checkpoints"),
+                  "replicator": ("D", 14, "tab:olive", "replicator backups"),
+                  "local": ("o", 14, "tab:purple", "local-tier checkpoints")}  # the emergency tier: what MTC is about
+        for tier, (marker, size, color, label) in styles.items():
+            saves = [s for s in timeline.saves if s.tier == tier]
+            if saves:
+                ax.scatter([when(s.end or s.start) for s in saves], [s.step for s in saves], marker=marker, s=size,
+                           facecolors="none" if tier == "local" else color, edgecolors=color, label=label, zorder=3)
         if timeline.restores:
-            ax.scatter([r.end - origin for r in timeline.restores], [r.step for r in timeline.restores], marker="^",
-                       s=40, color="tab:orange", label="restores", zorder=3)
-        for number, attempt in enumerate(a for a in timeline.attempts if a.outcome in ("disrupted", "failed")):
-            ax.axvline(attempt.end - origin, color="tab:red", ls="--", lw=1, label="faults" if number == 0 else None)
-        ax.set_xlim(left=0)  # the run starts at 0 even when its first steps are not known (coarse points)
-        ax.set_xlabel("seconds since start")
+            ax.scatter([when(r.end) for r in timeline.restores], [r.step for r in timeline.restores], marker="^",
+                       s=50, color="tab:orange", label="restores", zorder=4)
+        marks = list(interruptions) or [(a.end, "failure" if a.outcome == FAILED_OUTCOME else "fault")
+                                        for a in timeline.attempts if a.outcome in (DISRUPTED, FAILED_OUTCOME)]
+        labelled: set[str] = set()
+        for at, kind in sorted(marks):
+            graceful = kind in (PREEMPTION, PREEMPTION_NEW_ATTEMPT)
+            label = "graceful preemptions" if graceful else "failures" if kind != "fault" else "faults"
+            ax.axvline(when(at), color="tab:orange" if graceful else "tab:red", ls=":" if graceful else "--", lw=1,
+                       label=None if label in labelled else label)
+            labelled.add(label)
         ax.set_ylabel("step")
-        title = title or f"goodput {report.goodput:.1%} over {report.elapsed_s:.0f}s, {report.disruptions} disruption(s)"
+        ax.set_xlabel("time (UTC)")
+        locator = mdates.AutoDateLocator()
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=datetime.timezone.utc))
+        start, end = chart_span(timeline)
+        ax.set_xlim(when(start), when(end))
+        handles, labels = ax.get_legend_handles_labels()
+        if loss:
+            twin = ax.twinx()
+            twin.plot([when(t) for t, _ in loss], [v for _, v in loss], "-", lw=0.8, color="tab:gray", alpha=0.8,
+                      label="loss")
+            twin.set_ylabel("loss")
+            more_handles, more_labels = twin.get_legend_handles_labels()
+            handles, labels = handles + more_handles, labels + more_labels
+        from mtc_provider.core.measure.progress_report import format_duration
+
+        title = title or (f"goodput {report.goodput:.1%} over {format_duration(report.elapsed_s)}, "
+                          f"{report.disruptions} disruption(s)")
         ax.set_title(title)
-        ax.legend(loc="upper left", fontsize=8)
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.07, 1.0), fontsize=8)  # beside: never on a line
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        drawn = "; ".join(ax.get_legend_handles_labels()[1])
-        fig.savefig(path, dpi=100, bbox_inches="tight",
-                    metadata={"Title": title, "Description": f"drawn: {drawn}"})  # PNG tEXt chunks
+        span = f"{when(start):%Y-%m-%dT%H:%M:%SZ} - {when(end):%Y-%m-%dT%H:%M:%SZ}"
+        fig.savefig(path, dpi=100, bbox_inches="tight",  # PNG tEXt chunks: what is drawn, over which span
+                    metadata={"Title": title, "Description": f"drawn: {'; '.join(labels)}; span: {span}"})
     finally:
         plt.close(fig)
     return str(path)
@@ -120,7 +163,8 @@ class GoodputReportOperator(BaseOperator):
 
     :param checkpoint_dir: the run's persistent checkpoint directory (templated).
     :param events_dir: the local workload's event directory; when it holds events they are used (templated).
-    :param attempts: GKE attempts (list of {start, end, outcome}), or its rendered text (templated).
+    :param attempts: GKE attempts (the launch task's `attempts` XCom, or a list of {start, end, outcome}), or its
+        rendered text (templated).
     :param attempts_task_id: pull the attempts from this launch task's `attempts` XCom (when `attempts` is unset).
     :param chart_path: where to write the PNG; default beside the events, else next to the checkpoints (a
         gs:// checkpoint directory gets `<run>/goodput/<run id>.png` in its bucket), else the temp directory.
@@ -179,7 +223,7 @@ class GoodputReportOperator(BaseOperator):
         from mtc_provider.sensors.checkpoint import replicator_backups
 
         backup_dir, nodes = replicator_backups(self.slices, self.checkpointing)  # SpecError before any listing
-        attempts = attempts_from_dicts(parse_attempts(self.attempts))
+        attempts = parse_attempts(self.attempts)
         store = open_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)
         checkpoints = [(info.step, info.commit_time) for info in store.finalized(self.checkpoint_dir)
                        if info.commit_time is not None]
@@ -190,23 +234,66 @@ class GoodputReportOperator(BaseOperator):
             checkpoints.append((backup, max(attempt.end for attempt in attempts)))
             source += f" and the replicator backup of step {backup} (complete on all {nodes} nodes)"
         if not attempts and checkpoints:  # nothing known about restarts: one attempt spanning the checkpoints
-            attempts = [Attempt(checkpoints[0][1], checkpoints[-1][1], "finished")]
+            attempts = [Attempt(checkpoints[0][1], checkpoints[-1][1], FINISHED)]
         return timeline_from_checkpoints(attempts, checkpoints), source
 
+    def _workload_events(self) -> bool:
+        """Whether `events_dir` holds the local workload's events."""
+        if not self.events_dir:
+            return False
+        from mtc_provider.adapters.workload_events import read_events
+
+        return bool(read_events(self.events_dir))
+
+    def from_ledger(self, ledger: RunLedger | Mapping[str, Any]) -> tuple[Timeline, GoodputReport, dict[str, Any]]:
+        """The run ledger's figures (core.view.run_goodput.goodput_from_ledger) over the span the run view measures
+        once the run ended: the first attempt's start to the last one's end (the ledger's newest fact without
+        attempt records), and its intervals as the chart's Timeline."""
+        from mtc_provider.core.view.goodput import GoodputReport
+        from mtc_provider.core.view.run_goodput import (as_ledger, chart_marks, goodput_from_ledger, ledger_end,
+                                                        timeline_from_ledger)
+
+        facts = as_ledger(ledger)  # SpecError naming the field, before anything is written
+        spans = parse_attempts(self.attempts)
+        begin = min((a.start for a in spans), default=None)
+        end = max((a.end for a in spans), default=None) or ledger_end(facts) or time.time()
+        figures = goodput_from_ledger(facts, end=end, begin=begin)
+        report = GoodputReport(elapsed_s=figures["elapsed_s"], productive_s=figures["productive_s"],
+                               goodput=figures["goodput"], badput_s=figures["badput_s"],
+                               recovery_s=figures["recovery_s"], disruptions=figures["disruptions"],
+                               last_productive_step=figures["last_productive_step"],
+                               ideal_step_s=figures["step_seconds"])
+        return timeline_from_ledger(facts, end=end), report, chart_marks(facts)
+
     def execute(self, context: Context) -> dict[str, Any]:
+        from mtc_provider.adapters.attempt_journal import LEDGER_XCOM_KEY
         from mtc_provider.core.view.goodput import compute_goodput
 
-        if self.attempts in (None, "", "None") and self.attempts_task_id:
-            self.attempts = context["ti"].xcom_pull(task_ids=self.attempts_task_id, key="attempts") or []
-        timeline, source = self.build_timeline()
-        report = compute_goodput(timeline)
+        ledger, marks = None, {}
+        if self.attempts_task_id:
+            if self.attempts in (None, "", "None"):
+                self.attempts = context["ti"].xcom_pull(task_ids=self.attempts_task_id, key="attempts") or []
+            ledger = context["ti"].xcom_pull(task_ids=self.attempts_task_id, key=LEDGER_XCOM_KEY)
+        if ledger:
+            from mtc_provider.core.attempt.ledger import RunLedger
+
+            facts = RunLedger.from_dict(ledger)  # SpecError naming the field, before anything is written
+            ledger = facts if facts.starts and not self._workload_events() else None
+        # the run's one record of its intervals (the run view's and `mtc status`'s figures), unless the local
+        # workload's own events, one per step and process, tell more; a ledger without a start tells nothing yet
+        if ledger:
+            timeline, report, marks = self.from_ledger(ledger)
+            source = LEDGER_SOURCE
+        else:
+            timeline, source = self.build_timeline()
+            report = compute_goodput(timeline)
         run_file = f"{context['run_id']}.png".replace(":", "_").replace("+", "_")
         on_gcs = self.checkpoint_dir.startswith("gs://") and not self.chart_path
         path = self.chart_path or (
             os.path.join(self.events_dir, "goodput.png") if self.events_dir
             else os.path.join(tempfile.gettempdir(), f"mtc-goodput-{run_file}") if on_gcs
             else os.path.join(os.path.dirname(self.checkpoint_dir.rstrip("/")), "goodput", run_file))
-        render_chart(timeline, report, path)
+        render_chart(timeline, report, path, **marks)
         url = path
         if on_gcs and not self.events_dir:
             url = self._upload(path, run_file)

@@ -1,109 +1,69 @@
 """Launch a training JobSet, follow it, and let Airflow's retries resubmit it until training reaches its target.
 
-One try of the task is one attempt. A try first looks for its run's JobSets by label (dag, run, task,
-run name): a live one is reattached to (a worker that died, or a triggerer restart, never leads to a
-second JobSet); an ended one is deleted (its checkpoints stay) and the next attempt is submitted with
-the same run_name, so it resumes from the newest checkpoint. When the attempt ends, the newest
-finalized checkpoint step decides (core.attempt.resubmission): succeed, retry (a retryable exception, so
-Airflow's retries resubmit) or fail for good (AirflowFailException with the reason).
-
-Attempt JobSets are named `<jobset_name>-<run hash>-a<attempt>`, and the run hash keeps two DAG runs apart.
-A deleted JobSet stays (terminating) until its pods are gone: it is never reattached to; the next try
-waits, bounded and logged, for it to go (its pods may still write checkpoints), then submits.
-
-One lock object per run name (adapters.run_lock; a ConfigMap on GKE), created with create-if-absent
-semantics, makes "no other writer" atomic: of two launches started together exactly one proceeds. It also
-keeps what an attempt's deletion must not lose: the step history (newest finalized step when each attempt
-started, for the crash-loop guard) and one record per attempt (core.attempt.attempt_records.AttemptRecord), written through
-the attempt journal (adapters.attempt_journal) that the triggerer's end of a retry uses too. It is released when the
-run ends for good.
-What to do in a try is decided by pure functions (core.attempt.launch.plan_launch, core.attempt.resubmission.decide, decide_stalled).
+One try of the task is one attempt, or several when an attempt is interrupted after progress. A try first looks for
+its run's JobSets by label: a live one is reattached to (never a second JobSet), an ended one is deleted (its
+checkpoints stay) and the next attempt, `<jobset_name>-<run hash>-a<attempt>`, resumes from the newest checkpoint.
+One lock object per run name (adapters.run_lock) makes "no other writer" atomic and keeps the step history and the
+attempt records (adapters.attempt_journal). What a try does is decided by pure functions (core.attempt.launch
+.plan_launch; at an attempt's end core.attempt.resubmission and core.attempt.attempt_records.end_of_attempt); the
+launch's steps are operators.jobset_launch, the end's operators.jobset_end.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
-import dataclasses
-import json
 import time
 from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from airflow.sdk import conf
 from airflow.sdk.exceptions import AirflowFailException
 
-from mtc_provider import targets
 from mtc_provider.adapters import metrics
-from mtc_provider.adapters.attempt_journal import ATTEMPTS_XCOM_KEY, XCOM_KEY, AttemptJournal  # noqa: F401
+from mtc_provider.adapters.attempt_journal import (ATTEMPTS_XCOM_KEY, PROGRESS_XCOM_KEY,  # noqa: F401
+                                                   AttemptJournal, RunRecordPlace, write_run_record)
 from mtc_provider.adapters.kubernetes import Forbidden
-from mtc_provider.adapters.protocols import ApiError, CheckpointStore
-from mtc_provider.adapters.retry import ApiUnreachable, PermissionDenied, Retryable, describe_failure
-from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, LockHeld, RunLock, lock_api
-from mtc_provider.core.basics import labels as L
-from mtc_provider.core.basics import vocabulary as V
+from mtc_provider.adapters.protocols import CheckpointStore
+from mtc_provider.adapters.retry import ApiUnreachable, PermissionDenied
+from mtc_provider.adapters.run_lock import ATTEMPTS, HISTORY, LockHeld, RunLock
 from mtc_provider.core.attempt.attempt_records import AttemptRecord
-from mtc_provider.core.definition.customization import CustomizationSpec
-from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.attempt.jobset_events import ERROR, JobSetEvent
-from mtc_provider.core.definition.jobset_names import attempt_name
-from mtc_provider.core.attempt.launch import attempt_of, history_of, needs_latest_step, next_attempt, plan_launch
-from mtc_provider.core.attempt.launch_options import (OPTION_DEFAULTS, WAIT_FOR, WAIT_FOR_CHECKPOINT,  # noqa: F401
-                                              WAIT_FOR_COMPLETION, LaunchOptions, keep_count, settings_signature)
-from mtc_provider.core.attempt.ownership import describe_owner, kill_verdict, owner_gone
+from mtc_provider.core.attempt.jobset_events import API_UNREACHABLE, ENDED, NEXT_ATTEMPT_PENDING, JobSetEvent
+from mtc_provider.core.attempt.launch import (attempt_of, history_of, needs_latest_step, next_attempt,
+                                              open_attempt_of_try, plan_launch)
+from mtc_provider.core.attempt.launch_options import (OPTION_DEFAULTS, WAIT_FOR_COMPLETION, LaunchOptions,
+                                                      settings_signature)
+from mtc_provider.core.attempt.ownership import describe_owner, foreign_event, owner_gone
 from mtc_provider.core.attempt.ownership import task_owner as _owner
-from mtc_provider.core.attempt.resubmission import FAIL, REATTACH, TAKE_RESULT, WAIT_DELETION, decide_rejected
+from mtc_provider.core.attempt.resubmission import REATTACH, TAKE_RESULT, WAIT_DELETION
 from mtc_provider.core.attempt.run_summary import RUNNING
 from mtc_provider.core.attempt.status import evaluate_jobset
-from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.basics import labels as L
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.definition.render.customization import CustomizationSpec
+from mtc_provider.core.definition.description.jobset_names import attempt_name  # noqa: F401 - users import it from here
+from mtc_provider.core.definition.shape.tpu import SliceSpec
 from mtc_provider.links.jobset import JOBSET_LINKS, created_at, persist_links
 from mtc_provider.operators.base import JOBSET_TARGET_FIELDS, JobSetTargetMixin
-from mtc_provider.operators.delete_jobset import MtcDeleteJobSetOperator, kept_failed  # noqa: F401 - its old home
-from mtc_provider.operators.jobset_end import (  # noqa: F401 - names users import from here
-    MAX_WATCH_FAILURES, PROGRESS_XCOM_KEY, RUN_XCOM_KEY, WATCH_FAILURES_XCOM_KEY, AttemptEndMixin, ti_run_name)
+from mtc_provider.operators.delete_jobset import MtcDeleteJobSetOperator, kept_failed  # noqa: F401 - users import it
+from mtc_provider.operators.jobset_end import (MAX_WATCH_FAILURES, TryFacts, close, end_by_kill,  # noqa: F401
+                                               fault_on_last_try, keep_for_teardown, last_try, max_tries,
+                                               next_attempt_pending, open_journal, push_run, record_run,
+                                               ti_run_name, watch_failed, write_record)
 from mtc_provider.operators.jobset_failures import (  # noqa: F401 - names users import from here
     JOBSET_KEPT_XCOM_KEY, NOT_AN_ATTEMPT, ApiUnreachableFailure, JobSetAttemptFailed, JobSetForbidden,
     NextAttemptInTry, OrchestratorFault, ResubmissionPolicy, StorageForbidden, forbidden, storage_forbidden)
+from mtc_provider.operators.jobset_launch import (attempt_body, budget_check, delete_ended, first_event,
+                                                  latest_step, next_in_trigger, sections, submit, watch_trigger)
 from mtc_provider.targets import backend_for
 
 if TYPE_CHECKING:  # the spec and the trigger are imported where they run: DAG files stay light
-    from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec
+    from mtc_provider.core.definition.description.spec import CheckpointingSpec, WorkloadSpec
     from mtc_provider.hooks.jobset import MtcJobSetHook
     from mtc_provider.triggers.jobset import JobSetTrigger
 
-try:
-    from airflow.sdk.configuration import conf
-except ImportError:  # pragma: no cover - older Airflow
-    from airflow.configuration import conf
 
-STEP_HISTORY_ANNOTATION = f"{L.PREFIX}/step-history"
-def _spec(kind: type, section: str, value: Any) -> Any:
-    """A spec object or a plain dict (DAG params), through the run description's one dict-to-spec function."""
-    from mtc_provider.core.definition.spec import spec_from_dict
-
-    return spec_from_dict(kind, section, value)
-
-
-def _attempt_body(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec,
-                  customization: CustomizationSpec, ti: Any | None, attempt: int | None = None
-                  ) -> tuple[str, dict[str, Any]]:
-    """The try's JobSet, rendered once per try (before any side effect, so a refusal costs nothing) and again with
-    the attempt's own number when it is submitted (one try may submit several attempts): its attempt name and
-    labels come from the task instance; without one (a bare validation) the run's own name."""
-    from mtc_provider.core.definition.jobset_manifest import build_jobset
-
-    if ti is None:
-        name, labels = workload.jobset_name, None
-    else:
-        number = attempt or ti.try_number
-        name = attempt_name(workload.jobset_name, ti.dag_id, ti.run_id, ti.task_id, number)
-        labels = {**L.run_labels(ti.dag_id, ti.run_id, ti.task_id, checkpointing.run_name),
-                  L.TRY_NUMBER: str(ti.try_number), L.ATTEMPT: str(number)}
-    body = build_jobset(slices, checkpointing, dataclasses.replace(workload, jobset_name=name), labels, customization)
-    return name, body
-
-
-class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
+class MtcJobSetOperator(JobSetTargetMixin):
     """Run multi-slice training as a JobSet with the MTC ramdisk until it reaches `target_step`.
 
     :param slices: SliceSpec or dict (tpu_type, topology, num_slices, machine_type).
@@ -113,26 +73,26 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
     :param checkpoint_store_factory: (checkpoint_dir, gcp_conn_id) -> CheckpointStore; default open_store.
     :param customization: CustomizationSpec or dict: Kueue queue and priority, spot or reserved capacity, extra
         volumes, env from Secrets/ConfigMaps (references only), /dev/shm size, validated overrides
-        (see core.definition.customization).
+        (see core.definition.render.customization).
     :param retries: resubmissions allowed (each Airflow retry submits the next attempt).
     :param retry_delay: wait before the first resubmission.
     :param retry_exponential_backoff: multiply the wait by this factor after each attempt.
     :param max_retry_delay: the longest wait between attempts.
+    :param bool next_attempt_in_trigger: after an interruption with progress the trigger submits the next attempt
+        itself, without a worker slot (deferrable training runs; default on). False: the task resumes on a worker
+        for each (a slot, a task process and the provider's imports per interruption; docs/benchmarks.md, 10).
 
     :param int target_step: the step that means "done"; default `checkpointing.steps`.
     :param int crash_loop_attempts: fail for good after this many consecutive attempts without checkpoint progress
         (a stalled attempt counts like a failed one).
     :param float poll_interval: seconds between polls when the watch cannot be used, and between stall checks.
-    :param float stall_timeout: seconds without progress (any source: the workload's reported steps, MTC replicator
-        backups, finalized checkpoints; core.measure.progress.ProgressSignal; measured while the JobSet runs, on successful
-        listings only) before the attempt counts as stalled: it is deleted and resubmitted. "derived": from the run's
-        cadence (core.measure.cadence), re-derived from the step time the run reports. An explicit value shorter than the
-        gap of every signal it is measured against is refused (core.measure.cadence.check_stall_timeout).
-    :param dict stall_cadence: the plan's cadence (core.definition.run.stall_rule) when its stall_timeout was derived: the trigger
-        re-derives the limit from it (templated); None: stall_timeout as given (or derived here, see above).
-    :param float startup_timeout: seconds each start of the pods (the first, and each in-cluster restart) may take until
-        every pod runs before the run fails; None: wait for ever, logging "waiting for capacity" every
-        `capacity_log_interval` seconds.
+    :param float stall_timeout: seconds without progress (the workload's steps, MTC replicator backups, finalized
+        checkpoints) before the attempt counts as stalled: deleted and resubmitted. "derived": from the run's cadence
+        (core.measure.cadence), re-derived from its step time; a value shorter than every signal's gap is refused.
+    :param dict stall_cadence: the plan's cadence (core.definition.description.run.stall_rule) when its stall_timeout was derived:
+        the trigger re-derives the limit from it (templated); None: stall_timeout as given.
+    :param float startup_timeout: seconds each start of the pods may take until every pod runs before the run fails;
+        None: wait for ever, logging "waiting for capacity" every `capacity_log_interval` seconds.
     :param float image_pull_timeout: seconds a start of the pods may keep failing to pull its image or create its
         container (ErrImagePull, ImagePullBackOff, CreateContainerError: Kubernetes retries these with back-off)
         before the run fails with the pod's message (templated; default 900: a replacement node pulling a large
@@ -142,13 +102,20 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         before it counts as stalled (templated; default 1800: a large slice's restore and compilation). Once the
         workload has reported steps in this attempt, each later start gets 3 x the longest time to first step
         measured so far, never less than this (core.measure.cadence.first_step_limit).
+    :param int budget_interruptions: the run ends for good when its newest this-many interruptions (attempt ends
+        and in-cluster restarts) gained no more than `min_steps_per_interruption` restorable steps each (templated;
+        default 6; 0: no such rule). Restorable: what the next start can resume from (docs/resubmission.md).
+    :param int min_steps_per_interruption: restorable steps an interruption must gain on average (templated; default
+        "derived": the run's shortest restorable save period, e.g. `local_checkpoint_period` in emergency mode).
+    :param float min_goodput: the run ends for good when the restorable steps gained over the last `goodput_window`
+        seconds, at the step time it reports, are under this share of that time (templated; default 0.1; 0: no
+        such rule). Judged once the run has lasted the window.
+    :param float goodput_window: seconds the goodput rule looks back over (templated; default 21600, six hours).
     :param float listing_timeout: seconds the checkpoint listing may keep failing (403, 429, 503, timeouts) before the
         try fails with the bucket and the HTTP status; training is not touched meanwhile.
-    :param float progress_interval: seconds between progress lines in the task log while the run trains ("step N of T,
-        S steps/h, ETA, newest checkpoint, restarts so far; where the step comes from"), whether or not stall
-        detection is on. The step is the workload's own (the leader pod's `completed step` lines when `pod_logs` is
-        on, or the local workload's events), else the newest finalized checkpoint. Each report is pushed to XCom
-        key `progress` during the run (from the triggerer) and again when the watch ends. None or 0: no lines.
+    :param float progress_interval: seconds between progress lines in the task log while the run trains (step N of
+        T, steps/h, ETA, newest checkpoint, restarts; docs/operators/jobset.md), each also pushed to XCom key
+        `progress`. None or 0: no lines.
     :param bool pod_logs: stream the leader pod's log into the task's log while the trigger waits (templated; default
         on). Bounded: at most `pod_logs_max_lines` lines and `pod_logs_max_bytes` bytes every `pod_logs_interval`
         seconds (the newest; a line counts what was left out).
@@ -165,20 +132,12 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         store is read, no stall or crash-loop detection; a retryable failure is still resubmitted).
     :param list fault_plan: local target only: faults the runner injects into the run (a list of
         {kind, at_step|at_seconds, slice, host}, or {seed, faults}); each fires once per training run.
-    :param int keep_failed_attempts: how many of the newest failed attempts' JobSets stay in the cluster, for
-        debugging, when the next attempt is submitted (templated; default 0: an ended attempt is deleted before the
-        next one). Each attempt has its own name (`<jobset_name>-<run hash>-a<attempt>`), so a kept one never blocks the
-        next; older failed ones beyond the bound are deleted. A kept JobSet has no running pods (they ended with
-        it) and keeps its pods' logs; the teardown deletes it unless its own keep_failed_attempts says otherwise,
-        and `mtc delete RUN --attempt N` deletes it by hand. Every delete and every kept JobSet is logged with who
-        asked.
+    :param int keep_failed_attempts: how many of the newest failed attempts' JobSets stay in the cluster (with their
+        pods' logs) for debugging when the next attempt is submitted (templated; default 0); the teardown or
+        `mtc delete RUN --attempt N` deletes them. Every delete and every kept JobSet is logged with who asked.
 
-    The settings (from target_step on) are parsed once per try into one options object
-    (core.attempt.launch_options.LaunchOptions), from which the trigger's settings come.
-
-    Where it runs: target, kubernetes_conn_id and the google provider's parameters (gcp_conn_id,
-    impersonation_chain, project_id, location, cluster_name, use_dns_endpoint), as JobSetTargetMixin takes them;
-    the Google connection and impersonation also serve every GCS read.
+    The settings (from target_step on) are parsed once per try (core.attempt.launch_options.LaunchOptions). Where it
+    runs: target, kubernetes_conn_id and the google provider's parameters, as JobSetTargetMixin takes them.
     """
 
     template_fields: Sequence[str] = (
@@ -186,7 +145,8 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         "fault_plan", "stall_timeout", "startup_timeout", "poll_interval", "customization", "progress_interval",
         "image_pull_timeout", "api_outage_timeout", "wait_for", "crash_loop_attempts", "listing_timeout",
         "deletion_timeout", "capacity_log_interval", "keep_failed_attempts", "pod_logs", "pod_logs_interval",
-        "pod_logs_max_lines", "pod_logs_max_bytes", "stall_cadence", "first_step_floor",
+        "pod_logs_max_lines", "pod_logs_max_bytes", "stall_cadence", "first_step_floor", "budget_interruptions",
+        "min_steps_per_interruption", "min_goodput", "goodput_window",
     )
     template_fields_renderers = {"slices": "json", "checkpointing": "json", "workload": "json"}
     operator_extra_links = JOBSET_LINKS
@@ -206,10 +166,10 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         retry_delay: timedelta = timedelta(seconds=30),
         retry_exponential_backoff: float = 2.0,
         max_retry_delay: timedelta = timedelta(minutes=30),
+        next_attempt_in_trigger: bool = True,
         **kwargs: Any,
     ) -> None:
-        # The settings (core.attempt.launch_options.OPTION_DEFAULTS: target_step, stall_timeout, ...) are keyword arguments
-        # too, kept as given (templates render them) and parsed once per try into self._options.
+        # The settings (core.attempt.launch_options.OPTION_DEFAULTS) are kept as given (templates render them).
         settings = {name: kwargs.pop(name, default) for name, default in OPTION_DEFAULTS.items()}
         if ResubmissionPolicy is not None and kwargs.get("retry_policy") is None:
             kwargs["retry_policy"] = ResubmissionPolicy()  # an expected resubmission's retry carries its reason
@@ -221,6 +181,9 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         self.customization = customization
         self.deferrable = deferrable
         self.checkpoint_store_factory = checkpoint_store_factory
+        if not isinstance(next_attempt_in_trigger, bool):
+            raise SpecError("next_attempt_in_trigger", next_attempt_in_trigger, "true or false")
+        self.next_attempt_in_trigger = next_attempt_in_trigger
         for name, value in settings.items():
             setattr(self, name, value)
         self._options: LaunchOptions | None = None  # the settings of this try, parsed (_parse_options)
@@ -235,40 +198,26 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
     # --- inputs -------------------------------------------------------------------------------------
     def _describe(self, target_kind: str | None = None) -> tuple[SliceSpec, CheckpointingSpec, WorkloadSpec,
                                                                   CustomizationSpec]:
-        """The run description's sections this operator launches, validated once per try (the plan's sections as
-        much as a DAG author's: one path; it costs 0.06-0.33 ms, measured when a digest-and-trust path was removed),
-        and checked across sections as `mtc plan` checks them. Raises SpecError naming the field."""
-        if self._described is not None:
-            return self._described
-        from mtc_provider.core.definition.run_checks import check_run  # imported where it runs: DAG files stay light
-        from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec
-
-        kinds = (SliceSpec, CheckpointingSpec, WorkloadSpec, CustomizationSpec)
-        given = (self.slices, self.checkpointing, self.workload, self.customization)
-        slices, checkpointing, workload, customization = (
-            _spec(k, name, value) for k, name, value in zip(kinds, ("slices", "checkpointing", "workload",
-                                                                    "customization"), given))
-        # The run description's cross-section checks (as `mtc plan` makes them): GKE's Multislice rule, and the
-        # names JobSet's webhook derives from the attempt names this operator submits.
-        check_run(target_kind or self._target().kind, slices, workload=workload, customization=customization)
-        self._described = (slices, checkpointing, workload, customization)
+        """The sections this operator launches, validated once per try (operators.jobset_launch.sections)."""
+        if self._described is None:
+            self._described = sections((self.slices, self.checkpointing, self.workload, self.customization),
+                                       target_kind or self._target().kind)
         return self._described
 
     def _specs(self, ti: Any | None = None) -> tuple[SliceSpec, CheckpointingSpec, WorkloadSpec, int]:
-        """This try's sections and settings, validated once, and its JobSet rendered once: what the manifest builder
-        refuses fails here, before any call (AirflowFailException naming the field)."""
+        """This try's sections and settings validated, and its JobSet rendered, once: a refusal fails here."""
         self._described = self._options = None  # this try's arguments, as rendered for it
         try:
             slices, checkpointing, workload, customization = self._describe(self._target().kind)
             options = self._parse_options(say_warnings=True)
-            self._rendered = _attempt_body(slices, checkpointing, workload, customization, ti)
+            self._rendered = attempt_body(slices, checkpointing, workload, customization, ti,
+                                          fault_plan=options.fault_plan)
         except (SpecError, ValueError) as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         return slices, checkpointing, workload, options.target_step
 
     def _parse_options(self, say_warnings: bool = False) -> LaunchOptions:
-        """The settings from the rendered fields, once per try (core.attempt.launch_options); SpecError names the field.
-        Their warnings are said where the try starts (`_specs`), not again when it resumes."""
+        """The settings from the rendered fields, once per try (core.attempt.launch_options); warnings said once."""
         if self._options is None:
             target = self._target()
             _, checkpointing, workload, _ = self._describe(target.kind)
@@ -298,33 +247,12 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         return self.wait_for == WAIT_FOR_COMPLETION
 
     def _latest(self, store: CheckpointStore | None, checkpoint_dir: str) -> int | None:
-        """The newest finalized step; None in completion mode, which never reads a checkpoint store. A listing that
-        keeps failing is waited out for listing_timeout, as the trigger does: a storage outage at an attempt's end
-        or at the resubmission must not spend an Airflow retry (the soak's listing outage did)."""
-        if store is None:
-            return None
-        from mtc_provider.adapters.checkpoint_stores import restorable_step
-        from mtc_provider.adapters.retry import through_listing_outage
-        from mtc_provider.core.measure.progress import replicator_backup_dir
-
-        # The restorable step (docs/resubmission.md, "Progress"): in multi-tier mode a replicator backup counts,
-        # as in the triggerer's end of an attempt (triggers.jobset._latest_checkpoint).
+        """The newest restorable step (operators.jobset_launch.latest_step), listing outages waited out."""
         try:
             slices, checkpointing = self._describe()[:2]
-            backup_dir, nodes = replicator_backup_dir(checkpointing), slices.num_slices * slices.hosts_per_slice
         except (SpecError, ValueError):  # the sections were already checked where it matters (execute)
-            backup_dir, nodes = None, None
-        return through_listing_outage(lambda: restorable_step(store, checkpoint_dir, backup_dir, nodes),
-                                      checkpoint_dir,
-                                      self._opts.times.listing_timeout, self.log)
-
-    def _latest_or_none(self, store: CheckpointStore | None, checkpoint_dir: str) -> int | None:
-        """The newest step for a report line; a listing outage must not hide the attempt's own outcome."""
-        try:
-            return self._latest(store, checkpoint_dir)
-        except Exception as exc:  # noqa: BLE001 - reported, then decided without the step
-            self.log.warning("listing %s failed (%s): newest finalized step unknown", checkpoint_dir, exc)
-            return None
+            slices, checkpointing = None, None
+        return latest_step(store, checkpoint_dir, slices, checkpointing, self._opts.times.listing_timeout, self.log)
 
     def _store(self, checkpoint_dir: str) -> CheckpointStore | None:
         if self._completion:
@@ -338,27 +266,12 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
 
     @cached_property
     def hook(self) -> MtcJobSetHook:
-        """The JobSet client of this try (hooks.jobset): every request waits out an unreachable API for
-        api_outage_timeout (then ApiUnreachable). Made on first use, after the fields are rendered."""
+        """The JobSet client of this try (hooks.jobset), waiting an unreachable API out for api_outage_timeout."""
         from mtc_provider.hooks.jobset import MtcJobSetHook
 
         hook = MtcJobSetHook(connection=self._connection(), api_outage_timeout=self._opts.times.api_outage_timeout)
         hook._log = self.log  # its lines (waiting for a deletion, a reattach) are this task's, as before the move
         return hook
-
-    def _unreachable(self, exc: ApiUnreachable) -> ApiUnreachableFailure:
-        """An outage is not an attempt: fail for good (no retry spent), the JobSet and the run lock untouched."""
-        return ApiUnreachableFailure(f"{exc}: {NOT_AN_ATTEMPT}")
-
-    def _keep_for_teardown(self, context: Any, fault: OrchestratorFault) -> None:
-        """Tell the teardown that this try ended for the orchestrator's trouble, so the JobSet is not the run's end."""
-        ti = context.get("ti") if isinstance(context, Mapping) else None
-        if ti is None:
-            return
-        try:
-            ti.xcom_push(key=JOBSET_KEPT_XCOM_KEY, value={"reason": str(fault)})
-        except Exception as exc:  # noqa: BLE001 - the failure itself must still reach Airflow
-            self.log.warning("could not record for the teardown that the JobSet is kept (%s)", exc)
 
     # --- execute ------------------------------------------------------------------------------------
     def execute(self, context: Any) -> Any:
@@ -368,27 +281,12 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         try:
             while True:
                 try:
-                    return self._execute_once(context)
+                    return self._guarded(context, lambda: self._execute(context))
                 except NextAttemptInTry:
                     if outer:  # an execute further out loops (execute_complete -> execute -> ...)
                         raise
         finally:
             self._in_execute = outer
-
-    def _execute_once(self, context: Any) -> Any:
-        try:
-            try:
-                return self._execute(context)
-            except ApiUnreachable as exc:  # the run lock is kept: releasing it would need the API
-                raise self._unreachable(exc) from exc
-            except Exception as exc:
-                fault = self._fault_on_last_try(context.get("ti") if isinstance(context, Mapping) else None, exc)
-                if fault is exc:
-                    raise
-                raise fault from exc
-        except OrchestratorFault as fault:
-            self._keep_for_teardown(context, fault)
-            raise
 
     def _execute(self, context: Any) -> Any:
         ti = context["ti"]
@@ -439,7 +337,7 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         namespace, checkpoint_dir = workload.namespace, checkpointing.checkpoint_directory
         while True:
             found = self.hook.this_tasks_jobsets(namespace, checkpointing.run_name, run_labels)
-            latest = self._latest(store, checkpoint_dir) if needs_latest_step(found) else None
+            latest = self._listing_for_plan(store, checkpoint_dir) if needs_latest_step(found) else None
             plan = plan_launch(found, lock_data[HISTORY], latest, target_step, self._completion,
                                lock_data[ATTEMPTS])
             if plan.kind != WAIT_DELETION:
@@ -451,118 +349,212 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
                 raise JobSetAttemptFailed(str(exc)) from None
 
         by_name = {o["metadata"]["name"]: o for o in found}
-        own = _open_attempt_of_try(found, lock_data[ATTEMPTS], ti.try_number)
+        own = open_attempt_of_try(found, lock_data[ATTEMPTS], ti.try_number)
+        history, previous_step, records = list(plan.history), plan.start_step, lock_data[ATTEMPTS]
+        ended = {"target_step": target_step, "checkpoint_dir": checkpoint_dir, "run_name": checkpointing.run_name,
+                 "namespace": namespace}  # an ended attempt found here is closed as its trigger's event would be
         if plan.kind not in (REATTACH, TAKE_RESULT) and own is not None and evaluate_jobset(own).ended:
             # This try's own attempt ended while the try was not watching it (the try watches it again after an
             # event that was not its own, or a failed trigger): that end decides the try, as its trigger's event
             # would have; it is never deleted and resubmitted under its own name.
-            state = evaluate_jobset(own)
-            self.log.info("JobSet %s of this try already ended (%s): its end decides this try", state.name,
-                          state.phase)
-            own_history = list(lock_data[HISTORY]) or history_of(own)
-            return self._recorded(context, namespace, checkpoint_dir, target_step, None, lambda: self._finish(
-                context, connection, lock, state, attempt_of(own), own_history, store, checkpoint_dir, target_step,
-                state.restarts))
-        history = list(plan.history)
-        previous_step = plan.start_step
+            obj, why = own, "of this try already ended (%s): its end decides this try"
+            ended.update(attempt=attempt_of(own), history=list(lock_data[HISTORY]) or history_of(own),
+                         budget=self._budget_check(records, own["metadata"]["name"]))
+        elif plan.kind == TAKE_RESULT:
+            obj, why = by_name[plan.name], "already ended (%s) with training done: taking its result"
+            ended.update(attempt=plan.attempt, history=history)
+        if "attempt" in ended:
+            state = evaluate_jobset(obj)
+            self.log.info("JobSet %s %s", state.name, why % state.phase)
+            return self._end_attempt(context, JobSetEvent(ENDED, namespace, state.name, state, state.restarts,
+                                                          extra=ended))
         if plan.kind == REATTACH:
             obj = by_name[plan.name]
             self.log.info("reattaching to JobSet %s/%s (attempt %s), not creating another",
                           namespace, plan.name, plan.attempt)
-        elif plan.kind == TAKE_RESULT:
-            obj = by_name[plan.name]
-            state = evaluate_jobset(obj)
-            self.log.info("JobSet %s already ended (%s) with training done: taking its result", state.name, state.phase)
-            return self._recorded(context, namespace, checkpoint_dir, target_step, None, lambda: self._finish(
-                context, connection, lock, state, plan.attempt, history, store, checkpoint_dir, target_step,
-                state.restarts))
         else:
-            number = next_attempt(found, lock_data[ATTEMPTS], ti.try_number)
-            if number != ti.try_number:  # named by its attempt number: one try submits several after progress
-                self._rendered = _attempt_body(slices, checkpointing, workload, self._described[3], ti, number)
-            kept = kept_failed([by_name[name] for name in plan.to_delete], self._opts.keep_failed_attempts)
-            asked = f"{describe_owner(_owner(ti))}, before attempt {number}"
-            for name in plan.to_delete:  # ended attempts: free the slices; checkpoints stay in the bucket
-                phase = evaluate_jobset(by_name[name]).phase
-                if name in kept:
-                    self.log.warning("keeping failed JobSet %s/%s for debugging (keep_failed_attempts=%s, asked by "
-                                     "%s): its pods' logs stay readable (mtc logs %s --attempt %s); the teardown "
-                                     "deletes it, or: mtc delete %s --attempt %s", namespace, name,
-                                     self._opts.keep_failed_attempts, asked, checkpointing.run_name,
-                                     attempt_of(by_name[name]), checkpointing.run_name, attempt_of(by_name[name]))
-                    continue
-                self.log.info("deleting ended JobSet %s/%s (%s) before the next attempt (checkpoints are kept): "
-                              "asked by %s", namespace, name, phase, asked)
-                self.hook.delete(name, namespace, reason=V.DELETE_ATTEMPT_ENDED)
-            obj = self._submit(workload, run_labels, ti, history)
+            number = next_attempt(found, lock_data[ATTEMPTS], ti.try_number)  # one try may submit several
+            delete_ended(self.hook, self.log, by_name, plan.to_delete, self._opts.keep_failed_attempts,
+                         f"{describe_owner(_owner(ti))}, before attempt {number}", checkpointing.run_name, namespace)
+            obj = submit(self.hook, self.log, self._rendered, workload.jobset_name, namespace, run_labels, _owner(ti),
+                         number, history)
             record = AttemptRecord(attempt=number, try_number=ti.try_number, jobset=obj["metadata"]["name"],
                                    start=time.time(), last_step=previous_step)
             journal = self._journal_for(context, lock, namespace, checkpoint_dir, target_step)
-            self._write_record(ti, namespace, checkpoint_dir, target_step, RUNNING, journal.open(record, history),
-                               "attempt submitted")
+            records = journal.open(record, history)
+            write_run_record(journal.run_record, RUNNING, "attempt submitted", records, None, self.log)
             metrics.attempt_submitted(metrics.tags(ti.dag_id, ti.task_id, checkpointing.run_name,
                                                    connection.get("kind")), lock_data[ATTEMPTS], record.start)
         name = obj["metadata"]["name"]
         self._current = (connection, namespace, name, {**_owner(ti), "run_name": checkpointing.run_name})
         persist_links(context, self._target(), namespace, name, checkpoint_dir, start=created_at(obj, time.time()),
                       replicated_job=workload.replicated_job_name)
-        self._push_run(context, lock, checkpoint_dir, target_step, checkpointing.run_name)
-        state = evaluate_jobset(obj)
-        gcp_conn_id, impersonation_chain = self._google()
-        from mtc_provider.core.measure.progress import replicator_backup_dir
-        from mtc_provider.triggers.jobset import JobSetTrigger
-
-        trigger = JobSetTrigger(
-            connection=connection, namespace=namespace, name=name,
-            resource_version=obj["metadata"].get("resourceVersion"), restarts_seen=state.restarts,
-            # The checkpoint directory is listed for stall detection and for the progress line.
-            checkpoint_dir=None if self._completion else checkpoint_dir, gcp_conn_id=gcp_conn_id,
-            impersonation_chain=impersonation_chain, watch=self._opts.watch(),
-            # (multi-tier) the replicator's backups as progress
-            backup_dir=None if self._completion else replicator_backup_dir(checkpointing),
-            backup_nodes=slices.num_slices * slices.hosts_per_slice,
-            # Echoed back in the event: the attempt's bookkeeping survives the deferral.
-            extra={"attempt": attempt_of(obj), "history": history, "target_step": target_step,
+        push_run(ti, lock, checkpoint_dir, target_step, checkpointing.run_name)
+        trigger = watch_trigger(
+            connection, namespace, obj, None if self._completion else checkpointing, slices, self._google(),
+            self._opts.watch(), extra={"attempt": attempt_of(obj), "history": history, "target_step": target_step,
                    "checkpoint_dir": checkpoint_dir, "run_name": checkpointing.run_name, "namespace": namespace,
                    # a plain retry may end in the triggerer (triggers.attempt_end); never the last try
-                   "end_retry_in_trigger": bool(self.deferrable) and not self._last_try(ti),
+                   "end_retry_in_trigger": bool(self.deferrable) and not last_try(ti, self.retries),
                    "crash_loop_attempts": self._opts.crash_loop_attempts, "completion": self._completion,
+                   # the run's budget and the attempts before this one: both ends judge its end from these
+                   "budget": self._budget_check(records, name),
                    # the try that deferred: an event Airflow resumes another try with is not that try's end
-                   "owner": _owner(ti), "max_tries": self._max_tries(ti),
+                   "owner": _owner(ti), "max_tries": max_tries(ti, self.retries),
                    # the attempt journal the triggerer's end of a retry writes through, as the worker's does
-                   "journal": self._journal_for(context, lock, namespace, checkpoint_dir, target_step).settings()},
-        )
+                   "journal": self._journal_for(context, lock, namespace, checkpoint_dir, target_step).settings(),
+                   **self._next_in_trigger(workload)})
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
         # Synchronous path: the same trigger, run to its first event in this worker.
-        return self.execute_complete(context, asyncio.run(_first_event(trigger)))
+        return self.execute_complete(context, asyncio.run(first_event(trigger)))
 
-    def _submit(self, workload, run_labels, ti, history) -> dict[str, Any]:
-        name, body = self._rendered[0], copy.deepcopy(self._rendered[1])  # rendered once, by _specs for this try
-        body["metadata"].setdefault("annotations", {})[STEP_HISTORY_ANNOTATION] = json.dumps(history)
-        if self._opts.fault_plan:
-            from mtc_provider.core.basics.vocabulary import FAULT_PLAN_ANNOTATION
+    def _next_in_trigger(self, workload: WorkloadSpec) -> dict[str, Any]:
+        """The trigger's leave to submit this try's next attempt (none for a synchronous try or a one-shot job)."""
+        if not (self.next_attempt_in_trigger and self.deferrable) or self._completion:
+            return {}
+        return next_in_trigger(self._rendered, workload, backend_for(self._target()).console,
+                               self._opts.keep_failed_attempts)
 
-            body["metadata"]["annotations"][FAULT_PLAN_ANNOTATION] = json.dumps(self._opts.fault_plan)
+    def _budget_check(self, records: Sequence[Mapping[str, Any]], jobset: str) -> dict[str, Any] | None:
+        """The run's budget for this attempt's end (operators.jobset_launch.budget_check); None in completion mode."""
+        if self._completion:
+            return None
+        from mtc_provider.core.measure.cadence import step_seconds_of
+
+        return budget_check(self._opts.budget, records, jobset,
+                            step_seconds_of(self._target().kind, None, self._describe()[2].extra_flags))
+
+    def _listing_for_plan(self, store: CheckpointStore | None, checkpoint_dir: str) -> int | None:
+        """The newest restorable step this try plans from: the one the previous attempt's end was decided on when
+        this try follows it (listed once, at that end), else listed now."""
+        known, self._listed_at_end = getattr(self, "_listed_at_end", None), None  # (step,): listed at that end
+        return self._latest(store, checkpoint_dir) if known is None else known[0]
+
+    # --- the end of an attempt: execute_complete -> _end_attempt -> _close (operators.jobset_end: judge, end_of,
+    # the journal's close, conclude) -------------------------------------------------------------------------
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        """The trigger's event: this attempt's end, unless it is another try's (then this try watches again)."""
+        ti = context.get("ti") if isinstance(context, Mapping) else None
+        foreign = foreign_event((event.get("extra") or {}).get("owner"), _owner(ti)) if ti is not None else ""
+        if foreign:  # not this attempt's end, whatever it says: this try's own JobSet is watched again
+            return self._watch_again(context, f"{foreign}; its {event.get('kind')} of JobSet "
+                                              f"{event.get('namespace')}/{event.get('name')} is not this try's")
+        return self._guarded(context, lambda: self._end_attempt(context, JobSetEvent.from_payload(event)))
+
+    def _guarded(self, context: Any, call: Callable[[], Any]) -> Any:
+        """An outage, or an unexpected error on the last try, is the orchestrator's fault: the teardown keeps the
+        JobSet (operators.jobset_end.fault_on_last_try, keep_for_teardown)."""
+        ti = context.get("ti") if isinstance(context, Mapping) else None
         try:
-            obj, created = self.hook.submit_attempt(workload.namespace, name, body, run_labels)
-        except ApiUnreachable:
-            raise  # an outage, not a rejection: execute() says so
-        except ApiError as exc:
-            if isinstance(exc, Forbidden) and exc.rbac:
-                raise  # RBAC, not the spec: execute fails the try without releasing anything
-            decision = decide_rejected(exc.status, str(exc))
-            if decision.kind == FAIL:
-                raise AirflowFailException(decision.reason) from exc
-            raise JobSetAttemptFailed(decision.reason) from exc
-        if created:
-            self.log.info("submitted JobSet %s/%s (attempt %s, try %s, newest finalized step %s)",
-                          workload.namespace, name, attempt_of(body), ti.try_number, history[-1])
-        return obj
+            try:
+                return call()
+            except ApiUnreachable as exc:  # not an attempt: no retry spent, the JobSet and the run lock untouched
+                raise ApiUnreachableFailure(f"{exc}: {NOT_AN_ATTEMPT}") from exc
+            except Exception as exc:
+                fault = fault_on_last_try(exc, ti, self.retries, getattr(self, "_stopped_by_user", False), self.log)
+                if fault is exc:
+                    raise
+                raise fault from exc
+        except OrchestratorFault as fault:
+            keep_for_teardown(ti, fault, self.log)
+            raise
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
+        """A trigger that failed (Airflow's `__fail__`: it raised, or exited without an event) lost the watch, not
+        the attempt: the JobSet does not depend on its watcher. The try watches its JobSet again (a live one is
+        reattached to, as a retry would, without spending the retry), at most MAX_WATCH_FAILURES times per try;
+        then, and on a trigger timeout, Airflow's own handling (TaskDeferralError). The failure may not even be this
+        try's: Airflow fails whatever is deferred on the failed trigger's id (core.attempt.ownership.foreign_event)."""
+        from mtc_provider.adapters.airflow_private import trigger_failure
+
+        failed, timed_out = trigger_failure()
+        kwargs, ti = next_kwargs or {}, context.get("ti") if isinstance(context, Mapping) else None
+        why = None if next_method != failed or kwargs.get("error") == timed_out or ti is None \
+            else watch_failed(ti, kwargs, self.log)
+        if why is None:
+            return super().resume_execution(next_method, next_kwargs, context)
+        return self._watch_again(context, why)
+
+    def _watch_again(self, context: Any, why: str) -> Any:
+        """Not this attempt's end: the try runs its launch again, which reattaches to its live JobSet (or takes
+        the result of an ended one) and defers with a new trigger; nothing is deleted, no retry is spent."""
+        self.log.warning("%s: not this attempt's end; this try watches its own JobSet again (no retry spent)", why)
+        return self.execute(context)
+
+    def _end_attempt(self, context: Any, ev: JobSetEvent) -> Any:
+        """An attempt's end, from its trigger or found by this try: closed (`_close`) and the run's state recorded;
+        then the try ends, or goes on with the next attempt (deferred: this try submits it and defers again)."""
+        try:
+            if ev.kind in (API_UNREACHABLE, NEXT_ATTEMPT_PENDING):  # the JobSet is no longer this worker's to stop
+                self._current = None
+            if next_attempt_pending(ev, self.log):  # the worker submits the attempt the trigger could not
+                return self.execute(context)
+            ti, extra = context["ti"], ev.extra
+            self._journal = None
+            return record_run(lambda: self._close(context, ev), lambda state, reason: write_record(
+                self._journal, self._run_record_place(ti, ev.namespace, extra.get("checkpoint_dir"),
+                                                      extra.get("target_step")), state, reason, ev.progress, self.log),
+                last_try(ti, self.retries))
+        except NextAttemptInTry:
+            if getattr(self, "_in_execute", False):  # the synchronous path: execute's loop submits it
+                raise
+            return self.execute(context)  # deferred: this try submits the next attempt and defers again
+        except JobSetForbidden:
+            raise
+        except Forbidden as exc:  # a 403 while closing the attempt: fail for good, delete nothing more
+            raise forbidden(str(exc)) from exc
+        except PermissionDenied as exc:  # the storage's 403 while reading the attempt's end
+            raise storage_forbidden(exc, str(ev.extra.get("checkpoint_dir") or self._describe()[1]
+                                             .checkpoint_directory), *self._google()) from exc
+
+    def _close(self, context: Any, ev: JobSetEvent) -> Any:
+        """The attempt's end closed (operators.jobset_end.close) with what this try knows: the newest restorable
+        step (the trigger's verdict's, else listed here), its facts, the run lock and the attempt journal."""
+        ti, extra = context["ti"], ev.extra
+        if ev.progress:  # the trigger's latest progress figures, for dashboards and downstream tasks
+            ti.xcom_push(key=PROGRESS_XCOM_KEY, value=ev.progress)
+        store = self._store(extra["checkpoint_dir"])
+        lock = self._lock_for(context, extra)
+        self._current = None
+        ended = ev.kind == ENDED and ev.state is not None
+        if ended:  # a listing outage is waited out here; the trigger's verdict was made on its own listing
+            latest = ev.verdict.get("latest_step") if ev.verdict else self._latest(store, extra["checkpoint_dir"])
+        else:
+            try:  # the step for the report line: a listing outage must not hide the attempt's own outcome
+                latest = self._latest(store, extra["checkpoint_dir"])
+            except Exception as exc:  # noqa: BLE001 - reported, then decided without the step
+                self.log.warning("listing %s failed (%s): newest finalized step unknown", extra["checkpoint_dir"], exc)
+                latest = None
+        facts = TryFacts(ti.try_number, max_tries(ti, self.retries), last_try(ti, self.retries), self._completion,
+                         self._opts.crash_loop_attempts)
+        journal = self._journal_for(context, lock, ev.namespace, extra.get("checkpoint_dir"), extra.get("target_step"))
+        try:
+            return close(ev, facts, latest, hook=self.hook, lock=lock, journal=journal, log=self.log,
+                         google=self._google)
+        except NextAttemptInTry:
+            if ended:  # what the next attempt of this try plans from: listed once, for this end
+                self._listed_at_end = (latest,)
+            raise
+
+    def _journal_for(self, context, lock: RunLock, namespace: str, checkpoint_dir: str | None,
+                     target_step: int | None) -> AttemptJournal:
+        """This try's attempt journal (operators.jobset_end.open_journal), kept for the run's record."""
+        self._journal = open_journal(context["ti"], lock, self.log, self._run_record_place(
+            context["ti"], namespace, checkpoint_dir, target_step), self._target, self._describe)
+        return self._journal
+
+    def _run_record_place(self, ti, namespace: str, checkpoint_dir: str | None,
+                          target_step: int | None) -> RunRecordPlace | None:
+        """Where the run's record goes (adapters.run_records); a one-shot job (an evaluation) writes none: the record
+        beside the checkpoints it reads is the training run's."""
+        if not checkpoint_dir or self._completion:
+            return None
+        return RunRecordPlace(checkpoint_dir, *self._google(), ti_run_name(self, checkpoint_dir), namespace,
+                              target_step, _owner(ti))
 
     def _lock_for(self, context, extra: Mapping[str, Any]) -> RunLock:
-        ti = context["ti"]
-        run_name = extra.get("run_name") or self._describe()[1].run_name
+        ti, run_name = context["ti"], extra.get("run_name") or self._describe()[1].run_name
         namespace = extra.get("namespace") or self._describe()[2].namespace
         return self.hook.run_lock(namespace, run_name, L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name),
                                   _owner(ti))
@@ -589,52 +581,7 @@ class MtcJobSetOperator(AttemptEndMixin, JobSetTargetMixin):
         return try_lookup(self._current[3])
 
     def on_kill(self) -> None:
-        """SIGTERM of a synchronous try: stop the JobSet only when Airflow confirms a user's action.
-
-        A worker's own SIGTERM (a deploy, a scale-down) also lands here while the task is still `running` on the
-        server, and a user's clear of a running try leaves it `restarting`: both keep the JobSet training and the
-        next try reattaches to it. A mark (failed, success) or a deleted DAG run (no task instance row any more)
-        deletes it, and releases the run lock, since no try of that run will ever come back for them
-        (core.attempt.ownership.kill_verdict).
-        """
-        if not self._current:
-            return
-        connection, namespace, name, ids = self._current
-        lookup, error = self._task_lookup()
-        verdict = kill_verdict(lookup, describe_owner(ids), error)
-        if not verdict.delete:
-            self.log.warning("worker stopping: JobSet %s/%s kept: %s; the next try reattaches (to stop the run "
-                             "yourself: kubectl delete jobset -n %s %s)", namespace, name, verdict.reason,
-                             namespace, name)
-            return
-        self.log.warning("deleting JobSet %s/%s (checkpoints are kept): %s", namespace, name, verdict.reason)
-        self._stopped_by_user = True  # whatever the try raises next, the run was ended by a confirmed user action
-        api = targets.jobset_api(connection)
-        try:  # Airflow SIGKILLs this process 5 s after its SIGTERM: no time to wait an outage out here
-            api.delete(namespace, name, reason=V.DELETE_USER_KILL)
-        except (Retryable, ApiUnreachable) as exc:
-            from mtc_provider.adapters.kill_delete import handoff
-
-            self.log.warning("%s", handoff(f"{namespace}/{name}", describe_failure(exc), namespace, name))
-            return
-        RunLock(lock_api(connection, api), namespace, ids["run_name"],
-                L.run_labels(ids["dag_id"], ids["run_id"], ids["task_id"], ids["run_name"])).release()
-
-
-def _open_attempt_of_try(jobsets: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]],
-                         try_number: int) -> dict[str, Any] | None:
-    """This try's newest attempt while its end is not yet decided (its record in the run lock still open, or no
-    record at all): an ended one decides the try. An attempt this try already closed and followed (interrupted
-    after progress) is not: the try submits the next one."""
-    mine = [j for j in jobsets if str((j["metadata"].get("labels") or {}).get(L.TRY_NUMBER)) == str(try_number)]
-    if not mine:
-        return None
-    newest = max(mine, key=attempt_of)
-    record = next((r for r in records if r.get("jobset") == newest["metadata"]["name"]), None)
-    return newest if record is None or record.get("end") is None else None
-
-
-async def _first_event(trigger: JobSetTrigger) -> dict[str, Any]:
-    async for event in trigger.run():
-        return event.payload
-    return JobSetEvent(ERROR, trigger.namespace, trigger.name, message="the watch ended without an event").to_payload()
+        """SIGTERM of a synchronous try: the JobSet is stopped only when Airflow confirms a user's action
+        (operators.jobset_end.end_by_kill); a worker's own SIGTERM keeps it training for the next try."""
+        if self._current:  # whatever the try raises next, a run ended by a confirmed user action was not a fault
+            self._stopped_by_user = end_by_kill(*self._current, *self._task_lookup(), self.log)

@@ -12,6 +12,8 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from mtc_provider.adapters.airflow_private import retry_policy_classes
+
 NOT_AN_ATTEMPT = ("a Kubernetes API outage, not a failure of the training attempt: no Airflow retry is spent on it, "
                   "and the JobSet was not touched (it keeps training). Once the API answers again, clear this task: "
                   "the next try reattaches to the JobSet")
@@ -27,10 +29,7 @@ class NextAttemptInTry(Exception):
     Never reaches Airflow: `execute` and `execute_complete` catch it."""
 
 
-try:  # Airflow 3.3's pluggable retry policies (airflow.sdk.definitions.retry_policy)
-    from airflow.sdk.definitions.retry_policy import RetryDecision, RetryPolicy
-except ImportError:  # pragma: no cover - an Airflow without retry policies: the default retry logic applies
-    RetryPolicy = None
+RetryDecision, RetryPolicy = retry_policy_classes()  # Airflow 3.3's pluggable retry policies; None: Airflow's own
 
 
 if RetryPolicy is not None:
@@ -94,7 +93,7 @@ class StorageForbidden(OrchestratorFault):
 
 def storage_forbidden(exc: BaseException, checkpoint_dir: str, gcp_conn_id: str, impersonation_chain: Any) -> \
         StorageForbidden:
-    from mtc_provider.core.definition.spec import bucket_of
+    from mtc_provider.core.definition.description.spec import bucket_of
 
     bucket = f"bucket {bucket_of(checkpoint_dir)}" if checkpoint_dir.startswith("gs://") else checkpoint_dir
     who = f"the Airflow connection {gcp_conn_id!r}" + (f" impersonating {impersonation_chain!r}"

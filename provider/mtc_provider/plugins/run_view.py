@@ -59,10 +59,11 @@ def _records(session, dag_id: str, run_id: str):
     from mtc_provider.adapters.airflow_run import read_airflow_run
 
     from mtc_provider.adapters.file_roots import FileRootsError
+    from mtc_provider.core.basics.errors import SpecError
 
     try:
         records = read_airflow_run(session, dag_id, run_id)
-    except FileRootsError as exc:  # the deployment's setting, said as such
+    except (FileRootsError, SpecError) as exc:  # the deployment's setting, or a record it cannot read, said as such
         raise HTTPException(500, str(exc)) from None
     if records is None:
         raise HTTPException(404, f"DAG run {dag_id}/{run_id} not found")
@@ -76,25 +77,38 @@ def create_app() -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse)
     def runs_list(user=Depends(user_dep), session=Depends(session_dep)) -> HTMLResponse:
-        """Recent runs of DAGs with a launch task that this user may read."""
+        """Recent runs of DAGs with a launch task that this user may read, each with the figures its page shows
+        (core.view.run_list), from Airflow's database only: no cluster or file read per row."""
         from sqlalchemy import select
 
         from airflow.api_fastapi.app import get_auth_manager
         from airflow.models.taskinstance import TaskInstance
 
+        from mtc_provider.adapters.airflow_run import read_airflow_run
+        from mtc_provider.core.basics.errors import SpecError
+        from mtc_provider.core.view.run_list import COLUMNS, run_row
+
         readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET", session=session)
         rows = session.execute(
-            select(TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state,
-                   TaskInstance.try_number, TaskInstance.start_date)
+            select(TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.start_date)
             .where(TaskInstance.operator == LAUNCH_OPERATOR, TaskInstance.dag_id.in_(readable))
             .order_by(TaskInstance.start_date.desc().nullslast()).limit(LIST_LIMIT)).all()
-        items = "".join(
-            f"<tr><td><a href='{html.escape(_root_path() + run_path(r.dag_id, r.run_id))}' target='_top'>"
-            f"{html.escape(r.dag_id)}</a></td><td>{html.escape(r.run_id)}</td><td>{html.escape(r.task_id)}</td>"
-            f"<td>{html.escape(str(r.state or ''))}</td><td>{r.try_number}</td>"
-            f"<td>{_utc(r.start_date)}</td></tr>" for r in rows)
-        body = (f"<table><thead><tr><th>DAG</th><th>run</th><th>launch task</th><th>state</th><th>tries</th>"
-                f"<th>started (UTC)</th></tr></thead><tbody>{items}</tbody></table>" if rows
+        items = []
+        for r in rows:
+            figures = dict.fromkeys(COLUMNS, "")
+            try:
+                records = read_airflow_run(session, r.dag_id, r.run_id, live_reads=False)
+            except SpecError as exc:  # one run's unreadable record is said in its row, the others still shown
+                figures["state"] = f"not readable: {exc}"
+            else:
+                figures = run_row(records) if records is not None else figures
+            cells = "".join(f"<td data-column='{html.escape(c)}'>{html.escape(figures[c])}</td>" for c in COLUMNS)
+            link = html.escape(_root_path() + run_path(r.dag_id, r.run_id))
+            items.append(f"<tr data-run='{html.escape(r.run_id)}'><td><a href='{link}' target='_top'>"
+                         f"{html.escape(r.dag_id)}</a></td><td>{html.escape(r.run_id)}</td>{cells}"
+                         f"<td>{_utc(r.start_date)}</td></tr>")
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in ("DAG", "run", *COLUMNS, "started (UTC)"))
+        body = (f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(items)}</tbody></table>" if rows
                 else "<p>No training runs yet: trigger a DAG with an MtcJobSetOperator task.</p>")
         return HTMLResponse(f"<!doctype html><html><head><meta charset='utf-8'><title>Training runs</title>"
                             f"<style>{LIST_STYLE}</style></head><body><h1>Training runs</h1>{body}</body></html>")
@@ -118,7 +132,11 @@ def create_app() -> FastAPI:
         base = _root_path() + run_path(dag_id, run_id)
         if _served_folder(records) is not None:  # the run's own local folder, under [mtc] run_view_file_roots
             view["folder_url"] = base + "/files/checkpoints/"
-        view["chart_url"] = base + "/chart.png" if _chart_available(records) else None
+        missing = _chart_missing()
+        view["chart_url"] = base + "/chart.png" if not missing and _chart_available(records) else None
+        view["chart_missing"] = missing  # the page says which extra draws the chart, never a broken image
+        for row in view["attempts"]:  # each attempt's log: its own try's
+            row["log_url"] = _root_path() + row["log_path"] if row.get("log_path") else None
         view["airflow_url"] = f"{_root_path()}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
         return JSONResponse(view, headers={"Cache-Control": "no-store"})
 
@@ -189,27 +207,40 @@ def _not_a_training_page(dag_id: str, run_id: str, launch: str | None, task: str
             f"</style></head><body><p data-testid='not-a-training-run'>{what}</p></body></html>")
 
 
-def _chart_available(records) -> bool:
-    from mtc_provider.core.view.run_page import run_timeline
+def _chart_missing() -> str | None:
+    """What to install for the chart when this api-server lacks matplotlib (the `chart` extra), else None."""
+    import importlib.util
 
-    return run_timeline(records) is not None
+    from mtc_provider.core.basics.install import install_line
+
+    if importlib.util.find_spec("matplotlib") is not None:
+        return None
+    return f"the goodput chart needs matplotlib on the api-server: the `chart` extra ({install_line('chart')})"
+
+
+def _chart_available(records) -> bool:
+    from mtc_provider.core.view.run_page import chart_data
+
+    return chart_data(records) is not None
 
 
 def _draw(records) -> bytes | None:
+    """The run's chart: the ledger's intervals, steps, loss, saves by tier, restores and interruptions when the run
+    has a ledger (core.view.run_page.chart_data), else the timeline the api-server can rebuild."""
     from mtc_provider.core.view.goodput import compute_goodput
-    from mtc_provider.core.view.run_page import chart_title, goodput_view, run_timeline
-    from mtc_provider.operators.goodput import render_chart
+    from mtc_provider.core.view.run_page import chart_data, chart_title, goodput_view
+    from mtc_provider.operators.goodput import chart_span, render_chart
 
-    found = run_timeline(records)
+    found = chart_data(records)
     if found is None:
         return None
-    timeline, _ = found
+    timeline, marks = found
     report = compute_goodput(timeline)
     summary = goodput_view(records) or report.to_payload()
-    span = {"start": min(a.start for a in timeline.attempts), "end": max(a.end for a in timeline.attempts)}
+    start, end = chart_span(timeline)
     with tempfile.TemporaryDirectory(prefix="mtc-chart-") as tmp:
         path = os.path.join(tmp, "goodput.png")
-        render_chart(timeline, report, path, title=chart_title(summary, span))
+        render_chart(timeline, report, path, title=chart_title(summary, {"start": start, "end": end}), **marks)
         return Path(path).read_bytes()
 
 

@@ -39,8 +39,8 @@ def replicator_backups(slices: Any, checkpointing: Any) -> tuple[str | None, int
     spec, or its dict as the training DAG's plan task hands it on); SpecError names a bad field."""
     if checkpointing in (None, "", {}):
         return None, None
-    from mtc_provider.core.definition.spec import CheckpointingSpec, spec_from_dict
-    from mtc_provider.core.definition.tpu import SliceSpec
+    from mtc_provider.core.definition.description.spec import CheckpointingSpec, spec_from_dict
+    from mtc_provider.core.definition.shape.tpu import SliceSpec
     from mtc_provider.core.measure.progress import replicator_backup_dir
 
     backup_dir = replicator_backup_dir(spec_from_dict(CheckpointingSpec, "checkpointing", checkpointing))

@@ -11,13 +11,13 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from mtc_provider.core.basics.errors import NotReady
-from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.definition.shape.tpu import SliceSpec
 from mtc_provider.links.gcp import GkeClusterLink
 from mtc_provider.operators.base import TARGET_FIELDS, TargetMixin
 from mtc_provider.operators.gcp import checked_configuration_names, checked_run, slices_dict
 
 if TYPE_CHECKING:  # readiness checks and the trigger are imported where they run: DAG files stay light
-    from mtc_provider.core.definition.readiness import Check
+    from mtc_provider.core.definition.cluster.readiness import Check
 
 
 class MtcClusterReadinessSensor(TargetMixin, BaseSensorOperator):
@@ -58,7 +58,7 @@ class MtcClusterReadinessSensor(TargetMixin, BaseSensorOperator):
         self._last: list[Check] = []
 
     def _report(self, context: Any, checks: list[Check]) -> dict[str, Any]:
-        from mtc_provider.core.definition.readiness import all_ok
+        from mtc_provider.core.definition.cluster.readiness import all_ok
 
         target = self._target()
         report = {"target": target.kind, "ready": all_ok(checks), "checks": [c.to_dict() for c in checks]}
@@ -67,10 +67,10 @@ class MtcClusterReadinessSensor(TargetMixin, BaseSensorOperator):
 
     def poke(self, context: Any) -> PokeReturnValue:
         from mtc_provider.targets import backend_for
-        from mtc_provider.core.definition.readiness import summary
+        from mtc_provider.core.definition.cluster.readiness import summary
 
         backend = backend_for(self._target(), self.api_endpoint)
-        from mtc_provider.core.definition.capacity import check_capacity
+        from mtc_provider.core.definition.shape.capacity import check_capacity
 
         checks = backend.cluster.readiness(slices_dict(self.slices), self.sizing, self.checkpoint_configuration_name,
                                            self.bucket_name or None, check_capacity(self.capacity, self.reservation))
@@ -81,7 +81,7 @@ class MtcClusterReadinessSensor(TargetMixin, BaseSensorOperator):
         return PokeReturnValue(is_done=report["ready"], xcom_value=report)
 
     def execute(self, context: Any) -> Any:
-        from mtc_provider.core.definition.readiness import summary
+        from mtc_provider.core.definition.cluster.readiness import summary
         from mtc_provider.triggers.gcp import ClusterReadinessTrigger
 
         from mtc_provider.targets import backend_for
@@ -89,7 +89,7 @@ class MtcClusterReadinessSensor(TargetMixin, BaseSensorOperator):
         target = self._target()
         checked_run(target.kind, self.slices, self.sizing)  # the run description's checks, before any call
         checked_configuration_names(self.checkpoint_configuration_name, self.bucket_name)
-        from mtc_provider.core.definition.capacity import check_capacity
+        from mtc_provider.core.definition.shape.capacity import check_capacity
 
         capacity = check_capacity(self.capacity, self.reservation)
         console = backend_for(target, self.api_endpoint).console
@@ -110,7 +110,7 @@ class MtcClusterReadinessSensor(TargetMixin, BaseSensorOperator):
             method_name="execute_complete")
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        from mtc_provider.core.definition.readiness import Check, summary
+        from mtc_provider.core.definition.cluster.readiness import Check, summary
         from mtc_provider.triggers.gcp import ReadinessEvent
 
         result = ReadinessEvent.from_payload(event)

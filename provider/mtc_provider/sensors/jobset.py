@@ -5,18 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Sequence
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowFailException
 
-from mtc_provider import targets
 from mtc_provider.core.attempt.status import SUCCEEDED, evaluate_jobset
 from mtc_provider.core.basics.vocabulary import DEFAULT_POLL_INTERVAL_S
+from mtc_provider.hooks.jobset import MtcJobSetHook
 from mtc_provider.operators.base import JOBSET_TARGET_FIELDS, JobSetTargetMixin
-
-try:
-    from airflow.sdk.configuration import conf
-except ImportError:  # pragma: no cover
-    from airflow.configuration import conf
 
 
 class MtcJobSetSensor(JobSetTargetMixin, BaseSensorOperator):
@@ -50,7 +45,7 @@ class MtcJobSetSensor(JobSetTargetMixin, BaseSensorOperator):
         if not self.deferrable:
             return super().execute(context)
         connection = self._connection()
-        obj = targets.jobset_api(connection).get(self.namespace, self.name)
+        obj = MtcJobSetHook(connection=connection).api.get(self.namespace, self.name)
         state = evaluate_jobset(obj)
         if state.ended:
             return self._result(state)
@@ -66,7 +61,7 @@ class MtcJobSetSensor(JobSetTargetMixin, BaseSensorOperator):
         )
 
     def poke(self, context: Any) -> PokeReturnValue:
-        state = evaluate_jobset(targets.jobset_api(self._connection()).get(self.namespace, self.name))
+        state = MtcJobSetHook(connection=self._connection()).status(self.name, self.namespace)
         self.log.info("%s", state.describe())
         if state.ended:  # the same XCom as the deferred path
             return PokeReturnValue(is_done=True, xcom_value=self._result(state))

@@ -43,9 +43,9 @@ def async_kubernetes_jobset_api(client_factory: Callable[[], Any], where: str, *
 
 def jobset_version_checks(client_factory: Callable[[], Any]) -> list[Any]:
     """Readiness on every cluster target: JobSet installed and new enough to keep the provider's failure policy
-    (core.definition.jobset_crd), from the CRD the cluster serves."""
+    (core.definition.render.jobset_crd), from the CRD the cluster serves."""
     from mtc_provider.adapters.kubernetes import read_jobset_crd
-    from mtc_provider.core.definition.jobset_crd import jobset_crd_check
+    from mtc_provider.core.definition.render.jobset_crd import jobset_crd_check
 
     api_client = client_factory()
     try:

@@ -216,15 +216,27 @@ def store_for_path(path: Path) -> CheckpointStore | None:
     return None
 
 
+def _default_kind(field: str) -> TargetKind:
+    """The kind a run that names none goes to (DEFAULT_KIND). Where it is not installed, the error names what the
+    user left out (`field`, none given) and the kinds there are, not a kind the user never chose."""
+    if DEFAULT_KIND in kinds():
+        return kind_of(DEFAULT_KIND)
+    raise SpecError(field, None, f"a target of an installed kind: {' or '.join(kinds()) or 'none installed'} "
+                                 f"(without one a run goes to the {DEFAULT_KIND} target, in the "
+                                 f"{EXTRAS[DEFAULT_KIND]!r} extra, which is not installed: "
+                                 f"{INSTALL.format(line=install_line(EXTRAS[DEFAULT_KIND]))})")
+
+
 def target_from_dict(data: Any) -> Any:
     """Accept a target object, a dict (from DAG params or a trigger's kwargs), or None (the local target)."""
     if data is None:
-        return kind_of(DEFAULT_KIND).target_class()
+        return _default_kind("target").target_class()
     if not isinstance(data, dict) and hasattr(data, "kind"):  # already a target
         return data
     values = dict(data)
-    kind = values.pop("kind", "gke" if "cluster_name" in values else DEFAULT_KIND)
-    cls = kind_of(kind).target_class
+    kind = values.pop("kind", "gke" if "cluster_name" in values else None)
+    entry = _default_kind("target.kind") if kind is None else kind_of(kind)
+    kind, cls = entry.kind, entry.target_class
     fields = [f for f in cls.__dataclass_fields__ if f not in ("kind", "template_fields")]
     unknown = sorted(set(values) - set(fields))
     if unknown:

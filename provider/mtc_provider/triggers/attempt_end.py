@@ -10,7 +10,8 @@ and through the worker's own attempt journal (adapters.attempt_journal: the reco
 `attempts` XComs, the logs link narrowed to the attempt, the run's record beside its checkpoints, the one line).
 
 Only the plain retry without progress is ended here: an attempt interrupted after progress is followed in the
-same try (core.attempt.resubmission.resubmit_in_try), which needs the worker to submit it, so the worker ends it. Success,
+same try (core.attempt.resubmission.resubmit_in_try), by this trigger when the operator allowed it
+(triggers.next_in_try, which closes the record through `close_in_trigger` here), else by the worker. Success,
 a final failure (crash loop, non-retryable), the last try, a listing that fails (the worker waits it out for
 listing_timeout), a trigger without a task instance (`dag.test`, the synchronous path), or any error in the
 bookkeeping: the worker resumes as before. Nothing is deleted here.
@@ -38,60 +39,101 @@ def supported() -> bool:
     return Version(airflow.__version__).release >= Version(MIN_AIRFLOW).release
 
 
-async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int) -> TriggerEvent | None:
-    """A TaskFailedEvent when this ended attempt is a plain retry and was closed here; None: resume the worker."""
-    extra = trigger.extra
-    ti = getattr(trigger, "task_instance", None)
-    if not extra.get(END_RETRY_IN_TRIGGER) or ti is None or not supported():
-        return None
-    from mtc_provider.core.attempt.resubmission import (RETRY, decide, decide_on_completion, restorable_progress,
-                                                        resubmit_in_try)
+async def attempt_verdict(trigger: Any, state: JobSetState) -> dict[str, Any] | None:
+    """The decision on an ended attempt, made once, here (core.attempt.resubmission: `decide`, or
+    `decide_on_completion` for a one-shot job), with the newest restorable step it was made on; the worker applies
+    it without listing or deciding again. None: not decided here (a bare watch, or a listing that failed: the worker
+    waits the outage out for listing_timeout and decides)."""
+    from mtc_provider.core.attempt.resubmission import decide, decide_on_completion
 
-    latest = None
+    extra = trigger.extra
     if extra.get("completion"):
         decision = decide_on_completion(state)
-    else:
-        if not trigger.checkpoint_dir:
-            return None
-        try:
-            info = await trigger._latest_checkpoint(after=None)
-        except Exception as exc:  # noqa: BLE001 - the worker waits a listing outage out (listing_timeout)
-            trigger.log.warning("listing %s failed at the attempt's end (%s): the task resumes on a worker to "
-                                "decide", trigger.checkpoint_dir, exc)
-            return None
-        latest = info.step if info is not None else None
-        decision = decide(state, latest, int(extra["target_step"]), extra.get("history") or [None],
-                          int(extra.get("crash_loop_attempts") or 1), trigger.restored_step)
-        if resubmit_in_try(decision, extra.get("history") or [None],
-                           restorable_progress(latest, trigger.restored_step)):
-            # Interrupted after progress: the same try submits the next attempt, which takes a worker (the submit
-            # is the worker's); the worker closes the record, so it is the same whoever would have ended it.
+        return {"kind": decision.kind, "reason": decision.reason, "latest_step": None}
+    if not trigger.checkpoint_dir or extra.get("target_step") is None:
+        return None
+    try:
+        info = await trigger._latest_checkpoint(after=None)
+    except Exception as exc:  # noqa: BLE001 - the worker waits a listing outage out (listing_timeout)
+        trigger.log.warning("listing %s failed at the attempt's end (%s): the task resumes on a worker to decide",
+                            trigger.checkpoint_dir, exc)
+        return None
+    latest = info.step if info is not None else None
+    decision = decide(state, latest, int(extra["target_step"]), extra.get("history") or [None],
+                      int(extra.get("crash_loop_attempts") or 1), trigger.restored_step)
+    return {"kind": decision.kind, "reason": decision.reason, "latest_step": latest}
+
+
+async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int,
+                                verdict: dict[str, Any] | None) -> TriggerEvent | None:
+    """A TaskFailedEvent when the `verdict` on this ended attempt is a plain retry and the attempt was closed here;
+    None: the task resumes on a worker, which applies the verdict."""
+    extra = trigger.extra
+    ti = getattr(trigger, "task_instance", None)
+    if verdict is None or not extra.get(END_RETRY_IN_TRIGGER) or ti is None or not supported():
+        return None
+    from mtc_provider.core.attempt.resubmission import RETRY, Decision, restorable_progress, resubmit_in_try
+    from mtc_provider.triggers.next_in_try import allowed as next_in_trigger
+
+    decision, latest = Decision(verdict["kind"], verdict["reason"]), verdict["latest_step"]
+    if not extra.get("completion") and resubmit_in_try(decision, extra.get("history") or [None],
+                                                       restorable_progress(latest, trigger.restored_step)):
+        # Interrupted after progress: the same try submits the next attempt, from this trigger when the operator
+        # allowed it (triggers.next_in_try), else on a worker; either closes the record the same way.
+        if not next_in_trigger(trigger):
             trigger.log.info("%s after progress (newest finalized step %s): the task resumes on a worker to submit "
                              "the next attempt in this try (no Airflow retry spent)", state.describe(), latest)
-            return None
+        return None
     if decision.kind != RETRY:
         return None
     trigger.log.info("%s; newest finalized step %s of %s -> %s: %s", state.describe(), latest,
                      extra.get("target_step"), decision.kind, decision.reason)
-    from mtc_provider.adapters.pod_logs import log_failed_pod_tails
-    from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
+    end = end_of(trigger, state, restarts, verdict, ti)
+    if end.kind != RETRY:  # over the run's budget: the run fails for good, which the worker ends
+        return None
+    if await close_in_trigger(trigger, state, end, ti) is None:
+        return None
+    from airflow.triggers.base import TaskFailedEvent
+
+    trigger.log.info("the triggerer ends this try (TaskFailedEvent): Airflow's retries submit the next attempt")
+    return TaskFailedEvent()
+
+
+def end_of(trigger: Any, state: JobSetState, restarts: int, verdict: dict[str, Any], ti: Any) -> Any:
+    """The worker's rule for the same end (operators.jobset_end `judge`: core.attempt.attempt_records.end_of_attempt),
+    applied to the trigger's verdict; never the last try here (the last try's end is the worker's)."""
     from mtc_provider.core.attempt.attempt_records import end_of_attempt
+    from mtc_provider.core.attempt.budget import BudgetCheck
+    from mtc_provider.core.attempt.resubmission import Decision
     from mtc_provider.core.attempt.status import SUCCEEDED
 
-    # the worker's rule for the same end (operators.jobset `_finish`): never the last try here
-    end = end_of_attempt(decision, jobset=state.name, namespace=state.namespace, attempt=extra["attempt"],
-                         restarts=max(restarts, state.restarts),  # the JobSet's own count is the truth
-                         latest=latest, history=extra.get("history") or [None],
-                         phase_succeeded=state.phase == SUCCEEDED, try_number=int(ti.try_number),
-                         max_tries=getattr(ti, "max_tries", None) or extra.get("max_tries"),
-                         target_step=extra.get("target_step"), last_try=False, restored=trigger.restored_step)
+    extra = trigger.extra
+    return end_of_attempt(Decision(verdict["kind"], verdict["reason"]), jobset=state.name, namespace=state.namespace,
+                          attempt=extra["attempt"],
+                          restarts=max(restarts, state.restarts),  # the JobSet's own count is the truth
+                          latest=verdict["latest_step"], history=extra.get("history") or [None],
+                          phase_succeeded=state.phase == SUCCEEDED, try_number=int(ti.try_number),
+                          max_tries=getattr(ti, "max_tries", None) or extra.get("max_tries"),
+                          target_step=extra.get("target_step"), last_try=False, restored=trigger.restored_step,
+                          budget=BudgetCheck.from_dict(extra["budget"]) if extra.get("budget") else None,
+                          now=trigger.clock(), steps_per_hour=(trigger.last_progress or {}).get("steps_per_hour"))
+
+
+async def close_in_trigger(trigger: Any, state: JobSetState, end: Any, ti: Any, once: bool = False) -> Any:
+    """Close the ended attempt's record as the worker's end does (the failed pods' log tails, the record through the
+    journal, the one line, the run's record, the XComs); the journal, or None when it could not be closed (logged:
+    the worker closes it instead). `once`: the end's facts go into the run's ledger only by the write that closes
+    the record (two live copies of one trigger may both get here)."""
+    from mtc_provider.adapters.pod_logs import log_failed_pod_tails
+    from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
+
     hook = MtcJobSetAsyncHook(trigger.connection).sync_hook()  # blocking calls, each off the loop
     # why the attempt died, one click away (best effort, as on the worker), beside the record: both off the loop
     tails = asyncio.create_task(asyncio.to_thread(log_failed_pod_tails, trigger.log, hook.api, state.namespace,
                                                   state.name))
     pushed: list[tuple[str, Any]] = []
     try:
-        journal = await asyncio.to_thread(_close_attempt, trigger, hook, ti, end, pushed)
+        journal = await asyncio.to_thread(_close_attempt, trigger, hook, ti, end, pushed, once)
     except Exception as exc:  # noqa: BLE001 - the worker closes the record instead
         await tails
         trigger.log.warning("could not close the attempt's record from the triggerer (%s): the task resumes on a "
@@ -100,25 +142,35 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int)
     await tails
     trigger.log.warning("%s", end.line)  # the one line that says what happens, as the worker's: not an error
     await asyncio.to_thread(journal.record_run, end.run_state, end.line, trigger.last_progress)
-    await _push_xcoms(trigger, ti, pushed)
-    from airflow.triggers.base import TaskFailedEvent
-
-    trigger.log.info("the triggerer ends this try (TaskFailedEvent): Airflow's retries submit the next attempt")
-    return TaskFailedEvent()
+    await push_xcoms(trigger, ti, pushed)
+    return journal
 
 
-def _close_attempt(trigger: Any, hook: Any, ti: Any, end: Any, pushed: list[tuple[str, Any]]) -> Any:
-    """The attempt's record closed through the worker's journal (adapters.attempt_journal, built from the settings
-    the operator handed over), blocking (off the loop); its XComs are collected in `pushed`."""
-    from mtc_provider.adapters.attempt_journal import AttemptJournal
+def run_lock(trigger: Any, hook: Any, ti: Any) -> Any:
+    """The run's lock as the operator took it (adapters.run_lock), through the sync hook: blocking."""
     from mtc_provider.core.basics import labels as L
 
+    run_name = trigger.extra["run_name"]
+    return hook.run_lock(trigger.extra.get("namespace") or trigger.namespace, run_name,
+                         L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
+
+
+def journal_of(trigger: Any, hook: Any, ti: Any, pushed: list[tuple[str, Any]]) -> Any:
+    """The worker's attempt journal (adapters.attempt_journal), built from the settings the operator handed over;
+    its XComs are collected in `pushed` (the trigger sends them through the triggerer's comms)."""
+    from mtc_provider.adapters.attempt_journal import AttemptJournal
+
     extra = trigger.extra
-    run_name, namespace = extra["run_name"], extra.get("namespace") or trigger.namespace
-    lock = hook.run_lock(namespace, run_name, L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
-    journal = AttemptJournal.from_settings(lock, extra.get("journal") or _settings_of_older_operator(trigger, ti),
-                                           log=trigger.log, push=lambda key, value: pushed.append((key, value)))
-    journal.close(end)
+    return AttemptJournal.from_settings(run_lock(trigger, hook, ti),
+                                        extra.get("journal") or _settings_of_older_operator(trigger, ti),
+                                        log=trigger.log, push=lambda key, value: pushed.append((key, value)))
+
+
+def _close_attempt(trigger: Any, hook: Any, ti: Any, end: Any, pushed: list[tuple[str, Any]],
+                   once: bool = False) -> Any:
+    """The attempt's record closed through the worker's journal, blocking (off the loop)."""
+    journal = journal_of(trigger, hook, ti, pushed)
+    journal.close(end, once=once)
     return journal
 
 
@@ -135,12 +187,12 @@ def _settings_of_older_operator(trigger: Any, ti: Any) -> dict[str, Any]:
             "links": False}
 
 
-async def _push_xcoms(trigger: Any, ti: Any, pushed: list[tuple[str, Any]]) -> None:
+async def push_xcoms(trigger: Any, ti: Any, pushed: list[tuple[str, Any]]) -> None:
     """The XComs the worker's end would push, through the triggerer's comms (adapters.live_xcom); best effort."""
     from mtc_provider.adapters.live_xcom import apush_xcom
+    from mtc_provider.core.attempt.ownership import task_owner
 
-    owner = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id,
-             "map_index": getattr(ti, "map_index", -1)}
+    owner = task_owner(ti)
     for key, value in pushed:
         try:
             await apush_xcom(owner, key, value)

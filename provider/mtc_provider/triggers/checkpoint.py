@@ -15,6 +15,7 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 from mtc_provider.adapters.checkpoint_stores import AsyncCheckpointStore
+from mtc_provider.core.measure.listing import ListingOutage
 from mtc_provider.core.measure.progress import (PERSISTENT, REPLICATOR, SOURCE_WORDS, Progress,
                                               ProgressTracker)
 
@@ -127,33 +128,26 @@ class CheckpointProgressTrigger(BaseTrigger):
         source: str | None = None  # where the tracker's latest step was found
         tracker = ProgressTracker(started_at=self.started_at or clock.now(), window_s=self.window_s)
         seen: list[tuple[int, float | None]] = []
-        failing_since: float | None = None
+        listing = ListingOutage(self.checkpoint_dir, self.listing_timeout)
         while True:
             try:
                 found = await store.finalized(tracker.latest_step)
                 backup = (await store.newest_backup(self.backup_dir, self.backup_nodes)
                           if self.backup_dir and self.backup_nodes else None)
             except Exception as exc:  # a failed listing is not "no progress": the stall clock is paused
-                from mtc_provider.triggers.jobset import describe_listing_error
-
                 now = clock.now()
-                failing_since = now if failing_since is None else failing_since
-                error = describe_listing_error(exc)
-                self.log.warning("listing %s failed (%s); the stall clock is paused (%.0fs of listing_timeout %.0fs)",
-                                 self.checkpoint_dir, error, now - failing_since, self.listing_timeout)
-                if now - failing_since > self.listing_timeout:
-                    yield self._event(LISTING_FAILED, tracker, now, seen,
-                                      f"the checkpoint listing of {self.checkpoint_dir} (bucket {_bucket(self.checkpoint_dir)}) "
-                                      f"kept failing for {now - failing_since:.0f}s (listing_timeout "
-                                      f"{self.listing_timeout:.0f}s): {error}", source)
+                line, ended = listing.failed(now, exc)
+                self.log.warning("%s", line)
+                if ended:
+                    yield self._event(LISTING_FAILED, tracker, now, seen, ended, source)
                     return
                 await clock.sleep(self.poll_interval)
                 continue
             now = clock.now()
-            if failing_since is not None:
-                tracker.pause(now - failing_since)
-                self.log.info("listing %s works again after %.0fs", self.checkpoint_dir, now - failing_since)
-                failing_since = None
+            failed = listing.answered(now)
+            if failed is not None:
+                tracker.pause(failed)
+                self.log.info("listing %s works again after %.0fs", self.checkpoint_dir, failed)
             for info in found:
                 if tracker.observe(info.step, info.commit_time, now):
                     source = PERSISTENT
@@ -181,10 +175,6 @@ class CheckpointProgressTrigger(BaseTrigger):
         event = CheckpointProgressEvent(status, self.checkpoint_dir, self.target_step, tracker.progress(now), message,
                                         seen, tracker.seconds_without_progress(now), source)
         return TriggerEvent(event.to_payload())
-
-
-def _bucket(checkpoint_dir: str) -> str:
-    return checkpoint_dir.split("/")[2] if checkpoint_dir.startswith("gs://") else checkpoint_dir
 
 
 @dataclass(frozen=True)

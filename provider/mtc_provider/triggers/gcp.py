@@ -15,7 +15,7 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mtc_provider.core.basics.errors import OperationFailed
-from mtc_provider.core.definition.readiness import all_ok
+from mtc_provider.core.definition.cluster.readiness import all_ok
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class ClusterReadinessTrigger(BaseTrigger):
     :param api_endpoint: a Container API endpoint override; None: the default.
     :param poll_interval: seconds between evaluations.
     :param bucket_name: the run's bucket, which the CheckpointConfiguration must name.
-    :param capacity: [capacity, reservation] the TPU node pools must have (core.definition.capacity); None: on-demand.
+    :param capacity: [capacity, reservation] the TPU node pools must have (core.definition.shape.capacity); None: on-demand.
     """
 
     def __init__(self, target: dict[str, Any], slices: dict[str, Any], deadline: float,

@@ -1,4 +1,4 @@
-"""`<home>/kubeconfig`: how kubectl and the provider's KubernetesHook reach the local API server.
+"""`<home>/kubeconfig`: how kubectl and the provider's clients reach the local API server.
 
 The format is kubectl's (https://kubernetes.io/docs/concepts/configuration/organize-cluster-access-kubeconfig/): an
 HTTPS server with its CA (pki.py), and a bearer token, the home's supervisor.token, so the file is private (0600)

@@ -1,6 +1,6 @@
 """The fields a fault of the local fault plan takes beyond kind/at_step/at_seconds/slice/host (pure).
 
-Shared by the form's validation (core.definition.params) and the runner's parser (local.runner.faults), so both accept and
+Shared by the form's validation (core.definition.description.params) and the runner's parser (local.runner.faults), so both accept and
 reject the same plans:
 - start kinds (image_pull, unschedulable, mount_failure) act when the attempt's pods are created: `at_step` absent or 0, no
   `at_seconds`; optional `seconds`: after that long the pods are pulled / scheduled and run (capacity arrives
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from mtc_provider.core.basics.errors import require
-from mtc_provider.core.basics.vocabulary import BUCKET_FAULT_KINDS, LISTING_OUTAGE_STATUSES, START_FAULT_KINDS
+from mtc_local.faults.kinds import BUCKET_FAULT_KINDS, LISTING_OUTAGE_STATUSES, START_FAULT_KINDS
 
 EXTRA_KEYS = ("seconds", "status", "prefix", "at_restart")
 DEFAULT_OUTAGE_STATUS = 503

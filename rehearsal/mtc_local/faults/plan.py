@@ -12,8 +12,8 @@ from typing import Any, Mapping
 
 from mtc_provider.core.basics.errors import require
 from mtc_local.faults.fields import EXTRA_KEYS, check_extras
-from mtc_provider.core.basics.vocabulary import BUCKET_FAULT_KINDS, START_FAULT_KINDS
-from mtc_provider.core.basics.vocabulary import FAULT_KIND_NAMES as KINDS, HOST_FAULT_KINDS as HOST_KINDS
+from mtc_local.faults.kinds import BUCKET_FAULT_KINDS, START_FAULT_KINDS
+from mtc_local.faults.kinds import FAULT_KIND_NAMES as KINDS, HOST_FAULT_KINDS as HOST_KINDS
 
 KEYS = ("kind", "at_step", "at_seconds", "slice", "host", *EXTRA_KEYS)
 

@@ -3,6 +3,7 @@
 Inputs are plain dicts: the runner's fault records (`ts`, `kind`, `slice`, `host`) and the workload's
 events (`ts`, `event`, `step`, `tier`, `duration_s`). A fault's cost is read off the events around it: the
 last step completed before it, the first restore after it, and the first new step after that restore.
+Every process of a start writes its own `restore`: `run_restores` counts them once per start.
 """
 
 from __future__ import annotations
@@ -73,3 +74,33 @@ def fault_outcomes(faults: Iterable[Mapping[str, Any]], events: Iterable[Mapping
             )
         )
     return outcomes
+
+
+@dataclass(frozen=True)
+class RunRestore:
+    """One restore of the run: the step a start of the job restored, and the tier(s) its processes read it from."""
+
+    ts: float  # the first process's restore
+    step: int
+    tiers: tuple[str, ...]
+
+    def describe(self) -> str:
+        return f"step {self.step} ({'/'.join(self.tiers) or '?'})"
+
+
+def run_restores(events: Iterable[Mapping[str, Any]]) -> list[RunRestore]:
+    """The run's restores, one per start of the job however many processes restored in it. A process restores at
+    most once per start, so one that restores again begins the next start's restore (events without `process`,
+    written by one process, are one restore each)."""
+    restores: list[RunRestore] = []
+    seen: set[Any] = set()
+    for event in sorted((e for e in events if e.get("event") == "restore"), key=lambda e: e["ts"]):
+        process, tier = event.get("process"), event.get("tier")
+        if not restores or process is None or process in seen:
+            restores.append(RunRestore(float(event["ts"]), int(event["step"]), ()))
+            seen = set()
+        seen.add(process)
+        last = restores[-1]
+        if tier and tier not in last.tiers:
+            restores[-1] = RunRestore(last.ts, last.step, (*last.tiers, str(tier)))
+    return restores

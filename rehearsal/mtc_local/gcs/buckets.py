@@ -148,7 +148,7 @@ class FolderBuckets:
 
     def insert(self, project: str, body: dict[str, Any]) -> dict[str, Any]:
         from mtc_provider.core.basics.errors import SpecError
-        from mtc_provider.core.definition.locations import check_bucket_name
+        from mtc_provider.core.definition.description.locations import check_bucket_name
 
         name = body.get("name") or ""
         try:

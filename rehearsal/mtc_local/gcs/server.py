@@ -380,6 +380,9 @@ class _Request:
 def _handler(gcs: LocalGcs) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as the client's session expects
+        # TCP_NODELAY, as Google's front ends answer: the headers and the body are two writes here, and with Nagle's
+        # algorithm the body waits for the client's delayed ACK of the headers (about 40 ms on Linux) per request.
+        disable_nagle_algorithm = True
 
         def log_message(self, *args: Any) -> None:  # quiet: one line per request would drown the log
             pass

@@ -23,8 +23,8 @@ from typing import Any
 from mtc_provider.core.basics.errors import SpecError, require
 from mtc_local.faults.fields import EXTRA_KEYS
 from mtc_local.faults.plan import check_fault_plan
-from mtc_provider.core.basics.vocabulary import BUCKET_FAULT_KINDS, START_FAULT_KINDS
-from mtc_provider.core.basics.vocabulary import HOST_FAULT_KINDS as HOST_KINDS
+from mtc_local.faults.kinds import BUCKET_FAULT_KINDS, START_FAULT_KINDS
+from mtc_local.faults.kinds import HOST_FAULT_KINDS as HOST_KINDS
 from mtc_local.runner.manifest import FAULT_PLAN_ANNOTATION
 
 STEP_LINE = re.compile(rb"completed step: (\d+)")

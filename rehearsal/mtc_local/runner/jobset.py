@@ -231,6 +231,9 @@ class JobSetRun:
             if not self.orphaned:
                 self._evaluate()
         elif self.phase == TERMINATING and not any(p.alive for p in self.pods.values()):
+            # JobSet's Recreate recreates each Job as soon as its previous iteration and its pods are deleted
+            # (kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go, JobSetRestartStrategy); the runner starts
+            # every slice once all are gone (BlockingRecreate's rule): never two pods of one slice at once either way.
             if self.after == "restart":
                 self.start_all()
             elif self.after == "terminal":

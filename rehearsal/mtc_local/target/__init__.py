@@ -37,7 +37,7 @@ def _backend(target: LocalTarget, api_endpoint: str | None) -> Any:
 
 
 def _jobset_api(connection: Mapping[str, Any], **timeouts: Any) -> Any:
-    """The same adapter as GKE's; only how the client is made differs (KubernetesHook over <home>/kubeconfig)."""
+    """The same adapter as GKE's; only how the client is made differs (from <home>/kubeconfig: cluster.py)."""
     from mtc_local.target.cluster import client_factory
     from mtc_provider.targets.common import kubernetes_jobset_api
 

@@ -36,10 +36,9 @@ class LocalCluster:
                   capacity: tuple[str, str] = ("on-demand", "")) -> list[Any]:
         """This machine's facts; no CheckpointConfiguration is checked (no MTC CSI driver runs here: the runner
         mounts each host's ramdisk itself)."""
-        from mtc_local.target.machine import machine_facts
-        from mtc_provider.core.definition.readiness import evaluate_local_machine
-        from mtc_provider.core.definition.spec import SizingSpec
-        from mtc_provider.core.definition.tpu import SliceSpec
+        from mtc_local.target.machine import evaluate_local_machine, machine_facts
+        from mtc_provider.core.definition.description.spec import SizingSpec
+        from mtc_provider.core.definition.shape.tpu import SliceSpec
 
         spec = SliceSpec(**slices)
         size = SizingSpec(**(sizing or {}))

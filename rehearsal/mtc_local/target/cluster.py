@@ -1,5 +1,9 @@
-"""Kubernetes clients for the local target's cluster, built as for any cluster: the cncf.kubernetes provider's
-KubernetesHook / AsyncKubernetesHook over `<home>/kubeconfig` (no Airflow connection, no token in hand).
+"""Kubernetes clients for the local target's cluster, built from `<home>/kubeconfig` (no Airflow connection, no token
+in hand): the sync client by the kubernetes library's own kubeconfig loader, as `mtc --kubeconfig` and
+`MtcJobSetHook(kubeconfig=...)` build theirs; the async one through the cncf.kubernetes provider's AsyncKubernetesHook.
+The sync client skips KubernetesHook because importing its module loads kubernetes_asyncio and Airflow's Connection
+model, which a task process's sync requests never use: that was most of the cost of the first request of an
+Airflow retry (`benchmarks/retry_setup.py`).
 
 The cluster is started on demand, as a process (`python -m mtc_local.cluster up --home HOME`), when its
 kubeconfig is missing or its server does not accept a connection; the TLS check against the kubeconfig's CA on
@@ -53,13 +57,14 @@ def running_kubeconfig(home: str | os.PathLike[str]) -> Path:
 
 
 def client_factory(home: str | os.PathLike[str]) -> Callable[[], Any]:
-    """A kubernetes.client.ApiClient per call, through KubernetesHook(config_file=<home>/kubeconfig)."""
+    """A kubernetes.client.ApiClient per call, from <home>/kubeconfig (its server, its CA, its bearer token): what
+    KubernetesHook(config_file=...).get_conn() loads from the same file, without importing the cncf.kubernetes hook
+    module. The adapter sets every request's timeout itself (KubernetesJobSetApi.request_timeout)."""
 
     def make() -> Any:
-        from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+        from kubernetes import config
 
-        path = running_kubeconfig(home)
-        return KubernetesHook(conn_id=None, kubernetes_conn_id=None, config_file=str(path)).get_conn()
+        return config.new_client_from_config(config_file=str(running_kubeconfig(home)))
 
     return make
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mtc_local.token import TokenError, require_token, serves_home
 from mtc_provider.adapters.checkpoint_stores import (
@@ -18,13 +19,10 @@ from mtc_provider.adapters.checkpoint_stores import (
     local_path,
     split_gcs_uri,
 )
-from mtc_provider.adapters.gcs_hook import (
-    DEFAULT_IDLE_SECONDS,
-    IDLE_ENV,
-    LOCAL_PROJECT,
-    EndpointGCSHook,
-)
 from mtc_provider.adapters.protocols import ApiError, CheckpointInfo
+
+if TYPE_CHECKING:  # the google provider's GCSHook is imported at the first listing, as GcsCheckpointStore does
+    from mtc_provider.adapters.gcs_hook import EndpointGCSHook
 
 # home -> (endpoint, when it last answered its health check). A server exits only after its idle time without a
 # request, so one that answered less than a quarter of that ago (and at most FRESH_SECONDS ago) is still up unless
@@ -40,6 +38,8 @@ def _serves(endpoint: str, home: str) -> bool:
 
 def local_gcs_hook(home: str) -> EndpointGCSHook:
     """EndpointGCSHook for a local target home's GCS (started on demand) with the home's token."""
+    from mtc_provider.adapters.gcs_hook import EndpointGCSHook
+
     endpoint = local_gcs_endpoint(home)
     try:
         token = require_token(Path(home).expanduser().resolve())
@@ -50,12 +50,17 @@ def local_gcs_hook(home: str) -> EndpointGCSHook:
 
 def local_gcs_endpoint(home: str) -> str:
     """The endpoint of a local target home's GCS, started in the background when it is not running, as a
-    process (`python -m mtc_local.gcs up`)."""
+    process (`python -m mtc_local.gcs up`). A process's first look reads the endpoint the running server wrote
+    (`<home>/gcs/server.json`) and checks it holds the home's token: one request, not a Python process."""
+    from mtc_local.gcs.lifecycle import read_server_file
+    from mtc_provider.adapters.gcs_hook import DEFAULT_IDLE_SECONDS, IDLE_ENV
+
     home = str(Path(home).expanduser().resolve())
     idle = os.environ.get(IDLE_ENV) or str(DEFAULT_IDLE_SECONDS)
     endpoint, checked = _local_endpoints.get(home, ("", 0.0))
     if endpoint and time.monotonic() - checked < min(FRESH_SECONDS, float(idle) / 4):
         return endpoint
+    endpoint = endpoint or (read_server_file(home) or {}).get("endpoint", "")
     if endpoint and _serves(endpoint, home):
         _local_endpoints[home] = (endpoint, time.monotonic())
         return endpoint
@@ -99,7 +104,8 @@ class LocalBucketCheckpointStore(FinalizedSteps):
     def _create_bucket(self) -> None:
         """The local bucket, made through the API (HNS, uniform access) when sensing starts before training."""
         from mtc_provider.adapters.gcs_bucket import LOCAL_LOCATION, GcsBucketApi
-        from mtc_provider.core.definition.spec import BucketSpec
+        from mtc_provider.adapters.gcs_hook import LOCAL_PROJECT
+        from mtc_provider.core.definition.description.spec import BucketSpec
 
         GcsBucketApi(self.gcs.hook.get_conn()).ensure_bucket(BucketSpec(self.bucket, LOCAL_LOCATION), LOCAL_PROJECT)
 

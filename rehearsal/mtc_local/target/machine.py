@@ -1,10 +1,13 @@
-"""The local target's "cluster": facts about this machine (tmpfs ramdisk room, CPUs, JAX), checked by the core."""
+"""The local target's "cluster": facts about this machine (tmpfs ramdisk room, CPUs, JAX) and its readiness checks."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Any
+from typing import Any, Mapping
+
+from mtc_provider.core.basics.install import install_line
+from mtc_provider.core.definition.cluster.readiness import Check
 
 SHM = "/dev/shm"
 
@@ -50,3 +53,20 @@ def machine_facts(shm_path: str = SHM, check_jax: bool = True) -> dict[str, Any]
         "jax_version": version,
         "jax_error": error,
     }
+
+
+def evaluate_local_machine(facts: Mapping[str, Any], hosts: int, ramdisk_bytes: int, min_cpus: int = 2) -> list[Check]:
+    """The local target's readiness from observed facts (shm path, free bytes, fs type, CPUs, JAX)."""
+    needed = hosts * ramdisk_bytes
+    shm = facts.get("shm_path", "/dev/shm")
+    return [
+        Check("ramdisk_tmpfs", facts.get("shm_fstype") == "tmpfs", facts.get("shm_fstype"), f"tmpfs at {shm}",
+              f"mount -t tmpfs -o size={needed} tmpfs {shm}"),
+        Check("ramdisk_room", (facts.get("shm_free_bytes") or 0) >= needed, facts.get("shm_free_bytes"),
+              f">= {needed} bytes ({hosts} hosts x {ramdisk_bytes} bytes)",
+              f"mount -o remount,size={needed} {shm}  (or lower sizing.parameters)"),
+        Check("cpu_count", (facts.get("cpu_count") or 0) >= min_cpus, facts.get("cpu_count"), f">= {min_cpus}",
+              "run on a machine with more CPUs"),
+        Check("jax_importable", bool(facts.get("jax_version")), facts.get("jax_version") or facts.get("jax_error"),
+              "jax importable", f"{install_line('local')} (after make dist)"),
+    ]

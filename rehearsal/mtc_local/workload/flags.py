@@ -11,7 +11,7 @@ import dataclasses
 import os
 from typing import Any
 
-from mtc_provider.core.definition.flag_table import DEFAULT_STEPS, WORKLOAD_FLAGS
+from mtc_provider.core.definition.render.flag_table import DEFAULT_STEPS, WORKLOAD_FLAGS
 
 EXIT_OK = 0
 EXIT_BAD_CONFIG = 2
@@ -31,7 +31,7 @@ _BOOL_TRUE = {"True", "true", "1"}
 _BOOL_FALSE = {"False", "false", "0"}
 
 # name -> (type, default). ``None`` default means required. The one table lives in the core (the provider
-# renders the flags from it): mtc_provider.core.definition.flag_table.
+# renders the flags from it): mtc_provider.core.definition.render.flag_table.
 FLAG_SPECS: dict[str, tuple[type, Any]] = WORKLOAD_FLAGS
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import googleapiclient
 import pytest
 
-from mtc_provider.core.definition.readiness import setup_fixable
+from mtc_provider.core.definition.cluster.readiness import setup_fixable
 from mtc_provider.operators.gcp import (
     MtcClusterReadinessOperator,
     MtcCreateBucketOperator,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mtc_provider.core.definition.iam import BUCKET_ROLE, bucket_members
+from mtc_provider.core.definition.cluster.iam import BUCKET_ROLE, bucket_members
 from mtc_provider.operators.gcp import (
     MtcApplyCheckpointConfigurationOperator,
     MtcCreateBucketOperator,
@@ -168,7 +168,7 @@ def _planned_members() -> list[str]:
     from typer.testing import CliRunner
 
     from mtc_provider.cli.app import app
-    from mtc_provider.core.definition.iam import CHECKPOINTING_KSA
+    from mtc_provider.core.definition.cluster.iam import CHECKPOINTING_KSA
 
     config = {
         "target": "gke",

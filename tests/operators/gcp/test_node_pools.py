@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.definition.node_pools import CLOUD_PLATFORM_SCOPE, GKE_DEFAULT_SCOPES
+from mtc_provider.core.definition.shape.node_pools import CLOUD_PLATFORM_SCOPE, GKE_DEFAULT_SCOPES
 from mtc_provider.operators.gcp import MtcCreateTpuNodePoolsOperator
 from mtc_provider.target import GkeTarget
 
@@ -98,7 +98,7 @@ def test_regional_cluster_without_tpu_zone_or_bad_pool_settings_are_refused_befo
 
 
 def test_run_description_takes_node_locations_in_the_clusters_region():
-    from mtc_provider.core.definition.spec import RunConfig
+    from mtc_provider.core.definition.description.spec import RunConfig
 
     import yaml
     from pathlib import Path
@@ -129,7 +129,7 @@ def test_spot_and_reservation_pools_are_created_for_a_run_with_that_capacity(con
 def test_reservation_pools_consume_the_named_reservation(container, gcp_connection):
     from google.cloud import container_v1
 
-    from mtc_provider.core.definition.capacity import RESERVATION_KEY, pool_capacity
+    from mtc_provider.core.definition.shape.capacity import RESERVATION_KEY, pool_capacity
 
     run(container, node_locations=["us-central1-b"], capacity="reservation", reservation="tpu-res")
     specific = container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION  # the REST client sends enums as numbers
@@ -158,7 +158,7 @@ def test_shared_reservations_and_blocks_go_into_the_pool_as_gcloud_passes_them(c
                                                                                reservation):
     """Compute Engine ReservationAffinity.values: a name, or projects/OWNER/reservations/NAME for a shared one;
     gcloud's --reservation and xpk pass blocks as NAME/reservationBlocks/BLOCK[/reservationSubBlocks/SUB]."""
-    from mtc_provider.core.definition.capacity import pool_capacity
+    from mtc_provider.core.definition.shape.capacity import pool_capacity
 
     run(container, node_locations=["us-central1-b"], capacity="reservation", reservation=reservation)
     pools = created_pools(container)

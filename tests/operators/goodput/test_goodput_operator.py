@@ -55,9 +55,13 @@ def test_gke_source_from_commit_times(tmp_path):
     assert (tmp_path / "out" / "g.png").read_bytes()[:8] == PNG_MAGIC
 
 
-def test_bad_attempts_name_the_field(tmp_path):
-    operator = GoodputReportOperator(task_id="goodput", checkpoint_dir=str(tmp_path), attempts=[{"start": "x"}])
-    with pytest.raises(SpecError, match=r"attempts\[0\]"):
+@pytest.mark.parametrize("attempts, field", [
+    ([{"start": "x"}], r"attempts\[0\]\.start: 'x'"), ([{"end": 5.0}], r"attempts\[0\]\.start: None"),
+    ([{"start": 0, "end": 5, "outcome": "fine"}], r"attempts\[0\]\.outcome"), ('{"start": 0}', r"attempts: "),
+])
+def test_bad_attempts_name_the_field(tmp_path, attempts, field):
+    operator = GoodputReportOperator(task_id="goodput", checkpoint_dir=str(tmp_path), attempts=attempts)
+    with pytest.raises(SpecError, match=field):
         operator.execute({"run_id": "r3"})
 
 

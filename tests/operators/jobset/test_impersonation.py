@@ -14,7 +14,7 @@ from mtc_provider import targets
 from tests.doubles.memory_jobset import AsyncMemoryJobSetApi, MemoryJobSetApi, MemoryJobSetCluster
 from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.operators.jobset import MtcJobSetOperator
-from mtc_provider.target import GkeTarget, resolve_project
+from mtc_provider.targets.gke.target import GkeTarget, resolve_project
 
 from tests.support.gcp_fixtures import fast_retry  # noqa: F401  (autouse, as in its former tests/gcp)
 from tests.support.js_helpers import FakeTI

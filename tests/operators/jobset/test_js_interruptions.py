@@ -6,8 +6,8 @@ its start step) is followed in the same Airflow try (core.attempt.resubmission.r
 interrupted hourly for a week is never used up by a fixed count. Attempts without progress still spend retries, and
 `crash_loop_attempts` of them in a row end the run with the reason.
 
-Driven through the launch operator's end-of-attempt path (`execute` -> trigger -> `execute_complete` -> `_finish` ->
-`_conclude`) on the in-memory JobSet cluster (tests/doubles/memory_jobset.py: JobSet conditions with JobSet's own
+Driven through the launch operator's end-of-attempt path (`execute` -> trigger -> `execute_complete` -> `_end_attempt`
+-> operators.jobset_end `close` -> `judge` -> `conclude`) on the in-memory JobSet cluster (tests/doubles/memory_jobset.py: JobSet conditions with JobSet's own
 reasons, foreground deletion), synchronous tries with a DB-free task instance (tests/support/js_helpers.FakeTI).
 """
 
@@ -17,6 +17,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from mtc_provider.core.attempt import interruptions
+from mtc_provider.core.attempt.attempt_records import read_attempts
 from mtc_provider.core.attempt.resubmission import RETRY, Decision, resubmit_in_try
 from mtc_provider.operators.jobset import JobSetAttemptFailed
 from tests.doubles.memory_jobset import status_completed, status_failed, status_running
@@ -33,14 +34,18 @@ def _interrupted(tmp_path, step: int, graceful: bool):
     return [status_running(), reach(tmp_path, step, end)]
 
 
+GAIN = 60  # steps each attempt saves: three persistent save periods (launch's checkpoint_period 20)
+TARGET = GAIN * (INTERRUPTIONS + 1)
+
+
 def test_fifty_five_interruptions_each_after_progress_spend_no_retry(tmp_path, cluster, fast_retries):
     kinds = [i % 3 != 2 for i in range(INTERRUPTIONS)]  # two graceful ends, then a host loss, and so on
-    cluster.plan(*[_interrupted(tmp_path, i + 1, graceful) for i, graceful in enumerate(kinds)],
-                 [status_running(), reach(tmp_path, 100, status_completed())])
+    cluster.plan(*[_interrupted(tmp_path, GAIN * (i + 1), graceful) for i, graceful in enumerate(kinds)],
+                 [status_running(), reach(tmp_path, TARGET, status_completed())])
     ti = FakeTI(try_number=1, max_tries=6)  # the training DAG's 6 retries; a fixed count of 7 events would end it
-    result = run_try(launch(str(tmp_path), retries=6), ti)
+    result = run_try(launch(str(tmp_path), retries=6, target_step=TARGET), ti)
 
-    assert result["last_step"] == 100 and result["attempt"] == INTERRUPTIONS + 1
+    assert result["last_step"] == TARGET and result["attempt"] == INTERRUPTIONS + 1
     # one try, INTERRUPTIONS + 1 attempts, each named by its attempt number (not the try's)
     assert [n.rsplit("-", 1)[1] for n in cluster.created] == [f"a{i}" for i in range(1, INTERRUPTIONS + 2)]
     # every ended attempt deleted by the attempt's own end, before the next one, saying why
@@ -48,9 +53,22 @@ def test_fifty_five_interruptions_each_after_progress_spend_no_retry(tmp_path, c
     attempts = ti.xcoms["attempts"]
     assert [a["attempt"] for a in attempts] == list(range(1, INTERRUPTIONS + 2))
     assert {a["try"] for a in attempts} == {1}
-    counts = interruptions.count(attempts)
+    counts = interruptions.count(read_attempts(attempts))
     assert counts == {"graceful": kinds.count(True), "failed": kinds.count(False),
                       "restarts": 2 * kinds.count(False), "in_try": INTERRUPTIONS}
+
+
+def test_interruptions_that_each_save_one_step_end_over_budget_in_the_first_try(tmp_path, cluster, fast_retries):
+    """Every attempt progresses, by one step of a checkpoint_period of 20: the run is interrupted as often as it
+    saves. The budget (six interruptions, one save period each) ends it, not the 55th interruption."""
+    kinds = [i % 3 != 2 for i in range(INTERRUPTIONS)]
+    cluster.plan(*[_interrupted(tmp_path, i + 1, graceful) for i, graceful in enumerate(kinds)])
+    ti = FakeTI(try_number=1, max_tries=6)
+    with pytest.raises(AirflowFailException, match=r"over budget: the last 6 interruptions \(attempts 1-4\) gained 4 "
+                                                   r"restorable steps \(from step 0 to 4\), not more than 20 "
+                                                   r"\(min_steps_per_interruption\) each"):
+        run_try(launch(str(tmp_path), retries=6), ti)
+    assert len(cluster.created) == 4 and {a["try"] for a in ti.xcoms["attempts"]} == {1}
 
 
 def test_without_progress_the_crash_loop_guard_still_ends_the_run_with_its_reason(tmp_path, cluster, fast_retries):
@@ -66,7 +84,7 @@ def test_without_progress_the_crash_loop_guard_still_ends_the_run_with_its_reaso
                                                    r"attempts \(steps at attempt starts \[None, 1, 2, 2\]"):
         run_try(launch(str(tmp_path), retries=6, crash_loop_attempts=2), FakeTI(try_number=2, max_tries=6))
     assert [n.rsplit("-", 1)[1] for n in cluster.created] == ["a1", "a2", "a3", "a4"]  # try 2 went on from a4
-    counts = interruptions.count(first.xcoms["attempts"])
+    counts = interruptions.count(read_attempts(first.xcoms["attempts"]))
     assert counts["in_try"] == 2 and counts["graceful"] == 2 and counts["failed"] == 1
 
 
@@ -93,16 +111,10 @@ def test_an_unexpected_error_at_the_end_of_the_last_try_keeps_the_jobset_and_the
     from mtc_provider.operators.jobset import JOBSET_KEPT_XCOM_KEY, MtcJobSetOperator
     from mtc_provider.operators.jobset_failures import WatchLost
 
-    listed = MtcJobSetOperator._latest
-    calls = []
+    def breaks_at_the_end(self, *args, **kwargs):  # closing the attempt the trigger decided on
+        raise KeyError("a bug in the end of the attempt")
 
-    def breaks_at_the_end(self, store, checkpoint_dir):
-        calls.append(checkpoint_dir)
-        if len(calls) > 1:  # the first listing plans the attempt; the second decides its end
-            raise KeyError("a bug in the end of the attempt")
-        return listed(self, store, checkpoint_dir)
-
-    monkeypatch.setattr(MtcJobSetOperator, "_latest", breaks_at_the_end)
+    monkeypatch.setattr("mtc_provider.operators.jobset_end.judge", breaks_at_the_end)
     cluster.plan([status_running(), reach(tmp_path, 5, status_failed(restarts=2))])
     ti = FakeTI(try_number=1, max_tries=0)
     with pytest.raises(WatchLost, match="KeyError: 'a bug in the end of the attempt'; no retry is left"):
@@ -111,7 +123,6 @@ def test_an_unexpected_error_at_the_end_of_the_last_try_keeps_the_jobset_and_the
     assert "no retry is left to reattach" in ti.xcoms[JOBSET_KEPT_XCOM_KEY]["reason"]
     # before the last try the same error stays what it is: the retry reattaches
     cluster.plan([status_running(), reach(tmp_path, 5, status_failed(restarts=2))])
-    calls.clear()
     with pytest.raises(KeyError):
         run_try(launch(str(tmp_path), retries=3, checkpointing={
             "run_name": "other", "base_output_directory": f"{tmp_path}/out", "steps": 100, "checkpoint_period": 20}),

@@ -19,9 +19,9 @@ import time
 import pytest
 
 from mtc_local.cluster.client import LocalCluster
-from mtc_local.cluster.lifecycle import stop
 from mtc_provider.adapters.workload_events import events_dir, read_events
 from mtc_provider.core.attempt import interruptions
+from mtc_provider.core.attempt.attempt_records import read_attempts
 from mtc_provider.operators.jobset import MtcJobSetOperator
 from tests.support.js_helpers import FakeTI
 
@@ -61,11 +61,6 @@ def _finish(tmp_path, run_name: str) -> dict:
     return next(e for e in reversed(events) if e["event"] == "finish")
 
 
-@pytest.fixture
-def home(tmp_path):
-    yield tmp_path / "home"
-    stop(tmp_path / "home")
-
 
 def test_thirty_interruptions_after_progress_end_in_one_try_with_the_fault_free_parameters(tmp_path, home):
     started = time.monotonic()
@@ -78,7 +73,7 @@ def test_thirty_interruptions_after_progress_end_in_one_try_with_the_fault_free_
     result = _operator(tmp_path, "int", FAULTS).execute({"ti": ti})  # one try: it must not raise
     wall = time.monotonic() - started
     attempts = ti.xcoms["attempts"]
-    counts = interruptions.count(attempts)
+    counts = interruptions.count(read_attempts(attempts))
     fired = LocalCluster(str(home)).run_faults("default", "int")
     summary = (f"{wall:.0f}s (fault-free: {reference_wall:.0f}s), {counts}, {len(fired)} faults fired, attempts "
                f"{[(a['attempt'], a['outcome'], a['restarts']) for a in attempts]}")

@@ -9,11 +9,10 @@ whose listings fail for longer than stall_timeout is not a stall: the stall cloc
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from mtc_local.cluster.lifecycle import stop
-from mtc_local.gcs import stop as stop_gcs
 from mtc_provider.operators.jobset import MtcJobSetOperator
 
 pytestmark = pytest.mark.timeout(180)
@@ -41,16 +40,10 @@ class TI:
         pass
 
 
-@pytest.fixture
-def home(tmp_path):
-    yield tmp_path / "home"
-    stop(tmp_path / "home")
-    stop_gcs(tmp_path / "home")
-
 
 def test_a_listing_outage_longer_than_stall_timeout_does_not_stall_a_healthy_run(tmp_path, home, capsys):
     """At step 3 the home's listings answer 503 for 6 s (stall_timeout 2 s): the run goes on to its target."""
-    base = home / "buckets" / "mtc-checkpoints"
+    base = Path(home) / "buckets" / "mtc-checkpoints"
     script = tmp_path / "workload.py"
     script.write_text(WORKLOAD.format(directory=str(base / "r1" / "checkpoints"), steps=STEPS))
     op = MtcJobSetOperator(
@@ -64,6 +57,6 @@ def test_a_listing_outage_longer_than_stall_timeout_does_not_stall_a_healthy_run
     out = capsys.readouterr().out
     assert "503" in out and "the stall clock is paused while listing fails" in out, out[-3000:]
     # ("works again" is an INFO line: whether INFO reaches stdout depends on earlier tests' logging set-up.)
-    (jobset_faults,) = [p for p in (home / "faults" / "default").glob("*.jsonl") if not p.name.startswith("run-")]
+    (jobset_faults,) = [p for p in (Path(home) / "faults" / "default").glob("*.jsonl") if not p.name.startswith("run-")]
     fired = [json.loads(line) for line in jobset_faults.read_text().splitlines()]
     assert [(f["kind"], f["status"], f["seconds"]) for f in fired] == [("listing_outage", 503, 6.0)]

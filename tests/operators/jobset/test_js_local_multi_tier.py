@@ -7,18 +7,18 @@ restore fills the ramdisks from the newest complete backup, the workload logs th
 reaches its target with the fault-free final parameters.
 
 The light workload (no JAX: a few bytes per checkpoint) is the only local workload with a multi-tier mode: the
-JAX one refuses the flag (core.definition.maxtext.check_target_mode; docs/maxtext.md "Multi-tier mode: the local replicator").
+JAX one refuses the flag (core.definition.render.maxtext.check_target_mode; docs/maxtext.md "Multi-tier mode: the local replicator").
 """
 
 from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
 from mtc_local.cluster.client import LocalCluster
-from mtc_local.cluster.lifecycle import stop
 from mtc_provider.adapters.workload_events import events_dir, read_events
 from mtc_provider.core.measure.listing import backup_steps
 from mtc_provider.operators.jobset import MtcJobSetOperator
@@ -38,7 +38,7 @@ def _operator(home, run_name: str, fault_plan=None) -> MtcJobSetOperator:
     return MtcJobSetOperator(
         task_id="train", target={"kind": "local", "home": str(home)},
         slices={"tpu_type": "v6e", "topology": "2x2", "num_slices": 2},
-        checkpointing={"run_name": run_name, "base_output_directory": str(home / "buckets" / "mtc-mt"),
+        checkpointing={"run_name": run_name, "base_output_directory": str(Path(home) / "buckets" / "mtc-mt"),
                        "steps": STEPS, "enable_emergency_checkpoint": False,
                        "enable_multi_tier_checkpointing": True, "local_checkpoint_directory": "/local",
                        "local_checkpoint_period": LOCAL_PERIOD,
@@ -52,13 +52,8 @@ def _operator(home, run_name: str, fault_plan=None) -> MtcJobSetOperator:
 
 
 def _events(home, run_name: str) -> list[dict]:
-    return read_events(events_dir(str(home / "buckets" / "mtc-mt"), run_name))
+    return read_events(events_dir(str(Path(home) / "buckets" / "mtc-mt"), run_name))
 
-
-@pytest.fixture
-def home(tmp_path):
-    yield tmp_path / "home"
-    stop(tmp_path / "home")
 
 
 def test_multi_tier_run_restores_a_wiped_host_from_the_replicators_backup_and_reaches_its_target(home, capfd):
@@ -79,7 +74,7 @@ def test_multi_tier_run_restores_a_wiped_host_from_the_replicators_backup_and_re
     seen = [int(line.split("new MTC replicator backup: step ")[1].split()[0]) for line in output.splitlines()
             if "new MTC replicator backup: step " in line]
     assert seen and "stalled" not in output, summary  # the trigger saw the backups as progress, no stall verdict
-    bucket = home / "buckets" / "mtc-mt"
+    bucket = Path(home) / "buckets" / "mtc-mt"
     assert not list(bucket.rglob("commit_success.txt")), "multi-tier mode wrote a persistent checkpoint"
     metas = [p.relative_to(bucket).as_posix() for p in bucket.rglob("*.meta")]
     assert all(name.startswith("mt/") or name.startswith("mtref/") for name in metas), metas
@@ -96,7 +91,7 @@ def test_multi_tier_run_restores_a_wiped_host_from_the_replicators_backup_and_re
     restores = [e for e in events if e["event"] == "restore"]
     assert {(e["step"], e["tier"]) for e in restores} == {(restored, "local")}, (restores, steps, summary)
     assert len(restores) == 2  # both hosts resumed from the replicator's backup, the wiped one included
-    logs = [p.read_text() for p in (home.rglob("s1-h0.log"))]
+    logs = [p.read_text() for p in (Path(home).rglob("s1-h0.log"))]
     assert any(f"restored step {restored} from tier local" in text for text in logs), summary
     finish = [e for e in events if e["event"] == "finish"][-1]
     reference_finish = [e for e in _events(home, "mtref") if e["event"] == "finish"][-1]

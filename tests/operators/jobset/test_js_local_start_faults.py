@@ -18,7 +18,6 @@ import time
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from mtc_local.cluster.lifecycle import stop
 from mtc_provider.operators.jobset import MtcJobSetOperator
 
 pytestmark = pytest.mark.timeout(180)
@@ -72,11 +71,6 @@ class TaskLog:
     def text(self) -> str:
         return "\n".join(r.getMessage() for r in self.records)
 
-
-@pytest.fixture
-def home(tmp_path):
-    yield tmp_path / "home"
-    stop(tmp_path / "home")
 
 
 def test_image_pull_fails_after_image_pull_timeout_then_the_terminating_jobset_is_waited_for(tmp_path, home):

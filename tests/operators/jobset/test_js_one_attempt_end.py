@@ -50,7 +50,10 @@ def _slow(status: dict, seconds: float = 0.05):
 CASES = {
     "success": ({}, lambda t: [status_running(), reach(t, 100, status_completed())], "result"),
     "reached max restarts": ({}, lambda t: [status_running(), status_failed(restarts=2)], JobSetAttemptFailed),
-    "interrupted after progress": ({}, lambda t: [status_running(), reach(t, 20, status_completed())], TaskDeferred),
+    # the worker's submit of the next attempt, compared at both ends of attempt 1; the trigger's own submit (the
+    # default) is held to the same records by tests/triggers/test_next_in_try.py
+    "interrupted after progress": ({"next_attempt_in_trigger": False},
+                                   lambda t: [status_running(), reach(t, 20, status_completed())], TaskDeferred),
     "stall": ({"stall_timeout": 0.3, "poll_interval": 0.01},
               lambda t: [status_running()] + [_slow(status_running())] * 400, JobSetAttemptFailed),
     "crash loop": ({"crash_loop_attempts": 1}, lambda t: [status_running(), status_completed()], AirflowFailException),
@@ -114,6 +117,13 @@ def _times_as_set(records: list[dict]) -> list[dict]:
     return [{k: (v is not None if k in ("start", "end") else v) for k, v in r.items()} for r in records]
 
 
+def _ledger_facts(ledger: dict) -> dict:
+    """The run's ledger without its times (each end has its own clock): the same facts whoever ends the try."""
+    untimed = {key: [{k: (v is not None if k in ("at", "first_step_at") else v) for k, v in entry.items()}
+                     for entry in ledger.get(key, [])] for key in ("starts", "saves", "interruptions", "decisions")}
+    return {**untimed, "steps": [point[1:] for point in ledger.get("steps", [])]}
+
+
 WANTED = re.compile(r"-> (succeed|retry|fail)|^resubmitting|^run llama: |could not|no retry left|crash loop")
 
 
@@ -163,8 +173,12 @@ def test_the_same_ended_attempt_is_recorded_said_and_linked_the_same_whoever_end
     first = worker_xcoms["attempts"][0]
     assert first["end"] is not None and first["reason"] == worker_xcoms["jobset"]["reason"]
     assert worker_xcoms["jobset"] == trigger_xcoms["jobset"]
+    # The run's ledger: the end's interruption and decision beside what the trigger saw, whoever ends the try.
+    assert _ledger_facts(worker_xcoms["ledger"]) == _ledger_facts(trigger_xcoms["ledger"])
+    assert [d["attempt"] for d in worker_xcoms["ledger"]["decisions"]] == [1]
     for record in (worker_record, trigger_record):
         record["attempts"] = _times_as_set(record["attempts"])
+        record["ledger"] = _ledger_facts(record["ledger"])
         record.pop("updated")
         # the trigger's last progress figures travel to either end; their clock-based ones are the trigger's own
         record["progress"] = {k: v for k, v in (record["progress"] or {}).items()

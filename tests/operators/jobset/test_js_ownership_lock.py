@@ -11,6 +11,8 @@ a DAG run deletes its task instances with it.
 
 from __future__ import annotations
 
+import json
+
 import datetime as dt
 
 import pytest
@@ -125,6 +127,9 @@ def test_an_error_on_the_last_try_keeps_the_jobset_the_run_lock_and_tells_the_te
         kept = session.query(XComModel).filter_by(dag_id=dr.dag_id, run_id=dr.run_id, task_id="train",
                                                   key=JOBSET_KEPT_XCOM_KEY).one()
     assert "no retry is left to reattach" in str(kept.value), kept.value
+    (lock,) = [obj for (_, name), obj in cluster.locks.items() if name.startswith("mtc-run-")]
+    # the run's ledger says what interrupted the watch
+    assert [i["kind"] for i in json.loads(lock["data"]["ledger"])["interruptions"]] == ["orchestrator-fault"]
 
 
 def _watching(gc, kind, jobset):

@@ -194,3 +194,23 @@ async def test_the_local_workloads_step_events_give_the_step(tmp_path):
     second = await trigger.report_progress(restarts=0)
     assert second["step"] == 160 and second["source"] == "workload-events" and second["newest_checkpoint"] == 100
     assert second["percent"] == 16.0
+
+
+async def test_the_newest_checkpoint_is_the_runs_and_the_first_rate_is_timed_by_the_lines(tmp_path):
+    """A later attempt's progress line names the checkpoint it started from (not "none yet"), and the rate counts
+    the steps by when they were logged, not by when a read found them (a read every pod_logs_interval finds 30
+    steps at once: counted at the read, the first ETA came out several times too short)."""
+    checkpoints, clock = tmp_path / "checkpoints", Clock()
+    trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name="train", checkpoint_dir=str(checkpoints),
+                            extra={"target_step": 1000, "attempt": 3, "history": [None, 200, 400]},
+                            progress_interval=60, stall_timeout=None)
+    trigger.clock = clock
+    start = clock.now
+    clock.now = start + 30  # a read finds step 410, logged at start + 10 (one step a second)
+    trigger._observe_step(410, clock.now, "workload-log", at=start + 10)
+    # the next read, 45 s later, finds step 470, logged at start + 70
+    trigger._observe_step(470, start + 75, "workload-log", at=start + 70)
+    clock.now = start + 75
+    report = await trigger.report_progress(restarts=0)
+    assert report["newest_checkpoint"] == 400  # the attempt's start: finalized before this watch began
+    assert report["steps_per_hour"] == 3600.0 and report["eta_seconds"] == 530.0, report

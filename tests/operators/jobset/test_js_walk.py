@@ -17,8 +17,8 @@ from airflow.sdk.bases.xcom import BaseXCom
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from tests.support.js_helpers import DirStore
-from mtc_provider.core.definition import jobset_manifest as core_jobset
-from mtc_provider.core.definition.spec import CheckpointingSpec
+from mtc_provider.core.definition.render import jobset_manifest as core_jobset
+from mtc_provider.core.definition.description.spec import CheckpointingSpec
 from tests.conftest import sample_dag
 
 

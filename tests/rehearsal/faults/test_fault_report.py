@@ -64,3 +64,24 @@ def test_a_listing_outage_is_reported_as_hitting_the_bucket_not_a_slice():
     [outcome] = fault_outcomes([{"ts": 2.5, "kind": "listing_outage", "status": 503, "seconds": 6.0}],
                                _steps(1, 5, 0.0))
     assert outcome.target == "the bucket"
+
+
+def test_run_restores_counts_each_start_once_however_many_processes_restored():
+    """Every process of a start writes its own `restore` (rehearsal/mtc_local/workload/checkpointing.py `emit`)."""
+    from mtc_local.faults.report import run_restores
+
+    def restore(ts, process, step, tier):
+        return {"ts": ts, "event": "restore", "process": process, "step": step, "tier": tier}
+
+    events = _steps(1, 14, 0.0) + [
+        restore(20.0, 0, 12, "local"), restore(20.1, 1, 12, "local"), restore(20.2, 2, 12, "persistent"),
+        restore(20.3, 3, 12, "local"),
+    ] + _steps(13, 13, 21.0) + [
+        # a crash before the next save: the next start restores the same step again, on both processes
+        restore(30.0, 1, 12, "local"), restore(30.0, 0, 12, "local"),
+    ]
+    restores = run_restores(events)
+    assert [(r.ts, r.step, r.tiers) for r in restores] == [(20.0, 12, ("local", "persistent")), (30.0, 12, ("local",))]
+    assert [r.describe() for r in restores] == ["step 12 (local/persistent)", "step 12 (local)"]
+    assert [r.step for r in run_restores([restore(5.0, None, 3, "local"), restore(9.0, None, 3, "local")])] == [3, 3]
+    assert run_restores(_steps(1, 3, 0.0)) == []

@@ -22,7 +22,7 @@ from mtc_provider.adapters.gcs_bucket import GcsBucketApi
 from mtc_local.target.gcs import local_gcs_hook
 from mtc_provider.adapters.gcs_hook import EndpointGCSHook
 from mtc_provider.core.basics.errors import BucketNotUsable
-from mtc_provider.core.definition.spec import BucketSpec
+from mtc_provider.core.definition.description.spec import BucketSpec
 from mtc_local import gcs as local_gcs
 from mtc_local.gcs.lifecycle import _alive
 from mtc_local.gcs.server import LocalGcs

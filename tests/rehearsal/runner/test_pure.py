@@ -109,8 +109,8 @@ def test_last_step_reads_the_highest_completed_step():
 
 def test_pod_spec_resolves_downward_api_references_of_a_built_jobset(tmp_path):
     """build_jobset reads JobSet's identity through fieldRefs to pod annotations; the runner resolves them."""
-    from mtc_provider.core.definition.jobset_manifest import build_jobset_for_run
-    from mtc_provider.core.definition.run import parse_run
+    from mtc_provider.core.definition.render.jobset_manifest import build_jobset_for_run
+    from mtc_provider.core.definition.description.run import parse_run
     import yaml
 
     # parse_run, as `mtc` reads the file: examples/local.yaml leaves the output folder to the local home
@@ -124,3 +124,30 @@ def test_pod_spec_resolves_downward_api_references_of_a_built_jobset(tmp_path):
     assert spec.env["REPLICATED_JOB_NAME"] == rj.name
     assert spec.env["JOB_INDEX"] == str(job_index) == "1"
     assert spec.env["JOBSET_RESTART_ATTEMPT"] == "2"
+
+
+@pytest.mark.parametrize("code, conditions, decision", [
+    # stopped by SIGTERM below its last step under the wrapper (core.definition.render.graceful_exit), on a pod a graceful
+    # node shutdown marked DisruptionTarget: rule 0 fails the Job, RestartOnDisruption restarts, not counted
+    (143, ("DisruptionTarget",), ("restart", False)),
+    # the same exit without the condition (a pod deleted by hand): no pod rule, BackoffLimitExceeded, counted
+    (143, (), ("restart", True)),
+    (2, (), ("fail", True)),  # a bug's code fails the JobSet at once
+])
+def test_the_rendered_policy_restarts_a_graceful_preemption_in_the_cluster(tmp_path, code, conditions, decision):
+    """The provider's rendered JobSet (graceful_preemption in_cluster) through the runner's policy, which follows the
+    Job controller (podFailurePolicy, first matching rule, its message) and JobSet's executeFailurePolicy."""
+    from mtc_provider.core.definition.render.jobset_manifest import build_jobset
+    from mtc_provider.core.definition.description.spec import CheckpointingSpec, WorkloadSpec
+    from mtc_provider.core.definition.shape.tpu import SliceSpec
+
+    body = build_jobset(SliceSpec("v6e", "2x2", 2),
+                        CheckpointingSpec(run_name="g", base_output_directory=str(tmp_path), steps=20),
+                        WorkloadSpec(jobset_name="g", max_restarts=1, graceful_preemption="in_cluster"))
+    plan = parse("default", body)
+    rj = plan.replicated_jobs[0]
+    assert rj.command[:2] == ("python3", "-c")
+    outcome, reason, message = policy.job_failure(rj, code, 0, conditions, "default/g-slice-1-0-x")
+    assert outcome == "fail"
+    made = policy.jobset_failure(plan, [("g-slice-1", rj.name, reason, message)], 0)
+    assert (made.action, made.counts_toward_max) == decision, (reason, message, made)

@@ -119,3 +119,24 @@ def test_sensing_before_the_first_write_finds_nothing_and_makes_the_bucket(home)
     client = local_gcs_hook(str(home)).get_conn()
     made = client.get_bucket("mtc-checkpoints")
     assert made.hierarchical_namespace_enabled and made.iam_configuration.uniform_bucket_level_access_enabled
+
+
+def test_a_new_process_finds_the_running_local_gcs_from_its_endpoint_file_and_a_stale_file_starts_one(home,
+                                                                                                      monkeypatch):
+    """A task process's first listing reads `<home>/gcs/server.json` (written by the server once it listens) and
+    checks the server holds the home's token, instead of running `python -m mtc_local.gcs up`; a file naming a
+    server that is gone still starts a new one."""
+    from mtc_local.gcs.lifecycle import ensure_running, write_server_file
+    from mtc_local.target import gcs as target_gcs
+
+    running = ensure_running(home, idle_seconds=60)
+    monkeypatch.setattr(target_gcs, "_local_endpoints", {})  # what a fresh process knows
+    started = []
+    run = target_gcs.subprocess.run
+    monkeypatch.setattr(target_gcs.subprocess, "run", lambda *a, **k: started.append(a) or run(*a, **k))
+    assert target_gcs.local_gcs_endpoint(str(home)) == running and started == []
+    local_gcs.stop(home)
+    write_server_file(home, running, 1)  # the stopped server's file, left behind
+    monkeypatch.setattr(target_gcs, "_local_endpoints", {})
+    fresh = target_gcs.local_gcs_endpoint(str(home))
+    assert len(started) == 1 and local_gcs.endpoint(home) == fresh

@@ -31,3 +31,15 @@ def test_a_missing_jax_or_jaxlib_is_named(monkeypatch, absent):
     real = machine.importlib.util.find_spec
     monkeypatch.setattr(machine.importlib.util, "find_spec", lambda name: None if name == absent else real(name))
     assert machine.jax_version() == (None, f"{absent} not installed")
+
+
+def test_local_machine_room_is_hosts_times_ramdisk():
+    from mtc_provider.core.definition.cluster.readiness import all_ok
+
+    facts = {"shm_path": "/dev/shm", "shm_fstype": "tmpfs", "shm_free_bytes": 1000, "cpu_count": 2, "jax_version": "0.10.2"}
+    assert all_ok(machine.evaluate_local_machine(facts, hosts=4, ramdisk_bytes=250))
+    checks = {c.name: c for c in machine.evaluate_local_machine(facts, hosts=4, ramdisk_bytes=251)}
+    assert not checks["ramdisk_room"].ok and "4 hosts x 251 bytes" in checks["ramdisk_room"].expected
+    no_jax = {c.name: c for c in machine.evaluate_local_machine(
+        {**facts, "jax_version": None, "jax_error": "No module named jax"}, 1, 1)}
+    assert not no_jax["jax_importable"].ok and no_jax["jax_importable"].observed == "No module named jax"

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from mtc_provider.core.basics import vocabulary as V
-from mtc_provider.core.definition.flag_table import LOCAL_MODEL_FLAGS
-from mtc_provider.core.definition.params import training_run
-from mtc_provider.core.definition.spec import CheckpointingSpec
+from mtc_provider.core.definition.render.flag_table import LOCAL_MODEL_FLAGS
+from mtc_provider.core.definition.description.params import training_run
+from mtc_provider.core.definition.description.spec import CheckpointingSpec
+from mtc_local.faults.kinds import FAULT_KINDS, FaultKind
 from mtc_local.runner.faults import parse_plan
 from mtc_local.runner.manifest import parse, pod_spec
 from mtc_local.runner.pods import write_init_info
@@ -53,9 +54,9 @@ def test_the_rendered_flags_mean_the_same_to_the_workload_in_its_own_process(tmp
     import json
     import subprocess
 
-    from mtc_provider.core.definition.jobset_manifest import build_jobset
-    from mtc_provider.core.definition.spec import CheckpointingSpec, WorkloadSpec, spec_from_dict
-    from mtc_provider.core.definition.tpu import SliceSpec
+    from mtc_provider.core.definition.render.jobset_manifest import build_jobset
+    from mtc_provider.core.definition.description.spec import CheckpointingSpec, WorkloadSpec, spec_from_dict
+    from mtc_provider.core.definition.shape.tpu import SliceSpec
 
     form = {**MINIMAL_LOCAL_FORM, "checkpointing": {"run_name": "contract", "steps": 10,
                                                     "enable_emergency_checkpoint": True, "local_checkpoint_period": 3,
@@ -105,13 +106,13 @@ def test_runner_env_and_init_info_give_the_workload_its_identity(tmp_path, monke
         spec.process_id, "127.0.0.1:4321", "init-info-file")
 
 
-def _example(row: V.FaultKind) -> dict:
+def _example(row: FaultKind) -> dict:
     """A valid fault of the row's kind: start kinds at step 0, the bucket's outage with its duration."""
     when = {"at_step": 0, "seconds": 5} if row.when == "start" else {"at_step": 3}
     return {"kind": row.kind, **when, **({"seconds": 5, "status": 429} if row.scope == "bucket" else {})}
 
 
-@pytest.mark.parametrize("row", V.FAULT_KINDS, ids=lambda row: row.kind)
+@pytest.mark.parametrize("row", FAULT_KINDS, ids=lambda row: row.kind)
 def test_every_fault_kind_is_planned_with_its_scope(row):
     """The runner's fault plan and the provider's form both take every kind of the one table, a host for host
     faults only, a slice for host and slice faults only."""

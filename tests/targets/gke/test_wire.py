@@ -14,10 +14,10 @@ from mtc_provider.adapters.gcs_bucket import GcsBucketApi, project_number
 from mtc_provider.targets.gke.cluster import GkeClusterApi, operation_done
 from mtc_provider.adapters.protocols import NotFound
 from mtc_provider.core.basics.errors import BucketNotUsable, OperationFailed, SpecError
-from mtc_provider.core.definition.iam import BUCKET_ROLE, bucket_members
-from mtc_provider.core.definition.readiness import all_ok, evaluate_cluster
-from mtc_provider.core.definition.spec import BucketSpec
-from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.definition.cluster.iam import BUCKET_ROLE, bucket_members
+from mtc_provider.core.definition.cluster.readiness import all_ok, evaluate_cluster
+from mtc_provider.core.definition.description.spec import BucketSpec
+from mtc_provider.core.definition.shape.tpu import SliceSpec
 
 from tests.support.gcp_fixtures import CLUSTER, LOCATION, NUMBER, PROJECT
 from tests.support.tests_reference import crd_schema
@@ -264,8 +264,8 @@ def k8s_factory(server, tls, tokens):
 
 
 def body(bucket="ckpt", size="61Gi"):
-    from mtc_provider.core.definition.checkpoint_config import build_checkpoint_configuration
-    from mtc_provider.core.definition.sizing import ramdisk_size
+    from mtc_provider.core.definition.render.checkpoint_config import build_checkpoint_configuration
+    from mtc_provider.core.definition.shape.sizing import ramdisk_size
 
     result = build_checkpoint_configuration("mtc-config", bucket, SLICES, ramdisk_size(7e9, SLICES.hosts_per_slice))
     result["spec"]["inMemoryVolumeSize"] = size

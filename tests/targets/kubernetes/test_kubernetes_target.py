@@ -135,7 +135,7 @@ def test_a_fault_plan_is_refused_on_a_kubernetes_target_before_any_call():
 def test_a_cluster_without_jobset_is_reported_with_the_install_command():
     from kubernetes import client as k8s
 
-    from mtc_provider.core.definition.readiness import evaluate_kubernetes
+    from mtc_provider.core.definition.cluster.readiness import evaluate_kubernetes
 
     # A cluster without JobSet installed: discovery of jobset.x-k8s.io/v1alpha2 is a 404 (tests/doubles/kubernetes.py).
     with KubernetesApiDouble(served={"checkpointconfigurations", "configmaps", "pods"}) as server:

@@ -3,22 +3,37 @@ closes it when an attempt ends (`end_of_attempt`), and the in-cluster restarts r
 
 The records live in the run lock while the run goes on (adapters.run_lock), are pushed as the launch task's
 `attempts` XCom, and are copied into the run's record beside its checkpoints (adapters.run_records); the run view,
-`mtc status`, goodput and the CLI read those dicts. `AttemptRecord.to_dict` is their one shape.
+`mtc status`, goodput and the CLI read them back, typed, through `read_attempts` (`AttemptRecord.to_dict` is their
+one shape): a value of the wrong type is refused naming the field, the value and what is allowed. A field left out
+is taken as `from_dict` takes it: records written before a field existed keep loading (0.1.0's have no `try`,
+`interruption` or `in_try`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.attempt.interruptions import interruption_of
-from mtc_provider.core.attempt.outcomes import DISRUPTED, FAILED_OUTCOME, FINISHED
-from mtc_provider.core.attempt.resubmission import (FAIL, SUCCEED, Decision, in_try_line, resubmission_line,
+from mtc_provider.core.attempt.interruptions import KINDS, interruption_of
+from mtc_provider.core.attempt.outcomes import DISRUPTED, FAILED_OUTCOME, FINISHED, OUTCOMES
+from mtc_provider.core.attempt.budget import BudgetCheck
+from mtc_provider.core.attempt.resubmission import (FAIL, RETRY, SUCCEED, Decision, in_try_line, resubmission_line,
                                                     restorable_progress, resubmit_in_try)
 from mtc_provider.core.attempt.run_summary import FAILED as FAILED_RUN, RETRYING, SUCCEEDED as SUCCEEDED_RUN
 
 REACHED_TARGET = "training reached its target"  # the run record's reason when an attempt ends the run well
+
+_COUNT = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a non-negative integer")
+_SECONDS = (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "epoch seconds")
+_TEXT = (lambda v: isinstance(v, str), "a text")
+# Each stored key: when set (not None), what its value must be, and the words for the error.
+FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "attempt": _COUNT, "try": _COUNT, "restarts": _COUNT, "last_step": _COUNT, "start": _SECONDS, "end": _SECONDS,
+    "jobset": _TEXT, "reason": _TEXT, "outcome": (lambda v: v in OUTCOMES, " or ".join(OUTCOMES)),
+    "interruption": (lambda v: v in KINDS, " or ".join(KINDS)),
+    "in_try": (lambda v: isinstance(v, bool), "true or false"),
+}
 
 
 @dataclass(frozen=True)
@@ -50,7 +65,13 @@ class AttemptRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "AttemptRecord":
+    def from_dict(cls, data: Mapping[str, Any], where: str = "attempt") -> "AttemptRecord":
+        """The record of a stored dict; SpecError naming `where.key` (`where` when it is no dict) on a bad value."""
+        if not isinstance(data, Mapping):
+            raise SpecError(where, data, "an attempt record {attempt, jobset, start, end, outcome, ...}")
+        for key, (fits, allowed) in FIELDS.items():
+            if data.get(key) is not None and not fits(data[key]):
+                raise SpecError(f"{where}.{key}", data[key], allowed)
         return cls(attempt=data.get("attempt"), jobset=str(data.get("jobset") or ""), start=data.get("start"),
                    try_number=data.get("try"), end=data.get("end"), outcome=data.get("outcome"),
                    restarts=data.get("restarts") or 0, last_step=data.get("last_step"),
@@ -61,6 +82,15 @@ class AttemptRecord:
         return replace(self, end=now, outcome=end.outcome, restarts=end.restarts, last_step=end.last_step,
                        reason=end.reason, interruption=end.interruption, in_try=end.in_try if end.interruption
                        else self.in_try)
+
+
+def read_attempts(value: Any, field: str = "attempts") -> list[AttemptRecord]:
+    """The records of `value` (None: none), oldest first as given; SpecError naming `field[i].key` on a bad one."""
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise SpecError(field, value, "a list of attempt records")
+    return [AttemptRecord.from_dict(item, f"{field}[{index}]") for index, item in enumerate(value)]
 
 
 @dataclass(frozen=True)
@@ -96,15 +126,23 @@ class AttemptEnd:
 def end_of_attempt(decision: Decision, *, jobset: str, namespace: str, attempt: int, restarts: int,
                    latest: int | None, history: Sequence[int | None], phase_succeeded: bool, try_number: int,
                    max_tries: int | None, target_step: int | None, last_try: bool, completion: bool = False,
-                   stalled: bool = False, restored: int | None = None) -> AttemptEnd:
+                   stalled: bool = False, restored: int | None = None, budget: BudgetCheck | None = None,
+                   now: float | None = None, steps_per_hour: float | None = None) -> AttemptEnd:
     """The one rule for closing an attempt: its outcome, its interruption's kind, whether the same try follows it
     (an interruption after progress: core.attempt.resubmission.resubmit_in_try), the run's state and the line said.
 
     A stalled attempt is never `failed` in its record (it was deleted; a crash loop of stalls ends the run). Its
     `last_step` is its restorable progress: the newest finalized step, or a newer step a start of its pods restored
-    (`restored`); the next attempt's start step carries it on (core.attempt.launch.plan_launch)."""
+    (`restored`); the next attempt's start step carries it on (core.attempt.launch.plan_launch).
+
+    A retry is judged against the run's `budget` (core.attempt.budget) at `now`: over it, the run fails for good
+    with the budget's numbers, in the same try or not."""
     history = list(history) or [None]
     latest = restorable_progress(latest, restored)
+    if budget is not None and decision.kind == RETRY and not completion and now is not None:
+        over = budget.verdict(history[-1], latest, restarts, now, steps_per_hour)
+        if over:
+            decision = Decision(FAIL, over)
     if stalled:
         outcome = FINISHED if decision.kind == SUCCEED else DISRUPTED
     else:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
 
 from mtc_provider.core.basics import labels as L
-from mtc_provider.core.definition.jobset_manifest import pod_template
+from mtc_provider.core.definition.render.jobset_manifest import pod_template
 from mtc_provider.core.basics.names import label_value
 from mtc_provider.core.attempt.status import evaluate_jobset
 

@@ -12,7 +12,12 @@ Kinds (an ended attempt's record carries its own in `interruption`, set when the
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from mtc_provider.core.attempt.outcomes import DISRUPTED
+
+if TYPE_CHECKING:  # the record's module imports this one
+    from mtc_provider.core.attempt.attempt_records import AttemptRecord
 
 GRACEFUL = "graceful"
 FAILED = "failed"
@@ -25,28 +30,22 @@ def interruption_of(phase_succeeded: bool) -> str:
     return GRACEFUL if phase_succeeded else FAILED
 
 
-def _kind(record: Mapping[str, Any]) -> str | None:
-    if record.get("outcome") != "disrupted":
+def _kind(record: AttemptRecord) -> str | None:
+    if record.outcome != DISRUPTED:
         return None
-    kind = record.get("interruption")
-    if kind in KINDS:
-        return kind
     # a record closed before records had `interruption`: its reason says which
-    return GRACEFUL if str(record.get("reason") or "").find(COMPLETED_BELOW_TARGET) >= 0 else FAILED
+    return record.interruption or (GRACEFUL if COMPLETED_BELOW_TARGET in record.reason else FAILED)
 
 
-def count(attempts: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+def count(attempts: Iterable[AttemptRecord]) -> dict[str, int]:
     """{"graceful": n, "failed": n, "restarts": n, "in_try": n} over a run's attempt records."""
     counts = {GRACEFUL: 0, FAILED: 0, "restarts": 0, "in_try": 0}
     for record in attempts:
-        if not isinstance(record, Mapping):
-            continue
         kind = _kind(record)
         if kind:
             counts[kind] += 1
-        counts["in_try"] += 1 if record.get("in_try") else 0
-        restarts = record.get("restarts")
-        counts["restarts"] += restarts if isinstance(restarts, int) and not isinstance(restarts, bool) else 0
+        counts["in_try"] += record.in_try
+        counts["restarts"] += record.restarts
     return counts
 
 

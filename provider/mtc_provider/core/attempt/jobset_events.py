@@ -19,6 +19,8 @@ STARTUP_TIMEOUT = "startup-timeout"  # pods waited for capacity longer than star
 LISTING_FAILED = "listing-failed"  # the checkpoint listing kept failing for listing_timeout
 FORBIDDEN = "forbidden"  # the triggerer's identity may not read what the watch needs (HTTP 403): no retry helps
 API_UNREACHABLE = "api-unreachable"  # the Kubernetes API stayed unreachable for api_outage_timeout: not an attempt
+# the trigger closed an attempt followed in the same try but could not create the next one: a worker submits it
+NEXT_ATTEMPT_PENDING = "next-attempt-pending"
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,7 @@ class JobSetEvent:
     """What the trigger hands back to the operator or sensor."""
 
     kind: str  # ended | deleted | stalled | error | unstartable | startup-timeout | listing-failed | forbidden
-    #   | api-unreachable
+    #   | api-unreachable | next-attempt-pending
     namespace: str
     name: str
     state: JobSetState | None = None
@@ -36,6 +38,9 @@ class JobSetEvent:
     progress: dict[str, Any] | None = None  # the trigger's latest progress report (ProgressReport.to_xcom())
     # the newest step a start of the pods restored (MaxText's restore line in the leader's log), from any tier
     restored_step: int | None = None
+    # the trigger's decision on an ended attempt (core.attempt.resubmission: kind, reason) and the newest restorable
+    # step it was made on (`latest_step`); None: not decided there (a listing that failed, a bare watch)
+    verdict: dict[str, Any] | None = None
 
     def to_payload(self) -> dict[str, Any]:
         payload = asdict(self)

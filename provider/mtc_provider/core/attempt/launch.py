@@ -15,11 +15,11 @@ from typing import Any, Mapping, Sequence
 from mtc_provider.core.attempt.resubmission import (REATTACH, SUBMIT, TAKE_RESULT, WAIT_DELETION, plan_try,
                                                     restorable_progress)
 from mtc_provider.core.attempt.status import evaluate_jobset
-from mtc_provider.core.basics.labels import attempt_number
+from mtc_provider.core.basics.labels import TRY_NUMBER, attempt_number
 from mtc_provider.core.basics.vocabulary import STEP_HISTORY_ANNOTATION
 
 __all__ = ["REATTACH", "SUBMIT", "TAKE_RESULT", "WAIT_DELETION", "LaunchPlan", "attempt_of", "history_of",
-           "needs_latest_step", "next_attempt", "plan_launch"]
+           "kept_failed", "needs_latest_step", "next_attempt", "open_attempt_of_try", "plan_launch"]
 
 
 def attempt_of(jobset: Mapping[str, Any]) -> int:
@@ -33,6 +33,29 @@ def next_attempt(jobsets: Sequence[Mapping[str, Any]], records: Sequence[Mapping
     seen = [attempt_of(j) for j in jobsets]
     seen += [int(r["attempt"]) for r in records if isinstance(r.get("attempt"), int)]
     return max([try_number, *(n + 1 for n in seen)])
+
+
+def kept_failed(jobsets: Sequence[Mapping[str, Any]], keep: int) -> set[str]:
+    """The names of the newest `keep` failed JobSets among these ended attempts (by attempt number): what
+    keep_failed_attempts keeps when ended attempts are deleted (the launch, the trigger's next attempt, the
+    teardown)."""
+    from mtc_provider.core.attempt.status import FAILED
+
+    failed = sorted((o for o in jobsets if evaluate_jobset(o).phase == FAILED), key=attempt_of)
+    return {o["metadata"]["name"] for o in failed[len(failed) - keep:]} if keep > 0 else set()
+
+
+def open_attempt_of_try(jobsets: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]],
+                        try_number: int) -> Mapping[str, Any] | None:
+    """This try's newest attempt while its end is not yet decided (its record in the run lock still open, or no
+    record at all): an ended one decides the try. An attempt this try already closed and followed (interrupted
+    after progress) is not: the try submits the next one."""
+    mine = [j for j in jobsets if str((j["metadata"].get("labels") or {}).get(TRY_NUMBER)) == str(try_number)]
+    if not mine:
+        return None
+    newest = max(mine, key=attempt_of)
+    record = next((r for r in records if r.get("jobset") == newest["metadata"]["name"]), None)
+    return newest if record is None or record.get("end") is None else None
 
 
 def history_of(jobset: Mapping[str, Any]) -> list[int | None]:

@@ -14,11 +14,12 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from mtc_provider.core.attempt import budget as budgets
 from mtc_provider.core.attempt import outage as outages
-from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.basics.kind_rules import no_faults_on
+from mtc_provider.core.basics.errors import SpecError, finite_number, integer
+from mtc_provider.core.basics.kind_rules import no_faults_on, rules_for
 from mtc_provider.core.attempt.resubmission import DEFAULT_CRASH_LOOP_ATTEMPTS
-from mtc_provider.core.measure.cadence import FIRST_STEP_FLOOR_S
+from mtc_provider.core.measure.cadence import FIRST_STEP_FLOOR_S, stall_rule
 from mtc_provider.core.basics.vocabulary import DEFAULT_POLL_INTERVAL_S
 
 WAIT_FOR_CHECKPOINT = "checkpoint"
@@ -33,6 +34,8 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "pod_logs_interval": 30.0, "pod_logs_max_lines": 100, "pod_logs_max_bytes": 32_768, "deletion_timeout": 900.0,
     "api_outage_timeout": outages.DEFAULT_TIMEOUT, "fault_plan": None, "wait_for": WAIT_FOR_CHECKPOINT,
     "keep_failed_attempts": 0, "first_step_floor": FIRST_STEP_FLOOR_S,
+    "budget_interruptions": budgets.DEFAULT_WINDOW, "min_steps_per_interruption": budgets.DERIVED,
+    "min_goodput": budgets.DEFAULT_MIN_GOODPUT, "goodput_window": budgets.DEFAULT_GOODPUT_WINDOW_S,
 }
 TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
@@ -158,6 +161,7 @@ class LaunchOptions:
     pod_logs: PodLogs
     stall_timeout: float | None  # None: no stall detection
     stall_cadence: dict[str, Any] | None  # the run's cadence when the limit is derived (the trigger re-derives it)
+    budget: budgets.Budget = budgets.Budget()  # when the run ends for getting nowhere (core.attempt.budget)
 
     @property
     def completion(self) -> bool:
@@ -172,17 +176,20 @@ class LaunchOptions:
         target_step = default_target_step if given["target_step"] in (None, "") else int(given["target_step"])
         if target_step <= 0:
             raise SpecError("target_step", given["target_step"], "a positive integer (default: checkpointing.steps)")
-        crash_loop = _count("crash_loop_attempts", given["crash_loop_attempts"], 1, "an integer >= 1")
+        crash_loop = integer("crash_loop_attempts", given["crash_loop_attempts"], "an integer >= 1", 1)
         if given["wait_for"] not in WAIT_FOR:
             raise SpecError("wait_for", given["wait_for"], " or ".join(WAIT_FOR))
         if given["fault_plan"] and not injects_faults:
             raise SpecError("fault_plan", given["fault_plan"], no_faults_on(kind))
         pod_logs = _pod_logs(given)
-        stall_timeout, stall_cadence, warnings = _stall_rule(given, kind, checkpointing, workload, pod_logs.enabled)
+        stall_timeout, stall_cadence, warnings = stall_rule(
+            given["stall_timeout"], checkpointing, kind, reported=pod_logs.enabled or rules_for(kind).local_processes,
+            extra_flags=workload.extra_flags, cadence_given=given["stall_cadence"])
         for field in ("startup_timeout", "image_pull_timeout"):
             if given[field] not in (None, "") and float(given[field]) <= 0:
                 raise SpecError(field, given[field], "a positive number of seconds, or None")
-        first_step_floor = _positive_seconds("first_step_floor", given["first_step_floor"])
+        first_step_floor = finite_number("first_step_floor", given["first_step_floor"], "a positive number of seconds",
+                                         low=0, strict=True)
         seconds = {}
         for field in ("poll_interval", "listing_timeout", "deletion_timeout", "capacity_log_interval"):
             if float(given[field]) < 0:
@@ -195,9 +202,12 @@ class LaunchOptions:
                            progress_interval=_optional_seconds(given["progress_interval"]),
                            first_step_floor=first_step_floor)
         keep = keep_count("keep_failed_attempts", given["keep_failed_attempts"])
+        run_budget = budgets.Budget.parse(given["budget_interruptions"], given["min_steps_per_interruption"],
+                                         given["min_goodput"], given["goodput_window"],
+                                         budgets.derived_min_steps(checkpointing))
         return cls(target_step=target_step, crash_loop_attempts=crash_loop, wait_for=given["wait_for"],
                    keep_failed_attempts=keep, fault_plan=given["fault_plan"], times=times, pod_logs=pod_logs,
-                   stall_timeout=stall_timeout, stall_cadence=stall_cadence), warnings
+                   stall_timeout=stall_timeout, stall_cadence=stall_cadence, budget=run_budget), warnings
 
     def watch(self) -> WatchSettings:
         """The trigger's settings (triggers.jobset.JobSetTrigger `watch`), from these options: no stall detection
@@ -218,26 +228,8 @@ def settings_signature(init: Callable[..., Any]) -> inspect.Signature:
     return signature.replace(parameters=params + settings + extra)
 
 
-def _positive_seconds(field: str, value: Any) -> float:
-    try:
-        number = float(value) if not isinstance(value, bool) else -1.0
-    except (TypeError, ValueError):
-        number = -1.0
-    if not number > 0 or number == float("inf"):
-        raise SpecError(field, value, "a positive number of seconds")
-    return number
-
-
 def _optional_seconds(value: Any) -> float | None:
     return None if value in (None, "") else float(value)
-
-
-def _count(field: str, value: Any, low: int, allowed: str) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)  # a rendered template is text
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise SpecError(field, value, allowed)
-    return value
 
 
 def keep_count(field: str, value: Any) -> int:
@@ -270,29 +262,3 @@ def _pod_logs(given: Mapping[str, Any]) -> PodLogs:
             raise SpecError(field, value, f"{'an integer' if kind is int else 'a number'} >= {low}")
         numbers[field] = number
     return PodLogs(flag, numbers["pod_logs_interval"], numbers["pod_logs_max_lines"], numbers["pod_logs_max_bytes"])
-
-
-def _stall_rule(given: Mapping[str, Any], kind: str, checkpointing: Any, workload: Any,
-                pod_logs: bool) -> tuple[float | None, dict[str, Any] | None, list[str]]:
-    """stall_timeout by the one rule (core.measure.cadence): "derived" is derived here; an explicit value is checked
-    against the signals the watch sees (the pod logs when on; the events locally): (limit, cadence, warnings)."""
-    from mtc_provider.core.measure.cadence import check_stall_timeout, run_cadence, step_seconds_of
-
-    value, cadence_given = given["stall_timeout"], given["stall_cadence"]
-    if value in (None, ""):
-        return None, cadence_given, []  # no stall detection
-    from mtc_provider.core.basics.kind_rules import rules_for
-
-    cadence = run_cadence(checkpointing, kind, reported=pod_logs or rules_for(kind).local_processes,
-                          step_seconds=step_seconds_of(kind, None, workload.extra_flags))
-    if value == "derived":
-        return cadence.stall_limit(), cadence.to_dict(), []
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = -1.0
-    if number <= 0:
-        raise SpecError("stall_timeout", value, 'a positive number of seconds, "derived", or None')
-    if cadence_given:
-        return number, cadence_given, []  # the plan's derived limit (checked when planned; the trigger re-derives)
-    return number, None, check_stall_timeout(value, cadence)  # errors name the value as given

@@ -5,3 +5,4 @@ names and the goodput machinery must not be paid on every parse.
 """
 
 FINISHED, DISRUPTED, FAILED_OUTCOME = "finished", "disrupted", "failed"
+OUTCOMES = (FINISHED, DISRUPTED, FAILED_OUTCOME)

@@ -62,15 +62,16 @@ def merged_attempts(kept: Sequence[Mapping[str, Any]], seen: Sequence[Mapping[st
 
 
 def _started(record: Mapping[str, Any]) -> float | None:
-    starts = [a.get("start") for a in record.get("attempts") or [] if isinstance(a.get("start"), (int, float))]
+    starts = [a.start for a in record.get("attempts") or [] if a.start is not None]
     return min(starts) if starts else None
 
 
 def newest_step(record: Mapping[str, Any], finalized: Sequence[int] | None = None) -> int | None:
-    """The newest finalized step: from a listing when given, else the newest the records or progress saw."""
+    """The newest finalized step: from a listing when given, else the newest the records or progress saw.
+    `record`: a run record as read, its attempts typed (core.attempt.attempt_records.read_attempts)."""
     if finalized:
         return max(finalized)
-    seen = [a.get("last_step") for a in record.get("attempts") or []]
+    seen = [a.last_step for a in record.get("attempts") or []]
     seen.append((record.get("progress") or {}).get("latest_step"))
     steps = [s for s in seen if isinstance(s, int) and not isinstance(s, bool)]
     return max(steps) if steps else None
@@ -91,7 +92,8 @@ def eta_seconds(record: Mapping[str, Any], commits: Iterable[tuple[int, float | 
 
 def summary(record: Mapping[str, Any], now: float, commits: Sequence[tuple[int, float | None]] = (),
             live_jobsets: Sequence[str] = ()) -> dict[str, Any]:
-    """One row of `mtc list`: run, state, step of target, ETA, attempts, age (seconds since its first attempt)."""
+    """One row of `mtc list`: run, state, step of target, ETA, attempts, age (seconds since its first attempt).
+    `record`: as `newest_step` takes it."""
     started = _started(record)
     attempts = record.get("attempts") or []
     return {
@@ -102,7 +104,7 @@ def summary(record: Mapping[str, Any], now: float, commits: Sequence[tuple[int, 
         "target_step": record.get("target_step"),
         "eta_s": eta_seconds(record, commits, now),
         "attempts": len(attempts),
-        "restarts": sum(a.get("restarts") or 0 for a in attempts if isinstance(a.get("restarts"), int)),
+        "restarts": sum(a.restarts for a in attempts),
         "age_s": None if started is None else max(0.0, now - started),
         "live_jobsets": list(live_jobsets),
         "dag_run": record.get("dag_run"),
@@ -118,11 +120,3 @@ def summary_cells(row: Mapping[str, Any]) -> list[str]:
     eta = "-" if row["eta_s"] is None else format_duration(row["eta_s"])
     age = "-" if row["age_s"] is None else format_duration(row["age_s"])
     return [str(row["run_name"]), str(row["state"]), step, eta, str(row["attempts"]), age]
-
-
-def attempt_for(record: Mapping[str, Any], attempt: int | None) -> Mapping[str, Any] | None:
-    """The record of try `attempt` (the newest when None)."""
-    attempts = [a for a in record.get("attempts") or [] if isinstance(a, Mapping)]
-    if attempt is None:
-        return attempts[-1] if attempts else None
-    return next((a for a in reversed(attempts) if a.get("attempt") == attempt), None)

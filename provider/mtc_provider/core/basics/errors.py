@@ -29,6 +29,28 @@ def require(condition: bool, field: str, value: Any, allowed: str) -> None:
         raise SpecError(field, value, allowed)
 
 
+def integer(field: str, value: Any, allowed: str, low: int = 0) -> int:
+    """Return value as an int >= low (a rendered template's digits too), or raise naming the field."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)  # a rendered template is text
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise SpecError(field, value, allowed)
+    return value
+
+
+def finite_number(field: str, value: Any, allowed: str, low: float | None = None, strict: bool = False) -> float:
+    """Return value (a number or its text) as a finite float, >= `low` when given (> `low` when `strict`), or raise
+    naming the field: bools, NaN and infinities are rejected."""
+    try:
+        number = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        number = float("nan")
+    below = low is not None and (number < low or strict and number == low)
+    if number != number or abs(number) == float("inf") or below:
+        raise SpecError(field, value, allowed)
+    return number
+
+
 def positive_int(field: str, value: Any) -> int:
     """Return value as an int, or raise naming the field: bools and non-integers are rejected."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -36,7 +58,7 @@ def positive_int(field: str, value: Any) -> int:
     return value
 
 
-# --- GCP control plane (issue 6) ---------------------------------------------------------------------
+# --- GCP control plane --------------------------------------------------------------------------------
 
 
 class NotReady(MtcError):

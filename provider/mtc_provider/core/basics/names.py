@@ -2,7 +2,7 @@
 
 Limits keep derived names valid: the Job name `<jobset>-<replicatedJob>-<jobIndex>` becomes a label value (63).
 JobSet's webhook also bounds the pod names `<jobset>-<replicatedJob>-<jobIndex>-<completionIndex>-<5 random chars>`
-to DNS-1035 labels (63): that check needs the slice shape, and lives in core.definition.jobset_names.
+to DNS-1035 labels (63): that check needs the slice shape, and lives in core.definition.description.jobset_names.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ DNS1123_LABEL_MAX = 63
 # labels joined by '.', at most 253 characters in all.
 DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DNS1123_SUBDOMAIN_MAX = 253
-# Room for "-<replicatedJob>-<job index>" in the Job name label; pod names: core.definition.jobset_names.
+# Room for "-<replicatedJob>-<job index>" in the Job name label; pod names: core.definition.description.jobset_names.
 JOBSET_NAME_MAX = 40
 REPLICATED_JOB_NAME_MAX = 15
 RUN_NAME_MAX = 63

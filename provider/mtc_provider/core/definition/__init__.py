@@ -1,7 +1,7 @@
-"""What the run is: the run description (run, spec), its checks (run_checks, jobset_names), the shapes and sizes it
-needs (tpu, sizing, locations, node_pools, capacity), what it renders (maxtext, flag_table, jobset_manifest,
-customization, checkpoint_config), what it asks of a cluster (readiness, configuration_match, iam, startup), the
-plan, and the training DAG's form (params).
+"""What the run is, by concern: its description and checks (description/: run, spec, field_rules, run_checks,
+params, plan, jobset_names, locations), the shapes and sizes it needs (shape/: tpu, sizing, capacity, node_pools,
+slice_placement, reservations), what it renders (render/: jobset_manifest, jobset_crd, customization, maxtext,
+flag_table, checkpoint_config) and what it asks of a cluster (cluster/: readiness, configuration_match, iam, startup).
 
 May import: core.basics and core.measure. Never core.attempt or core.view. (The rehearsal's fault plan is
 validated by the local kind's rules, core.basics.kind_rules, from mtc_local.)

@@ -45,6 +45,7 @@ STALL_FACTOR = 3.0  # a limit of three gaps: one late save or a slow step is not
 STALL_FLOOR_S = {"processes": 120.0, "cluster": 1800.0}
 FIRST_STEP_FACTOR = 3.0  # a start may take three times the slowest earlier start to its first step
 FIRST_STEP_FLOOR_S = 1800.0  # the default first_step_floor: a large slice's restore plus its compilation
+DERIVED = "derived"  # a stall_timeout derived from the run's cadence
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,33 @@ def check_stall_timeout(value: float | None, cadence: Cadence, field: str = "sta
                 f"read (pod_logs); without them every attempt would be deleted as stalled. Empty: the derived "
                 f"limit {derived:.0f} s"]
     return []
+
+
+def stall_rule(value: Any, checkpointing: Any, target: str, *, reported: bool, step_seconds: float | None = None,
+               extra_flags: Any = None, cadence_given: dict[str, Any] | None = None
+               ) -> tuple[float | None, dict[str, Any] | None, list[str]]:
+    """A run's stall limit, composed here once for the plan (core.definition.description.run), the launch operator's options
+    (core.attempt.launch_options) and the trigger, which re-derives it from the cadence returned with the step time
+    the run reports: (limit, the cadence to re-derive it from, warnings).
+
+    `value`: None or "" (no stall detection), "derived", or seconds, checked against the signals the watch sees
+    (`check_stall_timeout`); `reported`: the workload's steps are read; `cadence_given`: a plan's cadence, kept
+    with its limit."""
+    if value in (None, ""):
+        return None, cadence_given, []
+    cadence = run_cadence(checkpointing, target, reported=reported,
+                          step_seconds=step_seconds_of(target, step_seconds, extra_flags))
+    if value == "derived":
+        return cadence.stall_limit(), cadence.to_dict(), []
+    try:
+        number = float(value) if not isinstance(value, bool) else -1.0
+    except (TypeError, ValueError):
+        number = -1.0
+    if not number > 0:
+        raise SpecError("stall_timeout", value, 'a positive number of seconds, "derived", or None')
+    if cadence_given:
+        return number, cadence_given, []  # the plan's derived limit (checked when planned; the trigger re-derives)
+    return number, None, check_stall_timeout(value, cadence)  # errors name the value as given
 
 
 def step_seconds_of(target: str, step_seconds: float | None, extra_flags: Any) -> float | None:

@@ -151,3 +151,39 @@ def same_length_glob(prefix: str, step: int) -> str:
 def longer_steps_glob(prefix: str, step: int) -> str:
     """A matchGlob for commit markers of steps with more digits than `step` (all larger than it)."""
     return f"{prefix.rstrip('/')}/{'?' * (len(str(step)) + 1)}*/{COMMIT_FILE}"
+
+
+def describe_listing_error(exc: BaseException) -> str:
+    """`HTTP 503 ServiceUnavailable: <message>` for an API answer; the exception type for a timeout or reset."""
+    code = getattr(exc, "code", None)
+    if isinstance(code, int):
+        return f"HTTP {code} {type(exc).__name__}: {getattr(exc, 'message', exc)}"
+    return f"{type(exc).__name__}: {exc} (no HTTP answer)"
+
+
+@dataclass
+class ListingOutage:
+    """A checkpoint listing that keeps failing. A failed listing is not "no progress": its time is taken off the
+    stall clocks once a listing answers again; failing for longer than `timeout` seconds ends the watch."""
+
+    checkpoint_dir: str
+    timeout: float
+    since: float | None = None
+
+    def failed(self, now: float, exc: BaseException) -> tuple[str, str]:
+        """(the warning line, the end's message: "" while within `timeout`)."""
+        self.since = now if self.since is None else self.since
+        failing, error = now - self.since, describe_listing_error(exc)
+        line = (f"listing {self.checkpoint_dir} failed ({error}); the stall clock is paused while listing fails "
+                f"({failing:.0f}s of listing_timeout {self.timeout:.0f}s)")
+        if failing <= self.timeout:
+            return line, ""
+        d = self.checkpoint_dir
+        bucket = d.split("/")[2] if d.startswith("gs://") else d
+        return line, (f"the checkpoint listing of {d} (bucket {bucket}) kept failing for {failing:.0f}s "
+                      f"(listing_timeout {self.timeout:.0f}s): {error}")
+
+    def answered(self, now: float) -> float | None:
+        """The seconds the listing failed until it answered now (the stall clocks' pause), or None."""
+        failed, self.since = (None if self.since is None else now - self.since), None
+        return failed

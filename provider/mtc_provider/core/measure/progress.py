@@ -99,7 +99,7 @@ class ProgressTracker(StallClock):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# One progress signal (issue 32): every source a run makes progress in, each observation with its source.
+# One progress signal: every source a run makes progress in, each observation with its source.
 #
 # A real run reports a step every few seconds (the leader's `completed step` lines; the local workload's events)
 # but saves a persistent checkpoint "much more rarely" (every ~38 min in examples/gke-v6e.yaml), and in multi-tier
@@ -148,8 +148,8 @@ class ProgressSignal(StallClock):
     *progress* (the stall clock starts again) only when it is also above every other source's step: the same step
     seen later through a slower source is no news. The clock starts again from when the step happened (`at`: a log
     line's timestamp, an event's or a commit's time), never later than when it was seen: the leader's log is read
-    every `pod_logs_interval` (30 s), and counting its lines from the read started the clock up to that late
-    (issue 32: a verdict 54 s after the last checkpoint with stall_timeout 30, its message saying 31 s).
+    every `pod_logs_interval` (30 s), and counting its lines from the read would start the clock up to that late
+    (with stall_timeout 30: a verdict 54 s after the last checkpoint, its message saying 31 s).
     """
 
     started_at: float

@@ -58,24 +58,18 @@ def latest_step_line_at(stamped: Iterable[tuple[str, str]]) -> tuple[StepLine, f
     return None
 
 
-RFC3339 = re.compile(r"^(?P<base>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d+))?(?P<zone>Z|[+-]\d{2}:\d{2})$")
-
-
 def log_timestamp(stamp: str) -> float | None:
-    """Unix seconds of a Kubernetes log timestamp (`2026-12-02T07:55:01.960997123Z`: RFC 3339, nanoseconds), or None.
+    """Unix seconds of a Kubernetes log timestamp (`2026-12-02T07:55:01.960997123Z`: RFC 3339, nanoseconds), or None
+    when it is not one (a time without its zone included: its instant is unknown).
 
-    Parsed by hand: Python 3.10's `fromisoformat` takes neither `Z` nor nine fraction digits."""
-    from datetime import datetime, timedelta, timezone
+    dateutil's ISO 8601 parser: Python 3.10's `fromisoformat` takes neither `Z` nor nine fraction digits."""
+    from dateutil.parser import isoparse
 
-    found = RFC3339.match(stamp.strip())
-    if found is None:
+    try:
+        parsed = isoparse(stamp.strip())
+    except (ValueError, OverflowError):
         return None
-    base = datetime.strptime(found["base"], "%Y-%m-%dT%H:%M:%S")
-    zone = found["zone"]
-    offset = timedelta(0) if zone == "Z" else (1 if zone[0] == "+" else -1) * timedelta(
-        hours=int(zone[1:3]), minutes=int(zone[4:6]))
-    fraction = float(f"0.{found['frac']}") if found["frac"] else 0.0
-    return base.replace(tzinfo=timezone(offset)).timestamp() + fraction
+    return parsed.timestamp() if parsed.tzinfo is not None else None
 
 
 def latest_step_line(lines: Iterable[str]) -> StepLine | None:
@@ -116,3 +110,39 @@ def parse_restore_line(line: str) -> int | None:
     """The step of MaxText's restore line; None for any other line."""
     found = RESTORE_LINE.search(line)
     return int(found["step"]) if found else None
+
+
+# After the restore, where the workload says it (the local workloads: rehearsal/mtc_local/workload/checkpointing.py),
+# the tier it restored from and how long it took; MaxText's own line above names neither.
+RESTORED_LINE = re.compile(r"\brestored step (?P<step>\d+) from tier (?P<tier>[a-z]+)"
+                           r"(?: in (?P<seconds>[0-9]+(?:\.[0-9]*)?)s)?")
+# A save as the local workloads log it: `saved step 40 (tiers: local,persistent; blocking 0.012s)`.
+SAVED_LINE = re.compile(r"\bsaved step (?P<step>\d+) \(tiers: (?P<tiers>[a-z,-]*)")
+
+
+@dataclass(frozen=True)
+class Restore:
+    """A restore as a log line tells it: the step, and the tier and seconds when the line names them."""
+
+    step: int
+    tier: str | None = None
+    seconds: float | None = None
+
+
+def parse_restore(line: str) -> Restore | None:
+    """The restore a line tells of: the tier and duration from the workload's `restored step N from tier T in Ss`,
+    else the step alone from MaxText's `restoring from this run's directory step N`; None for any other line."""
+    found = RESTORED_LINE.search(line)
+    if found is not None:
+        seconds = float(found["seconds"]) if found["seconds"] is not None else None
+        return Restore(int(found["step"]), found["tier"], seconds)
+    step = parse_restore_line(line)
+    return Restore(step) if step is not None else None
+
+
+def parse_saved_tiers(line: str) -> tuple[int, tuple[str, ...]] | None:
+    """(step, tiers) of a workload's `saved step N (tiers: ...)` line; None for any other line."""
+    found = SAVED_LINE.search(line)
+    if found is None:
+        return None
+    return int(found["step"]), tuple(t for t in found["tiers"].split(",") if t and t != "-")

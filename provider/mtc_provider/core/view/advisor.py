@@ -29,7 +29,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.basics.errors import SpecError, finite_number
 from mtc_provider.core.view.goodput import Timeline, timeline_from_workload_events
 
 DEFAULT_MAX_PERIOD = 1_000_000  # steps, when the run length is not known
@@ -38,15 +38,7 @@ VARIABLE_PREFIX = "mtc_advice."  # Airflow Variable `mtc_advice.<run_name>` hold
 
 def _number(field_name: str, value: Any, allowed: str = "a number >= 0", minimum: float = 0.0,
             strict: bool = False) -> float:
-    if isinstance(value, bool):
-        raise SpecError(field_name, value, allowed)
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise SpecError(field_name, value, allowed) from None
-    if not math.isfinite(number) or number < minimum or (strict and number <= minimum):
-        raise SpecError(field_name, value, allowed)
-    return number
+    return finite_number(field_name, value, allowed, minimum, strict)
 
 
 @dataclass(frozen=True)
@@ -462,7 +454,7 @@ def apply_advice(params: Mapping[str, Any], payload: Mapping[str, Any] | None) -
         return params, "apply_advice: no stored advice for this run_name yet; periods as given"
     L, P = advice.get("local_period"), advice.get("persistent_period")
     _check_periods(L, P)
-    checkpointing = dict(params.get("checkpointing") or {})  # the run description's section (core.definition.run)
+    checkpointing = dict(params.get("checkpointing") or {})  # the run description's section (core.definition.description.run)
     before = (checkpointing.get("local_checkpoint_period"), checkpointing.get("checkpoint_period"))
     params["checkpointing"] = {**checkpointing, "local_checkpoint_period": L, "checkpoint_period": P}
     return params, f"apply_advice: local_checkpoint_period, checkpoint_period {before} -> ({L}, {P})"

@@ -4,9 +4,13 @@ The Airflow plugin (plugins/run_view.py) reads the records through Airflow's own
 (adapters/airflow_run.py) and hands them here as plain values; nothing here knows Airflow, a client or a file.
 
 Sources, all recorded by the provider already:
-- the launch task's tries (Airflow's task instance and its history): one try is one attempt;
+- the launch task's tries (Airflow's task instance and its history): a try runs one attempt or several (an attempt
+  that made restorable progress is followed in the same try);
 - its `attempts` XCom: one record per attempt (core.attempt.attempt_records.AttemptRecord, their one schema);
-- its `progress` XCom (core.measure.progress_report.ProgressReport.to_xcom): step, rate, ETA, newest checkpoint;
+- its `progress` XCom (core.measure.progress_report.ProgressReport.to_xcom): step, rate, ETA, newest checkpoint,
+  the watched attempt's in-cluster restarts;
+- its `ledger` XCom when the provider that ran the run writes one (core.attempt.ledger.RunLedger's dict form):
+  starts, restores, steps over time, saves by tier, interruptions;
 - the local workload's events (adapters/workload_events.py), where the api-server can see them (local target):
   every step, save and restore with its tier;
 - the goodput task's return value (operators/goodput.py) once it ran.
@@ -18,20 +22,19 @@ step-level progress XComs (written during the run) are picked up as soon as the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from mtc_provider.core.attempt.outcomes import DISRUPTED, FAILED_OUTCOME, FINISHED
+from mtc_provider.core.basics.install import install_line
 from mtc_provider.core.measure.progress_report import format_duration
+from mtc_provider.core.view.run_tiers import (TIER_TITLES, as_int, as_number, checkpoints_view, ledger_starts,
+                                              interruption_counts, read_ledger, restores_view)
+
+if TYPE_CHECKING:
+    from mtc_provider.core.attempt.attempt_records import AttemptRecord
 
 LAUNCH_OPERATOR = "MtcJobSetOperator"
 GOODPUT_OPERATOR = "GoodputReportOperator"
-# The tiers a checkpoint can live in, in the order the page shows them. "replicator" is GKE MTC's replicator
-# service backup (the `backup` tier of the workload's save events, when a workload records it).
-TIERS = ("local", "persistent", "replicator")
-TIER_TITLES = {"local": "local (ramdisk)", "persistent": "persistent (bucket)", "replicator": "MTC replicator backup"}
-TIER_ALIASES = {"backup": "replicator", "replicator": "replicator", "local": "local", "persistent": "persistent"}
-
-
 @dataclass(frozen=True)
 class Try:
     """One Airflow try of the launch task (its task instance or one of its history rows)."""
@@ -51,7 +54,7 @@ class RunFacts:
     run_state: str | None
     launch_task_id: str | None = None
     tries: list[Try] = field(default_factory=list)
-    attempts: list[Mapping[str, Any]] = field(default_factory=list)  # the `attempts` XCom
+    attempts: list[AttemptRecord] = field(default_factory=list)  # the `attempts` XCom (core.attempt.attempt_records)
     progress: Mapping[str, Any] | None = None  # the `progress` XCom
     jobset: Mapping[str, Any] | None = None  # the `jobset` XCom (result of the last closed attempt)
     trigger_extra: Mapping[str, Any] | None = None  # the deferred try's trigger `extra` (attempt, target_step...)
@@ -68,10 +71,9 @@ class RunFacts:
     # and its pods ({name, phase, leader, waiting, message}), read by the api-server now (adapters/run_cluster.py).
     log_steps: list[tuple[float, int]] | None = None
     cluster: Mapping[str, Any] | None = None
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    # The run ledger (its dict form: the launch task's `ledger` XCom, or the run record's "ledger"), when the
+    # provider that ran the run writes one: starts, restores, steps over time, saves by tier, interruptions.
+    ledger: Mapping[str, Any] | None = None
 
 
 RATE_WINDOW_S = 300.0  # the rate of reported steps: over the last five minutes of step lines or events
@@ -105,7 +107,7 @@ def live_progress(records: RunFacts) -> dict[str, Any]:
     known = progress.get("source") in SOURCES
     if isinstance(progress.get("step"), int):
         source = progress["source"] if known else PERSISTENT
-        signal.observe(progress["step"], source, records.now, at=_num(progress.get("updated_at")))
+        signal.observe(progress["step"], source, records.now, at=as_number(progress.get("updated_at")))
     xcom = signal.alive
     reported, reported_source = reported_steps(records)
     if reported:
@@ -114,7 +116,7 @@ def live_progress(records: RunFacts) -> dict[str, Any]:
         signal.new_start()
         signal.observe(reported[-1][1], reported_source, records.now, at=reported[-1][0])
     alive = signal.alive
-    rate = _num(progress.get("steps_per_hour"))
+    rate = as_number(progress.get("steps_per_hour"))
     if reported:
         last = reported[-1]
         recent = [p for p in reported if p[0] >= last[0] - RATE_WINDOW_S]
@@ -168,85 +170,92 @@ def _runs_of(runs: list[dict[str, Any]], jobset: Any, start: float | None, end: 
     return [r for r in runs if start is not None and r["start"] >= start - 5.0 and (end is None or r["start"] <= end)]
 
 
+def live_restarts(records: RunFacts) -> tuple[int | None, int]:
+    """(attempt, in-cluster restarts so far) of the attempt being watched, from the trigger's progress record
+    (the JobSet's `status.restarts` as the trigger read it); (None, 0) when it reports none."""
+    progress = records.progress or {}
+    return as_int(progress.get("attempt")), as_int(progress.get("restarts")) or 0
+
+
 def attempts_view(records: RunFacts) -> list[dict[str, Any]]:
-    """One row per try of the launch task: JobSet, start, end, outcome, in-cluster restarts, step reached."""
-    by_try: dict[int, Mapping[str, Any]] = {}
-    for record in records.attempts:
-        if isinstance(record, Mapping) and isinstance(record.get("attempt"), int):
-            by_try[record["attempt"]] = record
+    """One row per attempt (one JobSet), with the Airflow try it ran in: several attempts can share a try (one
+    that progressed is followed in the same try), so the two are separate numbers. A try that never recorded an
+    attempt (queued, or failed before its submission) has a row of its own without an attempt number.
+
+    In-cluster restarts: the most of the attempt record's (closed attempts), the trigger's progress record (the
+    attempt being watched, live), the ledger's starts and the workload's own start events."""
+    by_attempt = {record.attempt: record for record in records.attempts if record.attempt is not None}
     runs = _event_runs(records.events or [])
     tries = {t.try_number: t for t in records.tries if t.try_number}
+    live_attempt, live_count = live_restarts(records)
+    ledger_restarts: dict[int, int] = {}
+    for start in ledger_starts(records):
+        ledger_restarts[start.attempt] = max(ledger_restarts.get(start.attempt, 0), start.restart)
+    try_of = {number: record.try_number or number for number, record in by_attempt.items()}
     rows = []
-    for number in sorted(set(tries) | set(by_try)):
-        t, record = tries.get(number), by_try.get(number, {})
-        start = _num(record.get("start")) or (t.start if t else None)
-        end = _num(record.get("end")) or (t.end if t and t.state not in ("running", "deferred", "queued") else None)
-        inside = _runs_of(runs, record.get("jobset"), start, end)
-        jobset = record.get("jobset") or next((r["jobset"] for r in inside if r["jobset"]), None)
-        restarts = record.get("restarts") if isinstance(record.get("restarts"), int) else 0
+    for number in sorted(by_attempt):
+        record = by_attempt[number]
+        try_number = try_of[number]
+        t = tries.get(try_number)
+        last_of_try = number == max(n for n, tn in try_of.items() if tn == try_number)
+        start, end = record.start, record.end
+        if end is None and t is not None and last_of_try and t.state not in ("running", "deferred", "queued", None):
+            end = t.end  # the try ended without closing its record (the worker died)
+        inside = _runs_of(runs, record.jobset, start, end)
+        jobset = record.jobset or next((r["jobset"] for r in inside if r["jobset"]), None)
         numbered = [r["restart"] for r in inside if r["restart"] is not None]
-        seen_restarts = max(numbered) if numbered else len(inside) - 1
-        restarts = max(restarts, seen_restarts)  # the JobSet's own count, or the workload's restarts so far
-        step = record.get("last_step") if end is not None else None
+        restarts = max(record.restarts, max(numbered) if numbered else len(inside) - 1,
+                       ledger_restarts.get(number, 0), live_count if number == live_attempt and end is None else 0)
+        step = record.last_step if end is not None else None
         seen = [r["step"] for r in inside if r["step"] is not None]
         if seen:
             step = max(seen) if step is None else max(step, max(seen))
-        outcome = record.get("outcome") or (None if t is None else _outcome_of(t.state))
-        if not record and outcome == FAILED_OUTCOME and number < max(tries):  # Airflow tried again: a resubmission
+        outcome = record.outcome or (_outcome_of(t.state) if t is not None and last_of_try else None)
+        if outcome == FAILED_OUTCOME and not record.outcome and try_number < max(tries, default=0):
+            outcome = DISRUPTED  # Airflow tried again: a resubmission
+        rows.append({"attempt": number, "try": try_number, "jobset": jobset, "start": start, "end": end,
+                     "outcome": outcome or ("running" if end is None else DISRUPTED), "restarts": restarts,
+                     "step": step, "state": t.state if t is not None and last_of_try else None,
+                     "reason": record.reason, "interruption": record.interruption})
+    recorded_tries = set(try_of.values())
+    for number in sorted(set(tries) - recorded_tries):
+        t = tries[number]  # e.g. Airflow cleared the XComs at a new try's start: the workload's events still tell
+        end = t.end if t.state not in ("running", "deferred", "queued") else None
+        inside = _runs_of(runs, None, t.start, end)
+        numbered = [r["restart"] for r in inside if r["restart"] is not None]
+        seen = [r["step"] for r in inside if r["step"] is not None]
+        outcome = _outcome_of(t.state)
+        if outcome == FAILED_OUTCOME and number < max(tries):
             outcome = DISRUPTED
-        rows.append({"try": number, "jobset": jobset, "start": start, "end": end,
-                     "outcome": outcome or "running", "restarts": restarts, "step": step,
-                     "state": t.state if t else None, "reason": record.get("reason") or ""})
-    return rows
+        rows.append({"attempt": None, "try": number, "jobset": next((r["jobset"] for r in inside if r["jobset"]), None),
+                     "start": t.start, "end": end, "outcome": outcome or "running",
+                     "restarts": max(numbered) if numbered else max(0, len(inside) - 1),
+                     "step": max(seen) if seen else None, "state": t.state, "reason": "", "interruption": None})
+    for row in rows:
+        row["log_path"] = log_path(records, row["try"])
+    return sorted(rows, key=lambda r: (r["try"], r["attempt"] is not None, r["attempt"] or 0))
+
+
+def log_path(records: RunFacts, try_number: int | None) -> str | None:
+    """The launch task's log of one try in Airflow's UI, below its root: the route `dags/:dagId/runs/:runId/tasks/
+    :taskId` opens on its logs, and the UI reads the try from the `try_number` query parameter (Airflow 3's UI
+    bundle, SearchParamsKeys.TRY_NUMBER)."""
+    from urllib.parse import quote
+
+    if not records.launch_task_id or not try_number:
+        return None
+    return (f"/dags/{quote(records.dag_id, safe='')}/runs/{quote(records.run_id, safe='')}/tasks/"
+            f"{quote(records.launch_task_id, safe='')}?try_number={try_number}")
 
 
 def _outcome_of(state: str | None) -> str | None:
     return {"success": FINISHED, "failed": FAILED_OUTCOME, "up_for_retry": DISRUPTED}.get(state or "")
 
 
-def checkpoints_view(records: RunFacts) -> list[dict[str, Any]]:
-    """Checkpoints by tier: steps saved in each, and whether the tier is visible from here at all."""
-    saved: dict[str, set[int]] = {tier: set() for tier in TIERS}
-    events = records.events
-    for e in events or []:
-        if e.get("event") == "save_end" and isinstance(e.get("step"), int):
-            saved[TIER_ALIASES.get(str(e.get("tier")), "persistent")].add(e["step"])
-    if records.persistent_steps:
-        saved["persistent"].update(records.persistent_steps)
-    newest = (records.progress or {}).get("newest_checkpoint")
-    if isinstance(newest, int):
-        saved["persistent"].add(newest)
-    out = []
-    for tier in TIERS:
-        steps = sorted(saved[tier])
-        if tier == "persistent":
-            visible, note = True, "" if events is not None else "the newest persistent step the trigger reported"
-        elif events is None:
-            visible, note = False, "not visible from Airflow on this target (the pods' ramdisks and the replicator)"
-        elif tier == "replicator" and not steps:
-            visible, note = False, ("no replicator backups recorded (multi-tier mode only: MTC's replicator on GKE, "
-                                    "the runner's on the local target)")
-        else:
-            visible, note = True, ""
-        out.append({"tier": tier, "title": TIER_TITLES[tier], "visible": visible, "steps": steps,
-                    "newest": steps[-1] if steps else None, "count": len(steps), "note": note})
-    return out
-
-
-def restores_view(records: RunFacts) -> list[dict[str, Any]]:
-    """Each restore the workload recorded: step, tier and how long it took (the lowest process's view); on a
-    cluster without events, the restores the watched leader logged (MaxText names the step, not the tier)."""
-    if not records.events and (records.cluster or {}).get("restores"):
-        return [{"step": r["step"], "tier": "not in MaxText's log line", "at": float(r["at"]), "duration_s": None}
-                for r in records.cluster["restores"]]
-    events = records.events or []
-    ids = [e.get("process") for e in events if e.get("process") is not None]
-    first = min(ids) if ids else None
-    return [{"step": e.get("step"), "tier": TIER_ALIASES.get(str(e.get("tier")), str(e.get("tier"))),
-             "at": float(e["ts"]), "duration_s": _num(e.get("duration_s"))}
-            for e in events if e.get("event") == "restore" and e.get("process") == first]
-
-
+# Where MaxText's own figure comes from, said where it is missing (the goodput task reads it on a worker)
+LIBRARY_NOTE = ("MaxText's own figure: recorded with enable_goodput_recording=true, read by the goodput task "
+                "(goodput_recording=True) with the `goodput` extra on the workers (ml-goodput-measurement: "
+                f"{install_line('goodput')})")
 GOODPUT_KEYS = ("goodput", "productive_s", "elapsed_s", "badput_s", "recovery_s", "disruptions",
                 "last_productive_step")
 
@@ -278,7 +287,7 @@ def run_timeline(records: RunFacts):
         return None
     points = [(row["step"], row["end"]) for row in rows if isinstance(row["step"], int) and row["end"]]
     progress = records.progress or {}
-    if isinstance(progress.get("step"), int) and _num(progress.get("updated_at")):
+    if isinstance(progress.get("step"), int) and as_number(progress.get("updated_at")):
         points.append((progress["step"], float(progress["updated_at"])))
     if records.log_steps:
         at, step = max(records.log_steps)
@@ -286,29 +295,105 @@ def run_timeline(records: RunFacts):
     return timeline_from_checkpoints(attempts, points), "the attempts and their progress (coarse)"
 
 
+def chart_data(records: RunFacts) -> tuple[Any, dict[str, Any]] | None:
+    """(Timeline, the ledger's marks) the run's chart draws: the run ledger's intervals over the span goodput
+    measures (core.view.run_goodput.timeline_from_ledger, chart_marks) when the run has a ledger with a start,
+    else run_timeline's; None before anything was recorded."""
+    from mtc_provider.core.view.run_goodput import chart_marks, timeline_from_ledger
+
+    ledger, _ = read_ledger(records)
+    if ledger is not None and ledger.starts:
+        return timeline_from_ledger(ledger, end=_run_span(records, attempts_view(records))[1]), chart_marks(ledger)
+    found = run_timeline(records)
+    return (found[0], {}) if found is not None else None
+
+
+def _run_span(records: RunFacts, rows: Sequence[Mapping[str, Any]]) -> tuple[float | None, float]:
+    """(begin, end) the goodput figures measure: the first launch (attempt or try) to now while the run goes on,
+    else to its last attempt's end."""
+    starts = [r["start"] for r in rows if r.get("start")]
+    ends = [r["end"] for r in rows if r.get("end")]
+    if is_live(records):
+        end = records.now
+    else:
+        end = max(ends) if ends else records.run_end or records.now
+    return (min(starts) if starts else records.run_start), end
+
+
+def _waiting_for_capacity(records: RunFacts, rows: Sequence[Mapping[str, Any]]) -> bool:
+    return (waiting_for(records, rows) or "").startswith("capacity")
+
+
+def attempt_spans(records: RunFacts, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each attempt's span and steps for goodput without a ledger: the step it resumed from (the previous
+    attempt's kept step; an open record's own `last_step` is its start step) and the step it kept (its record's
+    `last_step` once closed: what the next attempt resumed from; the live step while it goes on)."""
+    by_attempt = {r.attempt: r for r in records.attempts if r.attempt is not None}
+    live_step = live_progress(records)["step"]
+    spans, kept = [], None
+    for row in rows:
+        if row["attempt"] is None or not row["start"]:
+            continue
+        record = by_attempt[row["attempt"]]
+        ended = record.end is not None
+        since = kept if kept is not None else (0 if ended else record.last_step or 0)
+        reached = record.last_step if ended else (live_step if row["end"] is None else row["step"])
+        spans.append({"start": row["start"], "end": row["end"], "from_step": since, "kept_step": reached})
+        kept = reached if reached is not None else kept
+    return spans
+
+
 def goodput_view(records: RunFacts) -> dict[str, Any] | None:
-    """The goodput task's report once it ran; before that, the same computation over what was recorded so far,
-    on every target. MaxText's own figures (ml-goodput-measurement, read by the goodput task) beside ours."""
+    """The goodput task's report once it ran; before that, goodput so far (core.view.run_goodput): from the run
+    ledger's intervals when the run has one, else from the workload's events where the api-server sees them
+    (local target: every step), else from the attempts' kept steps at the measured step time. MaxText's own
+    figures (ml-goodput-measurement, read by the goodput task) beside ours."""
     if records.goodput and isinstance(records.goodput.get("goodput"), (int, float)):
         library = records.goodput.get("library")
         return {**{k: records.goodput.get(k) for k in GOODPUT_KEYS},
                 "source": f"goodput task ({records.goodput.get('source') or 'report'})", "final": True,
-                "library": library if isinstance(library, Mapping) else None}
-    found = run_timeline(records)
-    if found is None:
-        return None
-    from mtc_provider.core.view.goodput import compute_goodput
+                "library": library if isinstance(library, Mapping) else None,
+                "library_note": None if isinstance(library, Mapping) else LIBRARY_NOTE}
+    from mtc_provider.core.view.run_goodput import goodput_from_attempts, goodput_from_ledger
 
-    timeline, source = found
-    report = compute_goodput(timeline).to_payload()
-    return {**{k: report[k] for k in GOODPUT_KEYS}, "source": f"so far, from {source}", "final": False,
-            "library": None}
+    rows = attempts_view(records)
+    begin, end = _run_span(records, rows)
+    waiting = _waiting_for_capacity(records, rows)
+    unread = ""
+
+    def so_far(report: Mapping[str, Any] | None, source: str) -> dict[str, Any]:
+        figures = {k: (report or {}).get(k) for k in GOODPUT_KEYS}
+        return {**figures, "badput_s": figures["badput_s"] or {}, "recovery_s": figures["recovery_s"] or [],
+                "source": source + unread, "final": False, "library": None, "library_note": LIBRARY_NOTE,
+                "waiting": waiting}
+
+    ledger, why = read_ledger(records)
+    if ledger is not None:
+        return so_far(goodput_from_ledger(ledger, end=end, begin=begin, waiting=waiting),
+                      "so far, from the run ledger's intervals")
+    if why:  # a ledger this version cannot read: said, and the next source is used
+        unread = f" (the run ledger was not read: {why})"
+    if records.events:
+        found = run_timeline(records)
+        if found is not None:
+            from mtc_provider.core.view.goodput import compute_goodput
+
+            timeline, source = found
+            return so_far(compute_goodput(timeline).to_payload(), f"so far, from {source}")
+    rate = live_progress(records)["steps_per_hour"] or as_number((records.progress or {}).get("steps_per_hour"))
+    report = goodput_from_attempts(attempt_spans(records, rows), end=end, begin=begin, waiting=waiting,
+                                   step_seconds=3600.0 / rate if rate else None)
+    if report is not None:
+        return so_far(report, "so far, from the attempts' kept steps at the measured step time")
+    if not any(r["start"] for r in rows):
+        return None
+    return so_far(None, "not yet: no step time measured (no ledger; the trigger reports the rate once steps are seen)")
 
 
 def chart_title(goodput: Mapping[str, Any], span: Mapping[str, Any]) -> str:
     """The chart's title: the summary's goodput over the summary's wall time, and the span it covers."""
     start, end = span.get("start"), span.get("end")
-    when = f" ({_utc(start)} - {_utc(end)})" if start and end else ""
+    when = f" ({_utc(start, dated=True)} - {_utc(end, dated=True)})" if start and end else ""  # runs last days
     return (f"goodput {100 * (goodput.get('goodput') or 0):.1f}% over "
             f"{format_duration(goodput.get('elapsed_s'))}{when}")
 
@@ -317,10 +402,11 @@ ACTIVE_TRY_STATES = ("running", "deferred")
 QUEUED_TRY_STATES = (None, "", "none", "scheduled", "queued")
 
 
-def _utc(t: float) -> str:
+def _utc(t: float, dated: bool = False) -> str:
     import datetime
 
-    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%H:%M:%S UTC")
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M UTC" if dated else "%H:%M:%S UTC")
 
 
 def waiting_for(records: RunFacts, rows: Sequence[Mapping[str, Any]]) -> str | None:
@@ -350,7 +436,7 @@ def waiting_for(records: RunFacts, rows: Sequence[Mapping[str, Any]]) -> str | N
             return f"the image pull: pod {pod['name']} {pod['waiting']} ({pod.get('message') or 'no message'})"
     if pods and all(p.get("phase") == "Pending" for p in pods):
         return f"the JobSet's {len(pods)} pods to start ({pods[0].get('waiting') or 'Pending'})"
-    row = next((r for r in rows if r["try"] == number), None)
+    row = next((r for r in reversed(rows) if r["try"] == number), None)
     if row is not None and not row.get("jobset"):
         return f"the JobSet of try {number} to be submitted"
     return None
@@ -377,16 +463,10 @@ def timeline_view(records: RunFacts, rows: Sequence[Mapping[str, Any]]) -> dict[
         if not r.get("start"):
             continue
         stop = r.get("end") or finish
-        bars.append({"try": r["try"], "outcome": r["outcome"], "left": round(100 * (r["start"] - begin) / span, 3),
+        bars.append({"try": r["try"], "attempt": r.get("attempt"), "outcome": r["outcome"],
+                     "left": round(100 * (r["start"] - begin) / span, 3),
                      "width": round(max(0.5, 100 * (stop - r["start"]) / span), 3)})
     return {"start": begin, "end": finish, "bars": bars}
-
-
-def interruption_counts(attempts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    from mtc_provider.core.attempt.interruptions import count, summary
-
-    counts = count(attempts)
-    return {**counts, "summary": summary(counts)}
 
 
 def run_view(records: RunFacts) -> dict[str, Any]:
@@ -394,6 +474,14 @@ def run_view(records: RunFacts) -> dict[str, Any]:
     rows = attempts_view(records)
     live = live_progress(records)
     waiting = waiting_for(records, rows)
+    checkpoints = checkpoints_view(records)
+    tiers = {c["tier"]: c for c in checkpoints}
+    restorable = [(c["newest"], c["tier"]) for c in checkpoints if c["tier"] != "local" and c["newest"] is not None]
+    # the run's newest persistent step (any attempt's), never a replicator backup; what a new attempt resumes
+    # from beside it
+    live = {**live, "newest_checkpoint": tiers["persistent"]["newest"],
+            "newest_restorable": max(restorable)[0] if restorable else None,
+            "newest_restorable_tier": TIER_TITLES[max(restorable)[1]] if restorable else None}
     if waiting:  # no frozen ETA, no "running" try without a JobSet
         live = {**live, "eta": "waiting", "eta_seconds": None}
         for row in rows:
@@ -407,9 +495,9 @@ def run_view(records: RunFacts) -> dict[str, Any]:
         "cluster_error": (records.cluster or {}).get("error"),
         "attempts": rows,
         "timeline": timeline_view(records, rows),
-        # how many interruptions of each kind the run survived (core.attempt.interruptions, from the attempt records)
-        "interruptions": interruption_counts(records.attempts),
-        "checkpoints": checkpoints_view(records),
+        # how many interruptions of each kind the run survived (core.view.run_tiers: the ledger's, else the records')
+        "interruptions": interruption_counts(records, rows),
+        "checkpoints": checkpoints,
         "restores": restores_view(records),
         "goodput": goodput_view(records),
         "links": [{"name": name, "url": url} for name, url in sorted(records.links.items()) if url],

@@ -40,8 +40,8 @@ class GkeCluster:
     def readiness(self, slices: dict[str, Any], sizing: dict[str, Any] | None,
                   checkpoint_configuration_name: str | None, bucket_name: str | None = None,
                   capacity: tuple[str, str] = ("on-demand", "")) -> list[Any]:
-        from mtc_provider.core.definition.readiness import evaluate_cluster, run_ramdisk
-        from mtc_provider.core.definition.tpu import SliceSpec
+        from mtc_provider.core.definition.cluster.readiness import evaluate_cluster, run_ramdisk
+        from mtc_provider.core.definition.shape.tpu import SliceSpec
 
         cluster = self.control_plane().describe()
         config = None
@@ -80,7 +80,7 @@ class GkeBackend(ListsCheckpointsByPath):
             GKEClusterAuthDetails,
         )
 
-        from mtc_provider.target import resolve_project
+        from mtc_provider.targets.gke.target import resolve_project
 
         target = resolve_project(self.target)
         hook = GKEHook(gcp_conn_id=target.gcp_conn_id, location=target.location,

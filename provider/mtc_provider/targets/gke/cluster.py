@@ -14,8 +14,8 @@ from google.cloud import container_v1
 
 from mtc_provider.adapters import retry
 from mtc_provider.core.basics.errors import OperationFailed
-from mtc_provider.core.definition.iam import workload_identity_pool
-from mtc_provider.core.definition.tpu import SliceSpec
+from mtc_provider.core.definition.cluster.iam import workload_identity_pool
+from mtc_provider.core.definition.shape.tpu import SliceSpec
 from mtc_provider.targets.gke.target import GkeTarget
 
 TIMEOUT = 60.0
@@ -77,12 +77,12 @@ class GkeClusterApi:
                              oauth_scopes: list[str] | None = None, service_account: str | None = None,
                              capacity: str = "on-demand", reservation: str = "") -> str:
         """One slice = one node pool: machine type, topology, compact placement, GKE metadata server, zones, scopes,
-        and its capacity: Spot VMs or a specific reservation (core.definition.capacity).
+        and its capacity: Spot VMs or a specific reservation (core.definition.shape.capacity).
 
-        The API defaults neither the zones nor the scopes as gcloud does (core.definition.node_pools): both are always sent.
+        The API defaults neither the zones nor the scopes as gcloud does (core.definition.shape.node_pools): both are always sent.
         """
-        from mtc_provider.core.definition.capacity import RESERVATION_KEY
-        from mtc_provider.core.definition.node_pools import node_scopes
+        from mtc_provider.core.definition.shape.capacity import RESERVATION_KEY
+        from mtc_provider.core.definition.shape.node_pools import node_scopes
 
         on_capacity: dict[str, Any] = {}
         if capacity == "spot":

@@ -1,8 +1,9 @@
-"""The GKE target: a GKE cluster, named within a project, reached with a Google Cloud connection."""
+"""The GKE target: a GKE cluster, named within a project, reached with a Google Cloud connection (whose project
+`resolve_project` reads when the target names none)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar, Sequence
 
 from mtc_provider.core.basics.errors import SpecError
@@ -42,3 +43,22 @@ class GkeTarget:
         data = asdict(self)
         data.pop("template_fields")
         return data
+
+
+def resolve_project(target: Any) -> Any:
+    """The target with its project: its own, else the connection's (as every Google operator does)."""
+    if target.project_id:
+        return target
+    from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
+
+    hook = GoogleBaseHook(gcp_conn_id=target.gcp_conn_id, impersonation_chain=target.impersonation_chain)
+    project = hook._get_field("project")  # the connection's "Project Id" field
+    if not project:
+        try:
+            project = hook.project_id  # from the credentials (a key file's project, ADC)
+        except Exception:  # noqa: BLE001 - no credentials: the error below names what is missing
+            project = None
+    if not project:
+        raise SpecError("target.project_id", target.project_id,
+                        f"a project id, or a connection {target.gcp_conn_id!r} that names a project")
+    return replace(target, project_id=project)

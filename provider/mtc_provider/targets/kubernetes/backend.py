@@ -64,8 +64,8 @@ class KubernetesCluster:
         from mtc_provider.adapters.checkpoint_configuration import (
             CheckpointConfigurationApi,
         )
-        from mtc_provider.core.definition.readiness import evaluate_kubernetes, run_ramdisk
-        from mtc_provider.core.definition.tpu import SliceSpec
+        from mtc_provider.core.definition.cluster.readiness import evaluate_kubernetes, run_ramdisk
+        from mtc_provider.core.definition.shape.tpu import SliceSpec
 
         factory = self.kubernetes_client_factory()
         served = served_resources(factory())
@@ -95,7 +95,7 @@ class KubernetesBackend(ListsCheckpointsByPath):
 
     def bucket(self) -> Any:
         from mtc_provider.adapters.gcs_bucket import BucketAccess, storage_client
-        from mtc_provider.target import resolve_project
+        from mtc_provider.targets.gke.target import resolve_project
 
         target = resolve_project(self.target)
         return BucketAccess(storage_client(target.gcp_conn_id, target.impersonation_chain), target.project_id,

@@ -15,8 +15,8 @@ def _target_fields(config: Any, local_home: str, gcp_conn_id: str) -> dict[str, 
 
 
 def _plan_checks(checks: tuple) -> tuple[tuple, tuple[str, ...]]:
-    from mtc_provider.core.definition.plan import Step
-    from mtc_provider.core.definition.readiness import JOBSET_INSTALL
+    from mtc_provider.core.definition.description.plan import Step
+    from mtc_provider.core.definition.cluster.readiness import JOBSET_INSTALL
 
     unseen = tuple(f"{step.name}: {step.description} (not visible through a Kubernetes connection: check it with "
                    "a gke target or gcloud)" for step in checks)

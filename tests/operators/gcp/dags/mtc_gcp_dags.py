@@ -27,7 +27,7 @@ START = datetime.datetime(2026, 1, 1)
 
 def gke_dag(container_url):
     """The sample setup DAG's order (dags/mtc_cluster_setup.py): readiness first, then every change."""
-    from mtc_provider.core.definition.readiness import setup_fixable
+    from mtc_provider.core.definition.cluster.readiness import setup_fixable
 
     target = GkeTarget(PROJECT, LOCATION, CLUSTER)
     common = {"target": target, "api_endpoint": container_url, "poll_interval": 0.05}

@@ -1,0 +1,298 @@
+"""The next attempt of a try, submitted from the triggerer: an interruption after progress takes no worker slot.
+
+When the JobSet of attempt N ends and the one decision on it (triggers.attempt_end.attempt_verdict, applied by the
+worker's own rule core.attempt.attempt_records.end_of_attempt, budget included) is "next attempt in this try"
+(core.attempt.resubmission.resubmit_in_try), the worker would close N's record, delete N, submit N+1 and defer
+again (operators.jobset `_run_try`). With the operator's leave (`extra["next_attempt"]`: the body it rendered in
+advance, core.attempt.next_in_try; deferrable tries of a training run only) and a task instance, the trigger does
+it here, in this order, so that a stop between any two steps loses nothing:
+
+1. N's record is closed through the worker's journal (triggers.attempt_end.close_in_trigger), its ledger facts
+   added only by the write that closes it (two live copies of one trigger may both get here);
+2. N+1 is created under its deterministic name (`<jobset>-<hash>-a<N+1>`); a 409 whose JobSet is this task's
+   means another copy of this trigger (or this one before a triggerer restart) created it: it is followed;
+3. N+1's record is opened in the run lock (idempotent: not again when it is there), the run's record says
+   `running`;
+4. this task's ended attempts are deleted (keep_failed_attempts kept), each delete logged with who asked ("the
+   attempt's own end, trigger of try T");
+5. the trigger watches N+1 from a fresh state (triggers.jobset: `run` follows the returned trigger).
+
+A triggerer restart rebuilds the trigger from its first kwargs (attempt N): `newest_of_try` finds the newest attempt
+of this try among the task's JobSets (its labels) and follows it instead, its record opened if it is missing.
+Anything that fails before N+1 exists hands the task to a worker: before the close, as today (the ENDED event with
+the verdict); after it, with a `next-attempt-pending` event, on which the worker's launch plans and submits N+1
+(operators.jobset_end). The worker is then needed only for a fresh launch, an Airflow retry and the try's end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from typing import Any, Mapping
+
+from airflow.triggers.base import TriggerEvent
+
+from mtc_provider.core.attempt.jobset_events import NEXT_ATTEMPT_PENDING
+from mtc_provider.core.attempt.next_in_try import NEXT_ATTEMPT, renumbered
+from mtc_provider.core.attempt.status import JobSetState
+
+KEEP_FAILED = "keep_failed_attempts"  # the operator's `extra` key: how many failed attempts stay for debugging
+CREATE_OUTAGE_S = 120.0  # the create waits an unreachable API out this long, then a worker takes over
+
+
+@dataclasses.dataclass(frozen=True)
+class FollowNext:
+    """Not an event: the trigger's run goes on watching `trigger` (the next attempt of the same try)."""
+
+    trigger: Any
+
+
+def allowed(trigger: Any) -> bool:
+    """Whether this trigger submits the next attempt of its try itself: the operator rendered one (and so allowed
+    it), a training run (not completion mode), and a task instance to write its records for."""
+    extra = trigger.extra
+    return bool(extra.get(NEXT_ATTEMPT)) and not extra.get("completion") \
+        and getattr(trigger, "task_instance", None) is not None
+
+
+def _run_labels(trigger: Any, ti: Any) -> dict[str, str]:
+    from mtc_provider.core.basics import labels as L
+
+    return L.run_labels(ti.dag_id, ti.run_id, ti.task_id, trigger.extra["run_name"])
+
+
+def _namespace(trigger: Any) -> str:
+    return trigger.extra.get("namespace") or trigger.namespace
+
+
+async def submit_next(trigger: Any, state: JobSetState, restarts: int,
+                      verdict: dict[str, Any] | None) -> FollowNext | TriggerEvent | None:
+    """After the end of attempt N: follow N+1 (FollowNext), hand the task to a worker that submits it (a
+    `next-attempt-pending` TriggerEvent: N's record is closed), or None (not this path: the caller hands the
+    verdict to a worker, as before)."""
+    from mtc_provider.core.attempt.ownership import task_owner
+    from mtc_provider.core.attempt.resubmission import restorable_progress, resubmit_in_try, Decision
+    from mtc_provider.triggers.attempt_end import close_in_trigger, end_of
+
+    if verdict is None or not allowed(trigger):
+        return None
+    extra, ti = trigger.extra, trigger.task_instance
+    history = extra.get("history") or [None]
+    decision = Decision(verdict["kind"], verdict["reason"])
+    if not resubmit_in_try(decision, history, restorable_progress(verdict["latest_step"], trigger.restored_step)):
+        return None
+    end = end_of(trigger, state, restarts, verdict, ti)
+    if not end.in_try:  # over the run's budget: the run fails for good, which the worker ends
+        return None
+    try:
+        not_ours = await asyncio.to_thread(_not_this_trys_lock, trigger, ti)
+    except Exception as exc:  # noqa: BLE001 - unknown: the worker's launch takes the lock and decides
+        not_ours = f"it could not be read ({type(exc).__name__}: {exc})"
+    if not_ours:  # one writer per run: only the try that holds the run lock submits
+        trigger.log.warning("the run lock of %s is not this try's to use from the triggerer: %s; the task resumes "
+                            "on a worker", extra["run_name"], not_ours)
+        return None
+    trigger.log.info("%s; newest finalized step %s of %s -> %s: %s", state.describe(), verdict["latest_step"],
+                     extra.get("target_step"), decision.kind, decision.reason)
+    journal = await close_in_trigger(trigger, state, end, ti, once=True)
+    if journal is None:
+        return None  # nothing changed: the worker ends the attempt, as before
+    number, next_history = int(extra["attempt"]) + 1, [*history, end.last_step]
+    name = f"attempt {number}"
+    hook = _hook(trigger, CREATE_OUTAGE_S)
+    try:
+        name, body = renumbered(extra[NEXT_ATTEMPT], task_owner(ti), number, next_history)
+        obj, created = await asyncio.to_thread(hook.submit_attempt, _namespace(trigger), name, body,
+                                               _run_labels(trigger, ti))
+    except Exception as exc:  # noqa: BLE001 - a worker plans again and submits it (or fails it for good)
+        trigger.log.warning("could not create attempt %d (JobSet %s/%s) from the triggerer (%s: %s): the task "
+                            "resumes on a worker to submit it", number, _namespace(trigger), name,
+                            type(exc).__name__, exc)
+        return trigger._event(NEXT_ATTEMPT_PENDING, state, restarts, f"attempt {number} not created from the "
+                              f"triggerer: {type(exc).__name__}: {exc}", verdict)
+    if created:
+        trigger.log.info("submitted JobSet %s/%s from the triggerer (attempt %d, try %s, newest finalized step %s)",
+                         _namespace(trigger), name, number, ti.try_number, end.last_step)
+    else:  # 409: another live copy of this trigger created it (its name is this task's), or this one before
+        trigger.log.info("JobSet %s/%s (attempt %d) already exists for this try: following it", _namespace(trigger),
+                         name, number)
+    follower = await _adopt(trigger, obj, next_history, created)
+    await asyncio.to_thread(_delete_ended, trigger, hook, ti, name)
+    return FollowNext(follower)
+
+
+def _not_this_trys_lock(trigger: Any, ti: Any) -> str:
+    """Why the run lock is not held by this task for this try ("" when it is): blocking (off the loop)."""
+    from mtc_provider.adapters.run_lock import HOLDER, OWNER
+    from mtc_provider.triggers.attempt_end import run_lock
+
+    lock = run_lock(trigger, _hook(trigger), ti)
+    data = lock.read()
+    if data[HOLDER] != lock.holder:
+        return f"it is held by {data[HOLDER] or 'no one'}"
+    tried = (data[OWNER] or {}).get("try_number")
+    if tried is not None and tried != ti.try_number:
+        return f"try {tried} of this task holds it now"
+    return lock._elsewhere(data)
+
+
+def _hook(trigger: Any, outage_s: float = 0.0) -> Any:
+    from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
+
+    bound = min(float(getattr(trigger, "api_outage_timeout", 0) or 0), outage_s)
+    return MtcJobSetAsyncHook(trigger.connection).sync_hook(api_outage_timeout=bound)
+
+
+async def _adopt(trigger: Any, obj: Mapping[str, Any], history: list[int | None], created: bool = False) -> Any:
+    """The trigger that follows attempt `obj` of this try: its record opened in the run lock when missing (the run's
+    record then says `running`), its budget judged against every closed attempt before it."""
+    from mtc_provider.core.attempt.launch import attempt_of
+
+    name, number = obj["metadata"]["name"], attempt_of(obj)
+    from mtc_provider.triggers.attempt_end import push_xcoms
+
+    try:
+        records, started, pushed = await asyncio.to_thread(_open_record, trigger, obj, history, created)
+    except Exception as exc:  # noqa: BLE001 - the next end (or the worker at the try's end) closes what is there
+        trigger.log.warning("could not open the record of attempt %d (JobSet %s) in the run lock (%s: %s); it is "
+                            "followed all the same", number, name, type(exc).__name__, exc)
+        records, started, pushed = [], time.time(), []
+    await push_xcoms(trigger, trigger.task_instance, pushed)
+    extra = {**trigger.extra, "attempt": number, "history": history,
+             "budget": _budget(trigger.extra.get("budget"), records, name, started)}
+    return following(trigger, name, extra)
+
+
+def following(trigger: Any, name: str, extra: dict[str, Any]) -> Any:
+    """The trigger for another attempt of the same try: the same settings, a fresh per-attempt state (stall and
+    progress clocks, ledger writer), from the JobSet's current state (resourceVersion None: a copy that finds it
+    created may find it advanced)."""
+    follower = type(trigger)(**{**trigger.serialize()[1], "name": name, "resource_version": None,
+                                "restarts_seen": 0, "extra": extra})
+    follower.task_instance, follower.trigger_id = trigger.task_instance, getattr(trigger, "trigger_id", None)
+    if "clock" in vars(trigger):  # a test's clock
+        follower.clock = trigger.clock
+    return follower
+
+
+def _open_record(trigger: Any, obj: Mapping[str, Any], history: list[int | None],
+                 created: bool = False) -> tuple[list[dict], float, list[tuple[str, Any]]]:
+    """Open attempt `obj`'s record (not again when the run lock has it), say the run is running, and collect the
+    XComs the worker's launch pushes for it (every attempt so far, its console links); blocking."""
+    from mtc_provider.adapters import metrics
+    from mtc_provider.adapters.attempt_journal import ATTEMPTS_XCOM_KEY
+    from mtc_provider.core.attempt.attempt_records import AttemptRecord
+    from mtc_provider.core.attempt.launch import attempt_of
+    from mtc_provider.core.attempt.run_summary import RUNNING
+    from mtc_provider.links.jobset import created_at
+    from mtc_provider.triggers.attempt_end import journal_of
+
+    ti = trigger.task_instance
+    pushed: list[tuple[str, Any]] = []
+    journal = journal_of(trigger, _hook(trigger), ti, pushed)
+    name = obj["metadata"]["name"]
+    # created now: its start is now, as the worker's launch records it (the API's creationTimestamp has whole
+    # seconds); found (a restart, another copy): when the API created it
+    now = time.time()
+    record = AttemptRecord(attempt=attempt_of(obj), try_number=ti.try_number, jobset=name,
+                           start=now if created else created_at(obj, now), last_step=history[-1])
+    records = journal.open(record, history)
+    journal.attempts = records
+    journal.record_run(RUNNING, "attempt submitted")
+    pushed.append((ATTEMPTS_XCOM_KEY, records))  # every attempt so far, this one open (the worker's `_push_run`)
+    started = next((r.get("start") for r in records if r.get("jobset") == name), record.start)
+    pushed.extend(console_links(trigger.extra[NEXT_ATTEMPT].get("console"), _namespace(trigger), name, started))
+    if created:  # counted once, by the copy that created it (the worker's launch counts its own)
+        # timed from the previous attempt's end: the new record has none, so the records after its opening serve
+        metrics.attempt_submitted(metrics.trigger_tags(trigger), records, record.start)
+    return records, started, pushed
+
+
+def console_links(console: Mapping[str, Any] | None, namespace: str, name: str,
+                  start: float | None) -> list[tuple[str, str]]:
+    """The attempt's JobSet and pod-logs links (links.jobset: as the worker's `persist_links` stores them for a new
+    attempt), from the console scope the operator handed over; empty values on a target without a console."""
+    from mtc_provider.links.jobset import JobSetLogsLink, JobSetWorkloadLink, logs_url, workload_url
+
+    if not console:
+        return [(JobSetWorkloadLink.key, ""), (JobSetLogsLink.key, "")]
+    return [(JobSetWorkloadLink.key, workload_url(console["project_id"], console["location"],
+                                                  console["cluster_name"], namespace, name)),
+            (JobSetLogsLink.key, logs_url(console["project_id"], console["cluster_name"], namespace, name, start,
+                                          None, console.get("replicated_job")))]
+
+
+def _budget(budget: Mapping[str, Any] | None, records: list[dict], name: str, started: float | None) -> Any:
+    """The next attempt's budget check as the operator computes it (`_budget_check`): the settings, every closed
+    attempt before it, its start."""
+    if not budget:
+        return budget
+    from mtc_provider.core.attempt.budget import BudgetCheck, spans_of
+
+    given = BudgetCheck.from_dict(budget)
+    return BudgetCheck(given.budget, spans_of(r for r in records if r.get("jobset") != name), started,
+                       given.step_seconds).to_dict()
+
+
+def _delete_ended(trigger: Any, hook: Any, ti: Any, current: str) -> None:
+    """This task's ended attempts deleted (their checkpoints stay), the newest keep_failed_attempts failed ones kept;
+    each logged with who asked. Best effort: what is left, the next worker of this task or the teardown deletes."""
+    from mtc_provider.core.attempt.launch import attempt_of, kept_failed
+    from mtc_provider.core.attempt.status import evaluate_jobset
+    from mtc_provider.core.basics.vocabulary import DELETE_ATTEMPT_ENDED
+
+    namespace, asked = _namespace(trigger), f"the attempt's own end, trigger of try {ti.try_number}"
+    try:
+        found = hook.this_tasks_jobsets(namespace, trigger.extra["run_name"], _run_labels(trigger, ti))
+        ended = [o for o in found if o["metadata"]["name"] != current and evaluate_jobset(o).ended
+                 and not evaluate_jobset(o).terminating]
+        kept = kept_failed(ended, int(trigger.extra.get(KEEP_FAILED) or 0))
+        for obj in ended:
+            name = obj["metadata"]["name"]
+            if name in kept:
+                trigger.log.warning("keeping failed JobSet %s/%s for debugging (keep_failed_attempts=%s, asked by "
+                                    "%s): the teardown deletes it, or: mtc delete %s --attempt %s", namespace, name,
+                                    trigger.extra.get(KEEP_FAILED), asked, trigger.extra["run_name"],
+                                    attempt_of(obj))
+                continue
+            trigger.log.info("deleting ended JobSet %s/%s (%s) after the next attempt was submitted (checkpoints "
+                             "are kept): asked by %s", namespace, name, evaluate_jobset(obj).phase, asked)
+            hook.delete(name, namespace, reason=DELETE_ATTEMPT_ENDED)
+    except Exception as exc:  # noqa: BLE001 - an ended JobSet holds no running pods; it is deleted later
+        trigger.log.warning("could not delete this task's ended attempts from the triggerer (%s: %s): the next "
+                            "worker of this task or the run's teardown deletes them", type(exc).__name__, exc)
+
+
+async def newest_of_try(trigger: Any) -> Any | None:
+    """A trigger that follows the newest attempt of this try when it is newer than the trigger's own (a triggerer
+    restart rebuilt it from the kwargs of attempt N after it submitted N+1), else None. A failed listing is None:
+    the trigger's own attempt is watched, as before."""
+    from mtc_provider.core.attempt.launch import attempt_of, history_of
+    from mtc_provider.core.attempt.status import evaluate_jobset
+    from mtc_provider.core.basics import labels as L
+
+    if not allowed(trigger):
+        return None
+    ti, own = trigger.task_instance, int(trigger.extra.get("attempt") or 0)
+
+    def newest() -> Mapping[str, Any] | None:
+        found = _hook(trigger).this_tasks_jobsets(_namespace(trigger), trigger.extra["run_name"],
+                                                  _run_labels(trigger, ti))
+        mine = [o for o in found if str((o["metadata"].get("labels") or {}).get(L.TRY_NUMBER)) == str(ti.try_number)
+                and attempt_of(o) > own and not evaluate_jobset(o).terminating]
+        return max(mine, key=attempt_of) if mine else None
+
+    try:
+        obj = await asyncio.to_thread(newest)
+    except Exception as exc:  # noqa: BLE001 - its own attempt is watched; a newer one is found at its end
+        trigger.log.warning("could not list this task's attempts for a newer one of this try (%s: %s): watching "
+                            "JobSet %s/%s", type(exc).__name__, exc, trigger.namespace, trigger.name)
+        return None
+    if obj is None:
+        return None
+    history = history_of(obj) or [*(trigger.extra.get("history") or [None]), None]
+    trigger.log.info("this try already follows attempt %d (JobSet %s/%s, submitted from the triggerer after attempt "
+                     "%d ended): following it, not deciding attempt %d again", attempt_of(obj), trigger.namespace,
+                     obj["metadata"]["name"], own, own)
+    return await _adopt(trigger, obj, history)
