@@ -1,5 +1,6 @@
-"""The one place a GCS client is made: the google provider's GCSHook for GCS, and the same hook pointed at a GCS
-JSON API endpoint of our own (the local target's GCS) for everything else.
+"""Where a GCS client is made: the google provider's GCSHook for GCS, and the same hook pointed at a GCS JSON API
+endpoint of our own (the local target's GCS) for the bucket and IAM steps; the local target's checkpoint listings
+make the same client without this module's imports (adapters.gcs_endpoint.EndpointClient).
 
 `EndpointGCSHook` is GCSHook with two documented seams changed, so its `get_conn()`, uploads, downloads and
 listings are GCSHook's own:
@@ -23,10 +24,7 @@ from typing import Any
 
 from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
-LOCAL_PROJECT = "mtc-local"  # the project id the local target's buckets and IAM members are in
-LOCAL_PROJECT_NUMBER = "0"
-# A local GCS started on demand by a task (not `mtc local up`) exits when unused this long; the next use starts one.
-IDLE_ENV, DEFAULT_IDLE_SECONDS = "MTC_GCS_IDLE_SECONDS", 120.0
+from mtc_provider.adapters.gcs_endpoint import LOCAL_PROJECT
 
 
 class EndpointGCSHook(GCSHook):

@@ -62,7 +62,7 @@ class LocalBackend(ListsCheckpointsByPath):
     def bucket(self) -> Any:
         from mtc_provider.adapters.gcs_bucket import LOCAL_LOCATION, BucketAccess
         from mtc_local.target.gcs import local_gcs_hook
-        from mtc_provider.adapters.gcs_hook import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER
+        from mtc_provider.adapters.gcs_endpoint import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER
 
         client = local_gcs_hook(self.target.home).get_conn()  # the home's token, read here
         return BucketAccess(client, LOCAL_PROJECT, LOCAL_LOCATION, LOCAL_PROJECT_NUMBER)

@@ -1,6 +1,8 @@
 """The local target's GCS as the provider reads it: a GCSHook pointed at the home's local GCS (started on demand,
-as a process) with the home's token, and the checkpoint store of a folder in a local bucket (listed through that
-GCS by the GKE code path). The registry's `store_for_path` hands a trigger this store from the folder alone."""
+as a process) with the home's token for the bucket and IAM steps, and the checkpoint store of a folder in a local
+bucket, listed through that GCS by the GKE code path (GcsCheckpointStore) with the same storage client made without
+the google provider's hook module (adapters.gcs_endpoint: an Airflow retry lists before it creates its next JobSet).
+The registry's `store_for_path` hands a trigger this store from the folder alone."""
 
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ from mtc_provider.adapters.checkpoint_stores import (
 )
 from mtc_provider.adapters.protocols import ApiError, CheckpointInfo
 
-if TYPE_CHECKING:  # the google provider's GCSHook is imported at the first listing, as GcsCheckpointStore does
+if TYPE_CHECKING:  # the google provider's GCSHook is imported by the bucket and IAM steps only
+    from mtc_provider.adapters.gcs_endpoint import EndpointClient
     from mtc_provider.adapters.gcs_hook import EndpointGCSHook
 
 # home -> (endpoint, when it last answered its health check). A server exits only after its idle time without a
@@ -40,12 +43,23 @@ def local_gcs_hook(home: str) -> EndpointGCSHook:
     """EndpointGCSHook for a local target home's GCS (started on demand) with the home's token."""
     from mtc_provider.adapters.gcs_hook import EndpointGCSHook
 
+    return EndpointGCSHook(*_endpoint_and_token(home))
+
+
+def local_gcs_client(home: str) -> EndpointClient:
+    """The same storage client for a local target home's GCS, without GCSHook's module (checkpoint listings)."""
+    from mtc_provider.adapters.gcs_endpoint import EndpointClient
+
+    endpoint, token = _endpoint_and_token(home)
+    return EndpointClient(endpoint, token=token)
+
+
+def _endpoint_and_token(home: str) -> tuple[str, str]:
     endpoint = local_gcs_endpoint(home)
     try:
-        token = require_token(Path(home).expanduser().resolve())
+        return endpoint, require_token(Path(home).expanduser().resolve())
     except TokenError as err:
         raise ApiError(401, f"the local GCS token of {home}: {err}", "Unauthorized") from None
-    return EndpointGCSHook(endpoint, token=token)
 
 
 def local_gcs_endpoint(home: str) -> str:
@@ -53,7 +67,7 @@ def local_gcs_endpoint(home: str) -> str:
     process (`python -m mtc_local.gcs up`). A process's first look reads the endpoint the running server wrote
     (`<home>/gcs/server.json`) and checks it holds the home's token: one request, not a Python process."""
     from mtc_local.gcs.lifecycle import read_server_file
-    from mtc_provider.adapters.gcs_hook import DEFAULT_IDLE_SECONDS, IDLE_ENV
+    from mtc_provider.adapters.gcs_endpoint import DEFAULT_IDLE_SECONDS, IDLE_ENV
 
     home = str(Path(home).expanduser().resolve())
     idle = os.environ.get(IDLE_ENV) or str(DEFAULT_IDLE_SECONDS)
@@ -76,11 +90,12 @@ def local_gcs_endpoint(home: str) -> str:
 
 class LocalBucketCheckpointStore(FinalizedSteps):
     """A checkpoint directory inside a local target's bucket folder, listed through the home's local GCS by
-    GcsCheckpointStore (the GKE code path: GCSHook, matchGlob, startOffset, pages). Paths in and out stay the
-    local paths the caller uses. The endpoint is looked up (and the server started) on each call, in the
-    calling thread, so a trigger never blocks its event loop on it and a restarted server is found again; the
-    lookup health-checks the server at most every few seconds (gcs_hook.local_gcs_endpoint); the home's token is
-    read when the hook is made (a trigger carries only the checkpoint directory)."""
+    GcsCheckpointStore (the GKE code path: matchGlob, startOffset, pages, error mapping) with the client GCSHook
+    would make (local_gcs_client). Paths in and out stay the local paths the caller uses. The endpoint is looked up
+    (and the server started) on each call, in the calling thread, so a trigger never blocks its event loop on it
+    and a restarted server is found again; the lookup health-checks the server at most every few seconds
+    (local_gcs_endpoint); the home's token is read when the client is made (a trigger carries only the checkpoint
+    directory)."""
 
     def __init__(self, home: str, bucket: str) -> None:
         self.home, self.bucket = home, bucket
@@ -95,7 +110,7 @@ class LocalBucketCheckpointStore(FinalizedSteps):
         endpoint = local_gcs_endpoint(self.home)
         if self.gcs is None or self.gcs.hook.api_endpoint != endpoint:
             cost = self.gcs.cost if self.gcs is not None else ListingCost()
-            self.gcs = GcsCheckpointStore(hook=local_gcs_hook(self.home))  # with the home's token, read here
+            self.gcs = GcsCheckpointStore(hook=local_gcs_client(self.home))  # with the home's token, read here
             self.gcs.cost = cost
         if not self.root.is_dir():  # before the workload's first write, as its folder would be made by it
             self._create_bucket()
@@ -104,7 +119,7 @@ class LocalBucketCheckpointStore(FinalizedSteps):
     def _create_bucket(self) -> None:
         """The local bucket, made through the API (HNS, uniform access) when sensing starts before training."""
         from mtc_provider.adapters.gcs_bucket import LOCAL_LOCATION, GcsBucketApi
-        from mtc_provider.adapters.gcs_hook import LOCAL_PROJECT
+        from mtc_provider.adapters.gcs_endpoint import LOCAL_PROJECT
         from mtc_provider.core.definition.description.spec import BucketSpec
 
         GcsBucketApi(self.gcs.hook.get_conn()).ensure_bucket(BucketSpec(self.bucket, LOCAL_LOCATION), LOCAL_PROJECT)
