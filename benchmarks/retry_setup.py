@@ -18,7 +18,8 @@ module (what the DAG file's import does in a task process). Arms, alternated (AB
   answer times are part of what a change to the local target can move).
 
 Reported, medians: the run lock's acquire (the checkpoint claim and the run lock), the checkpoint store's
-construction, the listing, the whole `execute`, requests and clients made, and the same acquire again by a later
+construction, the listing, the time from the call to the next JobSet's create (``to_create``: what kill -> next
+JobSet waits for), the whole `execute`, requests and clients made, and the same acquire again by a later
 try in that process (``acquire_warm``: imports warm, four requests) beside one bare warm request on the same
 client (``roundtrip``: a read of the run lock, median of 5), so ``acquire_warm / roundtrip`` says how many round
 trips the acquire costs; ratios ours / floor (what the provider adds to the unavoidable part), ours /
@@ -124,6 +125,14 @@ def child(arm: str, home: str, run: str) -> dict[str, Any]:
         return call(self, *args, **kwargs)
 
     kubernetes.KubernetesJobSetApi._call = counted
+    created: list[float] = []  # when the next JobSet's create was sent: what a retry's kill -> next JobSet waits for
+    create = kubernetes.KubernetesJobSetApi.create
+
+    def timed_create(self: Any, *args: Any, **kwargs: Any) -> Any:
+        created.append(time.perf_counter())
+        return create(self, *args, **kwargs)
+
+    kubernetes.KubernetesJobSetApi.create = timed_create
     if arm == "client_per_request":
         init = kubernetes.KubernetesJobSetApi.__init__
 
@@ -150,6 +159,8 @@ def child(arm: str, home: str, run: str) -> dict[str, Any]:
         except TaskDeferred:
             pass
     spans.seconds["execute"] = time.perf_counter() - start
+    if created:
+        spans.seconds["to_create"] = created[0] - start
     if arm != "floor":  # the same claim and lock taken again by a later try, imports warm: the requests alone
         from mtc_provider.core.attempt.ownership import task_owner
         from mtc_provider.core.basics import labels as L
@@ -285,8 +296,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               "load_average_at_start": load_at_start,
               "load_average_at_end": [round(x, 2) for x in os.getloadavg()], **summarize(samples),
               "samples": samples}
-    columns = ["acquire_s", "store_s", "listing_s", "execute_s", "requests", "clients", "acquire_warm_s",
-               "roundtrip_s"]
+    columns = ["acquire_s", "store_s", "listing_s", "to_create_s", "execute_s", "requests", "clients",
+               "acquire_warm_s", "roundtrip_s"]
     print_table("Try 2's execute in a fresh process (medians)", ["arm", "n", *columns],
                 [[arm, s["n"], *(s.get(c) for c in columns)] for arm, s in result["arms"].items()])
     print("; ".join(f"{key.replace('_over_', ' / ')} {value:.2f}" for key, value in result.items()

@@ -43,7 +43,8 @@ def local_gcs_hook(home: str) -> EndpointGCSHook:
     """EndpointGCSHook for a local target home's GCS (started on demand) with the home's token."""
     from mtc_provider.adapters.gcs_hook import EndpointGCSHook
 
-    return EndpointGCSHook(*_endpoint_and_token(home))
+    endpoint, token = _endpoint_and_token(home)
+    return EndpointGCSHook(endpoint, token=token)
 
 
 def local_gcs_client(home: str) -> EndpointClient:
