@@ -60,3 +60,18 @@ def test_an_end_the_executor_did_not_count_is_reported(executor):
     # a callback's workload (keyed by its id, reported running then ended) and a task never counted: as Airflow's
     assert ends(executor, ("callback-1", "running"), (TRY_1, TaskInstanceState.SUCCESS)) == {
         "callback-1": ("running", None), TRY_1: (TaskInstanceState.SUCCESS, None)}
+
+
+def test_on_an_airflow_that_counts_dispatches_itself_its_own_reading_applies(executor, monkeypatch):
+    # Airflow 3.4's LocalExecutor keeps a resumed try's key running itself (local_executor.py `_finish_dispatch`)
+    # and reads its results as (pid, key, state, exc): the executor must not read them as 3.3's
+    from airflow.executors.local_executor import LocalExecutor
+
+    from mtc_provider.executors import local
+
+    read = []
+    monkeypatch.setattr(local, "AIRFLOW_COUNTS_DISPATCHES", True)
+    monkeypatch.setattr(LocalExecutor, "_read_results", lambda self: read.append(self))
+    executor._in_flight.update([TRY_1, TRY_1])
+    executor._read_results()
+    assert read == [executor]

@@ -23,7 +23,10 @@ scheduler then applies that `success` to the resumed try: its resume-after-defer
 workload is handed to a worker (the LocalExecutor never fills `running`), so a `queued` (apache/airflow#67287,
 fixed on main by #68741, in no release installed here) or `running` (#72716, open) try is failed as "killed
 externally" and its try is lost. This executor reports a process's end only when no other process of the same
-try is queued or in flight, so the deferring one's can never reach the resumed try.
+try is queued or in flight, so the deferring one's can never reach the resumed try. Airflow 3.4's LocalExecutor
+does the like itself (3.4.0b2 local_executor.py `_finish_dispatch`: "A resumed attempt reuses its key", a count
+of dispatches per key that keeps the key `running` while another is live, so `has_task` holds), and there this
+executor leaves it to Airflow.
 """
 
 from __future__ import annotations
@@ -36,9 +39,13 @@ from airflow.models.taskinstancekey import TaskInstanceKey
 
 from mtc_provider.preload import PRELOAD, preload
 
+# Airflow 3.4+ counts a try's dispatches itself (module docstring); its results are read differently there
+AIRFLOW_COUNTS_DISPATCHES = hasattr(LocalExecutor, "_finish_dispatch")
+
 
 class PreloadLocalExecutor(LocalExecutor):
-    """The LocalExecutor whose worker processes (and so every task process) start with `PRELOAD` imported."""
+    """The LocalExecutor whose worker processes (and so every task process) start with `PRELOAD` imported, and
+    which never reports a deferring process's end against its resumed try (module docstring)."""
 
     def start(self) -> None:
         method = multiprocessing.get_start_method()
@@ -57,8 +64,8 @@ class PreloadLocalExecutor(LocalExecutor):
         super().start()
 
     def _process_workloads(self, workload_list) -> None:
-        # counted before the workers can take them, so a result never finds its process uncounted
-        self._in_flight.update(w.key for w in workload_list if isinstance(w.key, TaskInstanceKey))
+        if not AIRFLOW_COUNTS_DISPATCHES:  # counted before the workers can take them: no result finds one uncounted
+            self._in_flight.update(w.key for w in workload_list if isinstance(w.key, TaskInstanceKey))
         super()._process_workloads(workload_list)
 
     def _read_results(self) -> None:
@@ -66,6 +73,8 @@ class PreloadLocalExecutor(LocalExecutor):
         process of the same try is queued or running: that end can only be the deferring process's, and the
         scheduler would apply it to the resumed one (module docstring). A task workload reports once, at its end
         (`ExecuteTask.running_state` is None)."""
+        if AIRFLOW_COUNTS_DISPATCHES:
+            return super()._read_results()
         while not self.result_queue.empty():
             key, state, _exc = self.result_queue.get()
             if isinstance(key, TaskInstanceKey) and self._superseded(key):
