@@ -28,7 +28,6 @@ RUNNING = "running"
 RESTARTING = "restarting"
 SUCCEEDED = "succeeded"
 FAILED = "failed"
-PHASES = (PENDING, RUNNING, RESTARTING, SUCCEEDED, FAILED)
 
 # The JobSet rule FailJobSet fires only on failures the user declared final (our builder: the
 # podFailurePolicy's "bug" exit codes), so resubmitting cannot help.

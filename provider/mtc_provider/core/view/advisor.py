@@ -461,8 +461,6 @@ def apply_advice(params: Mapping[str, Any], payload: Mapping[str, Any] | None) -
 
 
 # ---- `mtc advise`: figures given by hand and/or measured, one report ---------------------------------------
-COST_FIELDS = ("step_s", "save_local_s", "save_persistent_s", "restore_local_s", "restore_persistent_s",
-               "restart_s", "local_write_s")
 
 
 def advice_report(measured: Measurements | None, given: Mapping[str, Any], rates: FailureRates | None,

@@ -297,8 +297,3 @@ def check_gcsfuse_option(where: str, option: str) -> str:
         require(value in ("true", "false"), where, option,
                 f"{flag}, {flag}=true or {flag}=false: the driver discards another value ({GCSFUSE_SOURCE}, boolFlags)")
     return option
-
-
-def check_gcsfuse_options(where: str, options: Iterable[str]) -> None:
-    for i, option in enumerate(options):
-        check_gcsfuse_option(f"{where}[{i}]", option)

@@ -86,7 +86,6 @@ def normalize_local_directory(directory: Any) -> str:
 
 
 MIN_POLL_INTERVAL_S = 1.0  # below this a watch or listing loop only loads the API server and the bucket
-MAXTEXT_COMMAND = maxtext_command(DEFAULT_LAYOUT)  # the current release's trainer (docs/maxtext.md)
 
 
 @dataclass(frozen=True)
