@@ -1,25 +1,10 @@
 """Checkpoint periods from measurements: expected goodput of a two-tier schedule and the (L, P) maximising it.
 
-The model (first order in the failure rates; docs/advisor.md derives it). A run makes progress in steps of `step_s`
-seconds; every L steps a local save blocks training for `save_local_s`, every P steps (a multiple of L, so each
-persistent save step is also a local one) a persistent save blocks for `save_persistent_s` (the cost measured on
-such a step, local part included). Without failures one step of progress costs
-
-    tau = step_s + save_local_s * (1/L - 1/P) + save_persistent_s / P.
-
-Failures arrive at constant rates (per second of wall time) and each costs, in expectation:
-
-    host loss   (the local tier covers):      L*tau/2 lost + restart_s + restore_local_s
-    slice loss  (needs the persistent tier):  P*tau/2 lost + restart_s + restore_persistent_s
-    preemption  (autocheckpoint covers):      save_persistent_s + restart_s + restore_persistent_s
-
-With F = sum(rate x cost), a wall time T holds T*F of failure cost, so T = (N*tau + startup_s) / (1 - F) and
-
-    goodput = N*step_s*(1 - F) / (N*tau + startup_s)     (= step_s/tau * (1 - F) for a long run),
-
-zero when F >= 1 (failures come faster than the run can recover). Minimising the save overhead plus the lost work
-of one tier alone gives Young's interval sqrt(2 x save cost x MTBF), reported as a cross-check (for P the save
-cost is what a persistent save adds to a local one, save_persistent_s - save_local_s).
+The model is first order in the failure rates; docs/advisor.md derives it. One step of progress costs
+tau = step_s + save_local_s * (1/L - 1/P) + save_persistent_s / P (P a multiple of L); host losses cost L*tau/2
+of lost work, slice losses P*tau/2, preemptions a persistent save, each plus a restart and a restore. With F the
+failure cost per second, goodput = N*step_s*(1 - F) / (N*tau + startup_s), zero when F >= 1. Young's interval
+sqrt(2 x save cost x MTBF) is reported as a cross-check.
 """
 
 from __future__ import annotations
