@@ -18,6 +18,7 @@ from mtc_provider.adapters.checkpoint_stores import AsyncCheckpointStore
 from mtc_provider.core.measure.listing import ListingOutage
 from mtc_provider.core.measure.progress import (PERSISTENT, REPLICATOR, SOURCE_WORDS, Progress,
                                               ProgressTracker)
+from mtc_provider.triggers import init_kwargs
 
 REACHED, STALLED, LISTING_FAILED = "reached", "stalled", "listing_failed"
 WATERMARK_KEY = "last_step"
@@ -114,14 +115,7 @@ class CheckpointProgressTrigger(BaseTrigger):
         self.listing_timeout = listing_timeout
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}", {
-            "checkpoint_dir": self.checkpoint_dir, "target_step": self.target_step,
-            "stall_timeout": self.stall_timeout, "poll_interval": self.poll_interval,
-            "gcp_conn_id": self.gcp_conn_id, "started_at": self.started_at, "window_s": self.window_s,
-            "max_logged": self.max_logged, "listing_timeout": self.listing_timeout,
-            "impersonation_chain": self.impersonation_chain, "backup_dir": self.backup_dir,
-            "backup_nodes": self.backup_nodes,
-        })
+        return init_kwargs(self)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         store = open_async_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)
@@ -218,10 +212,7 @@ class CheckpointAssetTrigger(BaseEventTrigger):
         self.gcp_conn_id = gcp_conn_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}", {
-            "checkpoint_dir": self.checkpoint_dir, "run_name": self.run_name,
-            "poll_interval": self.poll_interval, "gcp_conn_id": self.gcp_conn_id,
-        })
+        return init_kwargs(self)
 
     async def _watermark(self) -> int | None:
         if self.asset_state_store is None:

@@ -15,6 +15,7 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mtc_provider.core.basics.errors import OperationFailed
+from mtc_provider.triggers import init_kwargs
 from mtc_provider.core.definition.cluster.readiness import all_ok
 
 
@@ -64,9 +65,7 @@ class GkeOperationTrigger(BaseTrigger):
         self.poll_interval = poll_interval
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}",
-                {"operation": self.operation, "target": self.target, "api_endpoint": self.api_endpoint,
-                 "poll_interval": self.poll_interval})
+        return init_kwargs(self)
 
     def _poll(self) -> bool:
         from mtc_provider.targets.gke.cluster import operation_done
@@ -122,11 +121,7 @@ class ClusterReadinessTrigger(BaseTrigger):
         self.capacity = list(capacity or ["on-demand", ""])
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}",
-                {"target": self.target, "slices": self.slices, "deadline": self.deadline, "sizing": self.sizing,
-                 "checkpoint_configuration_name": self.checkpoint_configuration_name,
-                 "api_endpoint": self.api_endpoint, "poll_interval": self.poll_interval,
-                 "bucket_name": self.bucket_name, "capacity": self.capacity})
+        return init_kwargs(self)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from mtc_provider.targets import backend_for
