@@ -15,6 +15,7 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 from mtc_provider.adapters.checkpoint_stores import AsyncCheckpointStore
+from mtc_provider.core.basics.payload import Payload
 from mtc_provider.core.measure.listing import ListingOutage
 from mtc_provider.core.measure.progress import (PERSISTENT, REPLICATOR, SOURCE_WORDS, Progress,
                                               ProgressTracker)
@@ -172,7 +173,7 @@ class CheckpointProgressTrigger(BaseTrigger):
 
 
 @dataclass(frozen=True)
-class CheckpointAssetEvent:
+class CheckpointAssetEvent(Payload):
     """One new persistent checkpoint, as recorded in the asset event's extra (under "payload")."""
 
     step: int
@@ -180,13 +181,6 @@ class CheckpointAssetEvent:
     run_name: str
     checkpoint_dir: str
     path: str
-
-    def to_payload(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_payload(cls, data: dict[str, Any]) -> "CheckpointAssetEvent":
-        return cls(**{k: data[k] for k in ("step", "commit_time", "run_name", "checkpoint_dir", "path")})
 
 
 class CheckpointAssetTrigger(BaseEventTrigger):

@@ -9,42 +9,29 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mtc_provider.core.basics.errors import OperationFailed
+from mtc_provider.core.basics.payload import Payload
 from mtc_provider.triggers import init_kwargs
 from mtc_provider.core.definition.cluster.readiness import all_ok
 
 
 @dataclass(frozen=True)
-class OperationEvent:
+class OperationEvent(Payload):
     status: str  # "done" | "error"
     operation: str
     message: str = ""
 
-    def to_payload(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> "OperationEvent":
-        return cls(**payload)
-
 
 @dataclass(frozen=True)
-class ReadinessEvent:
+class ReadinessEvent(Payload):
     status: str  # "ready" | "timeout" | "error"
     checks: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
-
-    def to_payload(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> "ReadinessEvent":
-        return cls(**payload)
 
 
 class GkeOperationTrigger(BaseTrigger):

@@ -14,6 +14,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from mtc_provider.core.basics.payload import Payload
 from mtc_provider.core.basics.errors import SpecError, finite_number
 from mtc_provider.core.view.goodput import Timeline, timeline_from_workload_events
 
@@ -133,7 +134,7 @@ def young_daly_steps(save_s: float, rate: float, step_s: float) -> float | None:
 
 
 @dataclass(frozen=True)
-class Advice:
+class Advice(Payload):
     local_period: int
     persistent_period: int
     expected: Expected
@@ -143,9 +144,6 @@ class Advice:
     min_local_period: int
     max_period: int
     notes: list[str] = field(default_factory=list)
-
-    def to_payload(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def min_local_period(costs: Costs) -> int:
@@ -230,7 +228,7 @@ def _argmax_int(f: Any, low: int, high: int) -> tuple[float, int]:
 
 # ---- measurements from earlier runs ----------------------------------------------------------------------
 @dataclass(frozen=True)
-class Measurements:
+class Measurements(Payload):
     """What the local workload's events of earlier runs say; None where nothing was seen."""
 
     step_s: float | None
@@ -272,9 +270,6 @@ class Measurements:
                                               f"(mtc advise --{missing[0].replace('_', '-')})")
         values["local_write_s"] = values["local_write_s"] or 0.0
         return Costs(**values)
-
-    def to_payload(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _median(values: Sequence[float]) -> float | None:
