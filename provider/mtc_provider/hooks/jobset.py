@@ -76,18 +76,11 @@ class MtcJobSetHook(BaseHook):
 
     hook_name = "MTC JobSet"
 
-    def __init__(
-        self,
-        target: Any = None,
-        kubernetes_conn_id: str | None = None,
-        kubeconfig: str | None = None,
-        context: str | None = None,
-        checkpoint_store_factory: Callable[[str, str], CheckpointStore] | None = None,
-        connection: Mapping[str, Any] | None = None,
-        api_outage_timeout: float = 0.0,
-        request_timeout: float | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, target: Any = None, kubernetes_conn_id: str | None = None, kubeconfig: str | None = None,
+                 context: str | None = None,
+                 checkpoint_store_factory: Callable[[str, str], CheckpointStore] | None = None,
+                 connection: Mapping[str, Any] | None = None, api_outage_timeout: float = 0.0,
+                 request_timeout: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.connection = dict(connection) if connection is not None else None
         self.api_outage_timeout = float(api_outage_timeout)

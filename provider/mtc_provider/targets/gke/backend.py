@@ -26,9 +26,7 @@ class GkeCluster:
         return None  # every control-plane step applies
 
     def _client_factory(self, cluster: dict[str, Any]) -> Any:
-        from mtc_provider.adapters.checkpoint_configuration import (
-            gke_api_client_factory,
-        )
+        from mtc_provider.adapters.checkpoint_configuration import gke_api_client_factory
 
         t = self.target
         return gke_api_client_factory(cluster, t.gcp_conn_id, t.impersonation_chain, t.use_internal_ip,
@@ -46,9 +44,7 @@ class GkeCluster:
         cluster = self.control_plane().describe()
         config = None
         if checkpoint_configuration_name:
-            from mtc_provider.adapters.checkpoint_configuration import (
-                CheckpointConfigurationApi,
-            )
+            from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi
 
             config = CheckpointConfigurationApi(self._client_factory(cluster)).get(checkpoint_configuration_name)
         from mtc_provider.adapters.access_review import rbac_checks
@@ -76,9 +72,7 @@ class GkeBackend(ListsCheckpointsByPath):
 
     def jobset_connection(self) -> dict[str, Any]:
         from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
-        from airflow.providers.google.cloud.operators.kubernetes_engine import (
-            GKEClusterAuthDetails,
-        )
+        from airflow.providers.google.cloud.operators.kubernetes_engine import GKEClusterAuthDetails
 
         from mtc_provider.targets.gke.target import resolve_project
 

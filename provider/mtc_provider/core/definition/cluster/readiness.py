@@ -140,17 +140,10 @@ def matching_node_pools(cluster: Mapping[str, Any], slices: SliceSpec) -> list[s
     ]
 
 
-def evaluate_cluster(
-    cluster: Mapping[str, Any],
-    slices: SliceSpec,
-    project_id: str,
-    location: str,
-    checkpoint_configuration: Mapping[str, Any] | None = None,
-    checkpoint_configuration_name: str | None = None,
-    bucket_name: str | None = None,
-    ramdisk: RamdiskSize | None = None,
-    capacity: tuple[str, str] = ("on-demand", ""),
-) -> list[Check]:
+def evaluate_cluster(cluster: Mapping[str, Any], slices: SliceSpec, project_id: str, location: str,
+                     checkpoint_configuration: Mapping[str, Any] | None = None,
+                     checkpoint_configuration_name: str | None = None, bucket_name: str | None = None,
+                     ramdisk: RamdiskSize | None = None, capacity: tuple[str, str] = ("on-demand", "")) -> list[Check]:
     """Every check of the guide's "Configure the GKE cluster" section, in the order a user would fix them.
 
     `checkpoint_configuration_name` asks for the CheckpointConfiguration check; `checkpoint_configuration`

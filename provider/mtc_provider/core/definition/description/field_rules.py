@@ -13,12 +13,8 @@ import re
 from typing import Any, Iterable, Mapping
 
 from mtc_provider.core.basics.errors import SpecError, require
-from mtc_provider.core.basics.names import (
-    DNS1123_LABEL_MAX,
-    DNS1123_SUBDOMAIN_MAX,
-    DNS1123_SUBDOMAIN_RE,
-    LABEL_VALUE_RE,
-)
+from mtc_provider.core.basics.names import (DNS1123_LABEL_MAX, DNS1123_SUBDOMAIN_MAX, DNS1123_SUBDOMAIN_RE,
+                                            LABEL_VALUE_RE)
 
 K8S_VALIDATION = "Kubernetes pkg/apis/core/validation/validation.go"
 APIMACHINERY = "Kubernetes k8s.io/apimachinery pkg/util/validation"

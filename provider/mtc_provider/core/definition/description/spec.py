@@ -15,36 +15,17 @@ from typing import Any, Mapping
 from mtc_provider.core.definition.render.customization import CustomizationSpec
 from mtc_provider.core.basics.errors import SpecError, positive_int, require
 from mtc_provider.core.definition.render.flag_table import default as flag_default
-from mtc_provider.core.definition.render.graceful_exit import (
-    MODES as GRACEFUL_MODES,
-    MODES_ALLOWED as GRACEFUL_MODES_ALLOWED,
-    OPERATOR as GRACEFUL_DEFAULT,
-)
+from mtc_provider.core.definition.render.graceful_exit import (MODES as GRACEFUL_MODES,
+                                                               MODES_ALLOWED as GRACEFUL_MODES_ALLOWED,
+                                                               OPERATOR as GRACEFUL_DEFAULT)
 from mtc_provider.core.basics.kind_rules import no_faults_on, rules_for
-from mtc_provider.core.definition.description.locations import (
-    REGION_RE,
-    ZONE_RE,
-    check_bucket_location,
-    check_bucket_name,
-    check_project_id,
-)
-from mtc_provider.core.definition.render.maxtext import (
-    DEFAULT_LAYOUT,
-    check_command_layout,
-    check_multi_tier,
-    check_target_mode,
-    maxtext_command,
-)
-from mtc_provider.core.basics.names import (
-    REPLICATED_JOB_NAME_MAX,
-    check_checkpoint_configuration_name,
-    check_dns1123_label,
-    check_gke_name,
-    check_jobset_name,
-    check_namespace,
-    check_run_name,
-    check_service_account,
-)
+from mtc_provider.core.definition.description.locations import (REGION_RE, ZONE_RE, check_bucket_location,
+                                                                check_bucket_name, check_project_id)
+from mtc_provider.core.definition.render.maxtext import (DEFAULT_LAYOUT, check_command_layout, check_multi_tier,
+                                                         check_target_mode, maxtext_command)
+from mtc_provider.core.basics.names import (REPLICATED_JOB_NAME_MAX, check_checkpoint_configuration_name,
+                                            check_dns1123_label, check_gke_name, check_jobset_name, check_namespace,
+                                            check_run_name, check_service_account)
 from mtc_provider.core.definition.description.run_checks import RunChecks, check_run
 from mtc_provider.core.definition.shape.sizing import RamdiskSize, ramdisk_size
 from mtc_provider.core.definition.shape.tpu import SliceSpec

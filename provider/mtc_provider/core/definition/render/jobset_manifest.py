@@ -22,12 +22,7 @@ from mtc_provider.core.definition.render.maxtext import container_command
 from mtc_provider.core.basics.names import DNS1123_LABEL_MAX, LABEL_VALUE_RE, label_value
 from mtc_provider.core.definition.description.spec import CheckpointingSpec, RunConfig, WorkloadSpec
 from mtc_provider.core.definition.shape.tpu import SliceSpec
-from mtc_provider.core.basics.vocabulary import (
-    DOWNWARD_API_ENV,
-    JOB_REASON_POD_FAILURE_POLICY,
-    JOBSET,
-    MTC_CSI_DRIVER,
-)
+from mtc_provider.core.basics.vocabulary import DOWNWARD_API_ENV, JOB_REASON_POD_FAILURE_POLICY, JOBSET, MTC_CSI_DRIVER
 
 API_VERSION = JOBSET.api_version
 KIND = JOBSET.kind
@@ -199,25 +194,17 @@ def _pod_spec(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: Wor
     return spec
 
 
-def build_jobset(
-    slices: SliceSpec,
-    checkpointing: CheckpointingSpec,
-    workload: WorkloadSpec,
-    labels: Mapping[str, str] | None = None,
-    customization: CustomizationSpec | None = None,
-) -> dict[str, Any]:
+def build_jobset(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec,
+                 labels: Mapping[str, str] | None = None,
+                 customization: CustomizationSpec | None = None) -> dict[str, Any]:
     """The JobSet for `slices.num_slices` slices of `slices.hosts_per_slice` hosts each, customized."""
     jobset = _base_jobset(slices, checkpointing, workload, labels)
     return apply_customization(jobset, customization or CustomizationSpec(), workload.container_name,
                                lambda obj: provider_owned(obj, workload.container_name))
 
 
-def _base_jobset(
-    slices: SliceSpec,
-    checkpointing: CheckpointingSpec,
-    workload: WorkloadSpec,
-    labels: Mapping[str, str] | None,
-) -> dict[str, Any]:
+def _base_jobset(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec,
+                 labels: Mapping[str, str] | None) -> dict[str, Any]:
     all_labels = {
         RUN_NAME: label_value(checkpointing.run_name),
         MANAGED_BY: MANAGED_BY_VALUE,
