@@ -180,13 +180,9 @@ class MtcJobSetHook(BaseHook):
         """A run at a glance: its attempts (state, restarts, reason) and the newest finalized step."""
         found = self.find_by_run(run_name, namespace)
         checkpoint_dir = next((a.checkpoint_dir for a in reversed(found) if a.checkpoint_dir), "")
-        return {
-            "run_name": run_name,
-            "namespace": namespace or self.namespace,
-            "attempts": [a.to_dict() for a in found],
-            "checkpoint_dir": checkpoint_dir,
-            "newest_step": self.newest_step(checkpoint_dir) if checkpoint_dir else None,
-        }
+        return {"run_name": run_name, "namespace": namespace or self.namespace,
+                "attempts": [a.to_dict() for a in found], "checkpoint_dir": checkpoint_dir,
+                "newest_step": self.newest_step(checkpoint_dir) if checkpoint_dir else None}
 
     def failed_pod_logs(self, name: str, namespace: str | None = None, lines: int = 50) -> list[str]:
         """The tails of the JobSet's failed pods' logs, leader first, as task-log lines (empty when none failed)."""

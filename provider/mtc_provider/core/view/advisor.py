@@ -110,11 +110,9 @@ def expected_goodput(costs: Costs, rates: FailureRates, local_period: int, persi
     startup_s = _number("startup_s", startup_s, "a number >= 0 (seconds)")
     lcm = L * P // math.gcd(L, P)  # steps where both tiers save count as persistent save steps
     tau = costs.step_s + costs.save_local_s * (1 / L - 1 / lcm) + costs.save_persistent_s / P
-    per_failure = {
-        "host_loss": L * tau / 2 + costs.restart_s + costs.restore_local_s,
-        "slice_loss": P * tau / 2 + costs.restart_s + costs.restore_persistent_s,
-        "preemption": costs.save_persistent_s + costs.restart_s + costs.restore_persistent_s,
-    }
+    per_failure = {"host_loss": L * tau / 2 + costs.restart_s + costs.restore_local_s,
+                   "slice_loss": P * tau / 2 + costs.restart_s + costs.restore_persistent_s,
+                   "preemption": costs.save_persistent_s + costs.restart_s + costs.restore_persistent_s}
     load = sum(getattr(rates, kind) * cost for kind, cost in per_failure.items())
     if load >= 1:
         goodput = 0.0

@@ -73,11 +73,9 @@ def gcloud_set_workload_pool(cluster: str, location: str, project_id: str) -> st
 
 
 def gcloud_enable_addons(cluster: str, location: str, project_id: str) -> str:
-    return _cmd(
-        "gcloud", "container", "clusters", "update", cluster,
-        "--update-addons=HighScaleCheckpointing=ENABLED,GcsFuseCsiDriver=ENABLED",
-        f"--location={location}", f"--project={project_id}",
-    )
+    return _cmd("gcloud", "container", "clusters", "update", cluster,
+                "--update-addons=HighScaleCheckpointing=ENABLED,GcsFuseCsiDriver=ENABLED",
+                f"--location={location}", f"--project={project_id}")
 
 
 def gcloud_create_node_pool(cluster: str, location: str, project_id: str, pool: str, slices: SliceSpec,
@@ -91,17 +89,13 @@ def gcloud_create_node_pool(cluster: str, location: str, project_id: str, pool: 
 
 
 def gcloud_pool_workload_metadata(cluster: str, location: str, project_id: str, pool: str) -> str:
-    return _cmd(
-        "gcloud", "container", "node-pools", "update", pool, f"--cluster={cluster}", f"--location={location}",
-        "--workload-metadata=GKE_METADATA", f"--project={project_id}",
-    )
+    return _cmd("gcloud", "container", "node-pools", "update", pool, f"--cluster={cluster}", f"--location={location}",
+                "--workload-metadata=GKE_METADATA", f"--project={project_id}")
 
 
 def gcloud_upgrade_master(cluster: str, location: str, project_id: str) -> str:
-    return _cmd(
-        "gcloud", "container", "clusters", "upgrade", cluster, "--master",
-        f"--cluster-version={MTC_MIN_VERSION_NEW}", f"--location={location}", f"--project={project_id}",
-    )
+    return _cmd("gcloud", "container", "clusters", "upgrade", cluster, "--master",
+                f"--cluster-version={MTC_MIN_VERSION_NEW}", f"--location={location}", f"--project={project_id}")
 
 
 # --- cluster checks ---------------------------------------------------------------------------------
