@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Iterable
 
 COMMIT_FILE = "commit_success.txt"
-CHECKPOINT_METADATA_FILE = "_CHECKPOINT_METADATA"
 # The item folder inside a step, by who wrote it (read in maxtext/common/checkpointing.py, emergency_checkpointing.py
 # and orbax/checkpoint/experimental/emergency/checkpoint_manager.py):
 ITEM_DIRS = {

@@ -11,23 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mtc_provider.core.basics.payload import Payload
+
 
 @dataclass(frozen=True)
-class Progress:
+class Progress(Payload):
     """What the UI shows: the XCom of the sensor and the payload of its trigger events."""
 
     latest_step: int | None
     commit_time: float | None
     steps_per_hour: float | None
     seconds_since_checkpoint: float | None
-
-    def to_payload(self) -> dict[str, Any]:
-        return {
-            "latest_step": self.latest_step,
-            "commit_time": self.commit_time,
-            "steps_per_hour": self.steps_per_hour,
-            "seconds_since_checkpoint": self.seconds_since_checkpoint,
-        }
 
     @classmethod
     def from_payload(cls, data: dict[str, Any]) -> "Progress":
