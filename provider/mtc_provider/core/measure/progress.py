@@ -219,7 +219,7 @@ def replicator_backup_dir(checkpointing: Any) -> str | None:
     readiness cross-checks it), under the job name MaxText gives it (`job-name: <run_name>` in `replicator.yaml`:
     Orbax `experimental/emergency/multi_tier_checkpointing/initialization.py`, called with MaxText's `run_name`),
     one folder per backup named by its time (`YYYY-MM-DD_HH-MM`), each node's `<job>-s<step>-n<node>-w<worker>.meta`
-    beside `D<hash>.data` (Orbax `mtc_checkpoint_converter.py`; GoogleCloudPlatform/ml-auto-solutions
+    beside `D<hash>.data` (GoogleCloudPlatform/ml-auto-solutions `dags/orbax/util/validation_util.py`;
     `dags/orbax/maxtext_mtc_save_gcs.py` reads `<bucket>/<run_name>/<time>/` while its base_output_directory is
     `<bucket>/<out_folder>`). So the bucket's root, not `base_output_directory`; listed recursively for `*.meta`
     (`GcsCheckpointStore.newest_backup`: a step counts once every node backed it up).
