@@ -73,6 +73,7 @@ def _present_at_creates(r):
 
 def test_a_stall_after_progress_is_followed_by_the_trigger_without_a_worker(run, caplog, capsys):
     r = run()
+    r.cluster.deletion_reads = 200  # the pods' grace period, long enough that a create without the wait sees it
     trigger = r.defer()
     at_create = _present_at_creates(r)
     with caplog.at_level(logging.INFO):
