@@ -240,3 +240,33 @@ def test_a_copy_whose_attempt_is_deleted_by_the_other_copy_s_stall_end_follows_t
     ledger = L.RunLedger.from_dict(r.comms.xcoms["ledger"])
     assert [d.attempt for d in ledger.decisions if d.kind == L.NEXT_ATTEMPT_IN_TRY] == [1]
     assert r.complete(results[0][0])["attempt"] == 2
+
+
+def test_new_pods_that_never_start_after_progress_are_followed_by_the_trigger(run, tmp_path):
+    """A host lost after step 40, the JobSet restarts in the cluster, and the new pods never become ready (a new node
+    whose ramdisk never mounts stays Pending): after startup_timeout that start is an interruption (`startup-timeout`
+    in the ledger), followed in the same try by the trigger, as the worker follows it
+    (tests/operators/jobset/test_js_gke_semantics.py)."""
+    from tests.doubles.memory_jobset import pod_unschedulable
+    from tests.operators.jobset.test_js_gke_semantics import _restarted_pending
+
+    def restarted_never_ready(obj):
+        r.cluster.set_pods("default", obj["metadata"]["name"], [pod_unschedulable(obj["metadata"]["name"], i)
+                                                                for i in range(2)])
+        return _restarted_pending()
+
+    r = run([[status_running(), reach(tmp_path, 40, status_running()), restarted_never_ready]
+             + [_restarted_pending()] * 2000,
+             [status_running(), reach(tmp_path, 100, status_completed())]],
+            stall_timeout=3600, startup_timeout=0.5)
+    (event,) = asyncio.run(r.events(r.defer()))
+    ev = JobSetEvent.from_payload(event.payload)
+    assert ev.kind == ENDED and ev.extra["attempt"] == 2 and ev.verdict["kind"] == "succeed", ev
+    first, second = r.cluster.created
+    assert r.cluster.delete_reasons == [(first, DELETE_ATTEMPT_FAILED)] and r.completions == 0
+    assert r.complete(event)["attempt"] == 2
+    (one, two) = r.xcoms()["attempts"]
+    assert (one["outcome"], one["in_try"], one["restarts"]) == ("disrupted", True, 1), one
+    assert "did not start within startup_timeout" in one["reason"], one
+    ledger = L.RunLedger.from_dict(r.xcoms()["ledger"])
+    assert [(i.attempt, i.kind) for i in ledger.interruptions if i.restart is None] == [(1, L.STARTUP_TIMEOUT)]
