@@ -220,14 +220,16 @@ def test_a_triggerer_restart_between_the_steps_finishes_them_once(run, monkeypat
         L.NEXT_ATTEMPT_IN_TRY, "succeed"]
 
 
-def test_a_copy_whose_attempt_is_deleted_by_the_other_copy_s_stall_end_follows_the_next_one(run):
-    """Two live copies of the trigger: the one that sees the stall closes attempt 1 and deletes it; the other
-    sees attempt 1 deleted before attempt 2 exists (the window between the delete and the create) and must not
-    call it "deleted outside this task", which would fail the run: both follow the one attempt 2."""
+@pytest.mark.parametrize("second_stall_timeout", [3600.0, STALL["stall_timeout"]])
+def test_two_live_copies_create_one_next_attempt_after_a_stall(run, second_stall_timeout):
+    """Two live copies of the trigger. With a long stall limit the second never judges the stall: it sees attempt 1
+    deleted before attempt 2 exists (the window between the delete and the create) and must not call it "deleted
+    outside this task", which would fail the run. With the same limit both judge it: one closes the record, both
+    delete and wait, one create answers 409 and is followed. Either way one attempt 2, decided once."""
     r = run()
     first = r.defer()
     classpath, kwargs = first.serialize()
-    second = type(first)(**{**kwargs, "stall_timeout": 3600.0})  # it never judges the stall itself
+    second = type(first)(**{**kwargs, "stall_timeout": second_stall_timeout})
     second.task_instance = r.ti
 
     async def both():
