@@ -73,18 +73,18 @@ async def next_after_stall(trigger: Any, state: JobSetState, restarts: int, kind
 
 
 async def delete_stalled(trigger: Any, ti: Any, why: str) -> str:
-    """Delete attempt N's JobSet (foreground) and wait until it is gone: "" then, else why not (the caller hands
-    the task to a worker). Every call off the loop; no thread is held between the reads."""
+    """Delete attempt N's JobSet (foreground) and wait until it is gone: "" then, else the stall's event message
+    that hands the task to a worker. Every call off the loop; no thread is held between the reads."""
     from mtc_provider.adapters.kill_delete import adelete_within
     from mtc_provider.adapters.protocols import NotFound
     from mtc_provider.core.basics.vocabulary import DELETE_ATTEMPT_FAILED
     from mtc_provider.triggers.next_in_try import _hook
 
     namespace, name, hook = trigger.namespace, trigger.name, _hook(trigger)
-    where = f"{namespace}/{name}"
+    where, why = f"{namespace}/{name}", why.split(" (", 1)[0]  # the stall's own sentence
     trigger.log.warning("deleting stalled JobSet %s (checkpoints are kept) and waiting until its pods are gone, "
                         "before the next attempt: asked by the attempt's own end (%s), trigger of try %s", where,
-                        why.split(" (", 1)[0], ti.try_number)
+                        why, ti.try_number)
     try:
         failed = await adelete_within(lambda: asyncio.to_thread(hook.delete, name, namespace, DELETE_ATTEMPT_FAILED),
                                       DELETE_BUDGET_S)
@@ -107,7 +107,8 @@ async def delete_stalled(trigger: Any, ti: Any, why: str) -> str:
                 await asyncio.sleep(min(float(trigger.poll_interval), GONE_POLL_S))
     trigger.log.warning("could not delete stalled JobSet %s from the triggerer (%s): the task resumes on a worker "
                         "to delete it and submit the next attempt", where, failed)
-    return f"stalled JobSet {where} not deleted from the triggerer: {failed}"
+    # the worker's stall reason: the stall, then why the triggerer left it
+    return f"{why}; the triggerer could not delete JobSet {where} and see it gone: {failed}"
 
 
 async def resumed(trigger: Any) -> FollowNext | TriggerEvent | None:
