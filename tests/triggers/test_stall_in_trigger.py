@@ -273,3 +273,18 @@ def test_new_pods_that_never_start_after_progress_are_followed_by_the_trigger(ru
     assert "did not start within startup_timeout" in one["reason"], one
     ledger = L.RunLedger.from_dict(r.xcoms()["ledger"])
     assert [(i.attempt, i.kind) for i in ledger.interruptions if i.restart is None] == [(1, L.STARTUP_TIMEOUT)]
+
+
+def test_a_jobset_still_terminating_after_deletion_timeout_hands_the_try_to_a_worker(run):
+    """Pods that do not go (a finalizer, a node that stopped answering): after the operator's deletion_timeout the
+    trigger creates nothing and hands the stall to a worker, which waits for the JobSet as it does for any."""
+    r = run(deletion_timeout=0.5)
+    r.cluster.deletion_reads = 10**9  # never gone
+    trigger = r.defer()
+    assert trigger.extra["deletion_timeout"] == 0.5
+    (event,) = asyncio.run(r.events(trigger))
+    ev = JobSetEvent.from_payload(event.payload)
+    assert ev.kind == STALLED and "could not delete JobSet" in ev.message and "still terminating after" in ev.message
+    first = r.cluster.created[0]
+    assert r.cluster.created == [first] and r.cluster.terminating() == [first]
+    assert [(a["attempt"], a["in_try"]) for a in r.comms.xcoms["attempts"] if a["end"] is not None] == [(1, True)]
