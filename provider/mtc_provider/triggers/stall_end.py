@@ -88,7 +88,7 @@ async def delete_stalled(trigger: Any, ti: Any, why: str) -> str:
     try:
         failed = await adelete_within(lambda: asyncio.to_thread(hook.delete, name, namespace, DELETE_ATTEMPT_FAILED),
                                       DELETE_BUDGET_S)
-    except Exception as exc:  # noqa: BLE001 - not an outage (a 403, a 500): a worker deletes it
+    except Exception as exc:  # noqa: BLE001 - not an outage (a 403, a 401): a worker deletes it
         failed = f"{type(exc).__name__}: {exc}"
     timeout = float(trigger.extra.get("deletion_timeout") or DELETION_TIMEOUT_S)
     deadline = time.monotonic() + timeout
