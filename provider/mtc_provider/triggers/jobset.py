@@ -455,11 +455,16 @@ class JobSetTrigger(BaseTrigger):
         return self._ledger
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from mtc_provider.triggers.next_in_try import FollowNext, newest_of_try
+        from mtc_provider.triggers.next_in_try import FollowNext
+        from mtc_provider.triggers.stall_end import resumed
 
         # A triggerer restart rebuilds this trigger from attempt N's kwargs: the newest attempt of its try is followed
-        # (triggers.next_in_try), not N decided again.
-        current = await newest_of_try(self) or self
+        # (triggers.next_in_try), or a stall's end it left half done finished (triggers.stall_end), not N decided again.
+        first = await resumed(self)
+        if first is not None and not isinstance(first, FollowNext):
+            yield first
+            return
+        current = first.trigger if first is not None else self
         while True:
             self._following = current if current is not self else None  # on_kill stops the attempt watched now
             async for event in current._watch():  # one event, after the ledger's last write of this watch
@@ -473,6 +478,8 @@ class JobSetTrigger(BaseTrigger):
                 return
 
     async def _watch(self) -> AsyncIterator[TriggerEvent]:
+        from mtc_provider.triggers.stall_end import next_after_stall
+
         # Off the triggerer's shared event loop: the target's hook and the clients' cold imports took 16-27 s in
         # one callback at load 10-12, which Airflow's watchdog reports as a deadlocked loop (adapters.kubernetes
         # AsyncKubernetesJobSetApi imports them when built; tests/triggers/test_trigger_event_loop.py)
@@ -499,10 +506,10 @@ class JobSetTrigger(BaseTrigger):
                 yield self._event(events.ERROR, state, restarts, f"{type(item).__name__}: {item}")
                 return
             if item is not None and item.type == "DELETED":
-                from mtc_provider.triggers.next_in_try import FollowNext, newest_of_try
+                from mtc_provider.triggers.stall_end import resumed
 
-                newer = await newest_of_try(self)  # another copy of this trigger ended it and submitted the next
-                yield FollowNext(newer) if newer is not None else \
+                # another copy of this trigger ended it (and submitted the next attempt, or is about to)
+                yield await resumed(self) or \
                     self._event(events.DELETED, state, restarts, "the JobSet was deleted while being watched")
                 return
             if item is not None:
@@ -542,14 +549,16 @@ class JobSetTrigger(BaseTrigger):
                     state = await hook.get_status(self.name, self.namespace)
             if state is not None and not state.terminating:
                 problem = await self.check_pods(api)
-                if problem:
-                    yield self._event(problem[0], state, restarts, problem[1])
+                if problem:  # new pods that never start after the run's had: a stall (triggers.stall_end)
+                    yield await next_after_stall(self, state, restarts, *problem) \
+                        or self._event(problem[0], state, restarts, problem[1])
                     return
             if state is not None and self._stall_watch() and not state.terminating:
                 reason = await self.check_stall(state)
                 if reason:
-                    metrics.stalled(metrics.trigger_tags(self))
-                    yield self._event(events.STALLED, state, restarts, reason)
+                    metrics.stalled(metrics.trigger_tags(self))  # its next attempt may follow from here
+                    yield await next_after_stall(self, state, restarts, events.STALLED, reason) \
+                        or self._event(events.STALLED, state, restarts, reason)
                     return
                 if self.listing_error:
                     yield self._event(events.LISTING_FAILED, state, restarts, self.listing_error)
