@@ -33,6 +33,11 @@ pytestmark = pytest.mark.timeout(120)
 STALL = {"stall_timeout": 0.3, "poll_interval": 0.01}
 
 
+def _stall_limit(kwargs, seconds: float) -> dict:
+    """A rebuilt trigger's kwargs with another stall limit (its `watch` record as serialized)."""
+    return {**kwargs, "watch": {**kwargs["watch"], "stall_timeout": seconds}}
+
+
 def _hangs(seconds: float = 0.01):
     def frame(obj):
         time.sleep(seconds)  # the JobSet runs on, its status unchanged: no step, no checkpoint
@@ -206,7 +211,7 @@ def test_a_triggerer_restart_between_the_steps_finishes_them_once(run, monkeypat
         stop_at == "delete")
     monkeypatch.setattr(stall_end, "delete_stalled", real_delete)
     monkeypatch.setattr(MtcJobSetHook, "submit_attempt", real_submit)
-    rebuilt = type(trigger)(**{**kwargs, "stall_timeout": 3600.0})  # a second stall wait would time the test out
+    rebuilt = type(trigger)(**_stall_limit(kwargs, 3600.0))  # a second stall wait would time the test out
     rebuilt.task_instance = r.ti
     with caplog.at_level(logging.INFO):
         (event,) = asyncio.run(r.events(rebuilt))
@@ -230,7 +235,7 @@ def test_two_live_copies_create_one_next_attempt_after_a_stall(run, second_stall
     r = run()
     first = r.defer()
     classpath, kwargs = first.serialize()
-    second = type(first)(**{**kwargs, "stall_timeout": second_stall_timeout})
+    second = type(first)(**_stall_limit(kwargs, second_stall_timeout))
     second.task_instance = r.ti
 
     async def both():
@@ -281,7 +286,7 @@ def test_a_jobset_still_terminating_after_deletion_timeout_hands_the_try_to_a_wo
     r = run(deletion_timeout=0.5)
     r.cluster.deletion_reads = 10**9  # never gone
     trigger = r.defer()
-    assert trigger.extra["deletion_timeout"] == 0.5
+    assert trigger.watch.times.deletion_timeout == 0.5
     (event,) = asyncio.run(r.events(trigger))
     ev = JobSetEvent.from_payload(event.payload)
     assert ev.kind == STALLED and "could not delete JobSet" in ev.message and "still terminating after" in ev.message

@@ -413,9 +413,8 @@ class MtcJobSetOperator(JobSetTargetMixin):
         """The trigger's leave to submit this try's next attempt (none for a synchronous try or a one-shot job)."""
         if not (self.next_attempt_in_trigger and self.deferrable) or self._completion:
             return {}
-        return {**next_in_trigger(self._rendered, workload, backend_for(self._target()).console,
-                                  self._opts.keep_failed_attempts),
-                "deletion_timeout": self._opts.times.deletion_timeout}  # a stalled attempt's (triggers.stall_end)
+        return next_in_trigger(self._rendered, workload, backend_for(self._target()).console,
+                               self._opts.keep_failed_attempts)
 
     def _budget_check(self, records: Sequence[Mapping[str, Any]], jobset: str) -> dict[str, Any] | None:
         """The run's budget for this attempt's end (operators.jobset_launch.budget_check); None in completion mode."""

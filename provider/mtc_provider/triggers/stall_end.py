@@ -34,7 +34,6 @@ from mtc_provider.core.attempt.status import JobSetState
 from mtc_provider.triggers.next_in_try import FollowNext
 
 DELETE_BUDGET_S = 60.0  # the delete is retried this long through a short API outage, then a worker takes over
-DELETION_TIMEOUT_S = 900.0  # how long N may take to go when the operator did not say (its deletion_timeout)
 GONE_POLL_S = 2.0  # at most this long between reads of the deleted JobSet (no thread is held while waiting)
 
 
@@ -90,7 +89,7 @@ async def delete_stalled(trigger: Any, ti: Any, why: str) -> str:
                                       DELETE_BUDGET_S)
     except Exception as exc:  # noqa: BLE001 - not an outage (a 403, a 401): a worker deletes it
         failed = f"{type(exc).__name__}: {exc}"
-    timeout = float(trigger.extra.get("deletion_timeout") or DELETION_TIMEOUT_S)
+    timeout = float(trigger.watch.times.deletion_timeout)  # the operator's deletion_timeout
     deadline = time.monotonic() + timeout
     while not failed:
         try:
@@ -104,7 +103,7 @@ async def delete_stalled(trigger: Any, ti: Any, why: str) -> str:
             if time.monotonic() >= deadline:
                 failed = f"still terminating after {timeout:.0f}s (foreground deletion waits for its pods)"
             else:
-                await asyncio.sleep(min(float(trigger.poll_interval), GONE_POLL_S))
+                await asyncio.sleep(min(float(trigger.watch.times.poll_interval), GONE_POLL_S))
     trigger.log.warning("could not delete stalled JobSet %s from the triggerer (%s): the task resumes on a worker "
                         "to delete it and submit the next attempt", where, failed)
     # the worker's stall reason: the stall, then why the triggerer left it
