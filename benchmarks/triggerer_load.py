@@ -138,6 +138,7 @@ async def scenario(kind: str, n: int, duration: float, poll: float, scratch: Pat
     from tests.doubles.memory_jobset import MemoryJobSetApi, MemoryJobSetCluster
     from mtc_provider.triggers import checkpoint as checkpoint_triggers
     from mtc_provider.triggers.checkpoint import CheckpointProgressTrigger
+    from mtc_provider.core.attempt.launch_options import WatchSettings, WatchTimes
     from mtc_provider.triggers.jobset import JobSetTrigger
 
     n_checkpoint = {"baseline": 0, "checkpoint": n, "jobset": 0, "mixed": n // 2}[kind]
@@ -194,7 +195,7 @@ async def scenario(kind: str, n: int, duration: float, poll: float, scratch: Pat
                 tasks.append(asyncio.create_task(run_trigger(trigger, rng.uniform(0, poll))))
             for i in range(n_jobset):
                 trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name=f"train-{i}",
-                                        poll_interval=poll)
+                                        watch=WatchSettings(times=WatchTimes(poll_interval=poll)))
                 tasks.append(asyncio.create_task(run_trigger(trigger, rng.uniform(0, poll))))
             await asyncio.sleep(duration)
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0

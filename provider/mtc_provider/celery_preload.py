@@ -1,16 +1,11 @@
-"""A Celery configuration for the launch worker that imports, once, what every launch try imports on first use.
+"""A Celery configuration for the launch worker that imports `mtc_provider.preload.PRELOAD` once, before the pool forks.
 
-A launch try's task process is forked from its Celery worker's pool process, which Celery forks from the worker's
-main process after it has imported the configuration's `imports` (celery.worker.WorkController: `init_worker`
-before the pool starts). The Kubernetes client, the cncf.kubernetes and google hooks and the provider's operator
-cost a task process seconds of CPU on its first request (docs/benchmarks.md, section 2: 3.2 s on an idle 2-core
-machine, tens of seconds when many tries start together); imported here, every try inherits them. The list is
-`mtc_provider.preload.PRELOAD`, which the LocalExecutor's preload (`mtc_provider.executors.local`) imports too.
+Celery forks its pool processes after the worker's main process has imported the configuration's `imports`
+(celery.worker.WorkController: `init_worker` before the pool starts), so every try's task process inherits them
+(mtc_provider.preload says what that saves). On the launch worker only (docs/deployment.md, "Worker slots on the
+resubmission path"); everything else is Airflow's own default Celery configuration:
 
     AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS=mtc_provider.celery_preload.CELERY_CONFIG
-
-on the launch worker only (docs/deployment.md, "Worker slots on the resubmission path"); everything else is
-Airflow's own default Celery configuration.
 """
 
 from __future__ import annotations

@@ -70,6 +70,7 @@ def get_provider_info() -> dict[str, Any]:
                     "mtc_provider.triggers.ledger_writer",
                     "mtc_provider.triggers.next_in_try",
                     "mtc_provider.triggers.kill",
+                    "mtc_provider.triggers.stall_end",
                 ],
             }
         ],

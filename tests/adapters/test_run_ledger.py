@@ -10,6 +10,7 @@ import json
 from types import SimpleNamespace
 
 from mtc_local.cluster.client import LocalCluster
+from mtc_provider.core.attempt.launch_options import WatchSettings, WatchTimes
 from mtc_provider.adapters.run_ledger import read_ledger
 from mtc_provider.adapters.run_lock import ATTEMPTS, RunLock
 from mtc_provider.core.attempt.ledger import HOST_LOSS, PREEMPTION, RunLedger
@@ -28,7 +29,8 @@ MAXTEXT = "completed step: {step}, seconds: 2.281, TFLOP/s/device: 190.1, Tokens
 def _trigger(home: str, clock: float) -> JobSetTrigger:
     """A watch that began at `clock` (its first start of the pods)."""
     trigger = JobSetTrigger(connection={"kind": "local", "home": home}, namespace=NS, name=f"{RUN}-a1",
-                            extra={"attempt": 1, "run_name": RUN, "namespace": NS}, progress_interval=30)
+                            extra={"attempt": 1, "run_name": RUN, "namespace": NS},
+                            watch=WatchSettings(times=WatchTimes(progress_interval=30)))
     trigger.task_instance = TI
     trigger.clock = lambda: clock
     return trigger

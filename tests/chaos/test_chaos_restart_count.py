@@ -14,6 +14,7 @@ the plan's hard faults, per attempt.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.util
 import threading
 from pathlib import Path
@@ -101,7 +102,7 @@ async def first_event(trigger, flags) -> dict | None:
     async def stall_when_hung(state):  # the stall verdict the trigger reaches after stall_timeout of no progress
         return "stalled: no new finalized checkpoint (hang)" if flags["hang"].is_set() else None
 
-    trigger.stall_timeout, trigger.check_stall = 35.0, stall_when_hung
+    trigger.watch, trigger.check_stall = dataclasses.replace(trigger.watch, stall_timeout=35.0), stall_when_hung
     flags["task"] = task = asyncio.ensure_future(_payload(trigger))
     try:
         return await task

@@ -39,13 +39,13 @@ Frame = Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]]
 
 # kubernetes-sigs/jobset pkg/constants/constants.go (reasons and messages of the JobSet conditions).
 REACHED_MAX_RESTARTS_REASON = V.REASON_REACHED_MAX_RESTARTS
-REACHED_MAX_RESTARTS_MESSAGE = V.MESSAGE_REACHED_MAX_RESTARTS
+REACHED_MAX_RESTARTS_MESSAGE = "jobset failed due to reaching max number of restarts"
 FAILED_JOBS_REASON = V.REASON_FAILED_JOBS
-FAILED_JOBS_MESSAGE = V.MESSAGE_FAILED_JOBS
+FAILED_JOBS_MESSAGE = "jobset failed due to one or more job failures"  # + " (first failed job: <job>)"
 ALL_JOBS_COMPLETED_REASON = V.REASON_ALL_JOBS_COMPLETED
-ALL_JOBS_COMPLETED_MESSAGE = V.MESSAGE_ALL_JOBS_COMPLETED
+ALL_JOBS_COMPLETED_MESSAGE = "jobset completed successfully"
 FAIL_JOBSET_ACTION_REASON = V.REASON_FAIL_JOBSET_ACTION
-FAIL_JOBSET_ACTION_MESSAGE = V.MESSAGE_FAIL_JOBSET_ACTION
+FAIL_JOBSET_ACTION_MESSAGE = "applying FailJobSet failure policy action"
 JOBSET_NAME_LABEL = V.JOBSET_NAME_LABEL
 
 

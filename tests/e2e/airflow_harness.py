@@ -313,7 +313,8 @@ def server_env(home: Path, local_home: Path, port: int, dags_folder: Path, extra
 
 # What the session's one Airflow (conftest.airflow_server) carries for each module that uses it.
 UI_RUN_NAME = "e2e"  # test_ui.py's run; dags/mtc_checkpoint_evaluation.py follows its checkpoints
-# test_preload_executor.py's probe DAG, and test_next_in_trigger.py's DAG (one pool slot, taken while train waits)
+# test_preload_executor.py's probe DAG, test_next_in_trigger.py's DAG (one pool slot, taken while train waits) and
+# test_defer_race.py's (a deferring process that ends after its resumed try started)
 PRELOAD_DAGS = Path(__file__).resolve().parent / "preload_dags"
 
 

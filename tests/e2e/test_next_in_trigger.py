@@ -44,3 +44,34 @@ def test_the_next_attempt_is_created_while_the_only_slot_is_taken(airflow_server
     assert train["try_number"] == 1, report
     log = server.task_log(DAG_ID, run_id, "train", 1)
     assert "from the triggerer (attempt 2, try 1" in log, log[-4000:]
+
+
+def test_the_next_attempt_after_a_stall_is_created_while_the_only_slot_is_taken(airflow_server):
+    """The same with a hang after progress (tests/e2e/preload_dags/stall_no_slot.py): the trigger judges the stall,
+    deletes attempt 1 and waits until its pods are gone, then creates attempt 2, while no slot is free for `train`
+    (triggers.stall_end); the try's log names who asked for the delete."""
+    server, dag_id = airflow_server, "stall_no_slot"
+    server.api("POST", "/pools", expect=(200, 201, 409),
+               json={"name": POOL, "slots": 1, "description": "one slot (test_next_in_trigger)",
+                     "include_deferred": False})
+    server.wait_for_dag(dag_id)
+    server.unpause(dag_id)
+    run_id = server.trigger(dag_id, {})
+    run = server.wait_for_run(dag_id, run_id, timeout=600)
+    assert run["state"] == "success", server.failure_report(dag_id, run_id)
+
+    def xcom(task: str, key: str):
+        return server.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task}/xcomEntries/{key}")["value"]
+
+    hog, attempts, ledger = xcom("hog", "return_value"), xcom("train", "attempts"), xcom("train", "ledger")
+    report = f"hog {hog}; attempts {attempts}"
+    assert hog["saw"] and hog["saw"].endswith("-a2"), report
+    assert [(a["attempt"], a["try"]) for a in attempts] == [(1, 1), (2, 1)], report  # no Airflow retry spent
+    assert attempts[0]["in_try"] and attempts[0]["outcome"] == "disrupted", report
+    assert [(i["attempt"], i["kind"]) for i in ledger["interruptions"]] == [(1, "stall")], ledger["interruptions"]
+    assert hog["took"] < attempts[1]["start"] <= hog["saw_at"], report
+    train = server.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train")
+    assert train["try_number"] == 1, report
+    log = server.task_log(dag_id, run_id, "train", 1)
+    assert "deleting stalled JobSet" in log and "trigger of try 1" in log, log[-4000:]
+    assert "from the triggerer (attempt 2, try 1" in log, log[-4000:]

@@ -2,7 +2,7 @@
 
 MaxText writes no persistent checkpoint in multi-tier mode; GKE MTC's replicator backs each node's local tier up
 to `<bucket>/<run_name>/<YYYY-MM-DD_HH-MM>/`, a `D<hash>.data/` folder and then `<job>-s<step>-n<node>-w<worker>.meta`
-per node (Orbax `mtc_checkpoint_converter.py`; core.measure.progress.replicator_backup_dir). A new start restores a
+per node (ml-auto-solutions `validation_util.py`; core.measure.progress.replicator_backup_dir). A new start restores a
 step only once every node backed it up, so the sensor counts a backup only then (adapters.checkpoint_stores
 `newest_backup`), in both its poke and its deferred (trigger) path.
 """

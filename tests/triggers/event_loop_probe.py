@@ -34,6 +34,7 @@ class _Slow(logging.Handler):
 
 
 started = time.monotonic()
+from mtc_provider.core.attempt.launch_options import PodLogs, WatchSettings, WatchTimes
 from mtc_provider.triggers.jobset import JobSetTrigger  # noqa: E402 - timed: the triggerer imports it on its loop
 
 import_s = time.monotonic() - started
@@ -45,8 +46,9 @@ apis: list = []  # the hooks the trigger made (each with its api)
 async def main() -> None:
     asyncio.get_running_loop().slow_callback_duration = threshold
     trigger = JobSetTrigger(connection={"kind": "local", "home": home}, namespace="default", name=name,
-                            poll_interval=1.0, checkpoint_dir=checkpoint_dir, stall_timeout=600, progress_interval=2,
-                            pod_logs=True, pod_logs_interval=2)
+                            checkpoint_dir=checkpoint_dir,
+                            watch=WatchSettings(times=WatchTimes(poll_interval=1.0, progress_interval=2),
+                                                pod_logs=PodLogs(enabled=True, interval=2), stall_timeout=600))
     made = trigger._hook
     trigger._hook = lambda: apis.append(made()) or apis[-1]
     events = trigger.run()
@@ -54,7 +56,7 @@ async def main() -> None:
     deadline = time.monotonic() + run_for
     while time.monotonic() < deadline and not (apis and apis[0].api.answers >= 2) and not first.done():
         await asyncio.sleep(0.2)
-    await asyncio.sleep(3 * trigger.poll_interval)  # a few rounds of the watch and the pod and progress checks
+    await asyncio.sleep(3 * trigger.watch.times.poll_interval)  # a few rounds of the watch and the pod and progress checks
     first.cancel()
     await asyncio.gather(first, return_exceptions=True)
 

@@ -57,6 +57,7 @@ def test_progress_xcom_moves_and_pod_logs_stream_during_the_run(monkeypatch, tmp
 
     from mtc_local.cluster.client import LocalCluster
     from mtc_local.target.cluster import running_kubeconfig
+    from mtc_provider.core.attempt.launch_options import PodLogs, WatchSettings, WatchTimes
     from mtc_provider.triggers.jobset import JobSetTrigger
 
     load_bundle_dags(monkeypatch, tmp_path, "mtc_owner_dags.py")
@@ -70,9 +71,10 @@ def test_progress_xcom_moves_and_pod_logs_stream_during_the_run(monkeypatch, tmp
     with create_session() as session:
         ti = make_dag_run(session, "mtc_owner_deferred", LOGICAL)
         trigger = Trigger.from_object(JobSetTrigger(
-            connection=connection, namespace=NS, name=NAME, poll_interval=1.0,
-            checkpoint_dir=str(tmp_path / "out" / "live" / "checkpoints"), progress_interval=2.0,
-            pod_logs=True, pod_logs_interval=1.0, pod_logs_max_lines=MAX_LINES,
+            connection=connection, namespace=NS, name=NAME,
+            checkpoint_dir=str(tmp_path / "out" / "live" / "checkpoints"),
+            watch=WatchSettings(times=WatchTimes(poll_interval=1.0, progress_interval=2.0),
+                                pod_logs=PodLogs(enabled=True, interval=1.0, max_lines=MAX_LINES)),
             extra={"run_name": "live", "namespace": NS, "attempt": 1, "target_step": 100000}))
         session.add(trigger)
         session.flush()

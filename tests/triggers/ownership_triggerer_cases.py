@@ -49,12 +49,13 @@ def _deferred_task_instance(connection) -> tuple[str, int]:
     from airflow.utils.session import create_session
     from airflow.utils.state import TaskInstanceState
 
+    from mtc_provider.core.attempt.launch_options import WatchSettings, WatchTimes
     from mtc_provider.triggers.jobset import JobSetTrigger
 
     with create_session() as session:
         ti = make_dag_run(session, "mtc_owner_deferred", LOGICAL)
         trigger = Trigger.from_object(JobSetTrigger(
-            connection=connection, namespace=NS, name=NAME, poll_interval=1.0,
+            connection=connection, namespace=NS, name=NAME, watch=WatchSettings(times=WatchTimes(poll_interval=1.0)),
             extra={"run_name": RUN_NAME, "namespace": NS, "attempt": 1}))
         session.add(trigger)
         session.flush()

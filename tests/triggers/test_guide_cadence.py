@@ -19,6 +19,7 @@ import yaml
 from tests.adapters.test_js_pod_logs import add_pod, factory
 from tests.doubles.kubernetes import KubernetesApiDouble
 from tests.support.checkpoint_fixtures import GCS_CONN_ID
+from mtc_provider.core.attempt.launch_options import PodLogs, WatchSettings, WatchTimes
 from mtc_provider.adapters.pod_logs import KubernetesPodLogs, LeaderLogFollower
 from mtc_provider.core.measure.progress import replicator_backup_dir
 from mtc_provider.core.attempt.attempt_records import end_of_attempt
@@ -80,11 +81,11 @@ def _trigger(config, clock: _Clock, core=None, reported: bool = True) -> JobSetT
     limit, cadence, _ = stall_rule(config, reported=reported)
     trigger = JobSetTrigger(connection={"kind": "gke", "cluster_url": "https://gke.invalid"}, namespace="default",
                             name="train", checkpoint_dir=config.checkpointing.checkpoint_directory,
-                            gcp_conn_id=GCS_CONN_ID, stall_timeout=limit, stall_cadence=cadence,
-                            backup_dir=replicator_backup_dir(config.checkpointing),
+                            gcp_conn_id=GCS_CONN_ID, backup_dir=replicator_backup_dir(config.checkpointing),
                             backup_nodes=config.slices.num_slices * config.slices.hosts_per_slice,
-                            pod_logs=core is not None,
-                            pod_logs_interval=30.0, progress_interval=None, push_progress=False)
+                            watch=WatchSettings(times=WatchTimes(progress_interval=None),
+                                                pod_logs=PodLogs(enabled=core is not None, interval=30.0),
+                                                stall_timeout=limit, stall_cadence=cadence, push_progress=False))
     trigger.clock = clock
     if core is not None:  # the leader's log through the real client against the API double
         trigger._follower = LeaderLogFollower(KubernetesPodLogs(factory(core)), "default", "train", clock=clock)

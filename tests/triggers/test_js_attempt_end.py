@@ -12,6 +12,7 @@ from airflow.triggers.base import TaskFailedEvent
 
 from tests.support.js_helpers import jobset_body
 from tests.doubles.memory_jobset import MemoryJobSetApi, status_failed, status_running
+from mtc_provider.core.attempt.launch_options import WatchSettings, WatchTimes
 from mtc_provider.adapters.run_lock import ATTEMPTS, RunLock
 from mtc_provider.core.basics import labels as L
 from mtc_provider.triggers import attempt_end
@@ -56,8 +57,8 @@ def _trigger(checkpoint_dir: str, ti=TI, **extra) -> JobSetTrigger:
     values = {"attempt": 1, "history": [10], "target_step": 100, "checkpoint_dir": checkpoint_dir,
               "run_name": "run", "namespace": "default", attempt_end.END_RETRY_IN_TRIGGER: True,
               "crash_loop_attempts": 3, "completion": False, **extra}
-    trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name="train", poll_interval=0,
-                            checkpoint_dir=checkpoint_dir, extra=values)
+    trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name="train", checkpoint_dir=checkpoint_dir,
+                            extra=values, watch=WatchSettings(times=WatchTimes(poll_interval=0)))
     trigger.task_instance = ti
     return trigger
 

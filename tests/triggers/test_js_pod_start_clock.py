@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+from mtc_provider.core.attempt.launch_options import WatchSettings, WatchTimes
 from mtc_provider.core.attempt.jobset_events import STARTUP_TIMEOUT, UNSTARTABLE
 from mtc_provider.triggers.jobset import JobSetTrigger
 from tests.core.test_pods_status import pod
@@ -26,9 +27,10 @@ class Pods:
         return self.items
 
 
-def trigger(now: list[float], **kwargs) -> JobSetTrigger:
+def trigger(now: list[float], capacity_log_interval: float = 3600, **times: float | None) -> JobSetTrigger:
     t = JobSetTrigger(connection={"kind": "local", "home": "/nonexistent"}, namespace="ml", name="train",
-                      poll_interval=0, capacity_log_interval=3600, **kwargs)
+                      watch=WatchSettings(times=WatchTimes(poll_interval=0, capacity_log_interval=capacity_log_interval,
+                                                           **times)))
     t.clock = lambda: now[0]
     t._pods_started = False  # what run() sets for an api that lists pods
     return t
@@ -134,8 +136,7 @@ class PodsAndEvents(Pods):
 def test_pods_stuck_in_container_creating_are_logged_with_their_mount_events_and_the_timeout_names_them(capsys):
     """Issue 32 (4): before, a scheduled pod stuck in ContainerCreating was neither logged nor explained."""
     now, api = [0.0], PodsAndEvents()
-    t = trigger(now, startup_timeout=600)
-    t.capacity_log_interval = 300
+    t = trigger(now, startup_timeout=600, capacity_log_interval=300)
     api.items = [pod("a0", waiting=("ContainerCreating", ""), attempt=0), pod("b0", "Running", attempt=0)]
     api.events = [failed_mount("a0"), failed_mount("someone-elses-pod")]
     assert check(t, api, 0, now) is None
@@ -156,9 +157,8 @@ def test_an_events_list_that_fails_is_logged_once_and_the_startup_clock_still_de
             raise PermissionError("events is forbidden")
 
     now, api = [0.0], Refused()
-    t = trigger(now, startup_timeout=10)
+    t = trigger(now, startup_timeout=10, capacity_log_interval=1)
     api.items = [pod("a0", waiting=("ContainerCreating", ""), attempt=0)]
-    t.capacity_log_interval = 1
     assert check(t, api, 0, now) is None
     assert check(t, api, 5, now) is None
     assert capsys.readouterr().out.count("could not list the events") == 1

@@ -13,6 +13,7 @@ from tests.doubles.memory_jobset import (
     status_restarting,
     status_running,
 )
+from mtc_provider.core.attempt.launch_options import WatchSettings, WatchTimes
 from mtc_provider.core.attempt.jobset_events import DELETED, ENDED, STALLED, JobSetEvent
 from mtc_provider.triggers.jobset import JobSetTrigger
 
@@ -20,7 +21,8 @@ CONNECTION = {"kind": "local", "home": "/nonexistent/mtc-home"}
 
 
 def _trigger(**kwargs) -> JobSetTrigger:
-    return JobSetTrigger(connection=CONNECTION, namespace="default", name="train", poll_interval=0, **kwargs)
+    return JobSetTrigger(connection=CONNECTION, namespace="default", name="train",
+                         watch=WatchSettings(times=WatchTimes(poll_interval=0)), **kwargs)
 
 
 async def _events(trigger: JobSetTrigger) -> list[JobSetEvent]:
@@ -31,8 +33,8 @@ def test_serialize_round_trip():
     trigger = JobSetTrigger(connection={"kind": "gke", "cluster_url": "https://1.2.3.4", "ssl_ca_cert": "Q0E=",
                                         "gcp_conn_id": "gcp", "impersonation_chain": None},
                             namespace="ml", name="train-a1", resource_version="42", restarts_seen=2,
-                            poll_interval=5, checkpoint_dir="gs://b/run/checkpoints", stall_timeout=600,
-                            delete_on_kill=False)
+                            checkpoint_dir="gs://b/run/checkpoints", delete_on_kill=False,
+                            watch=WatchSettings(times=WatchTimes(poll_interval=5), stall_timeout=600))
     classpath, kwargs = trigger.serialize()
     assert classpath == "mtc_provider.triggers.jobset.JobSetTrigger"
     again = JobSetTrigger(**kwargs)
@@ -119,8 +121,8 @@ class _StallAfterTwoChecks(JobSetTrigger):
 async def test_stall_extension_point_ends_the_watch(cluster):
     cluster.plan([status_running()] * 5 + [status_completed()])
     cluster.create("default", jobset_body())
-    trigger = _StallAfterTwoChecks(connection=CONNECTION, namespace="default", name="train", poll_interval=0,
-                                   checkpoint_dir="/tmp/ckpt", stall_timeout=600)
+    trigger = _StallAfterTwoChecks(connection=CONNECTION, namespace="default", name="train", checkpoint_dir="/tmp/ckpt",
+                                   watch=WatchSettings(times=WatchTimes(poll_interval=0), stall_timeout=600))
     (event,) = await _events(trigger)
     assert event.kind == STALLED and "no new checkpoint" in event.message
     assert cluster.live() == ["train"]  # the operator decides what to do with a stalled attempt
@@ -138,9 +140,9 @@ async def test_a_hung_attempt_whose_status_never_changes_is_reported_stalled(clu
     checkpoints = tmp_path / "checkpoints"
     (checkpoints / "10").mkdir(parents=True)
     (checkpoints / "10" / "commit_success.txt").write_text("")
-    trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name="train", poll_interval=0.05,
-                            resource_version=created["metadata"]["resourceVersion"],
-                            checkpoint_dir=str(checkpoints), stall_timeout=0.3)
+    trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name="train",
+                            resource_version=created["metadata"]["resourceVersion"], checkpoint_dir=str(checkpoints),
+                            watch=WatchSettings(times=WatchTimes(poll_interval=0.05), stall_timeout=0.3))
     now = [1_000_000.0]
     trigger.clock = lambda: now[0]
     verdicts: list[str | None] = []

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from mtc_provider.core.attempt.launch_options import ApiPacing, WatchSettings, WatchTimes
 from mtc_provider.adapters import task_state
 from mtc_provider.core.attempt.ownership import TaskLookup
 from mtc_provider.triggers.jobset import JobSetTrigger
@@ -34,8 +35,9 @@ def marked_failed(monkeypatch):
 
 
 def _trigger(cluster) -> JobSetTrigger:
-    trigger = JobSetTrigger(connection=cluster.connection, namespace="default", name="train", poll_interval=0.05,
-                            request_timeout=2)
+    trigger = JobSetTrigger(connection=cluster.connection, namespace="default", name="train",
+                            watch=WatchSettings(times=WatchTimes(poll_interval=0.05),
+                                                pacing=ApiPacing(request_timeout=2)))
     trigger.task_instance = SimpleNamespace(dag_id="d", run_id="r", task_id="train", map_index=-1, try_number=1)
     return trigger
 

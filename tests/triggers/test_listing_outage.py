@@ -15,6 +15,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from tests.support.checkpoint_fixtures import GCS_CONN_ID
+from mtc_provider.core.attempt.launch_options import WatchSettings, WatchTimes
 from mtc_provider import targets
 from mtc_provider.adapters import checkpoint_stores
 from tests.doubles.memory_jobset import (
@@ -54,11 +55,13 @@ def _slow(status: dict, seconds: float = 0.05, then=None):
     return frame
 
 
-async def _watch(cluster, run: str, **kwargs) -> list[JobSetEvent]:
+async def _watch(cluster, run: str, stall_timeout: float, listing_timeout: float) -> list[JobSetEvent]:
     created = cluster.create("default", {"metadata": {"name": "train"}, "spec": {}})
+    times = WatchTimes(poll_interval=0.02, listing_timeout=listing_timeout)
     trigger = JobSetTrigger(connection={"kind": "local", "home": "/nonexistent"}, namespace="default", name="train",
-                            resource_version=created["metadata"]["resourceVersion"], poll_interval=0.02,
-                            checkpoint_dir=f"gs://ckpt/{run}/checkpoints", gcp_conn_id=GCS_CONN_ID, **kwargs)
+                            resource_version=created["metadata"]["resourceVersion"],
+                            checkpoint_dir=f"gs://ckpt/{run}/checkpoints", gcp_conn_id=GCS_CONN_ID,
+                            watch=WatchSettings(times=times, stall_timeout=stall_timeout))
     return [JobSetEvent.from_payload(e.payload) async for e in trigger.run()]
 
 
@@ -72,9 +75,11 @@ class _Clock:
         return self.now
 
 
-def _trigger_at(run: str, clock: _Clock, **kwargs) -> JobSetTrigger:
+def _trigger_at(run: str, clock: _Clock, stall_timeout: float, listing_timeout: float) -> JobSetTrigger:
     trigger = JobSetTrigger(connection={"kind": "local", "home": "/nonexistent"}, namespace="default", name="train",
-                            checkpoint_dir=f"gs://ckpt/{run}/checkpoints", gcp_conn_id=GCS_CONN_ID, **kwargs)
+                            checkpoint_dir=f"gs://ckpt/{run}/checkpoints", gcp_conn_id=GCS_CONN_ID,
+                            watch=WatchSettings(times=WatchTimes(listing_timeout=listing_timeout),
+                                                stall_timeout=stall_timeout))
     trigger.clock = clock
     return trigger
 

@@ -349,10 +349,12 @@ def test_a_copy_that_sees_its_attempt_deleted_follows_the_next_one(run, monkeypa
     deletion (another copy ended it, submitted attempt 2 and deleted attempt 1; a polling watch sees a GET's 404,
     not the states in between: adapters.kubernetes `watch`) follows attempt 2, not "deleted outside this task",
     which would end the run."""
-    real = next_in_try.newest_of_try
+    from mtc_provider.triggers import stall_end
+
+    real = stall_end.resumed
     starts = []
 
-    async def none_at_start(trigger):  # its start came before attempt 2 was created
+    async def none_at_start(trigger):  # its start came before attempt 2 was created (attempt 1 still there)
         starts.append(trigger.name)
         return None if len(starts) == 1 else await real(trigger)
 
@@ -365,7 +367,7 @@ def test_a_copy_that_sees_its_attempt_deleted_follows_the_next_one(run, monkeypa
     assert name in r.cluster.deleted and name not in r.cluster.present()
     late = type(first)(**{**kwargs, "resource_version": before_deletion.obj["metadata"]["resourceVersion"]})
     late.task_instance = r.ti
-    monkeypatch.setattr(next_in_try, "newest_of_try", none_at_start)
+    monkeypatch.setattr(stall_end, "resumed", none_at_start)
     (late_event,) = asyncio.run(r.events(late))
     assert starts[:2] == [name, name]  # its start, then the deletion
     ev = JobSetEvent.from_payload(late_event.payload)

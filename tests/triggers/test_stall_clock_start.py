@@ -21,6 +21,7 @@ import pytest
 
 from tests.adapters.test_js_pod_logs import add_pod, factory
 from tests.doubles.kubernetes import KubernetesApiDouble
+from mtc_provider.core.attempt.launch_options import PodLogs, WatchSettings, WatchTimes
 from mtc_provider.adapters.pod_logs import KubernetesPodLogs, LeaderLogFollower
 from mtc_provider.core.measure.progress import PERSISTENT, REPORTED_EVENTS, REPORTED_LOG, ProgressSignal
 from mtc_provider.core.attempt.status import JobSetState
@@ -84,8 +85,10 @@ def core():
 
 def _trigger(clock: _Clock, core, checkpoint_dir: str) -> JobSetTrigger:
     trigger = JobSetTrigger(connection={"kind": "gke", "cluster_url": "https://gke.invalid"}, namespace="default",
-                            name="train", checkpoint_dir=checkpoint_dir, stall_timeout=STALL, pod_logs=True,
-                            pod_logs_interval=30.0, progress_interval=None, push_progress=False)
+                            name="train", checkpoint_dir=checkpoint_dir,
+                            watch=WatchSettings(times=WatchTimes(progress_interval=None),
+                                                pod_logs=PodLogs(enabled=True, interval=30.0), stall_timeout=STALL,
+                                                push_progress=False))
     trigger.clock = clock
     trigger._follower = LeaderLogFollower(KubernetesPodLogs(factory(core)), "default", "train", clock=clock)
     return trigger

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from mtc_provider.core.attempt.launch_options import ApiPacing, WatchSettings, WatchTimes
 from mtc_provider.adapters import retry
 from mtc_provider.triggers.jobset import JobSetTrigger
 from tests.doubles.memory_jobset import status_running
@@ -37,8 +38,8 @@ async def test_an_outage_is_timed_from_its_first_failure_to_the_answer(outage_cl
     monkeypatch.setattr(JobSetTrigger, "log", property(lambda self: logger))
     outage_cluster.put_jobset(jobset_body(), status_running())
     trigger = JobSetTrigger(connection=outage_cluster.connection, namespace="default", name="train",
-                            poll_interval=0.5, request_timeout=2, api_backoff_max=1.0, api_outage_log_interval=60,
-                            progress_interval=None)
+                            watch=WatchSettings(times=WatchTimes(poll_interval=0.5, progress_interval=None),
+                                                pacing=ApiPacing(log_interval=60, backoff_max=1.0, request_timeout=2)))
     events = trigger.run()
     watching = asyncio.ensure_future(events.__anext__())
     try:
@@ -88,8 +89,9 @@ async def test_a_gap_far_above_the_cadence_is_said_when_supervision_resumes(clus
     checkpoints = tmp_path / "checkpoints"
     checkpoints.mkdir()
     trigger = JobSetTrigger(connection={"kind": "local", "home": str(tmp_path / "home")}, namespace="default",
-                            name="train", poll_interval=1.0, checkpoint_dir=str(checkpoints), stall_timeout=3600,
-                            progress_interval=None)
+                            name="train", checkpoint_dir=str(checkpoints),
+                            watch=WatchSettings(times=WatchTimes(poll_interval=1.0, progress_interval=None),
+                                                stall_timeout=3600))
 
     def clock():
         now[0] += 0.01

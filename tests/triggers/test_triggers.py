@@ -116,6 +116,21 @@ def test_progress_trigger_serializes_primitives_only():
     assert all(isinstance(v, (str, int, float, type(None))) for v in kwargs.values())
 
 
+def test_the_gke_triggers_serialize_every_argument_and_rebuild_the_same():
+    """Airflow rebuilds a trigger in the triggerer from serialize()'s kwargs alone: each argument must be in them."""
+    from mtc_provider.triggers.gcp import ClusterReadinessTrigger, GkeOperationTrigger
+
+    target = {"project_id": "p", "location": "l", "cluster_name": "c"}
+    for trigger in (GkeOperationTrigger("op-1", target, api_endpoint="e", poll_interval=3.0),
+                    ClusterReadinessTrigger(target, {"tpu_type": "v6e"}, 123.0, sizing={"parameters": 7},
+                                            checkpoint_configuration_name="cc", api_endpoint="e", poll_interval=4.0,
+                                            bucket_name="b", capacity=["spot", ""])):
+        classpath, kwargs = trigger.serialize()
+        assert classpath == f"mtc_provider.triggers.gcp.{type(trigger).__name__}"
+        assert type(trigger)(**kwargs).serialize() == (classpath, kwargs)
+        assert "poll_interval" in kwargs and kwargs["api_endpoint"] == "e"
+
+
 class StateStore:
     def __init__(self) -> None:
         self.data: dict = {}

@@ -23,18 +23,9 @@ from urllib.parse import urlparse
 
 from mtc_provider.adapters.protocols import CheckpointInfo, CheckpointStore
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.measure.listing import (
-    COMMIT_FILE,
-    commit_glob,
-    complete_backups,
-    data_complete,
-    item_of,
-    longer_steps_glob,
-    newer_than,
-    same_length_glob,
-    start_offset_after,
-    step_of_dir,
-)
+from mtc_provider.core.measure.listing import (COMMIT_FILE, commit_glob, complete_backups, data_complete, item_of,
+                                               longer_steps_glob, newer_than, same_length_glob, start_offset_after,
+                                               step_of_dir)
 
 GCS_PAGE_SIZE = 1000  # the GCS JSON API maximum for objects.list
 LISTING_TIMEOUT = 60.0  # seconds for one listing request (connect and read)

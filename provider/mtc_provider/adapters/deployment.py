@@ -78,9 +78,3 @@ def _variables():
 
     return (lambda key: DbVariable.get(key, default_var=None),
             lambda key, value: DbVariable.set(key, value, description=DESCRIPTION))
-
-
-def forget() -> None:
-    """Drop the per-process cache (a process that switched metadata databases)."""
-    with _cache_lock:
-        _cache.clear()

@@ -40,15 +40,8 @@ try:
 except ImportError:  # pragma: no cover - Python 3.10: aiohttp's own dependency there
     from async_timeout import timeout as _timeout
 from mtc_provider.adapters.protocols import ApiError, NotFound, WatchEvent
-from mtc_provider.core.basics.vocabulary import (
-    DEFAULT_POLL_INTERVAL_S,
-    DELETE_CALLER_HEADER,
-    DELETE_LOCK_RELEASED,
-    DELETE_REASON_HEADER,
-    DELETE_UNSPECIFIED,
-    JOBSET,
-    JOBSET_NAME_LABEL,
-)
+from mtc_provider.core.basics.vocabulary import (DEFAULT_POLL_INTERVAL_S, DELETE_CALLER_HEADER, DELETE_LOCK_RELEASED,
+                                                 DELETE_REASON_HEADER, DELETE_UNSPECIFIED, JOBSET, JOBSET_NAME_LABEL)
 
 GROUP, VERSION, PLURAL = JOBSET.group, JOBSET.version, JOBSET.plural
 log = logging.getLogger(__name__)

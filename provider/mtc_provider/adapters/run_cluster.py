@@ -27,7 +27,6 @@ REQUEST_TIMEOUT = 10.0  # a page refresh must not hang on a slow cluster
 # Only this trigger's rows are read as a JobSet watch: the classpath its serialize() writes (another class's row,
 # whatever it is named, holds kwargs of another meaning).
 TRIGGER_CLASSPATH = "mtc_provider.triggers.jobset.JobSetTrigger"
-IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
 
 HEAD_BYTES = 262_144  # MaxText prints its config before it restores
 _cache: dict[str, tuple[float, dict[str, Any]]] = {}

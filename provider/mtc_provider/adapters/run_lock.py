@@ -1,26 +1,13 @@
 """The run lock: one object per run name, created with create-if-absent, so two launches never both write.
 
-On Kubernetes it is a ConfigMap `mtc-run-<run_name>` in the JobSet's namespace (409 AlreadyExists: someone
-else holds it) -- on GKE and on the local target's cluster alike. It also keeps what must
-survive the deletion of an attempt's JobSet: the step history (crash-loop guard), one record per attempt
-(goodput) and the run's ledger (adapters.run_ledger). It is released when the run ends for good (success, final
-failure, the teardown).
-
-The lock records its owner (DAG, run, task, map index, try: the raw Airflow ids, `owner`) beside the run labels
-(`holder`). A launch that finds another owner's lock asks Airflow whether that owner is provably gone (its task
-instance ended, or its DAG run no longer exists: `owner_gone`) and only then takes the lock over, with a
-compare-and-set on the lock's resourceVersion; anything else is LockHeld, whose message names `mtc unlock`.
-
-Two namespaces (or two run names) writing one checkpoint directory would still both launch: the lock above is
-keyed by where the JobSet runs. So a launch first claims what it writes: a second ConfigMap,
-`mtc-ckpt-<sha256 of the normalized checkpoint directory>`, in one namespace every launch on the cluster shares
-(`[mtc] lock_namespace`, default `default`), held and taken over by the same rules (`claim_name`). The run lock
-records the claim (`claim`), so whatever releases the run lock releases the claim too.
-
-It also records the Airflow deployment that wrote it (`adapters.deployment`): a lock of another deployment is never
-ours (its run ids may be the same: scheduled runs of one DAG) and never taken over (our Airflow cannot say whether
-its owner is gone), and the teardown and release leave it alone. A lock written before deployments were recorded is
-taken as this deployment's.
+A ConfigMap `mtc-run-<run_name>` in the JobSet's namespace (409 AlreadyExists: someone else holds it). It also keeps
+what must survive an attempt's JobSet: the step history (crash-loop guard), the attempt records and the run's ledger.
+A launch takes another owner's lock over only when Airflow says that owner is gone (`owner_gone`), with a
+compare-and-set on its resourceVersion; else LockHeld, naming `mtc unlock`. The lock is keyed by where the JobSet
+runs, so a launch first claims what it writes (`claim_name`: `mtc-ckpt-<sha256 of the checkpoint directory>` in
+`[mtc] lock_namespace`), recorded in the run lock so that releasing one releases both. A lock of another Airflow
+deployment (`adapters.deployment`) is never ours nor taken over: its run ids may equal ours. docs/security.md
+walks the rules.
 """
 
 from __future__ import annotations

@@ -76,18 +76,11 @@ class MtcJobSetHook(BaseHook):
 
     hook_name = "MTC JobSet"
 
-    def __init__(
-        self,
-        target: Any = None,
-        kubernetes_conn_id: str | None = None,
-        kubeconfig: str | None = None,
-        context: str | None = None,
-        checkpoint_store_factory: Callable[[str, str], CheckpointStore] | None = None,
-        connection: Mapping[str, Any] | None = None,
-        api_outage_timeout: float = 0.0,
-        request_timeout: float | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, target: Any = None, kubernetes_conn_id: str | None = None, kubeconfig: str | None = None,
+                 context: str | None = None,
+                 checkpoint_store_factory: Callable[[str, str], CheckpointStore] | None = None,
+                 connection: Mapping[str, Any] | None = None, api_outage_timeout: float = 0.0,
+                 request_timeout: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.connection = dict(connection) if connection is not None else None
         self.api_outage_timeout = float(api_outage_timeout)
@@ -187,13 +180,9 @@ class MtcJobSetHook(BaseHook):
         """A run at a glance: its attempts (state, restarts, reason) and the newest finalized step."""
         found = self.find_by_run(run_name, namespace)
         checkpoint_dir = next((a.checkpoint_dir for a in reversed(found) if a.checkpoint_dir), "")
-        return {
-            "run_name": run_name,
-            "namespace": namespace or self.namespace,
-            "attempts": [a.to_dict() for a in found],
-            "checkpoint_dir": checkpoint_dir,
-            "newest_step": self.newest_step(checkpoint_dir) if checkpoint_dir else None,
-        }
+        return {"run_name": run_name, "namespace": namespace or self.namespace,
+                "attempts": [a.to_dict() for a in found], "checkpoint_dir": checkpoint_dir,
+                "newest_step": self.newest_step(checkpoint_dir) if checkpoint_dir else None}
 
     def failed_pod_logs(self, name: str, namespace: str | None = None, lines: int = 50) -> list[str]:
         """The tails of the JobSet's failed pods' logs, leader first, as task-log lines (empty when none failed)."""

@@ -44,12 +44,9 @@ def logging_query(cluster: str, namespace: str, name: str, replicated_job: str |
     podTemplate docs, and https://kubernetes.io/docs/reference/labels-annotations-taints/#batch-kubernetes-io-job-completion-index).
     Cloud Logging turns pod label keys' '.' into '_' under labels."k8s-pod/...".
     """
-    lines = [
-        'resource.type="k8s_container"',
-        f'resource.labels.cluster_name="{cluster}"',
-        f'resource.labels.namespace_name="{namespace}"',
-        f'labels."k8s-pod/jobset_sigs_k8s_io/jobset-name"="{name}"',
-    ]
+    lines = ['resource.type="k8s_container"', f'resource.labels.cluster_name="{cluster}"',
+             f'resource.labels.namespace_name="{namespace}"',
+             f'labels."k8s-pod/jobset_sigs_k8s_io/jobset-name"="{name}"']
     if leader_only:
         if replicated_job:
             lines.append(f'labels."k8s-pod/jobset_sigs_k8s_io/replicatedjob-name"="{replicated_job}"')

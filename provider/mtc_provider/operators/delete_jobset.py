@@ -9,7 +9,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from mtc_provider.core.basics import labels as L
 from mtc_provider.core.basics import vocabulary as V
 from mtc_provider.core.basics.errors import SpecError
-from mtc_provider.core.attempt.launch import attempt_of, kept_failed  # noqa: F401 - kept_failed: its old home
+from mtc_provider.core.attempt.launch import kept_failed
 from mtc_provider.core.attempt.launch_options import keep_count
 from mtc_provider.core.attempt.ownership import describe_owner
 from mtc_provider.core.attempt.ownership import task_owner as _owner

@@ -1,21 +1,11 @@
 """GoodputReportOperator: the goodput report at the end of a training DAG, as XCom and as a PNG chart.
 
-Local target: the workload's JSON-lines event files (`<base>/<run_name>/events/*.jsonl`), step-grained.
-With `attempts_task_id`, when the launch task pushed the run ledger (its `ledger` XCom, core.attempt.ledger), the
-report is the ledger's intervals (core.view.run_goodput.goodput_from_ledger, source "run ledger"): the figure the run
-view and `mtc status` show, on every target; the chart draws the same intervals. Without a ledger:
-GKE: checkpoint commit times from the store plus the attempts the launch operator records, one per attempt
-(its `attempts` XCom: a list of core.attempt.attempt_records.AttemptRecord dicts, the records' one schema), pulled
-with `attempts_task_id` or handed in as `attempts`. In multi-tier mode, where MaxText writes no persistent
-checkpoint, the newest replicator backup complete on every node is the run's restorable progress: one coarse point
-at the end of the last attempt (the listing gives its step, not its time). Time between attempts (an outage, a
-stall, the wait for capacity) is downtime. On GKE the chart is written next to the checkpoints
-(`gs://<bucket>/<run>/goodput/<run id>.png`) and opened from the "Goodput chart" extra link.
-
-With `goodput_recording` on (MaxText ran with `enable_goodput_recording=true`), the report also reads MaxText's own
-goodput records with Google's ml-goodput-measurement (`GoodputCalculator`, adapters.library_goodput) and puts its
-figures beside ours under `library`; the log line names which figure is which (docs/goodput.md says how the
-definitions differ).
+Sources, richest first (docs/goodput.md): the run ledger the launch task pushed (the same figure the run view and
+`mtc status` show); the local workload's event files; on GKE, checkpoint commit times beside the attempts the launch
+task recorded, where in multi-tier mode (no persistent checkpoints) the newest complete replicator backup is one
+coarse point at the last attempt's end, since the listing gives its step, not its time. On GKE the chart is written
+next to the checkpoints and opened from the "Goodput chart" extra link. With `goodput_recording`, MaxText's own
+figures (ml-goodput-measurement's `GoodputCalculator`) go beside ours under `library`.
 """
 
 from __future__ import annotations

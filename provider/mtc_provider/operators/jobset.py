@@ -78,9 +78,9 @@ class MtcJobSetOperator(JobSetTargetMixin):
     :param retry_delay: wait before the first resubmission.
     :param retry_exponential_backoff: multiply the wait by this factor after each attempt.
     :param max_retry_delay: the longest wait between attempts.
-    :param bool next_attempt_in_trigger: after an interruption with progress the trigger submits the next attempt
-        itself, without a worker slot (deferrable training runs; default on). False: the task resumes on a worker
-        for each (a slot, a task process and the provider's imports per interruption; docs/benchmarks.md, 10).
+    :param bool next_attempt_in_trigger: after an interruption or a stall with progress the trigger submits the next
+        attempt itself, without a worker slot (deferrable training runs; default on). False: the task resumes on a
+        worker for each (a slot, a task process and the provider's imports per interruption; docs/benchmarks.md, 10).
 
     :param int target_step: the step that means "done"; default `checkpointing.steps`.
     :param int crash_loop_attempts: fail for good after this many consecutive attempts without checkpoint progress

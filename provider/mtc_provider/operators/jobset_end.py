@@ -23,7 +23,7 @@ from mtc_provider.core.attempt.attempt_records import REACHED_TARGET, AttemptEnd
 from mtc_provider.core.attempt.budget import BudgetCheck
 from mtc_provider.core.attempt.jobset_events import (API_UNREACHABLE, DELETED, ENDED, ERROR, FORBIDDEN, LISTING_FAILED,
                                                      NEXT_ATTEMPT_PENDING, STALLED, STARTUP_TIMEOUT, UNSTARTABLE,
-                                                     JobSetEvent)
+                                                     JobSetEvent, stall_cause)
 from mtc_provider.core.attempt.ownership import describe_owner, kill_verdict
 from mtc_provider.core.attempt.resubmission import (FAIL, SUCCEED, Decision, decide, decide_on_completion,
                                                     decide_stalled)
@@ -111,11 +111,8 @@ def close(ev: JobSetEvent, facts: TryFacts, latest: int | None, *, hook: Any, lo
         lock.release()  # the run fails for good: its run name is free again
         raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name} was deleted outside this task")
     ev = dataclasses.replace(ev, restarts_seen=restarts_now(hook, ev, log))
-    cause = ledger.STARTUP_TIMEOUT if ev.kind == STARTUP_TIMEOUT else ledger.STALL  # the ledger's kind
-    if ev.kind == STARTUP_TIMEOUT and (ev.restarts_seen > 0 or ev.restored_step is not None
-                                       or any(s is not None for s in extra["history"] or [])):
-        # New pods that never came up after the run's pods had started (a replacement node whose ramdisk never
-        # mounts): an interruption, as a stall is; a new attempt gets new pods. Before that, a failure to start.
+    cause = stall_cause(ev.kind, ev.restarts_seen, ev.restored_step, extra["history"] or [])  # the ledger's kind
+    if cause is not None:  # a stall, or new pods that never came up after the run's had started: an interruption
         ev = dataclasses.replace(ev, kind=STALLED)
     if ev.kind in (UNSTARTABLE, STARTUP_TIMEOUT):
         log.error("%s: deleting JobSet %s/%s", ev.message, ev.namespace, ev.name)

@@ -49,13 +49,14 @@ class MtcJobSetSensor(JobSetTargetMixin, BaseSensorOperator):
         state = evaluate_jobset(obj)
         if state.ended:
             return self._result(state)
+        from mtc_provider.core.attempt.launch_options import WatchSettings, WatchTimes
         from mtc_provider.triggers.jobset import JobSetTrigger  # imported where it runs: DAG files stay light
 
         self.defer(
             trigger=JobSetTrigger(connection=connection, namespace=self.namespace, name=self.name,
                                   resource_version=obj["metadata"].get("resourceVersion"),
-                                  restarts_seen=state.restarts, poll_interval=self.poll_interval,
-                                  delete_on_kill=False),
+                                  restarts_seen=state.restarts, delete_on_kill=False,
+                                  watch=WatchSettings(times=WatchTimes(poll_interval=float(self.poll_interval)))),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,
         )

@@ -99,9 +99,11 @@ async def end_retryable_attempt(trigger: Any, state: JobSetState, restarts: int,
     return TaskFailedEvent()
 
 
-def end_of(trigger: Any, state: JobSetState, restarts: int, verdict: dict[str, Any], ti: Any) -> Any:
+def end_of(trigger: Any, state: JobSetState, restarts: int, verdict: dict[str, Any], ti: Any,
+           stalled: bool = False) -> Any:
     """The worker's rule for the same end (operators.jobset_end `judge`: core.attempt.attempt_records.end_of_attempt),
-    applied to the trigger's verdict; never the last try here (the last try's end is the worker's)."""
+    applied to the trigger's verdict; never the last try here (the last try's end is the worker's). `stalled`: the
+    verdict is on a stall (deleted, never `failed` in its record)."""
     from mtc_provider.core.attempt.attempt_records import end_of_attempt
     from mtc_provider.core.attempt.budget import BudgetCheck
     from mtc_provider.core.attempt.resubmission import Decision
@@ -112,18 +114,20 @@ def end_of(trigger: Any, state: JobSetState, restarts: int, verdict: dict[str, A
                           attempt=extra["attempt"],
                           restarts=max(restarts, state.restarts),  # the JobSet's own count is the truth
                           latest=verdict["latest_step"], history=extra.get("history") or [None],
-                          phase_succeeded=state.phase == SUCCEEDED, try_number=int(ti.try_number),
+                          phase_succeeded=state.phase == SUCCEEDED, try_number=int(ti.try_number), stalled=stalled,
                           max_tries=getattr(ti, "max_tries", None) or extra.get("max_tries"),
                           target_step=extra.get("target_step"), last_try=False, restored=trigger.restored_step,
                           budget=BudgetCheck.from_dict(extra["budget"]) if extra.get("budget") else None,
                           now=trigger.clock(), steps_per_hour=(trigger.last_progress or {}).get("steps_per_hour"))
 
 
-async def close_in_trigger(trigger: Any, state: JobSetState, end: Any, ti: Any, once: bool = False) -> Any:
+async def close_in_trigger(trigger: Any, state: JobSetState, end: Any, ti: Any, once: bool = False,
+                           cause: str | None = None) -> Any:
     """Close the ended attempt's record as the worker's end does (the failed pods' log tails, the record through the
     journal, the one line, the run's record, the XComs); the journal, or None when it could not be closed (logged:
     the worker closes it instead). `once`: the end's facts go into the run's ledger only by the write that closes
-    the record (two live copies of one trigger may both get here)."""
+    the record (two live copies of one trigger may both get here). `cause`: the interruption's kind when the end
+    cannot tell it (a stall, a start-up timeout: adapters.attempt_journal `close`)."""
     from mtc_provider.adapters.pod_logs import log_failed_pod_tails
     from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
 
@@ -133,7 +137,7 @@ async def close_in_trigger(trigger: Any, state: JobSetState, end: Any, ti: Any, 
                                                   state.name))
     pushed: list[tuple[str, Any]] = []
     try:
-        journal = await asyncio.to_thread(_close_attempt, trigger, hook, ti, end, pushed, once)
+        journal = await asyncio.to_thread(_close_attempt, trigger, hook, ti, end, pushed, once, cause)
     except Exception as exc:  # noqa: BLE001 - the worker closes the record instead
         await tails
         trigger.log.warning("could not close the attempt's record from the triggerer (%s): the task resumes on a "
@@ -167,10 +171,10 @@ def journal_of(trigger: Any, hook: Any, ti: Any, pushed: list[tuple[str, Any]]) 
 
 
 def _close_attempt(trigger: Any, hook: Any, ti: Any, end: Any, pushed: list[tuple[str, Any]],
-                   once: bool = False) -> Any:
+                   once: bool = False, cause: str | None = None) -> Any:
     """The attempt's record closed through the worker's journal, blocking (off the loop)."""
     journal = journal_of(trigger, hook, ti, pushed)
-    journal.close(end, once=once)
+    journal.close(end, cause=cause, once=once)
     return journal
 
 

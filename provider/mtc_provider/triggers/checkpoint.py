@@ -15,9 +15,11 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 from mtc_provider.adapters.checkpoint_stores import AsyncCheckpointStore
+from mtc_provider.core.basics.payload import Payload
 from mtc_provider.core.measure.listing import ListingOutage
 from mtc_provider.core.measure.progress import (PERSISTENT, REPLICATOR, SOURCE_WORDS, Progress,
                                               ProgressTracker)
+from mtc_provider.triggers import init_kwargs
 
 REACHED, STALLED, LISTING_FAILED = "reached", "stalled", "listing_failed"
 WATERMARK_KEY = "last_step"
@@ -114,14 +116,7 @@ class CheckpointProgressTrigger(BaseTrigger):
         self.listing_timeout = listing_timeout
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}", {
-            "checkpoint_dir": self.checkpoint_dir, "target_step": self.target_step,
-            "stall_timeout": self.stall_timeout, "poll_interval": self.poll_interval,
-            "gcp_conn_id": self.gcp_conn_id, "started_at": self.started_at, "window_s": self.window_s,
-            "max_logged": self.max_logged, "listing_timeout": self.listing_timeout,
-            "impersonation_chain": self.impersonation_chain, "backup_dir": self.backup_dir,
-            "backup_nodes": self.backup_nodes,
-        })
+        return init_kwargs(self)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         store = open_async_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)
@@ -178,7 +173,7 @@ class CheckpointProgressTrigger(BaseTrigger):
 
 
 @dataclass(frozen=True)
-class CheckpointAssetEvent:
+class CheckpointAssetEvent(Payload):
     """One new persistent checkpoint, as recorded in the asset event's extra (under "payload")."""
 
     step: int
@@ -186,13 +181,6 @@ class CheckpointAssetEvent:
     run_name: str
     checkpoint_dir: str
     path: str
-
-    def to_payload(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_payload(cls, data: dict[str, Any]) -> "CheckpointAssetEvent":
-        return cls(**{k: data[k] for k in ("step", "commit_time", "run_name", "checkpoint_dir", "path")})
 
 
 class CheckpointAssetTrigger(BaseEventTrigger):
@@ -218,10 +206,7 @@ class CheckpointAssetTrigger(BaseEventTrigger):
         self.gcp_conn_id = gcp_conn_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}", {
-            "checkpoint_dir": self.checkpoint_dir, "run_name": self.run_name,
-            "poll_interval": self.poll_interval, "gcp_conn_id": self.gcp_conn_id,
-        })
+        return init_kwargs(self)
 
     async def _watermark(self) -> int | None:
         if self.asset_state_store is None:

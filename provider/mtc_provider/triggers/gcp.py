@@ -9,41 +9,29 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mtc_provider.core.basics.errors import OperationFailed
+from mtc_provider.core.basics.payload import Payload
+from mtc_provider.triggers import init_kwargs
 from mtc_provider.core.definition.cluster.readiness import all_ok
 
 
 @dataclass(frozen=True)
-class OperationEvent:
+class OperationEvent(Payload):
     status: str  # "done" | "error"
     operation: str
     message: str = ""
 
-    def to_payload(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> "OperationEvent":
-        return cls(**payload)
-
 
 @dataclass(frozen=True)
-class ReadinessEvent:
+class ReadinessEvent(Payload):
     status: str  # "ready" | "timeout" | "error"
     checks: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
-
-    def to_payload(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> "ReadinessEvent":
-        return cls(**payload)
 
 
 class GkeOperationTrigger(BaseTrigger):
@@ -64,9 +52,7 @@ class GkeOperationTrigger(BaseTrigger):
         self.poll_interval = poll_interval
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}",
-                {"operation": self.operation, "target": self.target, "api_endpoint": self.api_endpoint,
-                 "poll_interval": self.poll_interval})
+        return init_kwargs(self)
 
     def _poll(self) -> bool:
         from mtc_provider.targets.gke.cluster import operation_done
@@ -122,11 +108,7 @@ class ClusterReadinessTrigger(BaseTrigger):
         self.capacity = list(capacity or ["on-demand", ""])
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}",
-                {"target": self.target, "slices": self.slices, "deadline": self.deadline, "sizing": self.sizing,
-                 "checkpoint_configuration_name": self.checkpoint_configuration_name,
-                 "api_endpoint": self.api_endpoint, "poll_interval": self.poll_interval,
-                 "bucket_name": self.bucket_name, "capacity": self.capacity})
+        return init_kwargs(self)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from mtc_provider.targets import backend_for

@@ -22,7 +22,7 @@ from mtc_provider.core.attempt.outage import OutageClock
 from mtc_provider.core.attempt.pod_start import PodStart
 from mtc_provider.core.measure.listing import ListingOutage, describe_listing_error
 from mtc_provider.core.measure.stall import StallWatch
-from mtc_provider.core.attempt.launch_options import WATCH_FLAT, WatchSettings
+from mtc_provider.core.attempt.launch_options import WatchSettings
 from mtc_provider.core.attempt.status import JobSetState, evaluate_jobset
 
 from mtc_provider.core.attempt import jobset_events as events  # the event kinds and the typed event (their one home)
@@ -56,18 +56,15 @@ class JobSetTrigger(BaseTrigger):
     :param watch: how it watches (below): a WatchSettings or its dict form.
 
     How it watches: `watch`, the operator's `LaunchOptions.watch()` (core.attempt.launch_options.WatchSettings, or its
-    `to_dict()` as Airflow's trigger table keeps it), and/or the settings by their flat names (`WATCH_FLAT`): this
-    trigger's attributes, meaning what `MtcJobSetOperator`'s parameters of the same names say (the API's pacing:
-    ApiPacing; `push_progress`: each progress report to the task's `progress` XCom during the run, not only at the
-    end). The waiting is the async hook's (MtcJobSetAsyncHook.watch), the decisions core.measure.stall's and
-    core.attempt.pod_start's.
+    `to_dict()` as Airflow's trigger table keeps it; None: a bare watch, no pod logs nor stall detection). The waiting
+    is the async hook's (MtcJobSetAsyncHook.watch), the decisions core.measure.stall's and core.attempt.pod_start's.
     """
 
     def __init__(self, connection: dict[str, Any], namespace: str, name: str, resource_version: str | None = None,
                  restarts_seen: int = 0, checkpoint_dir: str | None = None, backup_dir: str | None = None,
                  backup_nodes: int | None = None, delete_on_kill: bool = True, extra: dict[str, Any] | None = None,
                  gcp_conn_id: str | None = None, impersonation_chain: str | list[str] | None = None,
-                 watch: WatchSettings | Mapping[str, Any] | None = None, **flat: Any) -> None:
+                 watch: WatchSettings | Mapping[str, Any] | None = None) -> None:
         super().__init__()
         self.connection = dict(connection)
         self.namespace = namespace
@@ -82,11 +79,7 @@ class JobSetTrigger(BaseTrigger):
         self.gcp_conn_id = gcp_conn_id
         self.impersonation_chain = list(impersonation_chain) if isinstance(impersonation_chain, (list, tuple)) \
             else impersonation_chain
-        if isinstance(watch, Mapping):  # as serialize() wrote it
-            watch = WatchSettings.from_dict(watch)
-        # The watch reads its settings as attributes by their flat names; serialize() writes them back as the record.
-        for setting, value in WatchSettings.from_flat(flat, base=watch).flat().items():
-            setattr(self, setting, value)
+        self.watch = WatchSettings.from_dict(watch) if isinstance(watch, Mapping) else watch or WatchSettings()
         self._follower = None  # the leader pod's log (adapters.pod_logs.LeaderLogFollower), made off the loop
         self._logs_at = float("-inf")
         self._logs_failing = False
@@ -96,8 +89,9 @@ class JobSetTrigger(BaseTrigger):
         self._xcom_failing = False
         self.restored_step: int | None = None  # the newest step a start of the pods restored (its restore line)
         self._watch_since = float("-inf")  # when this watch began: older restore events are another attempt's
-        self.stall = StallWatch(self.stall_timeout, self.stall_cadence, self.first_step_floor)  # since it started
-        self._listing = ListingOutage(checkpoint_dir or "", float(self.listing_timeout))
+        self.stall = StallWatch(self.watch.stall_timeout, self.watch.stall_cadence,  # clocks since it started
+                                self.watch.times.first_step_floor)
+        self._listing = ListingOutage(checkpoint_dir or "", float(self.watch.times.listing_timeout))
         self.listing_error = ""  # set when the listing kept failing for listing_timeout
         self._pods_started: bool | None = None  # None: this api cannot list pods (the JobSet phase decides)
         self._pods_list_warned_at = float("-inf")
@@ -112,9 +106,12 @@ class JobSetTrigger(BaseTrigger):
         self._following: JobSetTrigger | None = None  # the later attempt of this try watched now (next_in_try)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        watch = WatchSettings.from_flat({setting: getattr(self, setting) for setting in WATCH_FLAT})
         return (f"{type(self).__module__}.{type(self).__qualname__}",
-                {**{field: getattr(self, field) for field in SERIALIZED}, "watch": watch.to_dict()})
+                {**{field: getattr(self, field) for field in SERIALIZED}, "watch": self.watch.to_dict()})
+
+    @property
+    def api_outage_timeout(self) -> float:  # what triggers.next_in_try bounds its own API calls by
+        return self.watch.times.api_outage_timeout
 
     clock = staticmethod(time.time)  # wall clock of the stall and startup checks (tests step it by hand)
 
@@ -122,8 +119,8 @@ class JobSetTrigger(BaseTrigger):
         """The triggers' JobSet client, its api built (blocking: cold imports; call it off the loop)."""
         from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
 
-        hook = MtcJobSetAsyncHook(self.connection, poll_interval=self.poll_interval,
-                                  request_timeout=self.request_timeout)
+        hook = MtcJobSetAsyncHook(self.connection, poll_interval=self.watch.times.poll_interval,
+                                  request_timeout=self.watch.pacing.request_timeout)
         hook.api  # noqa: B018 - built here, off the loop
         return hook
 
@@ -167,7 +164,7 @@ class JobSetTrigger(BaseTrigger):
                 self._progress_tracker_now(now).observe(restorable.step, commit, now)
         await self._read_events(now)  # the local workload's reported step (no-op on a bucket)
         return stall.verdict(now, f"JobSet {self.namespace}/{self.name}", self.checkpoint_dir,
-                             logs_readable=not (self.pod_logs and self._logs_failing))
+                             logs_readable=not (self.watch.pod_logs.enabled and self._logs_failing))
 
     async def _store(self):
         from mtc_provider.adapters.checkpoint_stores import AsyncCheckpointStore
@@ -207,10 +204,10 @@ class JobSetTrigger(BaseTrigger):
         return info
 
     def _stall_watch(self) -> bool:
-        return bool(self.checkpoint_dir and self.stall_timeout)
+        return bool(self.checkpoint_dir and self.watch.stall_timeout)
 
     def _progress_enabled(self) -> bool:
-        return bool(self.checkpoint_dir and self.progress_interval and self.extra.get("target_step"))
+        return bool(self.checkpoint_dir and self.watch.times.progress_interval and self.extra.get("target_step"))
 
     def _progress_tracker_now(self, now: float):
         from mtc_provider.core.measure.progress import ProgressTracker
@@ -228,7 +225,7 @@ class JobSetTrigger(BaseTrigger):
         from mtc_provider.core.measure.progress_report import progress_report
 
         now = self.clock()
-        if not self._progress_enabled() or now - self._progress_at < float(self.progress_interval):
+        if not self._progress_enabled() or now - self._progress_at < float(self.watch.times.progress_interval):
             return None
         self._progress_at = now
         tracker = self._progress_tracker_now(now)
@@ -322,7 +319,7 @@ class JobSetTrigger(BaseTrigger):
         from mtc_provider.core.attempt.ownership import task_owner
 
         ti = self.task_instance
-        if not self.push_progress or ti is None:
+        if not self.watch.push_progress or ti is None:
             return
         try:
             await apush_xcom(task_owner(ti), self.extra.get("progress_xcom_key") or "progress", figures)
@@ -344,8 +341,8 @@ class JobSetTrigger(BaseTrigger):
         """
         from mtc_provider.core.measure.step_log import FROM_LOG, bounded_lines, latest_step_line_at, parse_restore_line
 
-        now = self.clock()
-        if not self.pod_logs or self._pods_started is False or now - self._logs_at < self.pod_logs_interval:
+        now, bounds = self.clock(), self.watch.pod_logs
+        if not bounds.enabled or self._pods_started is False or now - self._logs_at < bounds.interval:
             return []  # off, the pods not all started yet (nothing to follow), or not yet time
         self._logs_at = now
         try:
@@ -353,7 +350,7 @@ class JobSetTrigger(BaseTrigger):
         except Exception as exc:  # noqa: BLE001 - logs are advisory: never end the watch
             if not self._logs_failing:
                 self.log.warning("could not read the leader pod's log of JobSet %s/%s (%s: %s); trying again every "
-                                 "%.0fs", self.namespace, self.name, type(exc).__name__, exc, self.pod_logs_interval)
+                                 "%.0fs", self.namespace, self.name, type(exc).__name__, exc, bounds.interval)
             self._logs_failing, self._follower = True, None
             return []
         self._logs_failing = False
@@ -361,10 +358,10 @@ class JobSetTrigger(BaseTrigger):
         self.facts().log_lines(stamped, now)
         for step in filter(lambda s: s is not None, map(parse_restore_line, lines)):
             self._restored(step)
-        shown, left_out = bounded_lines(lines, self.pod_logs_max_lines, self.pod_logs_max_bytes)
+        shown, left_out = bounded_lines(lines, bounds.max_lines, bounds.max_bytes)
         if left_out:
             self.log.info("[%s] ... %d lines left out (pod_logs_max_lines %d, pod_logs_max_bytes %d per %.0fs)",
-                          pod, left_out, self.pod_logs_max_lines, self.pod_logs_max_bytes, self.pod_logs_interval)
+                          pod, left_out, bounds.max_lines, bounds.max_bytes, bounds.interval)
         for line in shown:
             self.log.info("[%s] %s", pod, line)
         latest = latest_step_line_at(stamped)
@@ -377,10 +374,11 @@ class JobSetTrigger(BaseTrigger):
         from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
 
         if self._follower is None:
-            hook = MtcJobSetAsyncHook(self.connection, request_timeout=self.request_timeout).sync_hook()
+            hook = MtcJobSetAsyncHook(self.connection, request_timeout=self.watch.pacing.request_timeout).sync_hook()
             # Read a little more than is shown, so the newest `completed step` line is among the lines read.
             self._follower = hook.leader_log_follower(self.name, self.namespace,
-                                                      max_lines=max(self.pod_logs_max_lines, 200), clock=self.clock)
+                                                      max_lines=max(self.watch.pod_logs.max_lines, 200),
+                                                      clock=self.clock)
         lines = self._follower.poll_stamped()
         return self._follower.pod or "leader", lines
 
@@ -396,7 +394,7 @@ class JobSetTrigger(BaseTrigger):
         from mtc_provider.core.attempt.status import evaluate_pods
 
         now = self.clock()
-        if self._pods_started is not False or now - self._pods_checked_at < self.poll_interval:
+        if self._pods_started is not False or now - self._pods_checked_at < self.watch.times.poll_interval:
             return None
         self._pods_checked_at = now
         try:
@@ -405,13 +403,14 @@ class JobSetTrigger(BaseTrigger):
         except Forbidden as exc:  # no retry grants a permission: say so now, delete nothing
             return events.FORBIDDEN, f"watching the pods of JobSet {self.namespace}/{self.name}: {exc}"
         except Exception as exc:  # pods are advisory: the JobSet phase decides until a listing answers again
-            if now - self._pods_list_warned_at >= self.capacity_log_interval:
+            if now - self._pods_list_warned_at >= self.watch.times.capacity_log_interval:
                 self._pods_list_warned_at = now
                 self.log.warning("listing the pods of %s/%s failed (%s): following the JobSet status until the "
                                  "listing answers again", self.namespace, self.name, exc)
             return None
-        starts = self._pod_start = self._pod_start or PodStart(self.startup_timeout, self.image_pull_timeout,
-                                                               self.capacity_log_interval)
+        times = self.watch.times
+        starts = self._pod_start = self._pod_start or PodStart(times.startup_timeout, times.image_pull_timeout,
+                                                               times.capacity_log_interval)
         where = f"JobSet {self.namespace}/{self.name}"
         end, lines = starts.check(pods, now, where)
         if end is None and pods.all_started:
@@ -444,23 +443,28 @@ class JobSetTrigger(BaseTrigger):
 
     def _tick(self) -> float | None:
         """Seconds between looks while nothing changes (None: none needed), for the checks that are on."""
-        ticks = [self.poll_interval] if self._stall_watch() or self._pods_started is False else []
-        ticks += [float(self.progress_interval)] if self._progress_enabled() else []
-        return min(ticks + ([self.pod_logs_interval] if self.pod_logs else []), default=None)
+        ticks = [self.watch.times.poll_interval] if self._stall_watch() or self._pods_started is False else []
+        ticks += [float(self.watch.times.progress_interval)] if self._progress_enabled() else []
+        return min(ticks + ([self.watch.pod_logs.interval] if self.watch.pod_logs.enabled else []), default=None)
 
     def facts(self) -> LedgerWriter:
         """What this watch adds to the run's ledger (triggers.ledger_writer), from this attempt's current start."""
         if self._ledger is None:
             self._ledger = LedgerWriter(int(self.extra.get("attempt") or 1), self.restarts_seen, self.clock(),
-                                        self.progress_interval)
+                                        self.watch.times.progress_interval)
         return self._ledger
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from mtc_provider.triggers.next_in_try import FollowNext, newest_of_try
+        from mtc_provider.triggers.next_in_try import FollowNext
+        from mtc_provider.triggers.stall_end import resumed
 
         # A triggerer restart rebuilds this trigger from attempt N's kwargs: the newest attempt of its try is followed
-        # (triggers.next_in_try), not N decided again.
-        current = await newest_of_try(self) or self
+        # (triggers.next_in_try), or a stall's end it left half done finished (triggers.stall_end), not N decided again.
+        first = await resumed(self)
+        if first is not None and not isinstance(first, FollowNext):
+            yield first
+            return
+        current = first.trigger if first is not None else self
         while True:
             self._following = current if current is not self else None  # on_kill stops the attempt watched now
             async for event in current._watch():  # one event, after the ledger's last write of this watch
@@ -474,6 +478,8 @@ class JobSetTrigger(BaseTrigger):
                 return
 
     async def _watch(self) -> AsyncIterator[TriggerEvent]:
+        from mtc_provider.triggers.stall_end import next_after_stall
+
         # Off the triggerer's shared event loop: the target's hook and the clients' cold imports took 16-27 s in
         # one callback at load 10-12, which Airflow's watchdog reports as a deadlocked loop (adapters.kubernetes
         # AsyncKubernetesJobSetApi imports them when built; tests/triggers/test_trigger_event_loop.py)
@@ -485,7 +491,8 @@ class JobSetTrigger(BaseTrigger):
         restarts = self.restarts_seen
         state: JobSetState | None = None
         failed_rjob = ""
-        outage = OutageClock(self.api_outage_timeout, self.api_backoff_max, self.api_outage_log_interval)
+        pacing = self.watch.pacing
+        outage = OutageClock(self.watch.times.api_outage_timeout, pacing.backoff_max, pacing.log_interval)
         async for item in hook.watch(self.namespace, self.name, self.resource_version, outage, self._tick, self.clock,
                                      self.log, lambda o, now: metrics.api_outage(metrics.trigger_tags(self),
                                                                                  o.failures, o.elapsed(now))):
@@ -499,10 +506,10 @@ class JobSetTrigger(BaseTrigger):
                 yield self._event(events.ERROR, state, restarts, f"{type(item).__name__}: {item}")
                 return
             if item is not None and item.type == "DELETED":
-                from mtc_provider.triggers.next_in_try import FollowNext, newest_of_try
+                from mtc_provider.triggers.stall_end import resumed
 
-                newer = await newest_of_try(self)  # another copy of this trigger ended it and submitted the next
-                yield FollowNext(newer) if newer is not None else \
+                # another copy of this trigger ended it (and submitted the next attempt, or is about to)
+                yield await resumed(self) or \
                     self._event(events.DELETED, state, restarts, "the JobSet was deleted while being watched")
                 return
             if item is not None:
@@ -542,14 +549,16 @@ class JobSetTrigger(BaseTrigger):
                     state = await hook.get_status(self.name, self.namespace)
             if state is not None and not state.terminating:
                 problem = await self.check_pods(api)
-                if problem:
-                    yield self._event(problem[0], state, restarts, problem[1])
+                if problem:  # new pods that never start after the run's had: a stall (triggers.stall_end)
+                    yield await next_after_stall(self, state, restarts, *problem) \
+                        or self._event(problem[0], state, restarts, problem[1])
                     return
             if state is not None and self._stall_watch() and not state.terminating:
                 reason = await self.check_stall(state)
                 if reason:
-                    metrics.stalled(metrics.trigger_tags(self))
-                    yield self._event(events.STALLED, state, restarts, reason)
+                    metrics.stalled(metrics.trigger_tags(self))  # its next attempt may follow from here
+                    yield await next_after_stall(self, state, restarts, events.STALLED, reason) \
+                        or self._event(events.STALLED, state, restarts, reason)
                     return
                 if self.listing_error:
                     yield self._event(events.LISTING_FAILED, state, restarts, self.listing_error)

@@ -33,7 +33,7 @@ from typing import Any, Mapping
 
 from airflow.triggers.base import TriggerEvent
 
-from mtc_provider.core.attempt.jobset_events import NEXT_ATTEMPT_PENDING
+from mtc_provider.core.attempt.jobset_events import NEXT_ATTEMPT_PENDING, STALLED
 from mtc_provider.core.attempt.next_in_try import NEXT_ATTEMPT, renumbered
 from mtc_provider.core.attempt.status import JobSetState
 
@@ -66,12 +66,12 @@ def _namespace(trigger: Any) -> str:
     return trigger.extra.get("namespace") or trigger.namespace
 
 
-async def submit_next(trigger: Any, state: JobSetState, restarts: int,
-                      verdict: dict[str, Any] | None) -> FollowNext | TriggerEvent | None:
+async def submit_next(trigger: Any, state: JobSetState, restarts: int, verdict: dict[str, Any] | None,
+                      cause: str | None = None) -> FollowNext | TriggerEvent | None:
     """After the end of attempt N: follow N+1 (FollowNext), hand the task to a worker that submits it (a
     `next-attempt-pending` TriggerEvent: N's record is closed), or None (not this path: the caller hands the
-    verdict to a worker, as before)."""
-    from mtc_provider.core.attempt.ownership import task_owner
+    verdict to a worker, as before). `cause`: N stalled (core.attempt.jobset_events.stall_cause): it is deleted,
+    and gone, between its close and N+1's create (triggers.stall_end)."""
     from mtc_provider.core.attempt.resubmission import restorable_progress, resubmit_in_try, Decision
     from mtc_provider.triggers.attempt_end import close_in_trigger, end_of
 
@@ -82,23 +82,45 @@ async def submit_next(trigger: Any, state: JobSetState, restarts: int,
     decision = Decision(verdict["kind"], verdict["reason"])
     if not resubmit_in_try(decision, history, restorable_progress(verdict["latest_step"], trigger.restored_step)):
         return None
-    end = end_of(trigger, state, restarts, verdict, ti)
+    end = end_of(trigger, state, restarts, verdict, ti, stalled=cause is not None)
     if not end.in_try:  # over the run's budget: the run fails for good, which the worker ends
         return None
-    try:
-        not_ours = await asyncio.to_thread(_not_this_trys_lock, trigger, ti)
-    except Exception as exc:  # noqa: BLE001 - unknown: the worker's launch takes the lock and decides
-        not_ours = f"it could not be read ({type(exc).__name__}: {exc})"
+    not_ours = await not_this_trys(trigger, ti)
     if not_ours:  # one writer per run: only the try that holds the run lock submits
         trigger.log.warning("the run lock of %s is not this try's to use from the triggerer: %s; the task resumes "
                             "on a worker", extra["run_name"], not_ours)
         return None
     trigger.log.info("%s; newest finalized step %s of %s -> %s: %s", state.describe(), verdict["latest_step"],
                      extra.get("target_step"), decision.kind, decision.reason)
-    journal = await close_in_trigger(trigger, state, end, ti, once=True)
+    journal = await close_in_trigger(trigger, state, end, ti, once=True, cause=cause)
     if journal is None:
         return None  # nothing changed: the worker ends the attempt, as before
-    number, next_history = int(extra["attempt"]) + 1, [*history, end.last_step]
+    if cause is not None:
+        from mtc_provider.triggers.stall_end import delete_stalled
+
+        failed = await delete_stalled(trigger, ti, verdict["reason"])
+        if failed:  # N may still run: a worker deletes it and waits, as for any stall (its record stays closed)
+            return trigger._event(STALLED, state, restarts, failed, verdict)
+    return await create_next(trigger, state, restarts, verdict, [*history, end.last_step])
+
+
+async def not_this_trys(trigger: Any, ti: Any) -> str:
+    """Why the run lock is not this try's to use from the triggerer ("" when it is)."""
+    try:
+        return await asyncio.to_thread(_not_this_trys_lock, trigger, ti)
+    except Exception as exc:  # noqa: BLE001 - unknown: the worker's launch takes the lock and decides
+        return f"it could not be read ({type(exc).__name__}: {exc})"
+
+
+async def create_next(trigger: Any, state: JobSetState | None, restarts: int, verdict: dict[str, Any] | None,
+                      next_history: list[int | None]) -> FollowNext | TriggerEvent:
+    """Steps 2-5 once N's record is closed (and a stalled N gone): create N+1 by its deterministic name (a 409 of
+    this task's is followed), open its record, delete this task's ended attempts, follow N+1; a create that fails
+    hands the task to a worker (`next-attempt-pending`)."""
+    from mtc_provider.core.attempt.ownership import task_owner
+
+    extra, ti = trigger.extra, trigger.task_instance
+    number = int(extra["attempt"]) + 1
     name = f"attempt {number}"
     hook = _hook(trigger, CREATE_OUTAGE_S)
     try:
@@ -113,7 +135,7 @@ async def submit_next(trigger: Any, state: JobSetState, restarts: int,
                               f"triggerer: {type(exc).__name__}: {exc}", verdict)
     if created:
         trigger.log.info("submitted JobSet %s/%s from the triggerer (attempt %d, try %s, newest finalized step %s)",
-                         _namespace(trigger), name, number, ti.try_number, end.last_step)
+                         _namespace(trigger), name, number, ti.try_number, next_history[-1])
     else:  # 409: another live copy of this trigger created it (its name is this task's), or this one before
         trigger.log.info("JobSet %s/%s (attempt %d) already exists for this try: following it", _namespace(trigger),
                          name, number)

@@ -1,8 +1,8 @@
 """The local rehearsal of GKE MTC's replicator, for a JobSet whose workload runs in multi-tier mode.
 
 What it models (docs/maxtext.md, "Multi-tier mode: the local replicator"), read in Orbax
-`experimental/emergency/multi_tier_checkpointing/initialization.py` and `mtc_checkpoint_converter.py` and in
-GoogleCloudPlatform/ml-auto-solutions `dags/orbax/maxtext_mtc_save_gcs.py`:
+`experimental/emergency/multi_tier_checkpointing/initialization.py` and in GoogleCloudPlatform/ml-auto-solutions
+`dags/orbax/maxtext_mtc_save_gcs.py` and `dags/orbax/util/validation_util.py`:
 
 - backups: every backup interval, each node's newest local-tier step (the ramdisk's `<step>/` folder) is copied to
   `<bucket>/<run_name>/<YYYY-MM-DD_HH-MM>/D<hash>.data/`, then `<job>-s<step>-n<node>-w<worker>.meta` naming that
@@ -35,7 +35,7 @@ from mtc_provider.core.basics.errors import require
 from mtc_provider.core.measure.listing import parse_mtc_backup
 from mtc_provider.core.measure.progress import replicator_backup_dir
 
-TIME_DIR_FORMAT = "%Y-%m-%d_%H-%M"  # Orbax mtc_checkpoint_converter `_TIMESTAMP_DIR_PATTERN`
+TIME_DIR_FORMAT = "%Y-%m-%d_%H-%M"  # the backup folder's name (ml-auto-solutions `validation_util.py`)
 WORKER = 0
 
 

@@ -26,6 +26,7 @@ import time
 import pytest
 
 from tests.support.js_helpers import jobset_body
+from mtc_provider.core.attempt.launch_options import ApiPacing, WatchSettings, WatchTimes
 from mtc_provider import targets
 from mtc_provider.adapters import retry
 from mtc_provider.core.attempt.jobset_events import API_UNREACHABLE, ENDED, JobSetEvent
@@ -35,12 +36,11 @@ from tests.doubles.memory_jobset import status_completed, status_running
 pytestmark = pytest.mark.timeout(90)
 
 
-def _trigger(cluster, resource_version: str, **kwargs) -> JobSetTrigger:
-    values = dict(poll_interval=0.05, progress_interval=None, api_outage_timeout=60, api_outage_log_interval=0.5,
-                  api_backoff_max=0.05, request_timeout=2)
-    values.update(kwargs)
+def _trigger(cluster, resource_version: str, api_outage_timeout: float = 60, request_timeout: float = 2):
+    times = WatchTimes(poll_interval=0.05, progress_interval=None, api_outage_timeout=api_outage_timeout)
+    pacing = ApiPacing(log_interval=0.5, backoff_max=0.05, request_timeout=request_timeout)
     return JobSetTrigger(connection=cluster.connection, namespace="default", name="train",
-                         resource_version=resource_version, **values)
+                         resource_version=resource_version, watch=WatchSettings(times=times, pacing=pacing))
 
 
 async def _first_event(trigger: JobSetTrigger) -> JobSetEvent:

@@ -35,6 +35,7 @@ from tests.doubles.memory_jobset import (
     status_pending,
     status_running,
 )
+from mtc_provider.core.attempt.launch_options import WatchSettings, WatchTimes
 from mtc_provider.core.basics import labels as L
 from mtc_provider.core.attempt.ownership import TaskLookup, kill_verdict
 from mtc_provider.core.attempt.resubmission import SUBMIT, TAKE_RESULT, plan_try
@@ -209,8 +210,9 @@ async def test_unschedulable_stall_clock_does_not_run_while_the_jobset_is_pendin
     cluster.plan([_slow(status_pending(), 0.05)] * 12 + [status_completed()])  # 0.6s pending > stall_timeout
     created = cluster.create("default", jobset_body())
     trigger = JobSetTrigger(connection={"kind": "local", "home": str(tmp_path)}, namespace="default", name="train",
-                            resource_version=created["metadata"]["resourceVersion"], poll_interval=0.01,
-                            checkpoint_dir=str(tmp_path / "ckpt"), stall_timeout=0.2)
+                            resource_version=created["metadata"]["resourceVersion"],
+                            checkpoint_dir=str(tmp_path / "ckpt"),
+                            watch=WatchSettings(times=WatchTimes(poll_interval=0.01), stall_timeout=0.2))
     events = [JobSetEvent.from_payload(e.payload) async for e in trigger.run()]
     assert [e.kind for e in events] == [ENDED]
 
@@ -340,7 +342,7 @@ def test_stall_timeout_reaches_the_trigger(cluster, tmp_path):
     with pytest.raises(TaskDeferred) as deferred:
         run_try(launch(str(tmp_path), deferrable=True, stall_timeout="600", poll_interval=30), FakeTI())
     trigger = deferred.value.trigger
-    assert trigger.stall_timeout == 600.0 and trigger.checkpoint_dir == _ckpt(tmp_path)
+    assert trigger.watch.stall_timeout == 600.0 and trigger.checkpoint_dir == _ckpt(tmp_path)
 
 
 # --- 9. worker_sigterm -----------------------------------------------------------------------------------

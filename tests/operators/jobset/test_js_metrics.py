@@ -23,6 +23,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.support.js_helpers import FakeTI, ckpt_dir, finalize, jobset_body, launch, reach, run_try
+from mtc_provider.core.attempt.launch_options import ApiPacing, WatchSettings, WatchTimes
 from mtc_provider.adapters import metrics, retry
 from mtc_provider.core.attempt.jobset_events import STALLED, JobSetEvent
 from mtc_local.cluster.resources import PODS
@@ -136,10 +137,12 @@ async def test_metrics_reach_a_real_statsd_listener(statsd, outage_cluster, fast
     outage_cluster.store.put(PODS, _running_pod())
     rv = outage_cluster.put_jobset(jobset_body(), status_running())
     trigger = JobSetTrigger(connection=outage_cluster.connection, namespace="default", name="train",
-                            resource_version=rv, poll_interval=0.05, checkpoint_dir=str(checkpoints),
-                            stall_timeout=4, progress_interval=0.2, api_outage_timeout=60,
-                            api_outage_log_interval=0.5, api_backoff_max=0.05, request_timeout=2,
-                            extra={"target_step": 1000, "run_name": RUN_NAME, "attempt": 1})
+                            resource_version=rv, checkpoint_dir=str(checkpoints),
+                            extra={"target_step": 1000, "run_name": RUN_NAME, "attempt": 1},
+                            watch=WatchSettings(
+                                times=WatchTimes(poll_interval=0.05, progress_interval=0.2, api_outage_timeout=60),
+                                stall_timeout=4, pacing=ApiPacing(log_interval=0.5, backoff_max=0.05,
+                                                                  request_timeout=2)))
     trigger.task_instance = SimpleNamespace(dag_id=DAG_ID, task_id=TASK_ID, id=None)  # as the triggerer sets it
 
     async def first_event() -> JobSetEvent:

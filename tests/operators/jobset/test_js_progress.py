@@ -12,6 +12,7 @@ from airflow.sdk.exceptions import TaskDeferred
 
 from tests.support.js_helpers import jobset_body
 from tests.doubles.memory_jobset import status_completed, status_running
+from mtc_provider.core.attempt.launch_options import WatchSettings, WatchTimes
 from mtc_provider.core.attempt.status import JobSetState
 from mtc_provider.operators.jobset import PROGRESS_XCOM_KEY, MtcJobSetOperator
 from mtc_provider.core.attempt.jobset_events import ENDED, JobSetEvent
@@ -61,9 +62,11 @@ def recording(trigger: JobSetTrigger) -> LogLines:
     return log
 
 
-def trigger_at(checkpoints, clock: Clock, **kwargs) -> JobSetTrigger:
+def trigger_at(checkpoints, clock: Clock, progress_interval: float | None, stall_timeout: float | None = None):
     trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name="train", checkpoint_dir=str(checkpoints),
-                            extra={"target_step": 1000, "attempt": 2}, **kwargs)
+                            extra={"target_step": 1000, "attempt": 2},
+                            watch=WatchSettings(times=WatchTimes(progress_interval=progress_interval),
+                                                stall_timeout=stall_timeout))
     trigger.clock = clock
     return trigger
 
@@ -107,13 +110,14 @@ async def test_progress_reuses_the_stall_checks_listing(tmp_path):
 async def test_no_progress_without_a_checkpoint_dir_or_interval(tmp_path):
     clock = Clock()
     assert await trigger_at(tmp_path, clock, progress_interval=None).report_progress(0) is None
-    off = JobSetTrigger(connection=CONNECTION, namespace="default", name="train", progress_interval=60,
-                        extra={"target_step": 10})
+    off = JobSetTrigger(connection=CONNECTION, namespace="default", name="train", extra={"target_step": 10},
+                        watch=WatchSettings(times=WatchTimes(progress_interval=60)))
     assert await off.report_progress(0) is None and off._tick() is None  # nothing to list: no ticks either
 
 
 def test_progress_interval_survives_serialization():
-    trigger = JobSetTrigger(connection=CONNECTION, namespace="ml", name="t", progress_interval=30)
+    trigger = JobSetTrigger(connection=CONNECTION, namespace="ml", name="t",
+                            watch=WatchSettings(times=WatchTimes(progress_interval=30)))
     classpath, kwargs = trigger.serialize()
     assert kwargs["watch"]["times"]["progress_interval"] == 30
     assert JobSetTrigger(**kwargs).serialize() == (classpath, kwargs)
@@ -133,9 +137,9 @@ async def test_a_quiet_watch_still_logs_progress(cluster, tmp_path):
     cluster.create("default", jobset_body())
     checkpoints = tmp_path / "checkpoints"
     finalize(checkpoints, 10)
-    trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name="train", poll_interval=0.02,
-                            checkpoint_dir=str(checkpoints), progress_interval=0.05,
-                            extra={"target_step": 100, "attempt": 1})
+    trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name="train",
+                            checkpoint_dir=str(checkpoints), extra={"target_step": 100, "attempt": 1},
+                            watch=WatchSettings(times=WatchTimes(poll_interval=0.02, progress_interval=0.05)))
     log = recording(trigger)
     events = [JobSetEvent.from_payload(e.payload) async for e in trigger.run()]
     assert [e.kind for e in events] == [ENDED]
@@ -165,7 +169,8 @@ def test_operator_lists_for_progress_without_stall_detection_and_pushes_the_figu
     with pytest.raises(TaskDeferred) as deferred:
         op.execute({"ti": ti})
     trigger = deferred.value.trigger
-    assert trigger.checkpoint_dir and trigger.stall_timeout is None and trigger.progress_interval == 30.0
+    assert trigger.checkpoint_dir and trigger.watch.stall_timeout is None
+    assert trigger.watch.times.progress_interval == 30.0
     figures = {"step": 10, "target_step": 10, "steps_per_hour": 600.0, "eta_seconds": 0.0, "newest_checkpoint": 10,
                "restarts": 0, "attempt": 1, "percent": 100.0}
     state = JobSetState(trigger.name, trigger.namespace, "succeeded")
@@ -203,7 +208,7 @@ async def test_the_newest_checkpoint_is_the_runs_and_the_first_rate_is_timed_by_
     checkpoints, clock = tmp_path / "checkpoints", Clock()
     trigger = JobSetTrigger(connection=CONNECTION, namespace="default", name="train", checkpoint_dir=str(checkpoints),
                             extra={"target_step": 1000, "attempt": 3, "history": [None, 200, 400]},
-                            progress_interval=60, stall_timeout=None)
+                            watch=WatchSettings(times=WatchTimes(progress_interval=60)))
     trigger.clock = clock
     start = clock.now
     clock.now = start + 30  # a read finds step 410, logged at start + 10 (one step a second)

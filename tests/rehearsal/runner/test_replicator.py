@@ -1,6 +1,6 @@
 """The local MTC replicator's layout and its "newest complete backup" rule (mtc_local.runner.replicator).
 
-The layout is the one Orbax's `multi_tier_checkpointing/mtc_checkpoint_converter.py` reads (`<time>/` folders of
+The layout is the one ml-auto-solutions' `dags/orbax/util/validation_util.py` reads (`<time>/` folders of
 `<job>-s<step>-n<node>-w<worker>.meta` naming a `D<hash>.data` folder beside them) and the provider lists
 (core.measure.listing.backup_steps); a step is restorable only when every node backed it up (docs/maxtext.md, "Multi-tier
 mode: the local replicator")."""

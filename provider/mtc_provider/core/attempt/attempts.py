@@ -56,16 +56,10 @@ def checkpoint_dir_of(jobset: Mapping[str, Any]) -> str:
 def attempt_of(jobset: Mapping[str, Any]) -> Attempt:
     metadata = jobset.get("metadata") or {}
     state = evaluate_jobset(jobset)
-    return Attempt(
-        name=metadata.get("name", ""),
-        namespace=metadata.get("namespace", ""),
-        attempt=L.attempt_number(metadata.get("labels")),
-        phase=state.phase,
-        restarts=state.restarts,
-        reason=state.reason or state.message,
-        created=str(metadata.get("creationTimestamp", "")),
-        checkpoint_dir=checkpoint_dir_of(jobset),
-    )
+    return Attempt(name=metadata.get("name", ""), namespace=metadata.get("namespace", ""),
+                   attempt=L.attempt_number(metadata.get("labels")), phase=state.phase, restarts=state.restarts,
+                   reason=state.reason or state.message, created=str(metadata.get("creationTimestamp", "")),
+                   checkpoint_dir=checkpoint_dir_of(jobset))
 
 
 def attempts(jobsets: Iterable[Mapping[str, Any]]) -> list[Attempt]:

@@ -1,19 +1,14 @@
 """The run's budget (pure): a run that keeps being interrupted without getting anywhere ends, with the numbers.
 
-Both rules count restorable progress only (what the next start can resume from:
-core.attempt.resubmission.restorable_progress), never reported step lines:
+Both rules count restorable progress only (core.attempt.resubmission.restorable_progress), never reported step
+lines: the newest `window` interruptions (attempt ends and in-cluster restarts) must each gain more than
+`min_steps_per_interruption` restorable steps (default: the shortest restorable save period, which a healthy run
+passes many times between interruptions and a crash after every save does not), and the steps gained over the last
+`goodput_window` must reach `min_goodput` of it (judged once the run has lasted the window and has a step time, so
+a short run or a long wait for capacity is never ended by it). docs/resubmission.md, "The budget", works examples.
 
-- **Progress per interruption.** The newest `window` interruptions (each attempt's end and each in-cluster restart)
-  must together gain more than `min_steps_per_interruption` restorable steps each. Its default is the run's shortest
-  restorable save period (`derived_min_steps`): a run interrupted every few hours saves every few minutes in
-  between, while a workload that crashes after every save, or saves one step per crash, gains at most one save per
-  interruption, however many restarts it is allowed.
-- **Goodput over the last hours.** The restorable steps gained in the last `goodput_window` seconds, at the run's
-  step time, must be at least `min_goodput` of that window. Judged only once the run has lasted the window and its
-  step time is known, so a short run or a long wait for capacity at the start is never ended by it.
-
-Each attempt is a `Span`; the attempts before the current one are fixed while it runs, so the worker and the
-triggerer judge its end from the same values (`BudgetCheck`, carried to the trigger as a dict).
+The attempts before the current one are fixed while it runs, so the worker and the triggerer judge its end from the
+same values (`BudgetCheck`, carried to the trigger as a dict).
 """
 
 from __future__ import annotations

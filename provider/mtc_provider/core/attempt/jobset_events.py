@@ -6,7 +6,7 @@ them, stay light at parse time."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from mtc_provider.core.attempt.status import JobSetState
 
@@ -52,3 +52,20 @@ class JobSetEvent:
         values = dict(payload)
         state = values.pop("state", None)
         return cls(state=JobSetState(**state) if state else None, **values)
+
+
+def stall_cause(kind: str, restarts: int, restored_step: int | None, history: Sequence[int | None]) -> str | None:
+    """The interruption's kind in the run's ledger (core.attempt.ledger) when an event that is no JobSet end is
+    judged as a stall (core.attempt.resubmission.decide_stalled: the attempt is deleted, then followed or not on its
+    steps): `stall` for a stall; `startup-timeout` for new pods that never came up after the run's pods had started
+    (in-cluster `restarts`, a `restored_step`, or a step in the attempts' `history`: a replacement node whose
+    ramdisk never mounts; a new attempt gets new pods). None: not a stall (a start-up timeout before the run ever
+    started is a failure to start, which fails the run)."""
+    from mtc_provider.core.attempt.ledger import STALL, STARTUP_TIMEOUT as STARTUP
+
+    if kind == STALLED:
+        return STALL
+    if kind == STARTUP_TIMEOUT and (restarts > 0 or restored_step is not None
+                                    or any(step is not None for step in history)):
+        return STARTUP
+    return None

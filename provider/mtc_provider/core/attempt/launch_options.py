@@ -42,29 +42,29 @@ TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off"
 
 @dataclass(frozen=True)
 class WatchTimes:
-    """Seconds the watch waits, bounds and reports by (each >= 0; None: no bound / no lines)."""
+    """Seconds the watch waits, bounds and reports by (each >= 0; None: no bound / no lines). The defaults are the
+    operator's, so a record serialized without a later field loads."""
 
-    poll_interval: float
-    capacity_log_interval: float
-    listing_timeout: float
-    deletion_timeout: float
-    api_outage_timeout: float
-    startup_timeout: float | None
-    image_pull_timeout: float | None
-    progress_interval: float | None
-    # The least first-step limit of a start of the pods (core.measure.cadence.first_step_limit); a default, so a
-    # record serialized without it loads.
-    first_step_floor: float = FIRST_STEP_FLOOR_S
+    poll_interval: float = OPTION_DEFAULTS["poll_interval"]
+    capacity_log_interval: float = OPTION_DEFAULTS["capacity_log_interval"]
+    listing_timeout: float = OPTION_DEFAULTS["listing_timeout"]
+    deletion_timeout: float = OPTION_DEFAULTS["deletion_timeout"]
+    api_outage_timeout: float = OPTION_DEFAULTS["api_outage_timeout"]
+    startup_timeout: float | None = OPTION_DEFAULTS["startup_timeout"]
+    image_pull_timeout: float | None = OPTION_DEFAULTS["image_pull_timeout"]
+    progress_interval: float | None = OPTION_DEFAULTS["progress_interval"]
+    first_step_floor: float = FIRST_STEP_FLOOR_S  # the least first-step limit of a start of the pods
 
 
 @dataclass(frozen=True)
 class PodLogs:
-    """Whether the leader pod's log is streamed into the task log, and its bounds per read."""
+    """Whether the leader pod's log is streamed into the task log, and its bounds per read. Off by default: a
+    JobSet a bare trigger (the sensor's) watches may be anyone's."""
 
-    enabled: bool
-    interval: float
-    max_lines: int
-    max_bytes: int
+    enabled: bool = False
+    interval: float = OPTION_DEFAULTS["pod_logs_interval"]
+    max_lines: int = OPTION_DEFAULTS["pod_logs_max_lines"]
+    max_bytes: int = OPTION_DEFAULTS["pod_logs_max_bytes"]
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,8 @@ class WatchSettings:
     It crosses a process boundary: the trigger serializes it with `to_dict` into Airflow's trigger table and the
     triggerer restores it with `from_dict`. It carries no secret."""
 
-    times: WatchTimes
-    pod_logs: PodLogs
+    times: WatchTimes = field(default_factory=WatchTimes)
+    pod_logs: PodLogs = field(default_factory=PodLogs)
     stall_timeout: float | None = None  # None: no stall detection
     stall_cadence: dict[str, Any] | None = None  # the run's cadence the trigger re-derives the limit from
     pacing: ApiPacing = field(default_factory=ApiPacing)
@@ -98,54 +98,6 @@ class WatchSettings:
         return cls(times=WatchTimes(**data["times"]), pod_logs=PodLogs(**data["pod_logs"]),
                    stall_timeout=data.get("stall_timeout"), stall_cadence=data.get("stall_cadence"),
                    pacing=ApiPacing(**data.get("pacing") or {}), push_progress=bool(data.get("push_progress", True)))
-
-    def flat(self) -> dict[str, Any]:
-        """The settings by their flat names (`WATCH_FLAT`): the trigger's attributes."""
-        parts = {"times": self.times, "pod_logs": self.pod_logs, "pacing": self.pacing, None: self}
-        return {name: getattr(parts[part], attr) for name, (part, attr) in WATCH_FLAT.items()}
-
-    @classmethod
-    def from_flat(cls, flat: Mapping[str, Any], base: "WatchSettings | None" = None) -> "WatchSettings":
-        """`base` (default: a bare trigger's settings) with the flat names in `flat` set: the keyword arguments of
-        the trigger's previous release (rows it serialized load again) and a short form for one-off watches."""
-        unknown = sorted(set(flat) - set(WATCH_FLAT))
-        if unknown:
-            raise TypeError(f"JobSetTrigger got unexpected settings {', '.join(unknown)}; allowed: "
-                            f"{', '.join(WATCH_FLAT)}")
-        given = {**(base.flat() if base is not None else WATCH_FLAT_DEFAULTS), **flat}
-        for name, convert in _FLAT_TYPES.items():
-            given[name] = convert(given[name])
-        parts: dict[Any, dict[str, Any]] = {"times": {}, "pod_logs": {}, "pacing": {}, None: {}}
-        for name, (part, attr) in WATCH_FLAT.items():
-            parts[part][attr] = given[name]
-        top = parts[None]
-        return cls(times=WatchTimes(**parts["times"]), pod_logs=PodLogs(**parts["pod_logs"]),
-                   stall_timeout=top["stall_timeout"], stall_cadence=dict(top["stall_cadence"]) if top["stall_cadence"]
-                   else None, pacing=ApiPacing(**parts["pacing"]), push_progress=top["push_progress"])
-
-
-# WatchSettings by flat name: (its part, the field there). The names are the trigger's keyword arguments before
-# issue 36 and its attributes; deletion_timeout is the operator's (the trigger ignores it).
-WATCH_FLAT: dict[str, tuple[str | None, str]] = {
-    **{name: ("times", name) for name in (f.name for f in dataclasses.fields(WatchTimes))},
-    "pod_logs": ("pod_logs", "enabled"), "pod_logs_interval": ("pod_logs", "interval"),
-    "pod_logs_max_lines": ("pod_logs", "max_lines"), "pod_logs_max_bytes": ("pod_logs", "max_bytes"),
-    "api_outage_log_interval": ("pacing", "log_interval"), "api_backoff_max": ("pacing", "backoff_max"),
-    "request_timeout": ("pacing", "request_timeout"),
-    "stall_timeout": (None, "stall_timeout"), "stall_cadence": (None, "stall_cadence"),
-    "push_progress": (None, "push_progress"),
-}
-# A bare trigger's settings (the sensor's, a test's): the operator's defaults, but no pod logs (a JobSet the
-# sensor watches may be anyone's) and no stall detection.
-WATCH_FLAT_DEFAULTS: dict[str, Any] = {
-    **{name: OPTION_DEFAULTS.get(name) for name in WATCH_FLAT}, "pod_logs": False, "stall_timeout": None,
-    "api_outage_log_interval": ApiPacing.log_interval, "api_backoff_max": ApiPacing.backoff_max,
-    "request_timeout": ApiPacing.request_timeout, "push_progress": True,
-}
-# As the trigger's previous release converted its keyword arguments.
-_FLAT_TYPES = {"api_outage_timeout": float, "api_outage_log_interval": float, "api_backoff_max": float,
-               "request_timeout": float, "pod_logs": bool, "pod_logs_interval": float, "pod_logs_max_lines": int,
-               "pod_logs_max_bytes": int, "push_progress": bool}
 
 
 @dataclass(frozen=True)

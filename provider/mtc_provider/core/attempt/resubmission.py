@@ -56,14 +56,8 @@ def attempts_without_progress(step_history: Sequence[int | None], latest_step: i
     return count
 
 
-def decide(
-    state: JobSetState,
-    latest_step: int | None,
-    target_step: int,
-    step_history: Sequence[int | None],
-    crash_loop_attempts: int = DEFAULT_CRASH_LOOP_ATTEMPTS,
-    restored_step: int | None = None,
-) -> Decision:
+def decide(state: JobSetState, latest_step: int | None, target_step: int, step_history: Sequence[int | None],
+           crash_loop_attempts: int = DEFAULT_CRASH_LOOP_ATTEMPTS, restored_step: int | None = None) -> Decision:
     """Decide what an ended attempt means.
 
     `step_history` holds the restorable step at the start of each attempt so far, oldest first; its last entry is

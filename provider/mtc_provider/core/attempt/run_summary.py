@@ -39,19 +39,11 @@ def run_record(*, run_name: str, namespace: str, checkpoint_dir: str, target_ste
     same_run = previous is not None and previous.get("dag_run") == {
         "dag_id": owner.get("dag_id"), "run_id": owner.get("run_id"), "task_id": owner.get("task_id")}
     kept_progress = (previous or {}).get("progress") if same_run else None
-    return {
-        "version": RECORD_VERSION,
-        "run_name": run_name,
-        "namespace": namespace,
-        "checkpoint_dir": checkpoint_dir,
-        "target_step": target_step,
-        "state": state,
-        "reason": reason,
-        "dag_run": {"dag_id": owner.get("dag_id"), "run_id": owner.get("run_id"), "task_id": owner.get("task_id")},
-        "attempts": merged_attempts((previous or {}).get("attempts") or [] if same_run else [], attempts),
-        "progress": dict(progress) if progress else kept_progress,
-        "updated": now,
-    }
+    return {"version": RECORD_VERSION, "run_name": run_name, "namespace": namespace, "checkpoint_dir": checkpoint_dir,
+            "target_step": target_step, "state": state, "reason": reason,
+            "dag_run": {"dag_id": owner.get("dag_id"), "run_id": owner.get("run_id"), "task_id": owner.get("task_id")},
+            "attempts": merged_attempts((previous or {}).get("attempts") or [] if same_run else [], attempts),
+            "progress": dict(progress) if progress else kept_progress, "updated": now}
 
 
 def merged_attempts(kept: Sequence[Mapping[str, Any]], seen: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -96,20 +88,12 @@ def summary(record: Mapping[str, Any], now: float, commits: Sequence[tuple[int, 
     `record`: as `newest_step` takes it."""
     started = _started(record)
     attempts = record.get("attempts") or []
-    return {
-        "run_name": record.get("run_name"),
-        "namespace": record.get("namespace"),
-        "state": record.get("state"),
-        "step": newest_step(record, [s for s, _ in commits]),
-        "target_step": record.get("target_step"),
-        "eta_s": eta_seconds(record, commits, now),
-        "attempts": len(attempts),
-        "restarts": sum(a.restarts for a in attempts),
-        "age_s": None if started is None else max(0.0, now - started),
-        "live_jobsets": list(live_jobsets),
-        "dag_run": record.get("dag_run"),
-        "checkpoint_dir": record.get("checkpoint_dir"),
-    }
+    return {"run_name": record.get("run_name"), "namespace": record.get("namespace"), "state": record.get("state"),
+            "step": newest_step(record, [s for s, _ in commits]), "target_step": record.get("target_step"),
+            "eta_s": eta_seconds(record, commits, now), "attempts": len(attempts),
+            "restarts": sum(a.restarts for a in attempts),
+            "age_s": None if started is None else max(0.0, now - started), "live_jobsets": list(live_jobsets),
+            "dag_run": record.get("dag_run"), "checkpoint_dir": record.get("checkpoint_dir")}
 
 
 def summary_cells(row: Mapping[str, Any]) -> list[str]:

@@ -28,7 +28,6 @@ RUNNING = "running"
 RESTARTING = "restarting"
 SUCCEEDED = "succeeded"
 FAILED = "failed"
-PHASES = (PENDING, RUNNING, RESTARTING, SUCCEEDED, FAILED)
 
 # The JobSet rule FailJobSet fires only on failures the user declared final (our builder: the
 # podFailurePolicy's "bug" exit codes), so resubmitting cannot help.
@@ -107,14 +106,10 @@ def evaluate_jobset(obj: Mapping[str, Any]) -> JobSetState:
     replicated_names += [r.get("name", "") for r in replicated_status]
     conditions = _true_conditions(status)
     terminal = status.get("terminalState", "")
-    common = {
-        "name": name,
-        "namespace": metadata.get("namespace", ""),
-        "restarts": int(status.get("restarts") or 0),
-        "restarts_count_towards_max": int(status.get("restartsCountTowardsMax") or 0),
-        "resource_version": str(metadata.get("resourceVersion", "")),
-        "terminating": bool(metadata.get("deletionTimestamp")),
-    }
+    common = {"name": name, "namespace": metadata.get("namespace", ""), "restarts": int(status.get("restarts") or 0),
+              "restarts_count_towards_max": int(status.get("restartsCountTowardsMax") or 0),
+              "resource_version": str(metadata.get("resourceVersion", "")),
+              "terminating": bool(metadata.get("deletionTimestamp"))}
     failed_rjobs = [r.get("name", "") for r in replicated_status if int(r.get("failed") or 0) > 0]
 
     if FAILED_CONDITION in conditions or terminal == FAILED_CONDITION:
@@ -125,15 +120,10 @@ def evaluate_jobset(obj: Mapping[str, Any]) -> JobSetState:
         failed_job = match.group("job") if match else ""
         failed_rjob = _replicated_job_of(failed_job, name, replicated_names) if failed_job else ""
         image_error = bool(IMAGE_ERROR_RE.search(f"{reason} {message}"))
-        return JobSetState(
-            phase=FAILED,
-            failed_job=failed_job,
-            failed_replicated_job=failed_rjob or (failed_rjobs[0] if failed_rjobs else ""),
-            reason=reason,
-            message=message,
-            retryable=reason not in NON_RETRYABLE_REASONS and not image_error,
-            **common,
-        )
+        return JobSetState(phase=FAILED, failed_job=failed_job,
+                           failed_replicated_job=failed_rjob or (failed_rjobs[0] if failed_rjobs else ""),
+                           reason=reason, message=message,
+                           retryable=reason not in NON_RETRYABLE_REASONS and not image_error, **common)
     if COMPLETED in conditions or terminal == COMPLETED:
         condition = conditions.get(COMPLETED, {})
         return JobSetState(

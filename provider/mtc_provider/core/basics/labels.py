@@ -25,13 +25,8 @@ from mtc_provider.core.basics.vocabulary import (  # noqa: F401 - the label keys
 
 def run_labels(dag_id: str, run_id: str, task_id: str, run_name: str) -> dict[str, str]:
     """Labels that stay the same across tries of one task in one DAG run (the reattach key)."""
-    return {
-        DAG_ID: label_value(dag_id),
-        RUN_ID: label_value(run_id),
-        TASK_ID: label_value(task_id),
-        RUN_NAME: label_value(run_name),
-        MANAGED_BY: MANAGED_BY_VALUE,
-    }
+    return {DAG_ID: label_value(dag_id), RUN_ID: label_value(run_id), TASK_ID: label_value(task_id),
+            RUN_NAME: label_value(run_name), MANAGED_BY: MANAGED_BY_VALUE}
 
 
 def belongs_to(labels: Mapping[str, str] | None, run_labels: Mapping[str, str]) -> bool:

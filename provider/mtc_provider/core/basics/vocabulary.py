@@ -52,16 +52,10 @@ CHECKPOINT_CONFIGURATION = Resource("checkpointing.gke.io", "v1", "checkpointcon
 CONDITION_COMPLETED = "Completed"
 CONDITION_FAILED = "Failed"
 CONDITION_SUSPENDED = "Suspended"
-CONDITION_STARTUP_POLICY_COMPLETED = "StartupPolicyCompleted"
 REASON_ALL_JOBS_COMPLETED = "AllJobsCompleted"
 REASON_FAILED_JOBS = "FailedJobs"
 REASON_REACHED_MAX_RESTARTS = "ReachedMaxRestarts"
 REASON_FAIL_JOBSET_ACTION = "FailJobSetFailurePolicyAction"
-# ... and the messages JobSet's controller writes with them (a failure's ends in "(first failed job: <job>)").
-MESSAGE_ALL_JOBS_COMPLETED = "jobset completed successfully"
-MESSAGE_FAILED_JOBS = "jobset failed due to one or more job failures"
-MESSAGE_REACHED_MAX_RESTARTS = "jobset failed due to reaching max number of restarts"
-MESSAGE_FAIL_JOBSET_ACTION = "applying FailJobSet failure policy action"
 # batch/v1 Job failure reasons a JobSet failurePolicy rule can match (onJobFailureReasons).
 JOB_REASON_POD_FAILURE_POLICY = "PodFailurePolicy"
 JOB_REASON_BACKOFF_LIMIT = "BackoffLimitExceeded"

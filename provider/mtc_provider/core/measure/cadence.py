@@ -1,31 +1,17 @@
 """The stall limit, derived from the run's cadence (pure): the one rule plan, DAG form and operator all use.
 
-A stall is "no progress for longer than the limit", measured against the signals the watch can see
-(core.measure.progress.ProgressSignal). How often each arrives follows from the run: the workload reports every step (the
-leader's `completed step` lines on GKE/kubernetes when pod logs are read; the local workload's events), the MTC
-replicator backs up every `multi_tier_checkpointing_backup_interval_steps` (or `_minutes`), and persistent
-checkpoints come every `checkpoint_period` steps (none in multi-tier mode: the replicator writes those). The
-ramdisk's local saves are not visible to the watch (they live inside the pods), so they are never measured against.
+    limit = max(floor, STALL_FACTOR x the smallest gap between the signals the watch can see, in seconds)
 
-    limit = max(floor, STALL_FACTOR x the smallest gap between the visible signals, in seconds)
+The signals: the workload's reported steps, the MTC replicator's backups and persistent checkpoints (ramdisk saves
+live inside the pods and are never measured against). A gap in seconds needs the step time: given, or reported once
+the run trains (the trigger re-derives the limit then); the floor covers compilation and restore. An explicit
+`stall_timeout` shorter than every visible gap is refused (every attempt would be deleted as stalled).
 
-The gap in seconds needs the step time: `step_seconds` when the run description gives it (or the local workload's
-`step_time_ms`), else the step time the run reports once it trains (the trigger re-derives the limit then). The
-floor covers what comes before the first signal of each start of the pods: compilation and restore (minutes on
-GKE). An explicit `stall_timeout` is kept as given, but checked: shorter than the gap of every visible signal it is
-refused (every attempt would be deleted as stalled); shorter than the gap of the restorable ones, it only holds
-while the workload's steps are read, and a warning says so.
-
-Two more limits hold once the workload reports steps (the leader's step lines, the local workload's events):
-
-- The first-step limit of each start of the pods (an in-cluster restart): the time from its pods running to its
-  first reported step is bounded by FIRST_STEP_FACTOR x the longest such time of the attempt's earlier starts, at
-  least `first_step_floor` (a large slice's restore plus compile). Without it a start hanging before its first step
-  (a restore that never ends, a coordinator that never answers) waits for 3 x the persistent gap (19 h at MaxText's
-  checkpoint_period 10000 and 2.28 s a step).
-- Restorable progress: steps reported while nothing restorable is saved (no persistent checkpoint, no complete
-  replicator backup, no start restoring a newer step) for `stall_limit(restorable_only=True)` is a stall: the steps
-  say the workload runs, but no resubmission could resume from anything it did.
+Once steps are reported, two more limits hold: each start's first step within FIRST_STEP_FACTOR x the attempt's
+longest earlier one (at least `first_step_floor`), else a start hanging before its first step waits 3 x the
+persistent gap (19 h at MaxText's defaults); and steps with nothing restorable saved for
+`stall_limit(restorable_only=True)` are a stall, since no resubmission could resume from them.
+docs/resubmission.md, "Stall limits derived from the run's cadence", has the worked examples.
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Iterable
 
 COMMIT_FILE = "commit_success.txt"
-CHECKPOINT_METADATA_FILE = "_CHECKPOINT_METADATA"
 # The item folder inside a step, by who wrote it (read in maxtext/common/checkpointing.py, emergency_checkpointing.py
 # and orbax/checkpoint/experimental/emergency/checkpoint_manager.py):
 ITEM_DIRS = {
@@ -28,7 +27,7 @@ ITEM_DIRS = {
 }
 STEP_DIR_RE = re.compile(r"^(?P<step>\d+)$")
 TMP_DIR_RE = re.compile(r"\.orbax-checkpoint-tmp")
-# The replicator's time folder under `<bucket>/<run_name>/` (Orbax mtc_checkpoint_converter `_TIMESTAMP_DIR_PATTERN`)
+# The replicator's time folder under `<bucket>/<run_name>/` (ml-auto-solutions `validation_util.py`)
 BACKUP_FOLDER_RE = re.compile(r"^\d{4}-\d{2}-\d{2}_\d{2}-\d{2}$")
 MTC_BACKUP_RE = re.compile(r"^(?P<job>.+)-s(?P<step>\d+)-n(?P<node>\d+)-w(?P<worker>\d+)\.meta$")
 

@@ -11,23 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mtc_provider.core.basics.payload import Payload
+
 
 @dataclass(frozen=True)
-class Progress:
+class Progress(Payload):
     """What the UI shows: the XCom of the sensor and the payload of its trigger events."""
 
     latest_step: int | None
     commit_time: float | None
     steps_per_hour: float | None
     seconds_since_checkpoint: float | None
-
-    def to_payload(self) -> dict[str, Any]:
-        return {
-            "latest_step": self.latest_step,
-            "commit_time": self.commit_time,
-            "steps_per_hour": self.steps_per_hour,
-            "seconds_since_checkpoint": self.seconds_since_checkpoint,
-        }
 
     @classmethod
     def from_payload(cls, data: dict[str, Any]) -> "Progress":
@@ -225,7 +219,7 @@ def replicator_backup_dir(checkpointing: Any) -> str | None:
     readiness cross-checks it), under the job name MaxText gives it (`job-name: <run_name>` in `replicator.yaml`:
     Orbax `experimental/emergency/multi_tier_checkpointing/initialization.py`, called with MaxText's `run_name`),
     one folder per backup named by its time (`YYYY-MM-DD_HH-MM`), each node's `<job>-s<step>-n<node>-w<worker>.meta`
-    beside `D<hash>.data` (Orbax `mtc_checkpoint_converter.py`; GoogleCloudPlatform/ml-auto-solutions
+    beside `D<hash>.data` (GoogleCloudPlatform/ml-auto-solutions `dags/orbax/util/validation_util.py`;
     `dags/orbax/maxtext_mtc_save_gcs.py` reads `<bucket>/<run_name>/<time>/` while its base_output_directory is
     `<bucket>/<out_folder>`). So the bucket's root, not `base_output_directory`; listed recursively for `*.meta`
     (`GcsCheckpointStore.newest_backup`: a step counts once every node backed it up).

@@ -1,25 +1,10 @@
 """Checkpoint periods from measurements: expected goodput of a two-tier schedule and the (L, P) maximising it.
 
-The model (first order in the failure rates; docs/advisor.md derives it). A run makes progress in steps of `step_s`
-seconds; every L steps a local save blocks training for `save_local_s`, every P steps (a multiple of L, so each
-persistent save step is also a local one) a persistent save blocks for `save_persistent_s` (the cost measured on
-such a step, local part included). Without failures one step of progress costs
-
-    tau = step_s + save_local_s * (1/L - 1/P) + save_persistent_s / P.
-
-Failures arrive at constant rates (per second of wall time) and each costs, in expectation:
-
-    host loss   (the local tier covers):      L*tau/2 lost + restart_s + restore_local_s
-    slice loss  (needs the persistent tier):  P*tau/2 lost + restart_s + restore_persistent_s
-    preemption  (autocheckpoint covers):      save_persistent_s + restart_s + restore_persistent_s
-
-With F = sum(rate x cost), a wall time T holds T*F of failure cost, so T = (N*tau + startup_s) / (1 - F) and
-
-    goodput = N*step_s*(1 - F) / (N*tau + startup_s)     (= step_s/tau * (1 - F) for a long run),
-
-zero when F >= 1 (failures come faster than the run can recover). Minimising the save overhead plus the lost work
-of one tier alone gives Young's interval sqrt(2 x save cost x MTBF), reported as a cross-check (for P the save
-cost is what a persistent save adds to a local one, save_persistent_s - save_local_s).
+The model is first order in the failure rates; docs/advisor.md derives it. One step of progress costs
+tau = step_s + save_local_s * (1/L - 1/P) + save_persistent_s / P (P a multiple of L); host losses cost L*tau/2
+of lost work, slice losses P*tau/2, preemptions a persistent save, each plus a restart and a restore. With F the
+failure cost per second, goodput = N*step_s*(1 - F) / (N*tau + startup_s), zero when F >= 1. Young's interval
+sqrt(2 x save cost x MTBF) is reported as a cross-check.
 """
 
 from __future__ import annotations
@@ -29,6 +14,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from mtc_provider.core.basics.payload import Payload
 from mtc_provider.core.basics.errors import SpecError, finite_number
 from mtc_provider.core.view.goodput import Timeline, timeline_from_workload_events
 
@@ -124,11 +110,9 @@ def expected_goodput(costs: Costs, rates: FailureRates, local_period: int, persi
     startup_s = _number("startup_s", startup_s, "a number >= 0 (seconds)")
     lcm = L * P // math.gcd(L, P)  # steps where both tiers save count as persistent save steps
     tau = costs.step_s + costs.save_local_s * (1 / L - 1 / lcm) + costs.save_persistent_s / P
-    per_failure = {
-        "host_loss": L * tau / 2 + costs.restart_s + costs.restore_local_s,
-        "slice_loss": P * tau / 2 + costs.restart_s + costs.restore_persistent_s,
-        "preemption": costs.save_persistent_s + costs.restart_s + costs.restore_persistent_s,
-    }
+    per_failure = {"host_loss": L * tau / 2 + costs.restart_s + costs.restore_local_s,
+                   "slice_loss": P * tau / 2 + costs.restart_s + costs.restore_persistent_s,
+                   "preemption": costs.save_persistent_s + costs.restart_s + costs.restore_persistent_s}
     load = sum(getattr(rates, kind) * cost for kind, cost in per_failure.items())
     if load >= 1:
         goodput = 0.0
@@ -148,7 +132,7 @@ def young_daly_steps(save_s: float, rate: float, step_s: float) -> float | None:
 
 
 @dataclass(frozen=True)
-class Advice:
+class Advice(Payload):
     local_period: int
     persistent_period: int
     expected: Expected
@@ -158,9 +142,6 @@ class Advice:
     min_local_period: int
     max_period: int
     notes: list[str] = field(default_factory=list)
-
-    def to_payload(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def min_local_period(costs: Costs) -> int:
@@ -245,7 +226,7 @@ def _argmax_int(f: Any, low: int, high: int) -> tuple[float, int]:
 
 # ---- measurements from earlier runs ----------------------------------------------------------------------
 @dataclass(frozen=True)
-class Measurements:
+class Measurements(Payload):
     """What the local workload's events of earlier runs say; None where nothing was seen."""
 
     step_s: float | None
@@ -287,9 +268,6 @@ class Measurements:
                                               f"(mtc advise --{missing[0].replace('_', '-')})")
         values["local_write_s"] = values["local_write_s"] or 0.0
         return Costs(**values)
-
-    def to_payload(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -461,8 +439,6 @@ def apply_advice(params: Mapping[str, Any], payload: Mapping[str, Any] | None) -
 
 
 # ---- `mtc advise`: figures given by hand and/or measured, one report ---------------------------------------
-COST_FIELDS = ("step_s", "save_local_s", "save_persistent_s", "restore_local_s", "restore_persistent_s",
-               "restart_s", "local_write_s")
 
 
 def advice_report(measured: Measurements | None, given: Mapping[str, Any], rates: FailureRates | None,

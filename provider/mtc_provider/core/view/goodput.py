@@ -13,9 +13,10 @@ on GKE, JobSet attempts plus checkpoint commit times (each checkpoint is a coars
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from mtc_provider.core.basics.payload import Payload
 from mtc_provider.core.attempt.outcomes import DISRUPTED, FAILED_OUTCOME, FINISHED
 
 END_EVENTS = {"preempted": DISRUPTED, "error": FAILED_OUTCOME, "finish": FINISHED}
@@ -64,7 +65,7 @@ class Timeline:
 
 
 @dataclass(frozen=True)
-class GoodputReport:
+class GoodputReport(Payload):
     elapsed_s: float
     productive_s: float
     goodput: float
@@ -73,13 +74,6 @@ class GoodputReport:
     disruptions: int
     last_productive_step: int | None
     ideal_step_s: float | None
-
-    def to_payload(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_payload(cls, data: Mapping[str, Any]) -> "GoodputReport":
-        return cls(**dict(data))
 
 
 def compute_goodput(timeline: Timeline) -> GoodputReport:

@@ -1,27 +1,10 @@
 """Goodput of a run from its intervals (pure, plain values): the run ledger when the run has one, else its attempt
-records and the measured step time.
+records and the measured step time (docs/run-view.md says how each figure is counted).
 
-Goodput is productive time over elapsed time. From the ledger (`goodput_from_ledger`), each start of the workload
-(a JobSet attempt's pods, or an in-cluster restart of them) is one interval: from its `at` to its end (the first
-interruption after it, else the next start, else the end of the run or now). Its productive time runs from its
-first step to its end, less the steps the next start re-did: those between the step it restored and the step
-reached before the interruption, at the run's measured step time. The rest is badput by cause:
-- startup: a start to its first step, less its restore; and the launch before the first start;
-- restore: the start's `restore_seconds`;
-- wasted_progress: the re-done steps;
-- downtime: an interruption to the next start;
-- waiting_for_capacity: while the run waits for capacity now, from its last training (or its launch) to now.
-A start without `first_step_at` has its first step from the ledger's steps in its interval (downsampled: at most
-one sample late); a start with no step at all is start-up throughout (it has not trained yet).
-
-Without a ledger (`goodput_from_attempts`) the api-server knows each attempt's span, the step it resumed from, the
-step it kept (what the next attempt resumed from, or where it finished, or the live step) and a measured step
-time (the trigger's rate), but not when each start began training: a handful of (step, time) points per run on
-GKE. Counting the time before an attempt's first known point as start-up gives nonsense on a day-long attempt
-(its first known point is its end). So productive time is the kept steps at the measured step time, capped at the
-attempt's span: the definition itself (time spent on steps that were kept). The rest of an attempt's span is
-`other` (start-up, restores, steps re-done after in-cluster restarts: not told apart without the ledger); the time
-between attempts is downtime. Without a measured step time there is no figure (None), rather than a wrong one.
+From the ledger each start of the workload is an interval; its productive time runs from its first step to its
+end, less the steps the next start re-did. Without a ledger the api-server has only a handful of (step, time)
+points per attempt on GKE (on a day-long attempt the first is its end), so productive time is the kept steps at the
+measured step time, capped at the attempt's span, and the rest is `other`; no step time, no figure.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """The training-run view (pure): what Airflow recorded about one DAG run, turned into what the page shows.
 
-The Airflow plugin (plugins/run_view.py) reads the records through Airflow's own models inside the api-server
-(adapters/airflow_run.py) and hands them here as plain values; nothing here knows Airflow, a client or a file.
-
-Sources, all recorded by the provider already:
-- the launch task's tries (Airflow's task instance and its history): a try runs one attempt or several (an attempt
-  that made restorable progress is followed in the same try);
-- its `attempts` XCom: one record per attempt (core.attempt.attempt_records.AttemptRecord, their one schema);
-- its `progress` XCom (core.measure.progress_report.ProgressReport.to_xcom): step, rate, ETA, newest checkpoint,
-  the watched attempt's in-cluster restarts;
-- its `ledger` XCom when the provider that ran the run writes one (core.attempt.ledger.RunLedger's dict form):
-  starts, restores, steps over time, saves by tier, interruptions;
-- the local workload's events (adapters/workload_events.py), where the api-server can see them (local target):
-  every step, save and restore with its tier;
-- the goodput task's return value (operators/goodput.py) once it ran.
-
-`live_progress` is the one place that decides which figure is "the step now": the richest source wins, so
-step-level progress XComs (written during the run) are picked up as soon as the trigger writes them.
+The plugin (plugins/run_view.py) reads the records through Airflow's models (adapters/airflow_run.py) and hands
+them here as plain values: the launch task's tries, its `attempts`, `progress` and `ledger` XComs, the local
+workload's events where the api-server can see them, and the goodput task's result (docs/run-view.md tables which
+figure comes from where). `live_progress` is the one place that decides which figure is "the step now": the richest
+source wins, so the progress XComs the trigger writes during the run are picked up at once.
 """
 
 from __future__ import annotations
@@ -57,7 +45,6 @@ class RunFacts:
     attempts: list[AttemptRecord] = field(default_factory=list)  # the `attempts` XCom (core.attempt.attempt_records)
     progress: Mapping[str, Any] | None = None  # the `progress` XCom
     jobset: Mapping[str, Any] | None = None  # the `jobset` XCom (result of the last closed attempt)
-    trigger_extra: Mapping[str, Any] | None = None  # the deferred try's trigger `extra` (attempt, target_step...)
     checkpoint_dir: str | None = None
     target_step: int | None = None
     events: list[Mapping[str, Any]] | None = None  # None: not visible from the api-server (GKE)

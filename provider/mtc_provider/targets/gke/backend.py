@@ -26,9 +26,7 @@ class GkeCluster:
         return None  # every control-plane step applies
 
     def _client_factory(self, cluster: dict[str, Any]) -> Any:
-        from mtc_provider.adapters.checkpoint_configuration import (
-            gke_api_client_factory,
-        )
+        from mtc_provider.adapters.checkpoint_configuration import gke_api_client_factory
 
         t = self.target
         return gke_api_client_factory(cluster, t.gcp_conn_id, t.impersonation_chain, t.use_internal_ip,
@@ -46,9 +44,7 @@ class GkeCluster:
         cluster = self.control_plane().describe()
         config = None
         if checkpoint_configuration_name:
-            from mtc_provider.adapters.checkpoint_configuration import (
-                CheckpointConfigurationApi,
-            )
+            from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi
 
             config = CheckpointConfigurationApi(self._client_factory(cluster)).get(checkpoint_configuration_name)
         from mtc_provider.adapters.access_review import rbac_checks
@@ -76,9 +72,7 @@ class GkeBackend(ListsCheckpointsByPath):
 
     def jobset_connection(self) -> dict[str, Any]:
         from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
-        from airflow.providers.google.cloud.operators.kubernetes_engine import (
-            GKEClusterAuthDetails,
-        )
+        from airflow.providers.google.cloud.operators.kubernetes_engine import GKEClusterAuthDetails
 
         from mtc_provider.targets.gke.target import resolve_project
 
@@ -113,23 +107,22 @@ def describe(connection: Mapping[str, Any]) -> str:
             + (f" impersonating {chain}" if chain else ""))
 
 
+def _hook_args(connection: Mapping[str, Any]) -> dict[str, Any]:
+    return {"cluster_url": connection["cluster_url"], "ssl_ca_cert": connection["ssl_ca_cert"],
+            "gcp_conn_id": connection["gcp_conn_id"], "impersonation_chain": connection.get("impersonation_chain"),
+            "use_dns_endpoint": bool(connection.get("use_dns_endpoint"))}
+
+
 def jobset_api(connection: Mapping[str, Any], **timeouts: Any) -> Any:
     """The cluster's JobSets through the google provider's GKEKubernetesHook (a fresh token per client)."""
     from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesHook
 
-    hook = GKEKubernetesHook(cluster_url=connection["cluster_url"], ssl_ca_cert=connection["ssl_ca_cert"],
-                             gcp_conn_id=connection["gcp_conn_id"],
-                             impersonation_chain=connection.get("impersonation_chain"),
-                             use_dns_endpoint=bool(connection.get("use_dns_endpoint")))
-    return kubernetes_jobset_api(hook.get_conn, describe(connection), **timeouts)
+    return kubernetes_jobset_api(GKEKubernetesHook(**_hook_args(connection)).get_conn, describe(connection), **timeouts)
 
 
 def async_jobset_api(connection: Mapping[str, Any], **options: Any) -> Any:
     """The trigger's side: GKEKubernetesAsyncHook (its client has no request timeout of its own: ours applies)."""
     from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
 
-    hook = GKEKubernetesAsyncHook(cluster_url=connection["cluster_url"], ssl_ca_cert=connection["ssl_ca_cert"],
-                                  gcp_conn_id=connection["gcp_conn_id"],
-                                  impersonation_chain=connection.get("impersonation_chain"),
-                                  use_dns_endpoint=bool(connection.get("use_dns_endpoint")))
+    hook = GKEKubernetesAsyncHook(**_hook_args(connection))
     return async_kubernetes_jobset_api(hook.get_conn, describe(connection), **options)

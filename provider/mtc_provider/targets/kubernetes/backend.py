@@ -61,9 +61,7 @@ class KubernetesCluster:
     def readiness(self, slices: dict[str, Any], sizing: dict[str, Any] | None,
                   checkpoint_configuration_name: str | None, bucket_name: str | None = None,
                   capacity: tuple[str, str] = ("on-demand", "")) -> list[Any]:
-        from mtc_provider.adapters.checkpoint_configuration import (
-            CheckpointConfigurationApi,
-        )
+        from mtc_provider.adapters.checkpoint_configuration import CheckpointConfigurationApi
         from mtc_provider.core.definition.cluster.readiness import evaluate_kubernetes, run_ramdisk
         from mtc_provider.core.definition.shape.tpu import SliceSpec
 

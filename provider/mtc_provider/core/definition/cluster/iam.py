@@ -23,7 +23,5 @@ def ksa_principal(project_id: str, project_number: str, namespace: str, service_
 
 def bucket_members(project_id: str, project_number: str, namespace: str, service_account: str) -> list[str]:
     """Exactly the guide's two members: the GKE checkpointing daemon and the workload's KSA."""
-    return [
-        ksa_principal(project_id, project_number, CHECKPOINTING_NAMESPACE, CHECKPOINTING_KSA),
-        ksa_principal(project_id, project_number, namespace, service_account),
-    ]
+    return [ksa_principal(project_id, project_number, CHECKPOINTING_NAMESPACE, CHECKPOINTING_KSA),
+            ksa_principal(project_id, project_number, namespace, service_account)]

@@ -73,11 +73,9 @@ def gcloud_set_workload_pool(cluster: str, location: str, project_id: str) -> st
 
 
 def gcloud_enable_addons(cluster: str, location: str, project_id: str) -> str:
-    return _cmd(
-        "gcloud", "container", "clusters", "update", cluster,
-        "--update-addons=HighScaleCheckpointing=ENABLED,GcsFuseCsiDriver=ENABLED",
-        f"--location={location}", f"--project={project_id}",
-    )
+    return _cmd("gcloud", "container", "clusters", "update", cluster,
+                "--update-addons=HighScaleCheckpointing=ENABLED,GcsFuseCsiDriver=ENABLED",
+                f"--location={location}", f"--project={project_id}")
 
 
 def gcloud_create_node_pool(cluster: str, location: str, project_id: str, pool: str, slices: SliceSpec,
@@ -91,17 +89,13 @@ def gcloud_create_node_pool(cluster: str, location: str, project_id: str, pool: 
 
 
 def gcloud_pool_workload_metadata(cluster: str, location: str, project_id: str, pool: str) -> str:
-    return _cmd(
-        "gcloud", "container", "node-pools", "update", pool, f"--cluster={cluster}", f"--location={location}",
-        "--workload-metadata=GKE_METADATA", f"--project={project_id}",
-    )
+    return _cmd("gcloud", "container", "node-pools", "update", pool, f"--cluster={cluster}", f"--location={location}",
+                "--workload-metadata=GKE_METADATA", f"--project={project_id}")
 
 
 def gcloud_upgrade_master(cluster: str, location: str, project_id: str) -> str:
-    return _cmd(
-        "gcloud", "container", "clusters", "upgrade", cluster, "--master",
-        f"--cluster-version={MTC_MIN_VERSION_NEW}", f"--location={location}", f"--project={project_id}",
-    )
+    return _cmd("gcloud", "container", "clusters", "upgrade", cluster, "--master",
+                f"--cluster-version={MTC_MIN_VERSION_NEW}", f"--location={location}", f"--project={project_id}")
 
 
 # --- cluster checks ---------------------------------------------------------------------------------
@@ -140,17 +134,10 @@ def matching_node_pools(cluster: Mapping[str, Any], slices: SliceSpec) -> list[s
     ]
 
 
-def evaluate_cluster(
-    cluster: Mapping[str, Any],
-    slices: SliceSpec,
-    project_id: str,
-    location: str,
-    checkpoint_configuration: Mapping[str, Any] | None = None,
-    checkpoint_configuration_name: str | None = None,
-    bucket_name: str | None = None,
-    ramdisk: RamdiskSize | None = None,
-    capacity: tuple[str, str] = ("on-demand", ""),
-) -> list[Check]:
+def evaluate_cluster(cluster: Mapping[str, Any], slices: SliceSpec, project_id: str, location: str,
+                     checkpoint_configuration: Mapping[str, Any] | None = None,
+                     checkpoint_configuration_name: str | None = None, bucket_name: str | None = None,
+                     ramdisk: RamdiskSize | None = None, capacity: tuple[str, str] = ("on-demand", "")) -> list[Check]:
     """Every check of the guide's "Configure the GKE cluster" section, in the order a user would fix them.
 
     `checkpoint_configuration_name` asks for the CheckpointConfiguration check; `checkpoint_configuration`

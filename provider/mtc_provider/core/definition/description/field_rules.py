@@ -2,23 +2,9 @@
 
 Kubernetes, JobSet, Kueue and the GCS FUSE CSI driver refuse (or silently drop) these values only when the object
 reaches them: after the bucket, the IAM bindings and the node pools, or at the first mount. Each rule here is the
-system's own, with its source; docs/field-rules.md lists every field of the run description with its rule.
-
-- Kubernetes, k8s.io/apimachinery `pkg/util/validation/validation.go`: `IsQualifiedName` (label keys, toleration
-  keys, annotation keys), `IsValidLabelValue`, `IsConfigMapKey` (Secret and ConfigMap keys), `IsDNS1123Subdomain`,
-  `IsDNS1035Label`.
-- Kubernetes, kubernetes/kubernetes `pkg/apis/core/validation/validation.go`: `ValidateTolerations`,
-  `ValidateVolumeMounts` with `validateLocalDescendingPath` (subPath, subPathExpr) and `validateMountPropagation`,
-  `validateVolumeSource` (exactly one known source).
-- JobSet: its CRD's `openAPIV3Schema` (enums and minimums, v0.10.1 and v0.12.0 alike for the fields below) and its
-  admission webhook, kubernetes-sigs/jobset `pkg/webhooks/jobset_webhook.go` (`ValidateCreate`).
-- Kueue: kubernetes-sigs/kueue `pkg/controller/jobframework/validation.go`, `ValidateQueueName`: the
-  `kueue.x-k8s.io/queue-name` label must be a DNS subdomain.
-- The GCS FUSE CSI driver (the CheckpointConfiguration's `gcsFuseMountOptions` are "copied directly into the
-  mountOptions for the driver GCS volume", GoogleCloudPlatform/high-scale-checkpointing-controller
-  `CheckpointConfigurationSpec`): GoogleCloudPlatform/gcs-fuse-csi-driver `pkg/sidecar_mounter/
-  sidecar_mounter_config.go` discards its `disallowedFlags` and a boolean flag with a value other than true or false
-  ("Will discard invalid args and continue to mount").
+system's own; docs/field-rules.md lists every field with its rule and the source it was read from (apimachinery
+validation, kubernetes `pkg/apis/core/validation`, JobSet's CRD and webhook, Kueue's `ValidateQueueName`, the GCS
+FUSE CSI driver's `disallowedFlags`).
 """
 
 from __future__ import annotations
@@ -27,12 +13,8 @@ import re
 from typing import Any, Iterable, Mapping
 
 from mtc_provider.core.basics.errors import SpecError, require
-from mtc_provider.core.basics.names import (
-    DNS1123_LABEL_MAX,
-    DNS1123_SUBDOMAIN_MAX,
-    DNS1123_SUBDOMAIN_RE,
-    LABEL_VALUE_RE,
-)
+from mtc_provider.core.basics.names import (DNS1123_LABEL_MAX, DNS1123_SUBDOMAIN_MAX, DNS1123_SUBDOMAIN_RE,
+                                            LABEL_VALUE_RE)
 
 K8S_VALIDATION = "Kubernetes pkg/apis/core/validation/validation.go"
 APIMACHINERY = "Kubernetes k8s.io/apimachinery pkg/util/validation"
@@ -297,8 +279,3 @@ def check_gcsfuse_option(where: str, option: str) -> str:
         require(value in ("true", "false"), where, option,
                 f"{flag}, {flag}=true or {flag}=false: the driver discards another value ({GCSFUSE_SOURCE}, boolFlags)")
     return option
-
-
-def check_gcsfuse_options(where: str, options: Iterable[str]) -> None:
-    for i, option in enumerate(options):
-        check_gcsfuse_option(f"{where}[{i}]", option)

@@ -54,11 +54,8 @@ def check_bucket_location(location: str, field: str = "bucket.location") -> str:
     text = str(location or "").strip().lower()
     zone = ZONE_RE.match(text)
     if zone:
-        raise SpecError(
-            field,
-            location,
-            f"a region or multi-region, not a zone: {location} is a zone of region {zone.group(1)}",
-        )
+        raise SpecError(field, location,
+                        f"a region or multi-region, not a zone: {location} is a zone of region {zone.group(1)}")
     if text in MULTI_REGIONS or text in DUAL_REGIONS or text in GCS_REGIONS:
         return text
     raise SpecError(field, location, "a Cloud Storage location: a region (e.g. us-central1), a dual-region "

@@ -63,15 +63,9 @@ def _author_values(description: dict[str, Any], service_account: str, command: t
     return {**description, "workload": workload}
 
 
-def training_run(
-    params: Mapping[str, Any],
-    local_home: str,
-    *,
-    gcp_conn_id: str = "google_cloud_default",
-    service_account: str = "default",
-    command: tuple[str, ...] | None = None,
-    needs_image: bool = True,
-) -> dict[str, Any]:
+def training_run(params: Mapping[str, Any], local_home: str, *, gcp_conn_id: str = "google_cloud_default",
+                 service_account: str = "default", command: tuple[str, ...] | None = None,
+                 needs_image: bool = True) -> dict[str, Any]:
     """Validate the form (the run description, core.definition.description.run.parse_run) and return the dicts the training DAG's tasks
     take (all JSON-serializable). `needs_image=False` for DAGs that launch no training container (cluster setup)."""
     description = {key: value for key, value in params.items() if key not in DAG_SWITCHES}

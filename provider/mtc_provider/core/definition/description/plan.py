@@ -143,11 +143,9 @@ def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
             warnings=warnings,
             not_applicable_locally=tuple(
                 [f"{step.name}: {step.description}" for step in checks if not step.applies_locally]
-                + [
-                    "bucket: no GCS bucket (checkpoints go to a local directory)",
-                    "checkpoint-configuration: no CheckpointConfiguration (no MTC driver locally)",
-                    f"iam: no {BUCKET_ROLE} bindings (no IAM locally)",
-                ]
+                + ["bucket: no GCS bucket (checkpoints go to a local directory)",
+                   "checkpoint-configuration: no CheckpointConfiguration (no MTC driver locally)",
+                   f"iam: no {BUCKET_ROLE} bindings (no IAM locally)"]
             ),
         )
     bucket = config.bucket

@@ -15,36 +15,17 @@ from typing import Any, Mapping
 from mtc_provider.core.definition.render.customization import CustomizationSpec
 from mtc_provider.core.basics.errors import SpecError, positive_int, require
 from mtc_provider.core.definition.render.flag_table import default as flag_default
-from mtc_provider.core.definition.render.graceful_exit import (
-    MODES as GRACEFUL_MODES,
-    MODES_ALLOWED as GRACEFUL_MODES_ALLOWED,
-    OPERATOR as GRACEFUL_DEFAULT,
-)
+from mtc_provider.core.definition.render.graceful_exit import (MODES as GRACEFUL_MODES,
+                                                               MODES_ALLOWED as GRACEFUL_MODES_ALLOWED,
+                                                               OPERATOR as GRACEFUL_DEFAULT)
 from mtc_provider.core.basics.kind_rules import no_faults_on, rules_for
-from mtc_provider.core.definition.description.locations import (
-    REGION_RE,
-    ZONE_RE,
-    check_bucket_location,
-    check_bucket_name,
-    check_project_id,
-)
-from mtc_provider.core.definition.render.maxtext import (
-    DEFAULT_LAYOUT,
-    check_command_layout,
-    check_multi_tier,
-    check_target_mode,
-    maxtext_command,
-)
-from mtc_provider.core.basics.names import (
-    REPLICATED_JOB_NAME_MAX,
-    check_checkpoint_configuration_name,
-    check_dns1123_label,
-    check_gke_name,
-    check_jobset_name,
-    check_namespace,
-    check_run_name,
-    check_service_account,
-)
+from mtc_provider.core.definition.description.locations import (REGION_RE, ZONE_RE, check_bucket_location,
+                                                                check_bucket_name, check_project_id)
+from mtc_provider.core.definition.render.maxtext import (DEFAULT_LAYOUT, check_command_layout, check_multi_tier,
+                                                         check_target_mode, maxtext_command)
+from mtc_provider.core.basics.names import (REPLICATED_JOB_NAME_MAX, check_checkpoint_configuration_name,
+                                            check_dns1123_label, check_gke_name, check_jobset_name, check_namespace,
+                                            check_run_name, check_service_account)
 from mtc_provider.core.definition.description.run_checks import RunChecks, check_run
 from mtc_provider.core.definition.shape.sizing import RamdiskSize, ramdisk_size
 from mtc_provider.core.definition.shape.tpu import SliceSpec
@@ -86,7 +67,6 @@ def normalize_local_directory(directory: Any) -> str:
 
 
 MIN_POLL_INTERVAL_S = 1.0  # below this a watch or listing loop only loads the API server and the bucket
-MAXTEXT_COMMAND = maxtext_command(DEFAULT_LAYOUT)  # the current release's trainer (docs/maxtext.md)
 
 
 @dataclass(frozen=True)
@@ -115,29 +95,16 @@ class CheckpointingSpec:
     def __post_init__(self) -> None:
         check_run_name(self.run_name)
         base = self.base_output_directory
-        require(
-            isinstance(base, str) and (base.startswith("gs://") and len(base) > 5 or base.startswith("/")),
-            "checkpointing.base_output_directory",
-            base,
-            "a gs://BUCKET[/PATH] URL or an absolute local path",
-        )
+        require(isinstance(base, str) and (base.startswith("gs://") and len(base) > 5 or base.startswith("/")),
+                "checkpointing.base_output_directory", base, "a gs://BUCKET[/PATH] URL or an absolute local path")
         if isinstance(base, str) and base.startswith("/"):
-            require(
-                base.rstrip("/") == normalize_local_directory(base) or base == "/",
-                "checkpointing.base_output_directory",
-                base,
-                f"a normalized absolute path (no '.', '..' or '//' parts), e.g. {normalize_local_directory(base)}",
-            )
+            require(base.rstrip("/") == normalize_local_directory(base) or base == "/",
+                    "checkpointing.base_output_directory", base,
+                    f"a normalized absolute path (no '.', '..' or '//' parts), e.g. {normalize_local_directory(base)}")
         positive_int("checkpointing.steps", self.steps)
-        for name in (
-            "enable_checkpointing",
-            "enable_emergency_checkpoint",
-            "async_checkpointing",
-            "enable_single_replica_ckpt_restoring",
-            "enable_autocheckpoint",
-            "enable_multi_tier_checkpointing",
-            "use_replicator_service",
-        ):
+        for name in ("enable_checkpointing", "enable_emergency_checkpoint", "async_checkpointing",
+                     "enable_single_replica_ckpt_restoring", "enable_autocheckpoint", "enable_multi_tier_checkpointing",
+                     "use_replicator_service"):
             require(isinstance(getattr(self, name), bool), f"checkpointing.{name}", getattr(self, name), "true or false")
         require(isinstance(self.local_checkpoint_directory, str), "checkpointing.local_checkpoint_directory",
                 self.local_checkpoint_directory, "a path (a string), or empty for MaxText's default")
@@ -167,20 +134,13 @@ class CheckpointingSpec:
         return "enable_emergency_checkpoint" if self.enable_emergency_checkpoint else None
 
     def _validate_emergency(self) -> None:
-        require(
-            self.enable_checkpointing,
-            "checkpointing.enable_checkpointing",
-            self.enable_checkpointing,
-            f"true when {self.local_tier} is true",
-        )
+        require(self.enable_checkpointing, "checkpointing.enable_checkpointing", self.enable_checkpointing,
+                f"true when {self.local_tier} is true")
         directory = self.local_checkpoint_directory
         normalized = normalize_local_directory(directory)
-        require(
-            bool(normalized) and normalized != "/" and bool(CLEAN_PATH_RE.match(normalized)),
-            "checkpointing.local_checkpoint_directory",
-            directory,
-            "an absolute path to the ramdisk mount (not '/') of letters, digits, '.', '_', '-', e.g. /local",
-        )
+        require(bool(normalized) and normalized != "/" and bool(CLEAN_PATH_RE.match(normalized)),
+                "checkpointing.local_checkpoint_directory", directory,
+                "an absolute path to the ramdisk mount (not '/') of letters, digits, '.', '_', '-', e.g. /local")
         system = normalized in SYSTEM_DIRECTORIES or any(_under(normalized, tree) for tree in SYSTEM_TREES)
         require(
             not system,
@@ -273,12 +233,8 @@ class WorkloadSpec:
             "a list of strings, one argument each (no shell string), e.g. [python3, -m, maxtext.trainers.pre_train.train]",
         )
         command = maxtext_command(self.maxtext_layout) if self.command is None else tuple(self.command)
-        require(
-            bool(command) and all(isinstance(part, str) and part for part in command),
-            "workload.command",
-            self.command,
-            "a non-empty list of strings (no shell string)",
-        )
+        require(bool(command) and all(isinstance(part, str) and part for part in command), "workload.command",
+                self.command, "a non-empty list of strings (no shell string)")
         check_command_layout(command, self.maxtext_layout)
         object.__setattr__(self, "command", command)
         require(
@@ -317,12 +273,8 @@ class ClusterSpec:
             object.__setattr__(self, "node_locations",
                                tuple(node_locations(self.location, self.node_locations, "cluster.node_locations")))
         check_gke_name("cluster.name", self.name)
-        require(
-            not self.project_number or str(self.project_number).isdigit(),
-            "cluster.project_number",
-            self.project_number,
-            "the project's number (digits), or empty to look it up",
-        )
+        require(not self.project_number or str(self.project_number).isdigit(), "cluster.project_number",
+                self.project_number, "the project's number (digits), or empty to look it up")
 
 
 @dataclass(frozen=True)
@@ -416,26 +368,15 @@ class RunConfig:
             # kubernetes: any cluster with JobSet (by an Airflow connection); a cluster section is optional there
             # and only names the project of the IAM principals.
             require(self.bucket is not None, "bucket", None, "a bucket section (name, location)")
-            require(
-                self.workload.image != LOCAL_IMAGE,
-                "workload.image",
-                self.workload.image,
-                f"a container image with MaxText on the {self.target} target, not the local placeholder",
-            )
-            require(
-                self.checkpointing.base_output_directory.startswith("gs://"),
-                "checkpointing.base_output_directory",
-                self.checkpointing.base_output_directory,
-                f"a gs:// URL on the {self.target} target",
-            )
+            require(self.workload.image != LOCAL_IMAGE, "workload.image", self.workload.image,
+                    f"a container image with MaxText on the {self.target} target, not the local placeholder")
+            require(self.checkpointing.base_output_directory.startswith("gs://"), "checkpointing.base_output_directory",
+                    self.checkpointing.base_output_directory, f"a gs:// URL on the {self.target} target")
             # Only the run's bucket gets the IAM bindings and the CheckpointConfiguration: a directory in another
             # bucket fails at the first persistent save, after compilation (hours in).
-            require(
-                bucket_of(self.checkpointing.base_output_directory) == self.bucket.name,
-                "checkpointing.base_output_directory",
-                self.checkpointing.base_output_directory,
-                f"a URL in the run's bucket: gs://{self.bucket.name}/... (only that bucket gets the IAM bindings)",
-            )
+            require(bucket_of(self.checkpointing.base_output_directory) == self.bucket.name,
+                    "checkpointing.base_output_directory", self.checkpointing.base_output_directory,
+                    f"a URL in the run's bucket: gs://{self.bucket.name}/... (only that bucket gets the IAM bindings)")
         # The cross-section rules, once per description: `checks` keeps what they computed (the ramdisk, warnings)
         # for `mtc plan` and the training DAG's plan (core.definition.description.plan.build_plan, core.definition.description.run.run_plan).
         object.__setattr__(self, "_checks", check_run(self.target, self.slices, workload=self.workload,

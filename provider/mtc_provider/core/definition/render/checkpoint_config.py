@@ -64,23 +64,16 @@ def _quantity(value: str) -> str:
     return value
 
 
-def build_checkpoint_configuration(
-    name: str,
-    bucket_name: str,
-    slices: SliceSpec,
-    size: RamdiskSize,
-    gcs_fuse_mount_options: Sequence[str] | None = None,
-    csi_ephemeral_limit: str | None = None,
-) -> dict[str, Any]:
+def build_checkpoint_configuration(name: str, bucket_name: str, slices: SliceSpec, size: RamdiskSize,
+                                   gcs_fuse_mount_options: Sequence[str] | None = None,
+                                   csi_ephemeral_limit: str | None = None) -> dict[str, Any]:
     """The CheckpointConfiguration for the TPU nodes of `slices`, with a ramdisk of `size` per host."""
     check_checkpoint_configuration_name(name)
     check_bucket_name(bucket_name)
-    spec: dict[str, Any] = {
-        "cloudStorageBucketName": bucket_name,
-        "nodeSelector": {INSTANCE_TYPE_LABEL: slices.machine_type},
-        "tolerations": [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}],
-        "inMemoryVolumeSize": size.quantity,
-    }
+    spec: dict[str, Any] = {"cloudStorageBucketName": bucket_name,
+                            "nodeSelector": {INSTANCE_TYPE_LABEL: slices.machine_type},
+                            "tolerations": [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}],
+                            "inMemoryVolumeSize": size.quantity}
     if csi_ephemeral_limit is not None:
         spec["csiEphemeralLimit"] = _quantity(csi_ephemeral_limit)
     spec["gcsFuseMountOptions"] = _mount_options(gcs_fuse_mount_options)

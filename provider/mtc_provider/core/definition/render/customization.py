@@ -261,12 +261,8 @@ def pod_templates(jobset: dict[str, Any]) -> list[dict[str, Any]]:
     return [job["template"]["spec"]["template"] for job in jobset["spec"]["replicatedJobs"]]
 
 
-def apply_customization(
-    jobset: dict[str, Any],
-    custom: CustomizationSpec,
-    container_name: str,
-    provider_owned: Callable[[Mapping[str, Any]], dict[str, Any]],
-) -> dict[str, Any]:
+def apply_customization(jobset: dict[str, Any], custom: CustomizationSpec, container_name: str,
+                        provider_owned: Callable[[Mapping[str, Any]], dict[str, Any]]) -> dict[str, Any]:
     """The JobSet with the customization applied; refused (SpecError) when it changes a provider-owned field."""
     if custom.is_empty:
         return jobset

@@ -1,23 +1,14 @@
 """A graceful preemption that JobSet restarts in the cluster: the container's exit code after SIGTERM below target.
 
-MaxText handles SIGTERM (a preemption, a maintenance event, a graceful node shutdown): it saves at JAX's preemption
-sync point and exits 0 (tests/conformance/test_real_maxtext_cpu.py). A container that exits 0 has Succeeded, even
-with the `DisruptionTarget` condition (Kubernetes 1.27+, kubernetes#118310), so no podFailurePolicy rule sees it,
-the JobSet completes below its target, and only the operator can bring the run back (a new attempt).
-
-With `workload.graceful_preemption: in_cluster` the training command runs under a small wrapper (`python3 -c`, no
-file in the image): it forwards SIGTERM to the workload, copies its output through unchanged while reading the
-`completed step: N` lines (core.measure.step_log's pattern), and when the workload exits 0 after a SIGTERM below its
-last step it exits 143 instead: 128 + SIGTERM, what Kubernetes reports for a container ended by SIGTERM, one of
-xpk's retryable codes. The pod then Fails; the podFailurePolicy's rule 0 (`onPodConditions: DisruptionTarget`,
-FailJob) fails its Job with the Job controller's message "... has condition DisruptionTarget matching FailJob rule
-at index 0", and the JobSet rule `RestartOnDisruption` (`RestartJobSetAndIgnoreMaxRestarts`) recreates every slice
-without counting against maxRestarts (core.definition.render.jobset_manifest). A SIGTERM without the condition (a pod
-deleted by hand) matches no pod rule: BackoffLimitExceeded, a counted restart.
-
-Every other exit passes through: the last step reached (0, the JobSet completes), MaxText's other exits 0 without a
-SIGTERM ("Checkpointing failed", out of data: the operator's below-target path), a bug's code, and a workload killed
-by signal N as 128 + N (the code Kubernetes would have reported had it been the container's first process).
+MaxText saves on SIGTERM and exits 0, and a pod that exits 0 has Succeeded even with the `DisruptionTarget`
+condition (Kubernetes 1.27+, kubernetes#118310), so no podFailurePolicy rule sees it. With
+`workload.graceful_preemption: in_cluster` the training command runs under this wrapper (`python3 -c`, no file in the
+image): it forwards SIGTERM, copies the output through while reading the `completed step: N` lines
+(core.measure.step_log's pattern), and when the workload exits 0 after a SIGTERM below its last step it exits 143
+(128 + SIGTERM), so the pod rule 0 and JobSet's `RestartOnDisruption` restart every slice without counting against
+maxRestarts (core.definition.render.jobset_manifest). Every other exit keeps its code; a workload killed by signal N
+exits 128 + N, as Kubernetes would report it. docs/resubmission.md, "A graceful preemption restarted in the
+cluster", walks the Job and JobSet rules.
 """
 
 from __future__ import annotations

@@ -22,12 +22,7 @@ from mtc_provider.core.definition.render.maxtext import container_command
 from mtc_provider.core.basics.names import DNS1123_LABEL_MAX, LABEL_VALUE_RE, label_value
 from mtc_provider.core.definition.description.spec import CheckpointingSpec, RunConfig, WorkloadSpec
 from mtc_provider.core.definition.shape.tpu import SliceSpec
-from mtc_provider.core.basics.vocabulary import (
-    DOWNWARD_API_ENV,
-    JOB_REASON_POD_FAILURE_POLICY,
-    JOBSET,
-    MTC_CSI_DRIVER,
-)
+from mtc_provider.core.basics.vocabulary import DOWNWARD_API_ENV, JOB_REASON_POD_FAILURE_POLICY, JOBSET, MTC_CSI_DRIVER
 
 API_VERSION = JOBSET.api_version
 KIND = JOBSET.kind
@@ -80,17 +75,11 @@ def pod_failure_policy(container_name: str) -> dict[str, Any]:
     """
     return {
         "rules": [
+            {"action": "FailJob", "onPodConditions": [{"type": DISRUPTION_TARGET, "status": "True"}]},
             {
                 "action": "FailJob",
-                "onPodConditions": [{"type": DISRUPTION_TARGET, "status": "True"}],
-            },
-            {
-                "action": "FailJob",
-                "onExitCodes": {
-                    "containerName": container_name,
-                    "operator": "NotIn",
-                    "values": list(RETRYABLE_EXIT_CODES),
-                },
+                "onExitCodes": {"containerName": container_name, "operator": "NotIn",
+                                "values": list(RETRYABLE_EXIT_CODES)},
             },
         ]
     }
@@ -112,17 +101,10 @@ def failure_policy(max_restarts: int) -> dict[str, Any]:
         "maxRestarts": max_restarts,
         "restartStrategy": RESTART_STRATEGY,
         "rules": [
-            {
-                "name": RESTART_ON_DISRUPTION_RULE,
-                "action": "RestartJobSetAndIgnoreMaxRestarts",
-                "onJobFailureReasons": [POD_FAILURE_POLICY_REASON],
-                "onJobFailureMessagePatterns": [DISRUPTION_MESSAGE_PATTERN],
-            },
-            {
-                "name": FAIL_ON_BUG_RULE,
-                "action": "FailJobSet",
-                "onJobFailureReasons": [POD_FAILURE_POLICY_REASON],
-            },
+            {"name": RESTART_ON_DISRUPTION_RULE, "action": "RestartJobSetAndIgnoreMaxRestarts",
+             "onJobFailureReasons": [POD_FAILURE_POLICY_REASON],
+             "onJobFailureMessagePatterns": [DISRUPTION_MESSAGE_PATTERN]},
+            {"name": FAIL_ON_BUG_RULE, "action": "FailJobSet", "onJobFailureReasons": [POD_FAILURE_POLICY_REASON]},
         ],
     }
 
@@ -165,14 +147,9 @@ def escape_var_refs(value: str) -> str:
 
 def _container(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec) -> dict[str, Any]:
     command, args = container_command(checkpointing, workload)
-    container: dict[str, Any] = {
-        "name": workload.container_name,
-        "image": workload.image,
-        "command": command,
-        "args": [escape_var_refs(arg) for arg in args],
-        "env": _env(workload),
-        "resources": {"limits": {TPU_RESOURCE: slices.chips_per_host}},
-    }
+    container: dict[str, Any] = {"name": workload.container_name, "image": workload.image, "command": command,
+                                 "args": [escape_var_refs(arg) for arg in args], "env": _env(workload),
+                                 "resources": {"limits": {TPU_RESOURCE: slices.chips_per_host}}}
     if checkpointing.local_tier:
         container["volumeMounts"] = [{"name": MTC_VOLUME_NAME, "mountPath": checkpointing.local_checkpoint_directory}]
     return container
@@ -185,10 +162,7 @@ def _pod_spec(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: Wor
         "dnsPolicy": "ClusterFirstWithHostNet",
         "serviceAccountName": workload.service_account,
         "terminationGracePeriodSeconds": workload.termination_grace_period_seconds,
-        "nodeSelector": {
-            TPU_ACCELERATOR_LABEL: slices.accelerator_label,
-            TPU_TOPOLOGY_LABEL: slices.topology,
-        },
+        "nodeSelector": {TPU_ACCELERATOR_LABEL: slices.accelerator_label, TPU_TOPOLOGY_LABEL: slices.topology},
         "tolerations": [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
         "containers": [_container(slices, checkpointing, workload)],
     }
@@ -199,30 +173,18 @@ def _pod_spec(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: Wor
     return spec
 
 
-def build_jobset(
-    slices: SliceSpec,
-    checkpointing: CheckpointingSpec,
-    workload: WorkloadSpec,
-    labels: Mapping[str, str] | None = None,
-    customization: CustomizationSpec | None = None,
-) -> dict[str, Any]:
+def build_jobset(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec,
+                 labels: Mapping[str, str] | None = None,
+                 customization: CustomizationSpec | None = None) -> dict[str, Any]:
     """The JobSet for `slices.num_slices` slices of `slices.hosts_per_slice` hosts each, customized."""
     jobset = _base_jobset(slices, checkpointing, workload, labels)
     return apply_customization(jobset, customization or CustomizationSpec(), workload.container_name,
                                lambda obj: provider_owned(obj, workload.container_name))
 
 
-def _base_jobset(
-    slices: SliceSpec,
-    checkpointing: CheckpointingSpec,
-    workload: WorkloadSpec,
-    labels: Mapping[str, str] | None,
-) -> dict[str, Any]:
-    all_labels = {
-        RUN_NAME: label_value(checkpointing.run_name),
-        MANAGED_BY: MANAGED_BY_VALUE,
-        **check_labels(labels),
-    }
+def _base_jobset(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec,
+                 labels: Mapping[str, str] | None) -> dict[str, Any]:
+    all_labels = {RUN_NAME: label_value(checkpointing.run_name), MANAGED_BY: MANAGED_BY_VALUE, **check_labels(labels)}
     hosts = slices.hosts_per_slice
     return {
         "apiVersion": API_VERSION,
@@ -248,10 +210,8 @@ def _base_jobset(
                             "backoffLimit": 0,
                             "completionMode": "Indexed",
                             "podFailurePolicy": pod_failure_policy(workload.container_name),
-                            "template": {
-                                "metadata": {"labels": dict(all_labels)},
-                                "spec": _pod_spec(slices, checkpointing, workload),
-                            },
+                            "template": {"metadata": {"labels": dict(all_labels)},
+                                         "spec": _pod_spec(slices, checkpointing, workload)},
                         }
                     },
                 }

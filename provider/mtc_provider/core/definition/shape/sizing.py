@@ -78,13 +78,9 @@ def gb(nbytes: Decimal | int) -> str:
     return text
 
 
-def ramdisk_size(
-    parameters: float | int | str,
-    hosts_per_slice: int,
-    bytes_per_parameter: float | int | str = DEFAULT_BYTES_PER_PARAMETER,
-    buffer: float | str | Decimal = DEFAULT_BUFFER,
-    allow_any_buffer: bool = False,
-) -> RamdiskSize:
+def ramdisk_size(parameters: float | int | str, hosts_per_slice: int,
+                 bytes_per_parameter: float | int | str = DEFAULT_BYTES_PER_PARAMETER,
+                 buffer: float | str | Decimal = DEFAULT_BUFFER, allow_any_buffer: bool = False) -> RamdiskSize:
     params = _decimal("sizing.parameters", parameters, "a positive number of parameters, e.g. 70e9")
     if params <= 0 or params != params.to_integral_value():
         raise SpecError("sizing.parameters", parameters, "a positive whole number of parameters, e.g. 70e9")
