@@ -4,7 +4,10 @@ Airflow 3.3 also cancels a trigger that moved to another triggerer (a lapsed hea
 (TriggerRunnerSupervisor.update_triggers -> TriggerRunner.cancel_triggers -> run_trigger, apache/airflow PR #73454),
 so the task instance's state is asked now (core.attempt.ownership.kill_verdict): still deferred, running or cleared
 keeps the JobSet (the next try reattaches); marked or a deleted DAG run deletes it, with the reason, and a run over
-for good frees its run name.
+for good frees its run name. A delete stops every live attempt of this try found by its labels (run, task and try
+exactly), not only the one followed: the trigger may have created the next attempt and not yet followed it
+(triggers.next_in_try). A listing that fails or hangs is bounded: the known attempt is deleted all the same, the
+run lock kept, and the kill says what it did not check.
 """
 
 from __future__ import annotations
