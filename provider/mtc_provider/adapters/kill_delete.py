@@ -70,11 +70,12 @@ async def live_attempts_of_try(hook: Any, namespace: str, run_labels: Mapping[st
     from mtc_provider.core.attempt.status import evaluate_jobset
     from mtc_provider.core.basics import labels as L
 
+    ours = {**run_labels, L.TRY_NUMBER: str(try_number)}
+
     def listing() -> list[str]:
-        found = hook.sync_hook().this_tasks_jobsets(namespace, run_labels[L.RUN_NAME], run_labels)
-        return [o["metadata"]["name"] for o in found
-                if str((o["metadata"].get("labels") or {}).get(L.TRY_NUMBER)) == str(try_number)
-                and evaluate_jobset(o).live]
+        found = hook.sync_hook().api.list(namespace, L.selector(ours))
+        return [o["metadata"]["name"] for o in found  # the selector's equality, checked here too
+                if L.belongs_to(o["metadata"].get("labels"), ours) and evaluate_jobset(o).live]
 
     try:
         return await asyncio.wait_for(asyncio.to_thread(listing), budget), ""
