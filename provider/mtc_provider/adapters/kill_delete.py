@@ -63,10 +63,10 @@ def handoff(where: str, why: str, namespace: str, name: str) -> str:
 
 async def live_attempts_of_try(hook: Any, namespace: str, run_labels: Mapping[str, str], try_number: Any,
                                budget: float) -> tuple[list[str], str]:
-    """(names of this task's live JobSets of try `try_number`, "") from one listing (`hook`: the async JobSet hook,
-    its sync twin used off the loop) within `budget` seconds, or
-    ([], why it could not be read). Labels match the run, the task and the try exactly: another task's or another
-    try's JobSet is never named. The listing runs in a thread that a hung request leaves behind, not the caller."""
+    """(names of this task's live JobSets of try `try_number`, "") from one listing within `budget` seconds, or ([],
+    why it could not be read). `hook`: the async JobSet hook, its sync twin used off the loop. Labels match the run,
+    the task and the try exactly: another task's or another try's JobSet is never named. A hung request keeps its
+    thread, not the caller."""
     from mtc_provider.core.attempt.status import evaluate_jobset
     from mtc_provider.core.basics import labels as L
 
