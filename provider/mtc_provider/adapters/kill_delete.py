@@ -11,7 +11,7 @@ the run ended, or the user's own command).
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 import tenacity
 
@@ -59,3 +59,27 @@ def handoff(where: str, why: str, namespace: str, name: str) -> str:
     return (f"could not delete JobSet {where} for the confirmed user action ({why}): the API did not accept the "
             f"delete in time. The run's teardown (MtcDeleteJobSetOperator with run_name and launch_task_id, as in the "
             f"sample DAG) deletes it once the run has ended; without one: kubectl delete jobset -n {namespace} {name}")
+
+
+async def live_attempts_of_try(hook: Any, namespace: str, run_labels: Mapping[str, str], try_number: Any,
+                               budget: float) -> tuple[list[str], str]:
+    """(names of this task's live JobSets of try `try_number`, "") from one listing within `budget` seconds, or ([],
+    why it could not be read). `hook`: the async JobSet hook, its sync twin used off the loop. Labels match the run,
+    the task and the try exactly: another task's or another try's JobSet is never named. A hung request keeps its
+    thread, not the caller."""
+    from mtc_provider.core.attempt.status import evaluate_jobset
+    from mtc_provider.core.basics import labels as L
+
+    ours = {**run_labels, L.TRY_NUMBER: str(try_number)}
+
+    def listing() -> list[str]:
+        found = hook.sync_hook().api.list(namespace, L.selector(ours))
+        return [o["metadata"]["name"] for o in found  # the selector's equality, checked here too
+                if L.belongs_to(o["metadata"].get("labels"), ours) and evaluate_jobset(o).live]
+
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(listing), budget), ""
+    except asyncio.TimeoutError:
+        return [], f"no answer within {budget:.0f} s"
+    except Exception as exc:  # noqa: BLE001 - the caller deletes what it knows and says what it could not check
+        return [], f"{type(exc).__name__}: {exc}"

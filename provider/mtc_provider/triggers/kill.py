@@ -4,7 +4,10 @@ Airflow 3.3 also cancels a trigger that moved to another triggerer (a lapsed hea
 (TriggerRunnerSupervisor.update_triggers -> TriggerRunner.cancel_triggers -> run_trigger, apache/airflow PR #73454),
 so the task instance's state is asked now (core.attempt.ownership.kill_verdict): still deferred, running or cleared
 keeps the JobSet (the next try reattaches); marked or a deleted DAG run deletes it, with the reason, and a run over
-for good frees its run name.
+for good frees its run name. A delete stops every live attempt of this try found by its labels (run, task and try
+exactly), not only the one followed: the trigger may have created the next attempt and not yet followed it
+(triggers.next_in_try). A listing that fails or hangs is bounded: the known attempt is deleted all the same, the
+run lock kept, and the kill says what it did not check.
 """
 
 from __future__ import annotations
@@ -45,13 +48,40 @@ async def on_kill(trigger: Any) -> None:
         log.info("trigger cancelled: JobSet %s kept: it has ended and %s succeeded; nothing to stop (the run's "
                  "teardown deletes it)", where, who)
         return
-    log.warning("deleting JobSet %s (checkpoints are kept): %s", where, verdict.reason)
-    failed = await adelete_within(lambda: hook.api.delete(namespace, name, reason=DELETE_USER_KILL),
-                                  trigger_budget(time.monotonic() - started))
-    if failed:  # the lock stays too: the teardown releases it with the JobSet
-        log.warning("%s", handoff(where, failed, namespace, name))
-    elif verdict.run_over and ti is not None and trigger.extra.get("run_name"):
+    others, unchecked = await _later_attempts(trigger, hook, ti, trigger_budget(time.monotonic() - started) / 3)
+    asked = f"a confirmed user action: on_kill of try {getattr(ti, 'try_number', '?')}"
+    failed = ""
+    for each in [name, *others]:
+        log.warning("deleting JobSet %s/%s (checkpoints are kept): asked by %s; %s", namespace, each, asked,
+                    verdict.reason)
+        why = await adelete_within(lambda each=each: hook.api.delete(namespace, each, reason=DELETE_USER_KILL),
+                                   trigger_budget(time.monotonic() - started))
+        if why:  # the lock stays too: the teardown releases it with the JobSet
+            failed = why
+            log.warning("%s", handoff(f"{namespace}/{each}", why, namespace, each))
+    if unchecked:
+        log.warning("%s", unchecked)
+    elif not failed and verdict.run_over and ti is not None and trigger.extra.get("run_name"):
         await asyncio.to_thread(_release_lock, trigger, hook, ti)
+
+
+async def _later_attempts(trigger: Any, hook: Any, ti: Any, budget: float) -> tuple[list[str], str]:
+    """The other live attempts of this try (one the trigger created but did not follow yet when the kill came), by
+    their labels; and, when they could not be listed, the line that says what was not checked ("" when listed)."""
+    from mtc_provider.adapters.kill_delete import live_attempts_of_try
+    from mtc_provider.core.basics import labels as L
+
+    run_name, namespace = trigger.extra.get("run_name"), trigger.namespace
+    if ti is None or not run_name:
+        return [], ""  # no task to find attempts of (no try of this task could have created another)
+    labels = L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name)
+    found, error = await live_attempts_of_try(hook, namespace, labels, ti.try_number, budget)
+    if error:
+        selector = L.selector({**labels, L.TRY_NUMBER: str(ti.try_number)})
+        return [], (f"could not list the other attempts of try {ti.try_number} ({error}): only JobSet "
+                    f"{namespace}/{trigger.name} was deleted; an attempt of this try created since is left to the "
+                    f"run's teardown, or: kubectl delete jobset -n {namespace} -l {selector}")
+    return [n for n in found if n != trigger.name], ""
 
 
 def _release_lock(trigger: Any, hook: Any, ti: Any) -> None:
