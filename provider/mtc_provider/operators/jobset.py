@@ -378,6 +378,9 @@ class MtcJobSetOperator(JobSetTargetMixin):
                          f"{describe_owner(_owner(ti))}, before attempt {number}", checkpointing.run_name, namespace)
             obj = submit(self.hook, self.log, self._rendered, workload.jobset_name, namespace, run_labels, _owner(ti),
                          number, history)
+            # From its create on, a kill (on_kill) must know this attempt: its records are written next.
+            self._current = (connection, namespace, obj["metadata"]["name"],
+                             {**_owner(ti), "run_name": checkpointing.run_name})
             record = AttemptRecord(attempt=number, try_number=ti.try_number, jobset=obj["metadata"]["name"],
                                    start=time.time(), last_step=previous_step)
             journal = self._journal_for(context, lock, namespace, checkpoint_dir, target_step)

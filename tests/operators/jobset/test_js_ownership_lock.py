@@ -11,6 +11,7 @@ a DAG run deletes its task instances with it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import datetime as dt
@@ -228,3 +229,38 @@ def test_stale_lock_is_kept_when_airflow_cannot_be_asked(dags, tmp_path, cluster
     assert dr.state == "failed" and cluster.created == []
     assert held.read()["owner"]["run_id"] == held.owner["run_id"]
     assert "could not ask Airflow about" in capsys.readouterr().out
+
+
+def test_sync_kill_between_the_create_and_the_records_deletes_the_new_attempt(dags, tmp_path, cluster, monkeypatch):
+    """A user deletes the DAG run while the worker has just created its attempt and not yet written its records:
+    the SIGTERM's on_kill (task_runner.py@3.3.2 `_on_term`) must know the attempt it just created, or the JobSet
+    trains on, watched by no one, until the run's teardown."""
+    import gc
+
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    from mtc_provider.operators import jobset as operator_module
+    from mtc_provider.operators.jobset import MtcJobSetOperator
+
+    lines = _operator_lines(monkeypatch, tmp_path)
+    real_write = operator_module.write_run_record
+
+    def killed_while_recording(place, state, *args, **kwargs):
+        if state == "running":  # "attempt submitted": the JobSet exists, the run record is being written
+            with create_session() as session:
+                session.delete(session.query(DagRun).filter_by(dag_id="mtc_reattach", logical_date=_day(22)).one())
+            (operator,) = [o for o in gc.get_objects() if type(o) is MtcJobSetOperator
+                           and o.__dict__.get("task_id") == "train" and o.__dict__.get("_rendered")]
+            operator.on_kill()
+            raise RuntimeError("SIGTERM")  # the task stops here, as the supervisor's signal stops it
+        return real_write(place, state, *args, **kwargs)
+
+    monkeypatch.setattr(operator_module, "write_run_record", killed_while_recording)
+    cluster.plan([status_running(), status_running(), status_completed()])
+    # dag.test logs the task's error (and cannot record the end of a task whose DAG run is gone) and returns
+    with contextlib.suppress(Exception):
+        dags.reattach.test(logical_date=_day(22), run_after=_day(22))  # deferrable=False, retries=0
+    assert len(cluster.created) == 1 and cluster.deleted == cluster.created
+    (line,) = [x for x in lines() if "JobSet" in x and ("kept" in x or "deleting" in x)]
+    assert line.startswith("deleting JobSet default/train-") and "no longer exists (deleted by a user)" in line
