@@ -235,8 +235,6 @@ def test_sync_kill_between_the_create_and_the_records_deletes_the_new_attempt(da
     """A user deletes the DAG run while the worker has just created its attempt and not yet written its records:
     the SIGTERM's on_kill (task_runner.py@3.3.2 `_on_term`) must know the attempt it just created, or the JobSet
     trains on, watched by no one, until the run's teardown."""
-    import gc
-
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
 
@@ -244,19 +242,23 @@ def test_sync_kill_between_the_create_and_the_records_deletes_the_new_attempt(da
     from mtc_provider.operators.jobset import MtcJobSetOperator
 
     lines = _operator_lines(monkeypatch, tmp_path)
-    real_write = operator_module.write_run_record
+    real_write, real_journal = operator_module.write_run_record, MtcJobSetOperator._journal_for
+    running = []  # the operator whose try runs now (dag.test runs it in this process)
+
+    def journal_for(self, *args, **kwargs):
+        running.append(self)
+        return real_journal(self, *args, **kwargs)
 
     def killed_while_recording(place, state, *args, **kwargs):
         if state == "running":  # "attempt submitted": the JobSet exists, the run record is being written
             with create_session() as session:
                 session.delete(session.query(DagRun).filter_by(dag_id="mtc_reattach", logical_date=_day(22)).one())
-            (operator,) = [o for o in gc.get_objects() if type(o) is MtcJobSetOperator
-                           and o.__dict__.get("task_id") == "train" and o.__dict__.get("_rendered")]
-            operator.on_kill()
+            running[-1].on_kill()
             raise RuntimeError("SIGTERM")  # the task stops here, as the supervisor's signal stops it
         return real_write(place, state, *args, **kwargs)
 
     monkeypatch.setattr(operator_module, "write_run_record", killed_while_recording)
+    monkeypatch.setattr(MtcJobSetOperator, "_journal_for", journal_for)
     cluster.plan([status_running(), status_running(), status_completed()])
     # dag.test logs the task's error (and cannot record the end of a task whose DAG run is gone) and returns
     with contextlib.suppress(Exception):
