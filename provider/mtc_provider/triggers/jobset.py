@@ -64,7 +64,7 @@ class JobSetTrigger(BaseTrigger):
                  restarts_seen: int = 0, checkpoint_dir: str | None = None, backup_dir: str | None = None,
                  backup_nodes: int | None = None, delete_on_kill: bool = True, extra: dict[str, Any] | None = None,
                  gcp_conn_id: str | None = None, impersonation_chain: str | list[str] | None = None,
-                 watch: WatchSettings | Mapping[str, Any] | None = None) -> None:
+                 watch: WatchSettings | Mapping[str, Any] | None = None, **row_0_1: Any) -> None:
         super().__init__()
         self.connection = dict(connection)
         self.namespace = namespace
@@ -80,6 +80,8 @@ class JobSetTrigger(BaseTrigger):
         self.impersonation_chain = list(impersonation_chain) if isinstance(impersonation_chain, (list, tuple)) \
             else impersonation_chain
         self.watch = WatchSettings.from_dict(watch) if isinstance(watch, Mapping) else watch or WatchSettings()
+        if row_0_1:  # a row release 0.1.0 serialized: its settings by flat names, no `watch`
+            self.watch = WatchSettings.from_row_0_1(row_0_1)
         self._follower = None  # the leader pod's log (adapters.pod_logs.LeaderLogFollower), made off the loop
         self._logs_at = float("-inf")
         self._logs_failing = False

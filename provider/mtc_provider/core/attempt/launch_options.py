@@ -99,6 +99,33 @@ class WatchSettings:
                    stall_timeout=data.get("stall_timeout"), stall_cadence=data.get("stall_cadence"),
                    pacing=ApiPacing(**data.get("pacing") or {}), push_progress=bool(data.get("push_progress", True)))
 
+    @classmethod
+    def from_row_0_1(cls, flat: Mapping[str, Any]) -> "WatchSettings":
+        """The settings a trigger row of release 0.1.0 gave as keyword arguments by these flat names (its serialize()
+        wrote them so): a task deferred before the upgrade is rebuilt with them by the upgraded triggerer."""
+        unknown = sorted(set(flat) - set(_ROW_0_1))
+        if unknown:
+            raise TypeError(f"JobSetTrigger got unexpected keyword arguments {', '.join(unknown)}; allowed: watch, "
+                            f"or release 0.1.0's {', '.join(_ROW_0_1)}")
+        parts: dict[str | None, dict[str, Any]] = {"times": {}, "pod_logs": {}, "pacing": {}, None: {}}
+        for name, value in flat.items():
+            part, attr = _ROW_0_1[name]
+            parts[part][attr] = value
+        return cls(times=WatchTimes(**parts["times"]), pod_logs=PodLogs(**parts["pod_logs"]),
+                   pacing=ApiPacing(**parts["pacing"]), **parts[None])
+
+
+# Release 0.1.0's trigger keyword arguments: (the WatchSettings part, its field); None: a field of WatchSettings.
+_ROW_0_1: dict[str, tuple[str | None, str]] = {
+    **{name: ("times", name) for name in ("poll_interval", "capacity_log_interval", "listing_timeout",
+                                          "api_outage_timeout", "startup_timeout", "image_pull_timeout",
+                                          "progress_interval")},
+    "pod_logs": ("pod_logs", "enabled"), "pod_logs_interval": ("pod_logs", "interval"),
+    "pod_logs_max_lines": ("pod_logs", "max_lines"), "pod_logs_max_bytes": ("pod_logs", "max_bytes"),
+    "api_outage_log_interval": ("pacing", "log_interval"), "api_backoff_max": ("pacing", "backoff_max"),
+    "request_timeout": ("pacing", "request_timeout"), "stall_timeout": (None, "stall_timeout"),
+    "stall_cadence": (None, "stall_cadence"), "push_progress": (None, "push_progress")}
+
 
 @dataclass(frozen=True)
 class LaunchOptions:
