@@ -20,7 +20,7 @@ bookkeeping: the worker resumes as before. Nothing is deleted here.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Callable
 
 from airflow.triggers.base import TriggerEvent
 
@@ -52,15 +52,22 @@ async def attempt_verdict(trigger: Any, state: JobSetState) -> dict[str, Any] | 
         return {"kind": decision.kind, "reason": decision.reason, "latest_step": None}
     if not trigger.checkpoint_dir or extra.get("target_step") is None:
         return None
+    return await verdict_on_listing(trigger, "at the attempt's end", lambda latest: decide(
+        state, latest, int(extra["target_step"]), extra.get("history") or [None],
+        int(extra.get("crash_loop_attempts") or 1), trigger.restored_step))
+
+
+async def verdict_on_listing(trigger: Any, when: str, decide: Callable[[int | None], Any]) -> dict[str, Any] | None:
+    """The verdict `decide` makes on the newest restorable step, listed now (JobSetTrigger.newest_checkpoints), or
+    None when the listing fails: the worker waits a listing outage out (listing_timeout) and decides."""
     try:
         info = (await trigger.newest_checkpoints()).restorable()
-    except Exception as exc:  # noqa: BLE001 - the worker waits a listing outage out (listing_timeout)
-        trigger.log.warning("listing %s failed at the attempt's end (%s): the task resumes on a worker to decide",
-                            trigger.checkpoint_dir, exc)
+    except Exception as exc:  # noqa: BLE001 - the worker decides
+        trigger.log.warning("listing %s failed %s (%s): the task resumes on a worker to decide",
+                            trigger.checkpoint_dir, when, exc)
         return None
     latest = info.step if info is not None else None
-    decision = decide(state, latest, int(extra["target_step"]), extra.get("history") or [None],
-                      int(extra.get("crash_loop_attempts") or 1), trigger.restored_step)
+    decision = decide(latest)
     return {"kind": decision.kind, "reason": decision.reason, "latest_step": latest}
 
 

@@ -2,7 +2,7 @@
 
 An attempt that stalls (no progress within the stall limit: core.measure.stall), or whose new pods never start after
 the run's had started (core.attempt.jobset_events.stall_cause), is judged as the worker judges it (operators.jobset_end
-`close`: core.attempt.resubmission.decide_stalled, then the one rule with `stalled`). When that is "next attempt in
+`settle`: core.attempt.resubmission.decide_stalled, then the one rule with `stalled`). When that is "next attempt in
 this try" and the operator allowed it (triggers.next_in_try `allowed`), the trigger applies it, in this order:
 
 1. N's record is closed with the stall as its interruption (triggers.attempt_end.close_in_trigger, once);
@@ -43,7 +43,7 @@ async def next_after_stall(trigger: Any, state: JobSetState, restarts: int, kind
     worker (an event), or None: not this path (the caller's own event goes to a worker, as before)."""
     from mtc_provider.core.attempt.jobset_events import stall_cause
     from mtc_provider.core.attempt.resubmission import decide_stalled
-    from mtc_provider.triggers.attempt_end import sync_hook
+    from mtc_provider.triggers.attempt_end import sync_hook, verdict_on_listing
     from mtc_provider.triggers.next_in_try import allowed, submit_next
 
     extra = trigger.extra
@@ -58,18 +58,13 @@ async def next_after_stall(trigger: Any, state: JobSetState, restarts: int, kind
     cause = stall_cause(kind, restarts, trigger.restored_step, history)
     if cause is None:
         return None
-    try:
-        info = (await trigger.newest_checkpoints()).restorable()
-    except Exception as exc:  # noqa: BLE001 - the worker waits a listing outage out (listing_timeout)
-        trigger.log.warning("listing %s failed after the stall (%s): the task resumes on a worker to decide",
-                            trigger.checkpoint_dir, exc)
+    verdict = await verdict_on_listing(trigger, "after the stall", lambda latest: decide_stalled(
+        latest, int(extra["target_step"]), history, int(extra.get("crash_loop_attempts") or 1), why=message,
+        restored_step=trigger.restored_step))
+    if verdict is None:
         return None
-    latest = info.step if info is not None else None
-    decision = decide_stalled(latest, int(extra["target_step"]), history, int(extra.get("crash_loop_attempts") or 1),
-                              why=message, restored_step=trigger.restored_step)
     await trigger.facts().flush(trigger, trigger.clock(), final=True)  # before the close reads the ledger
-    return await submit_next(trigger, state, restarts, {"kind": decision.kind, "reason": decision.reason,
-                                                        "latest_step": latest}, cause)
+    return await submit_next(trigger, state, restarts, verdict, cause)
 
 
 async def delete_stalled(trigger: Any, ti: Any, why: str) -> str:
