@@ -1,5 +1,5 @@
 """Which stalls are followed in the same try (pure, plain values): the decision the trigger applies itself
-(triggers.stall_end) and the worker applies to the same event (operators.jobset_end `close`).
+(triggers.stall_end) and the worker applies to the same event (operators.jobset_end `settle`).
 
 An event that is no JobSet end is judged as a stall when it is one, or when new pods never started after the run's
 had (core.attempt.jobset_events.stall_cause); its decision is core.attempt.resubmission.decide_stalled, its end the

@@ -186,7 +186,7 @@ async def test_multi_tier_progresses_from_replicator_backups_and_the_attempt_end
     assert restorable.source == "replicator-backup" and restorable.step == step
     assert [(s.tier, s.complete) for s in trigger.facts().ledger.saves] == [("replicator", True)] * 6  # the ledger's
     # What triggers.attempt_end (and a resubmission) decides on: the same call, the same listing.
-    latest = (await trigger._latest_checkpoint(after=None)).step
+    latest = (await trigger.newest_checkpoints()).restorable().step
     assert latest == step
     ended = JobSetState("train", "default", "succeeded")  # preempted: MaxText saved and exited 0
     decision = decide(ended, latest, config.checkpointing.steps - 1, [None, None], 2)
@@ -241,7 +241,7 @@ async def test_only_complete_backups_of_this_run_count_at_the_attempt_end(gcs):
         _backup(run, "2026-12-06_11-00", 110, node, data=node != 2)  # dangling: node 2's data is gone
     trigger = _trigger(config, _Clock(), reported=False)
     assert trigger.backup_nodes == nodes
-    latest = await trigger._latest_checkpoint(after=None)
+    latest = (await trigger.newest_checkpoints()).restorable()
     assert latest is not None and latest.step == 60, latest
     failed = JobSetState("train", "default", "failed")
     decision = decide(failed, latest.step, 80, [None, None], 2)
@@ -262,7 +262,7 @@ async def _attempt_restoring(trigger, clock, core, restores: list[int]) -> JobSe
         await trigger.follow_pod_logs()
     failed = JobSetState("train", "default", "failed", reason="BackoffLimitExceeded", retryable=True,
                          restarts=len(restores) - 1)
-    return JobSetEvent.from_payload(trigger._event("ended", failed, failed.restarts).payload)
+    return JobSetEvent.from_payload(trigger.event("ended", failed, failed.restarts).payload)
 
 
 async def test_a_run_restoring_newer_ramdisk_steps_after_host_losses_is_no_crash_loop(gcs, core):
@@ -276,7 +276,7 @@ async def test_a_run_restoring_newer_ramdisk_steps_after_host_losses_is_no_crash
     clock = _Clock()
     trigger = _trigger(config, clock, core)
     ev = await _attempt_restoring(trigger, clock, core, [0, 5, 15, 25])
-    assert ev.restored_step == 25 and await trigger._latest_checkpoint(after=None) is None
+    assert ev.restored_step == 25 and (await trigger.newest_checkpoints()).restorable() is None
     history = [None]
     decision = decide(ev.state, None, config.checkpointing.steps - 1, history, 2, ev.restored_step)
     assert decision.kind == RETRY and resubmit_in_try(decision, history, restorable_progress(None, ev.restored_step))

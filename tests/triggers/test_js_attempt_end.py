@@ -135,7 +135,7 @@ async def test_a_failing_listing_leaves_the_decision_to_the_worker(cluster, tmp_
     async def failing(after=None):
         raise OSError("listing unavailable")
 
-    monkeypatch.setattr(trigger, "_latest_checkpoint", failing)
+    monkeypatch.setattr(trigger, "newest_checkpoints", failing)
     (event,) = await _events(trigger)
     assert JobSetEvent.from_payload(event.payload).kind == ENDED
     assert lock.read()[ATTEMPTS][0]["end"] is None

@@ -66,7 +66,7 @@ async def test_a_failing_write_is_logged_once_and_the_facts_are_written_at_the_n
             raise failures.pop()
         return lock
 
-    monkeypatch.setattr(ledger_writer, "_run_lock", run_lock)
+    monkeypatch.setattr(ledger_writer, "run_lock", run_lock)
     with caplog.at_level(logging.WARNING, logger="trigger"):
         await writer.flush(trigger, T0)
         await writer.flush(trigger, T0 + 30)  # not due yet: no attempt
@@ -93,7 +93,7 @@ def test_the_lock_is_the_deferring_try_s(cluster, monkeypatch, owner, ti, found)
     monkeypatch.setattr("mtc_provider.targets.jobset_api", lambda *a, **k: MemoryJobSetApi(cluster))
     trigger = _Trigger(extra={"run_name": "run", "namespace": "default", "owner": owner}, task_instance=ti,
                        connection={"kind": "local", "home": "/nonexistent"}, namespace="default")
-    lock = ledger_writer._run_lock(trigger)
+    lock = ledger_writer.run_lock(trigger)
     assert (lock is not None) is found
     if found:
         assert lock.holder == _lock(cluster).holder

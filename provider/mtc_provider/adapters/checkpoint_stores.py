@@ -224,12 +224,32 @@ def open_store(checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default",
     return store_for_path(local_path(checkpoint_dir)) or LocalCheckpointStore()
 
 
+@dataclass(frozen=True)
+class Newest:
+    """One listing of a run's checkpoints: the newest finalized persistent checkpoint newer than `after`, and the
+    newest MTC replicator backup complete on every node (None: none, or no backups listed)."""
+
+    persistent: CheckpointInfo | None
+    backup: int | None
+    backup_dir: str | None
+    after: int | None
+
+    def restorable(self) -> CheckpointInfo | None:
+        """The newest restorable checkpoint newer than `after`: the persistent one, or a newer replicator backup."""
+        backup, info = self.backup, self.persistent
+        if backup is not None and (self.after is None or backup > self.after) and (info is None or backup > info.step):
+            return CheckpointInfo(backup, f"{(self.backup_dir or '').rstrip('/')} (MTC replicator backup)", None)
+        return info
+
+
 class AsyncCheckpointStore:
-    """The trigger's side: the same store, each call in a worker thread so the event loop keeps running."""
+    """The trigger's side: the same store, each call in a worker thread so the event loop keeps running.
+    `backup_dir`, `backup_nodes`: where the run's MTC replicator backups are listed, and on how many nodes."""
 
     def __init__(self, checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default",
-                 impersonation_chain: str | list[str] | None = None) -> None:
-        self.checkpoint_dir = checkpoint_dir
+                 impersonation_chain: str | list[str] | None = None, backup_dir: str | None = None,
+                 backup_nodes: int | None = None) -> None:
+        self.checkpoint_dir, self.backup_dir, self.backup_nodes = checkpoint_dir, backup_dir, backup_nodes
         self.store = open_store(checkpoint_dir, gcp_conn_id, impersonation_chain)
 
     async def finalized(self, after: int | None = None) -> list[CheckpointInfo]:
@@ -239,6 +259,13 @@ class AsyncCheckpointStore:
         """The newest complete MTC replicator backup under `backup_dir` (GCS only; a local store has none)."""
         lister = getattr(self.store, "newest_backup", None)
         return None if lister is None else await asyncio.to_thread(lister, backup_dir, nodes)
+
+    async def newest(self, after: int | None = None) -> Newest:
+        """The newest finalized checkpoint newer than `after` and the newest complete backup (when listed)."""
+        found = await self.finalized(after)
+        backup = await self.newest_backup(self.backup_dir, self.backup_nodes) \
+            if self.backup_dir and self.backup_nodes else None
+        return Newest(found[-1] if found else None, backup, self.backup_dir, after)
 
 
 def restorable_step(store: CheckpointStore, checkpoint_dir: str, backup_dir: str | None = None,
@@ -254,4 +281,4 @@ def restorable_step(store: CheckpointStore, checkpoint_dir: str, backup_dir: str
 
 
 __all__ = ["AsyncCheckpointStore", "CheckpointStore", "GcsCheckpointStore", "ListingCost",
-           "LocalCheckpointStore", "open_store", "restorable_step", "split_gcs_uri"]
+           "LocalCheckpointStore", "Newest", "open_store", "restorable_step", "split_gcs_uri"]

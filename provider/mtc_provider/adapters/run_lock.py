@@ -133,7 +133,7 @@ class RunLock:
         return {HOLDER: self.holder, HISTORY: [], ATTEMPTS: [], OWNER: self.owner, DEPLOYMENT: self.deployment,
                 CLAIM: self.claim, LEDGER: {}}
 
-    def _elsewhere(self, data: Mapping[str, Any]) -> str:
+    def elsewhere(self, data: Mapping[str, Any]) -> str:
         """Why a lock's contents are another deployment's ("" when they are this one's, or record none)."""
         theirs = data.get(DEPLOYMENT) or ""
         if not theirs or theirs == self.deployment:
@@ -145,7 +145,7 @@ class RunLock:
     def held_elsewhere(self) -> str:
         """Why the lock belongs to another Airflow deployment ("" when it is absent or this deployment's)."""
         try:
-            return self._elsewhere(self._data(self.api.get_lock(self.namespace, self.name)))
+            return self.elsewhere(self._data(self.api.get_lock(self.namespace, self.name)))
         except NotFound:
             return ""
 
@@ -192,7 +192,7 @@ class RunLock:
         version = obj.get("metadata", {}).get("resourceVersion")
         self._known = (data, version)
         where = f"{self.namespace}/{self.name}"
-        elsewhere = self._elsewhere(data)
+        elsewhere = self.elsewhere(data)
         if elsewhere:  # checked before the holder: another deployment's runs may carry the same ids
             raise LockHeld(where, data[HOLDER], elsewhere)
         if data[HOLDER] == self.holder:
@@ -287,7 +287,7 @@ class RunLock:
             data = self._data(self.api.get_lock(self.namespace, self.name))
         except NotFound:
             return
-        if data[HOLDER] == self.holder and not self._elsewhere(data):
+        if data[HOLDER] == self.holder and not self.elsewhere(data):
             self.api.delete_lock(self.namespace, self.name)
             if data[CLAIM].get("name") and data[CLAIM].get(NAMESPACE):
                 self._claim_lock(data[CLAIM]).release()

@@ -46,9 +46,9 @@ from mtc_provider.core.definition.shape.tpu import SliceSpec
 from mtc_provider.links.jobset import JOBSET_LINKS, created_at, persist_links
 from mtc_provider.operators.base import JOBSET_TARGET_FIELDS, JobSetTargetMixin
 from mtc_provider.operators.delete_jobset import MtcDeleteJobSetOperator, kept_failed  # noqa: F401 - users import it
-from mtc_provider.operators.jobset_end import (MAX_WATCH_FAILURES, TryFacts, close, end_by_kill,  # noqa: F401
+from mtc_provider.operators.jobset_end import (MAX_WATCH_FAILURES, TryFacts, end_by_kill,  # noqa: F401
                                                fault_on_last_try, keep_for_teardown, last_try, max_tries,
-                                               next_attempt_pending, open_journal, push_run, record_run,
+                                               next_attempt_pending, open_journal, push_run, record_run, settle,
                                                ti_run_name, watch_failed, write_record)
 from mtc_provider.operators.jobset_failures import (  # noqa: F401 - names users import from here
     JOBSET_KEPT_XCOM_KEY, NOT_AN_ATTEMPT, ApiUnreachableFailure, JobSetAttemptFailed, JobSetForbidden,
@@ -434,7 +434,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
         known, self._listed_at_end = getattr(self, "_listed_at_end", None), None  # (step,): listed at that end
         return self._latest(store, checkpoint_dir) if known is None else known[0]
 
-    # --- the end of an attempt: execute_complete -> _end_attempt -> _close (operators.jobset_end: judge, end_of,
+    # --- the end of an attempt: execute_complete -> _end_attempt -> _apply_end -> operators.jobset_end.settle (judge,
     # the journal's close, conclude) -------------------------------------------------------------------------
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         """The trigger's event: this attempt's end, unless it is another try's (then this try watches again)."""
@@ -486,7 +486,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
         return self.execute(context)
 
     def _end_attempt(self, context: Any, ev: JobSetEvent) -> Any:
-        """An attempt's end, from its trigger or found by this try: closed (`_close`) and the run's state recorded;
+        """An attempt's end, from its trigger or found by this try: applied (`_apply_end`) and the run's state recorded;
         then the try ends, or goes on with the next attempt (deferred: this try submits it and defers again)."""
         try:
             if ev.kind in (API_UNREACHABLE, NEXT_ATTEMPT_PENDING):  # the JobSet is no longer this worker's to stop
@@ -495,7 +495,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
                 return self.execute(context)
             ti, extra = context["ti"], ev.extra
             self._journal = None
-            return record_run(lambda: self._close(context, ev), lambda state, reason: write_record(
+            return record_run(lambda: self._apply_end(context, ev), lambda state, reason: write_record(
                 self._journal, self._run_record_place(ti, ev.namespace, extra.get("checkpoint_dir"),
                                                       extra.get("target_step")), state, reason, ev.progress, self.log),
                 last_try(ti, self.retries))
@@ -511,8 +511,8 @@ class MtcJobSetOperator(JobSetTargetMixin):
             raise storage_forbidden(exc, str(ev.extra.get("checkpoint_dir") or self._describe()[1]
                                              .checkpoint_directory), *self._google()) from exc
 
-    def _close(self, context: Any, ev: JobSetEvent) -> Any:
-        """The attempt's end closed (operators.jobset_end.close) with what this try knows: the newest restorable
+    def _apply_end(self, context: Any, ev: JobSetEvent) -> Any:
+        """The attempt's end settled (operators.jobset_end.settle) with what this try knows: the newest restorable
         step (the trigger's verdict's, else listed here), its facts, the run lock and the attempt journal."""
         ti, extra = context["ti"], ev.extra
         if ev.progress:  # the trigger's latest progress figures, for dashboards and downstream tasks
@@ -533,7 +533,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
                          self._opts.crash_loop_attempts)
         journal = self._journal_for(context, lock, ev.namespace, extra.get("checkpoint_dir"), extra.get("target_step"))
         try:
-            return close(ev, facts, latest, hook=self.hook, lock=lock, journal=journal, log=self.log,
+            return settle(ev, facts, latest, hook=self.hook, lock=lock, journal=journal, log=self.log,
                          google=self._google)
         except NextAttemptInTry:
             if ended:  # what the next attempt of this try plans from: listed once, for this end

@@ -1,5 +1,5 @@
-"""The worker's end of an attempt, as plain functions the launch operator (operators.jobset) calls, in order:
-`close` -> `judge` (the decision, by the rule the triggerer's end applies too) -> the attempt journal's close ->
+"""The worker's end of an attempt, as plain functions the launch operator (operators.jobset `_apply_end`) calls, in
+order: `settle` -> `judge` (the decision, by the rule the triggerer's end applies too) -> the attempt journal's close ->
 `conclude` (succeed, fail for good, spend an Airflow retry, or NextAttemptInTry); `record_run` around them."""
 
 from __future__ import annotations
@@ -84,9 +84,9 @@ def judge(facts: TryFacts, ev: JobSetEvent, latest: int | None, stalled: bool = 
         steps_per_hour=(ev.progress or {}).get("steps_per_hour"))
 
 
-def close(ev: JobSetEvent, facts: TryFacts, latest: int | None, *, hook: Any, lock: RunLock,
-          journal: AttemptJournal, log: Any, google: Callable[[], tuple[str, Any]]) -> Any:
-    """Close an attempt's end and conclude. An ended JobSet and a stall are judged; a deletion outside the task and
+def settle(ev: JobSetEvent, facts: TryFacts, latest: int | None, *, hook: Any, lock: RunLock,
+           journal: AttemptJournal, log: Any, google: Callable[[], tuple[str, Any]]) -> Any:
+    """Settle an attempt's end by its kind, and conclude. An ended JobSet and a stall are judged; a deletion outside the task and
     pods that cannot start fail the run for good; a listing that kept failing and a lost watch are the
     orchestrator's (the JobSet may train on: a retry reattaches)."""
     extra, attempt = ev.extra, ev.extra["attempt"]

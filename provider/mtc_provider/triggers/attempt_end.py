@@ -20,7 +20,7 @@ bookkeeping: the worker resumes as before. Nothing is deleted here.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Callable
 
 from airflow.triggers.base import TriggerEvent
 
@@ -52,15 +52,22 @@ async def attempt_verdict(trigger: Any, state: JobSetState) -> dict[str, Any] | 
         return {"kind": decision.kind, "reason": decision.reason, "latest_step": None}
     if not trigger.checkpoint_dir or extra.get("target_step") is None:
         return None
+    return await verdict_on_listing(trigger, "at the attempt's end", lambda latest: decide(
+        state, latest, int(extra["target_step"]), extra.get("history") or [None],
+        int(extra.get("crash_loop_attempts") or 1), trigger.restored_step))
+
+
+async def verdict_on_listing(trigger: Any, when: str, decide: Callable[[int | None], Any]) -> dict[str, Any] | None:
+    """The verdict `decide` makes on the newest restorable step, listed now (JobSetTrigger.newest_checkpoints), or
+    None when the listing fails: the worker waits a listing outage out (listing_timeout) and decides."""
     try:
-        info = await trigger._latest_checkpoint(after=None)
-    except Exception as exc:  # noqa: BLE001 - the worker waits a listing outage out (listing_timeout)
-        trigger.log.warning("listing %s failed at the attempt's end (%s): the task resumes on a worker to decide",
-                            trigger.checkpoint_dir, exc)
+        info = (await trigger.newest_checkpoints()).restorable()
+    except Exception as exc:  # noqa: BLE001 - the worker decides
+        trigger.log.warning("listing %s failed %s (%s): the task resumes on a worker to decide",
+                            trigger.checkpoint_dir, when, exc)
         return None
     latest = info.step if info is not None else None
-    decision = decide(state, latest, int(extra["target_step"]), extra.get("history") or [None],
-                      int(extra.get("crash_loop_attempts") or 1), trigger.restored_step)
+    decision = decide(latest)
     return {"kind": decision.kind, "reason": decision.reason, "latest_step": latest}
 
 
@@ -129,9 +136,8 @@ async def close_in_trigger(trigger: Any, state: JobSetState, end: Any, ti: Any, 
     the record (two live copies of one trigger may both get here). `cause`: the interruption's kind when the end
     cannot tell it (a stall, a start-up timeout: adapters.attempt_journal `close`)."""
     from mtc_provider.adapters.pod_logs import log_failed_pod_tails
-    from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
 
-    hook = MtcJobSetAsyncHook(trigger.connection).sync_hook()  # blocking calls, each off the loop
+    hook = sync_hook(trigger)  # blocking calls, each off the loop
     # why the attempt died, one click away (best effort, as on the worker), beside the record: both off the loop
     tails = asyncio.create_task(asyncio.to_thread(log_failed_pod_tails, trigger.log, hook.api, state.namespace,
                                                   state.name))
@@ -150,13 +156,28 @@ async def close_in_trigger(trigger: Any, state: JobSetState, end: Any, ti: Any, 
     return journal
 
 
-def run_lock(trigger: Any, hook: Any, ti: Any) -> Any:
-    """The run's lock as the operator took it (adapters.run_lock), through the sync hook: blocking."""
+def sync_hook(trigger: Any, outage_s: float = 0.0) -> Any:
+    """The trigger's blocking JobSet client (call it off the loop), an unreachable API waited out at most `outage_s`
+    (bounded by the trigger's api_outage_timeout)."""
+    from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
+
+    bound = min(float(getattr(trigger, "api_outage_timeout", 0) or 0), outage_s)
+    return MtcJobSetAsyncHook(trigger.connection).sync_hook(api_outage_timeout=bound)
+
+
+def run_lock(trigger: Any, hook: Any = None, ti: Any = None) -> Any:
+    """The run's lock as the try that deferred took it (adapters.run_lock: the run labels of `extra["owner"]`, else
+    of `ti`, by default the trigger's task instance), through the sync hook: blocking. None without those ids or a
+    run name."""
+    owner, ti = trigger.extra.get("owner") or {}, ti or getattr(trigger, "task_instance", None)
+    ids = [owner.get(key) or getattr(ti, key, None) for key in ("dag_id", "run_id", "task_id")]
+    run_name = trigger.extra.get("run_name")
+    if not all(ids) or not run_name:
+        return None
     from mtc_provider.core.basics import labels as L
 
-    run_name = trigger.extra["run_name"]
-    return hook.run_lock(trigger.extra.get("namespace") or trigger.namespace, run_name,
-                         L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name))
+    return (hook or sync_hook(trigger)).run_lock(trigger.extra.get("namespace") or trigger.namespace, run_name,
+                                                 L.run_labels(*ids, run_name))
 
 
 def journal_of(trigger: Any, hook: Any, ti: Any, pushed: list[tuple[str, Any]]) -> Any:
@@ -165,7 +186,7 @@ def journal_of(trigger: Any, hook: Any, ti: Any, pushed: list[tuple[str, Any]]) 
     from mtc_provider.adapters.attempt_journal import AttemptJournal
 
     extra = trigger.extra
-    return AttemptJournal.from_settings(run_lock(trigger, hook, ti),
+    return AttemptJournal.from_settings(run_lock(trigger, hook),
                                         extra.get("journal") or _settings_of_older_operator(trigger, ti),
                                         log=trigger.log, push=lambda key, value: pushed.append((key, value)))
 

@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator, Mapping
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mtc_provider.adapters import metrics, retry
+from mtc_provider.adapters.checkpoint_stores import AsyncCheckpointStore, Newest
 from mtc_provider.core.attempt.outage import OutageClock
 from mtc_provider.core.attempt.pod_start import PodStart
 from mtc_provider.core.measure.listing import ListingOutage, describe_listing_error
@@ -26,7 +27,6 @@ from mtc_provider.core.attempt.launch_options import WatchSettings
 from mtc_provider.core.attempt.status import JobSetState, evaluate_jobset
 
 from mtc_provider.core.attempt import jobset_events as events  # the event kinds and the typed event (their one home)
-from mtc_provider.core.attempt.ledger import PERSISTENT as PERSISTENT_TIER, REPLICATOR as REPLICATOR_TIER
 from mtc_provider.triggers.ledger_writer import LedgerWriter
 
 
@@ -141,8 +141,7 @@ class JobSetTrigger(BaseTrigger):
         signal = stall.signal
         persistent = signal.newest.get(PERSISTENT)
         try:
-            info = await self._persistent_checkpoint(after=persistent.step if persistent else None)
-            backup_step = await self._backup_step()
+            newest = await self.newest_checkpoints(after=persistent.step if persistent else None)
         except Exception as exc:  # a failed listing is not "no progress": the stall clock stops
             line, self.listing_error = self._listing.failed(now, exc)  # ends the watch after listing_timeout
             self.log.warning("%s", line)
@@ -151,6 +150,7 @@ class JobSetTrigger(BaseTrigger):
         if failed is not None:
             stall.pause(failed)
             self.log.info("listing %s works again after %.0fs", self.checkpoint_dir, failed)
+        info, backup_step = newest.persistent, newest.backup
         if info is not None and signal.observe(info.step, PERSISTENT, now, info.commit_time):
             self.log.info("new finalized checkpoint: step %d in %s", info.step, self.checkpoint_dir)
         if backup_step is not None and signal.observe(backup_step, REPLICATOR, now):
@@ -168,42 +168,17 @@ class JobSetTrigger(BaseTrigger):
         return stall.verdict(now, f"JobSet {self.namespace}/{self.name}", self.checkpoint_dir,
                              logs_readable=not (self.watch.pod_logs.enabled and self._logs_failing))
 
-    async def _store(self):
-        from mtc_provider.adapters.checkpoint_stores import AsyncCheckpointStore
-
+    async def newest_checkpoints(self, after: int | None = None) -> Newest:
+        """The newest finalized persistent checkpoint newer than `after` and complete replicator backup, listed off
+        the loop and added to the run's ledger: what the stall clock, the progress line and an attempt's end
+        (triggers.attempt_end, triggers.stall_end: `.restorable()`) decide on."""
         if self._checkpoints is None:  # opened once, off the loop: its client carries over
             self._checkpoints = await asyncio.to_thread(
                 AsyncCheckpointStore, self.checkpoint_dir, self.gcp_conn_id or "google_cloud_default",
-                self.impersonation_chain)
-        return self._checkpoints
-
-    async def _persistent_checkpoint(self, after: int | None):
-        """The newest finalized persistent checkpoint newer than `after`, or None (listed off the loop)."""
-        found = await (await self._store()).finalized(after)
-        for info in found[-1:]:
-            self.facts().saved(info.step, PERSISTENT_TIER, info.commit_time or self.clock())
-        return found[-1] if found else None
-
-    async def _backup_step(self) -> int | None:
-        """The newest step the MTC replicator backed up under `backup_dir` on every node, or None (listed off the
-        loop)."""
-        if not self.backup_dir or not self.backup_nodes:
-            return None
-        step = await (await self._store()).newest_backup(self.backup_dir, self.backup_nodes)
-        self.facts().saved(step, REPLICATOR_TIER, self.clock())  # complete: every node backed it up
-        return step
-
-    async def _latest_checkpoint(self, after: int | None):
-        """The newest restorable checkpoint newer than `after` (persistent, or a replicator backup in multi-tier
-        mode), or None: what the end of an attempt decides on (triggers.attempt_end) and a resubmission resumes
-        from."""
-        from mtc_provider.adapters.protocols import CheckpointInfo
-
-        info = await self._persistent_checkpoint(after)
-        backup = await self._backup_step()
-        if backup is not None and (after is None or backup > after) and (info is None or backup > info.step):
-            return CheckpointInfo(backup, f"{self.backup_dir.rstrip('/')} (MTC replicator backup)", None)
-        return info
+                self.impersonation_chain, self.backup_dir, self.backup_nodes)
+        newest = await self._checkpoints.newest(after)
+        self.facts().listed(newest, self.clock())
+        return newest
 
     def _stall_watch(self) -> bool:
         return bool(self.checkpoint_dir and self.watch.stall_timeout)
@@ -233,7 +208,7 @@ class JobSetTrigger(BaseTrigger):
         tracker = self._progress_tracker_now(now)
         if not self._stall_watch():
             try:
-                info = await self._latest_checkpoint(after=tracker.latest_step)
+                info = (await self.newest_checkpoints(after=tracker.latest_step)).restorable()
             except Exception as exc:  # progress is advisory: never ends the watch
                 self.log.warning("progress: listing %s failed (%s)", self.checkpoint_dir,
                                  describe_listing_error(exc))
@@ -384,8 +359,10 @@ class JobSetTrigger(BaseTrigger):
         lines = self._follower.poll_stamped()
         return self._follower.pod or "leader", lines
 
-    def _event(self, kind: str, state: JobSetState | None, restarts: int, message: str = "",
+    def event(self, kind: str, state: JobSetState | None, restarts: int, message: str = "",
                verdict: dict[str, Any] | None = None) -> TriggerEvent:
+        """This watch's one event (core.attempt.jobset_events.JobSetEvent), the ends in triggers.next_in_try and
+        triggers.stall_end too: the attempt's bookkeeping (`extra`) and the last progress figures with it."""
         return TriggerEvent(events.JobSetEvent(kind, self.namespace, self.name, state, restarts, message, self.extra,
                                                self.last_progress, self.restored_step, verdict).to_payload())
 
@@ -502,17 +479,17 @@ class JobSetTrigger(BaseTrigger):
                 raise item
             if isinstance(item, retry.ApiUnreachable):  # not the attempt's failure: the JobSet was not touched
                 self.log.error("%s; JobSet %s/%s was not touched", item, self.namespace, self.name)
-                yield self._event(events.API_UNREACHABLE, state, restarts, str(item))
+                yield self.event(events.API_UNREACHABLE, state, restarts, str(item))
                 return
             if isinstance(item, Exception):
-                yield self._event(events.ERROR, state, restarts, f"{type(item).__name__}: {item}")
+                yield self.event(events.ERROR, state, restarts, f"{type(item).__name__}: {item}")
                 return
             if item is not None and item.type == "DELETED":
                 from mtc_provider.triggers.stall_end import resumed
 
                 # another copy of this trigger ended it (and submitted the next attempt, or is about to)
                 yield await resumed(self) or \
-                    self._event(events.DELETED, state, restarts, "the JobSet was deleted while being watched")
+                    self.event(events.DELETED, state, restarts, "the JobSet was deleted while being watched")
                 return
             if item is not None:
                 state = evaluate_jobset(item.obj)
@@ -541,7 +518,7 @@ class JobSetTrigger(BaseTrigger):
                     # which applies the verdict
                     yield (await end_retryable_attempt(self, state, restarts, verdict)
                            or await submit_next(self, state, restarts, verdict)
-                           or self._event(events.ENDED, state, restarts, verdict=verdict))
+                           or self.event(events.ENDED, state, restarts, verdict=verdict))
                     return
             if state is None and item is None and (self._stall_watch() or self._pods_started is False
                                                    or self._progress_enabled()):
@@ -553,17 +530,17 @@ class JobSetTrigger(BaseTrigger):
                 problem = await self.check_pods(api)
                 if problem:  # new pods that never start after the run's had: a stall (triggers.stall_end)
                     yield await next_after_stall(self, state, restarts, *problem) \
-                        or self._event(problem[0], state, restarts, problem[1])
+                        or self.event(problem[0], state, restarts, problem[1])
                     return
             if state is not None and self._stall_watch() and not state.terminating:
                 reason = await self.check_stall(state)
                 if reason:
                     metrics.stalled(metrics.trigger_tags(self))  # its next attempt may follow from here
                     yield await next_after_stall(self, state, restarts, events.STALLED, reason) \
-                        or self._event(events.STALLED, state, restarts, reason)
+                        or self.event(events.STALLED, state, restarts, reason)
                     return
                 if self.listing_error:
-                    yield self._event(events.LISTING_FAILED, state, restarts, self.listing_error)
+                    yield self.event(events.LISTING_FAILED, state, restarts, self.listing_error)
                     return
             if state is not None and not state.terminating:
                 await self.read_restores()

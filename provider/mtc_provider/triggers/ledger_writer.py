@@ -23,6 +23,7 @@ from mtc_provider.core.attempt.ledger import (HOST_LOSS, LOCAL, PERSISTENT, PREE
                                               Interruption, RunLedger, Save, Start, StepPoint)
 from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.core.measure.step_log import log_timestamp, parse_restore, parse_saved_tiers, parse_step_line
+from mtc_provider.triggers.attempt_end import run_lock
 
 DEFAULT_FLUSH_S = 60.0
 
@@ -97,6 +98,13 @@ class LedgerWriter:
         if tier in (PERSISTENT, REPLICATOR) and complete:
             self._restorable(step)
 
+    def listed(self, newest: Any, now: float) -> None:
+        """A listing's newest finalized persistent checkpoint and complete replicator backup (adapters
+        .checkpoint_stores.Newest); a backup counts once every node has it, so it is complete."""
+        if newest.persistent is not None:
+            self.saved(newest.persistent.step, PERSISTENT, newest.persistent.commit_time or now)
+        self.saved(newest.backup, REPLICATOR, now)
+
     def _restorable(self, step: int) -> None:
         self.restorable = step if self.restorable is None else max(self.restorable, step)
 
@@ -159,24 +167,9 @@ class LedgerWriter:
         from mtc_provider.adapters.run_ledger import add_to_ledger
 
         if self._lock is None:
-            self._lock = _run_lock(trigger)
+            self._lock = run_lock(trigger)
         if self._lock is None:
             return False
         add_to_ledger(self._lock, facts)
         return True
 
-
-def _run_lock(trigger: Any) -> Any:
-    """The run lock as its holder sees it (the run labels of the try that deferred: `extra["owner"]`, else the
-    trigger's task instance), or None without either or without a run name."""
-    owner = trigger.extra.get("owner") or {}
-    ti = getattr(trigger, "task_instance", None)
-    ids = [owner.get(key) or getattr(ti, key, None) for key in ("dag_id", "run_id", "task_id")]
-    run_name = trigger.extra.get("run_name")
-    if not all(ids) or not run_name:
-        return None
-    from mtc_provider.core.basics import labels as L
-    from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
-
-    hook = MtcJobSetAsyncHook(trigger.connection).sync_hook()
-    return hook.run_lock(trigger.extra.get("namespace") or trigger.namespace, run_name, L.run_labels(*ids, run_name))

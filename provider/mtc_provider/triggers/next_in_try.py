@@ -36,6 +36,7 @@ from airflow.triggers.base import TriggerEvent
 from mtc_provider.core.attempt.jobset_events import NEXT_ATTEMPT_PENDING, STALLED
 from mtc_provider.core.attempt.next_in_try import NEXT_ATTEMPT, renumbered
 from mtc_provider.core.attempt.status import JobSetState
+from mtc_provider.triggers.attempt_end import sync_hook
 
 KEEP_FAILED = "keep_failed_attempts"  # the operator's `extra` key: how many failed attempts stay for debugging
 CREATE_OUTAGE_S = 120.0  # the create waits an unreachable API out this long, then a worker takes over
@@ -100,7 +101,7 @@ async def submit_next(trigger: Any, state: JobSetState, restarts: int, verdict: 
 
         failed = await delete_stalled(trigger, ti, verdict["reason"])
         if failed:  # N may still run: a worker deletes it and waits, as for any stall (its record stays closed)
-            return trigger._event(STALLED, state, restarts, failed, verdict)
+            return trigger.event(STALLED, state, restarts, failed, verdict)
     return await create_next(trigger, state, restarts, verdict, [*history, end.last_step])
 
 
@@ -122,7 +123,7 @@ async def create_next(trigger: Any, state: JobSetState | None, restarts: int, ve
     extra, ti = trigger.extra, trigger.task_instance
     number = int(extra["attempt"]) + 1
     name = f"attempt {number}"
-    hook = _hook(trigger, CREATE_OUTAGE_S)
+    hook = sync_hook(trigger, CREATE_OUTAGE_S)
     try:
         name, body = renumbered(extra[NEXT_ATTEMPT], task_owner(ti), number, next_history)
         obj, created = await asyncio.to_thread(hook.submit_attempt, _namespace(trigger), name, body,
@@ -131,7 +132,7 @@ async def create_next(trigger: Any, state: JobSetState | None, restarts: int, ve
         trigger.log.warning("could not create attempt %d (JobSet %s/%s) from the triggerer (%s: %s): the task "
                             "resumes on a worker to submit it", number, _namespace(trigger), name,
                             type(exc).__name__, exc)
-        return trigger._event(NEXT_ATTEMPT_PENDING, state, restarts, f"attempt {number} not created from the "
+        return trigger.event(NEXT_ATTEMPT_PENDING, state, restarts, f"attempt {number} not created from the "
                               f"triggerer: {type(exc).__name__}: {exc}", verdict)
     if created:
         trigger.log.info("submitted JobSet %s/%s from the triggerer (attempt %d, try %s, newest finalized step %s)",
@@ -149,21 +150,14 @@ def _not_this_trys_lock(trigger: Any, ti: Any) -> str:
     from mtc_provider.adapters.run_lock import HOLDER, OWNER
     from mtc_provider.triggers.attempt_end import run_lock
 
-    lock = run_lock(trigger, _hook(trigger), ti)
+    lock = run_lock(trigger)
     data = lock.read()
     if data[HOLDER] != lock.holder:
         return f"it is held by {data[HOLDER] or 'no one'}"
     tried = (data[OWNER] or {}).get("try_number")
     if tried is not None and tried != ti.try_number:
         return f"try {tried} of this task holds it now"
-    return lock._elsewhere(data)
-
-
-def _hook(trigger: Any, outage_s: float = 0.0) -> Any:
-    from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
-
-    bound = min(float(getattr(trigger, "api_outage_timeout", 0) or 0), outage_s)
-    return MtcJobSetAsyncHook(trigger.connection).sync_hook(api_outage_timeout=bound)
+    return lock.elsewhere(data)
 
 
 async def _adopt(trigger: Any, obj: Mapping[str, Any], history: list[int | None], created: bool = False) -> Any:
@@ -212,7 +206,7 @@ def _open_record(trigger: Any, obj: Mapping[str, Any], history: list[int | None]
 
     ti = trigger.task_instance
     pushed: list[tuple[str, Any]] = []
-    journal = journal_of(trigger, _hook(trigger), ti, pushed)
+    journal = journal_of(trigger, sync_hook(trigger), ti, pushed)
     name = obj["metadata"]["name"]
     # created now: its start is now, as the worker's launch records it (the API's creationTimestamp has whole
     # seconds); found (a restart, another copy): when the API created it
@@ -299,7 +293,7 @@ async def newest_of_try(trigger: Any) -> Any | None:
     ti, own = trigger.task_instance, int(trigger.extra.get("attempt") or 0)
 
     def newest() -> Mapping[str, Any] | None:
-        found = _hook(trigger).this_tasks_jobsets(_namespace(trigger), trigger.extra["run_name"],
+        found = sync_hook(trigger).this_tasks_jobsets(_namespace(trigger), trigger.extra["run_name"],
                                                   _run_labels(trigger, ti))
         mine = [o for o in found if str((o["metadata"].get("labels") or {}).get(L.TRY_NUMBER)) == str(ti.try_number)
                 and attempt_of(o) > own and not evaluate_jobset(o).terminating]

@@ -2,7 +2,7 @@
 
 An attempt that stalls (no progress within the stall limit: core.measure.stall), or whose new pods never start after
 the run's had started (core.attempt.jobset_events.stall_cause), is judged as the worker judges it (operators.jobset_end
-`close`: core.attempt.resubmission.decide_stalled, then the one rule with `stalled`). When that is "next attempt in
+`settle`: core.attempt.resubmission.decide_stalled, then the one rule with `stalled`). When that is "next attempt in
 this try" and the operator allowed it (triggers.next_in_try `allowed`), the trigger applies it, in this order:
 
 1. N's record is closed with the stall as its interruption (triggers.attempt_end.close_in_trigger, once);
@@ -43,13 +43,14 @@ async def next_after_stall(trigger: Any, state: JobSetState, restarts: int, kind
     worker (an event), or None: not this path (the caller's own event goes to a worker, as before)."""
     from mtc_provider.core.attempt.jobset_events import stall_cause
     from mtc_provider.core.attempt.resubmission import decide_stalled
-    from mtc_provider.triggers.next_in_try import _hook, allowed, submit_next
+    from mtc_provider.triggers.attempt_end import sync_hook, verdict_on_listing
+    from mtc_provider.triggers.next_in_try import allowed, submit_next
 
     extra = trigger.extra
     if not allowed(trigger) or extra.get("target_step") is None or not trigger.checkpoint_dir:
         return None
     try:  # the JobSet's own count, read before the delete (the worker's `restarts_now`)
-        restarts = max(restarts, (await asyncio.to_thread(_hook(trigger).status, trigger.name,
+        restarts = max(restarts, (await asyncio.to_thread(sync_hook(trigger).status, trigger.name,
                                                           trigger.namespace)).restarts)
     except Exception:  # noqa: BLE001 - the count this watch saw stands
         restarts = max(restarts, state.restarts)
@@ -57,18 +58,13 @@ async def next_after_stall(trigger: Any, state: JobSetState, restarts: int, kind
     cause = stall_cause(kind, restarts, trigger.restored_step, history)
     if cause is None:
         return None
-    try:
-        info = await trigger._latest_checkpoint(after=None)
-    except Exception as exc:  # noqa: BLE001 - the worker waits a listing outage out (listing_timeout)
-        trigger.log.warning("listing %s failed after the stall (%s): the task resumes on a worker to decide",
-                            trigger.checkpoint_dir, exc)
+    verdict = await verdict_on_listing(trigger, "after the stall", lambda latest: decide_stalled(
+        latest, int(extra["target_step"]), history, int(extra.get("crash_loop_attempts") or 1), why=message,
+        restored_step=trigger.restored_step))
+    if verdict is None:
         return None
-    latest = info.step if info is not None else None
-    decision = decide_stalled(latest, int(extra["target_step"]), history, int(extra.get("crash_loop_attempts") or 1),
-                              why=message, restored_step=trigger.restored_step)
     await trigger.facts().flush(trigger, trigger.clock(), final=True)  # before the close reads the ledger
-    return await submit_next(trigger, state, restarts, {"kind": decision.kind, "reason": decision.reason,
-                                                        "latest_step": latest}, cause)
+    return await submit_next(trigger, state, restarts, verdict, cause)
 
 
 async def delete_stalled(trigger: Any, ti: Any, why: str) -> str:
@@ -77,9 +73,9 @@ async def delete_stalled(trigger: Any, ti: Any, why: str) -> str:
     from mtc_provider.adapters.kill_delete import adelete_within
     from mtc_provider.adapters.protocols import NotFound
     from mtc_provider.core.basics.vocabulary import DELETE_ATTEMPT_FAILED
-    from mtc_provider.triggers.next_in_try import _hook
+    from mtc_provider.triggers.attempt_end import sync_hook
 
-    namespace, name, hook = trigger.namespace, trigger.name, _hook(trigger)
+    namespace, name, hook = trigger.namespace, trigger.name, sync_hook(trigger)
     where, why = f"{namespace}/{name}", why.split(" (", 1)[0]  # the stall's own sentence
     trigger.log.warning("deleting stalled JobSet %s (checkpoints are kept) and waiting until its pods are gone, "
                         "before the next attempt: asked by the attempt's own end (%s), trigger of try %s", where,
@@ -142,7 +138,7 @@ async def resumed(trigger: Any) -> FollowNext | TriggerEvent | None:
     verdict = {"kind": RETRY, "reason": record.get("reason") or "", "latest_step": record.get("last_step")}
     failed = await delete_stalled(trigger, ti, verdict["reason"])
     if failed:
-        return trigger._event(STALLED, None, trigger.restarts_seen, failed, verdict)
+        return trigger.event(STALLED, None, trigger.restarts_seen, failed, verdict)
     history = trigger.extra.get("history") or [None]
     return await create_next(trigger, None, trigger.restarts_seen, verdict, [*history, record.get("last_step")])
 
@@ -154,11 +150,10 @@ def _closed_after_stall(trigger: Any, ti: Any) -> Mapping[str, Any] | None:
     from mtc_provider.adapters.protocols import NotFound
     from mtc_provider.adapters.run_lock import ATTEMPTS
     from mtc_provider.core.attempt.status import evaluate_jobset
-    from mtc_provider.triggers.attempt_end import run_lock
-    from mtc_provider.triggers.next_in_try import _hook
+    from mtc_provider.triggers.attempt_end import run_lock, sync_hook
 
-    hook = _hook(trigger)
-    record = next((r for r in run_lock(trigger, hook, ti).read()[ATTEMPTS] if r.get("jobset") == trigger.name), None)
+    hook = sync_hook(trigger)
+    record = next((r for r in run_lock(trigger, hook).read()[ATTEMPTS] if r.get("jobset") == trigger.name), None)
     if record is None or record.get("end") is None or not record.get("in_try") \
             or record.get("try") != ti.try_number:
         return None

@@ -7,7 +7,7 @@ interrupted hourly for a week is never used up by a fixed count. Attempts withou
 `crash_loop_attempts` of them in a row end the run with the reason.
 
 Driven through the launch operator's end-of-attempt path (`execute` -> trigger -> `execute_complete` -> `_end_attempt`
--> operators.jobset_end `close` -> `judge` -> `conclude`) on the in-memory JobSet cluster (tests/doubles/memory_jobset.py: JobSet conditions with JobSet's own
+-> operators.jobset_end `settle` -> `judge` -> `conclude`) on the in-memory JobSet cluster (tests/doubles/memory_jobset.py: JobSet conditions with JobSet's own
 reasons, foreground deletion), synchronous tries with a DB-free task instance (tests/support/js_helpers.FakeTI).
 """
 

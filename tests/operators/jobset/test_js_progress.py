@@ -92,7 +92,7 @@ async def test_progress_line_every_interval_without_stall_detection(tmp_path):
     assert ("step 200 of 1000 (20%), 1200 steps/h, ETA 40m00s, newest checkpoint 200, restarts so far 1 (attempt 2)"
             in lines[1])
     # The next event carries the latest figures, for the operator's XCom.
-    event = JobSetEvent.from_payload(trigger._event(ENDED, RUNNING, 1).payload)
+    event = JobSetEvent.from_payload(trigger.event(ENDED, RUNNING, 1).payload)
     assert event.progress == report
 
 

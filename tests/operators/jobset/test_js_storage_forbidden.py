@@ -38,10 +38,10 @@ def test_a_storage_403_keeps_everything_and_names_identity_permission_bucket(clu
     store = DeniedAfter(calls)
     from mtc_provider.triggers.jobset import JobSetTrigger
 
-    async def denied(self, after):  # the trigger's listing at the end, with the same identity: no verdict there
+    async def denied(self, after=None):  # the trigger's listing at the end, with the same identity: no verdict there
         raise PermissionDenied(DENIED, "storage.objects.list")
 
-    monkeypatch.setattr(JobSetTrigger, "_latest_checkpoint", denied)
+    monkeypatch.setattr(JobSetTrigger, "newest_checkpoints", denied)
     cluster.plan([status_running(), status_completed()])  # the attempt ends below its target: its end lists
     ti = FakeTI()
     with pytest.raises(StorageForbidden) as failed:
