@@ -49,8 +49,8 @@ async def main() -> None:
                             checkpoint_dir=checkpoint_dir,
                             watch=WatchSettings(times=WatchTimes(poll_interval=1.0, progress_interval=2),
                                                 pod_logs=PodLogs(enabled=True, interval=2), stall_timeout=600))
-    made = trigger._hook
-    trigger._hook = lambda: apis.append(made()) or apis[-1]
+    made = trigger.build_hook
+    trigger.build_hook = lambda: apis.append(made()) or apis[-1]
     events = trigger.run()
     first = asyncio.ensure_future(events.__anext__())
     deadline = time.monotonic() + run_for

@@ -117,7 +117,7 @@ class JobSetTrigger(BaseTrigger):
 
     clock = staticmethod(time.time)  # wall clock of the stall and startup checks (tests step it by hand)
 
-    def _hook(self):
+    def build_hook(self):
         """The triggers' JobSet client, its api built (blocking: cold imports; call it off the loop)."""
         from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
 
@@ -462,7 +462,7 @@ class JobSetTrigger(BaseTrigger):
         # Off the triggerer's shared event loop: the target's hook and the clients' cold imports took 16-27 s in
         # one callback at load 10-12, which Airflow's watchdog reports as a deadlocked loop (adapters.kubernetes
         # AsyncKubernetesJobSetApi imports them when built; tests/triggers/test_trigger_event_loop.py)
-        hook = await asyncio.to_thread(self._hook)
+        hook = await asyncio.to_thread(self.build_hook)
         api = hook.api
         self._live_since = self._watch_since = self.clock()
         self.facts()  # this start of the pods, from the watch's beginning

@@ -40,7 +40,7 @@ async def on_kill(trigger: Any) -> None:
         log.warning("trigger cancelled: JobSet %s kept: %s. To stop the run yourself: kubectl delete jobset -n %s %s",
                     where, verdict.reason, namespace, name)
         return
-    hook = await asyncio.to_thread(trigger._hook)
+    hook = await asyncio.to_thread(trigger.build_hook)
     if lookup is not None and lookup.state_name == "success" and await hook.ended(name, namespace):
         # `success` is a user's mark or the try's own success (its trigger fired on another triggerer, this stale
         # copy is cancelled afterwards): an ended JobSet has nothing to stop either way, and the run's teardown
