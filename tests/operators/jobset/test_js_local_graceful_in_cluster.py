@@ -17,10 +17,9 @@ from __future__ import annotations
 import pytest
 
 from mtc_local.cluster.client import LocalCluster
-from mtc_local.cluster.lifecycle import stop
 from mtc_provider.adapters.workload_events import events_dir, read_events
-from mtc_provider.operators.jobset import MtcJobSetOperator
 from tests.support.js_helpers import FakeTI
+from tests.support.local_light_run import home, light_run_operator  # noqa: F401 - home is a fixture
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]  # 6.2 s measured at load 5.6 (2 shared cores); slow: a real run
 
@@ -28,23 +27,10 @@ STEPS, PERSISTENT = 16, 5
 FAULTS = [{"kind": "sigterm_slice", "at_step": 8, "slice": 0}, {"kind": "sigterm_slice", "at_step": 8, "slice": 1}]
 
 
-@pytest.fixture
-def home(tmp_path):
-    yield tmp_path / "home"
-    stop(tmp_path / "home")
-
-
 def test_a_graceful_preemption_restarts_in_the_cluster_without_a_new_attempt(tmp_path, home):
-    op = MtcJobSetOperator(
-        task_id="train", target={"kind": "local", "home": str(home)},
-        slices={"tpu_type": "v6e", "topology": "2x2", "num_slices": 2},
-        checkpointing={"run_name": "gic", "base_output_directory": str(tmp_path / "bucket"), "steps": STEPS,
-                       "enable_emergency_checkpoint": True, "local_checkpoint_directory": "/local",
-                       "local_checkpoint_period": 2, "checkpoint_period": PERSISTENT, "enable_autocheckpoint": True},
-        workload={"jobset_name": "gic", "image": "local", "command": ["python3", "-m", "mtc_local.light_workload"],
-                  "extra_flags": {"seed": 7, "step_time_ms": 150}, "max_restarts": 0,
-                  "termination_grace_period_seconds": 15, "graceful_preemption": "in_cluster"},
-        deferrable=False, poll_interval=0.2, retries=2, crash_loop_attempts=2, fault_plan=FAULTS)
+    op = light_run_operator(tmp_path, home, "gic", STEPS, PERSISTENT, FAULTS,
+                            {"max_restarts": 0, "graceful_preemption": "in_cluster"}, deferrable=False,
+                            crash_loop_attempts=2)
     ti = FakeTI(run_id="gic", max_tries=1)
     result = op.execute({"ti": ti})
     assert result["last_step"] == STEPS

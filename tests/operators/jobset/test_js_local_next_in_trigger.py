@@ -17,11 +17,10 @@ import asyncio
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
-from mtc_local.cluster.lifecycle import stop
 from mtc_provider.core.attempt.jobset_events import ENDED, JobSetEvent
-from mtc_provider.operators.jobset import MtcJobSetOperator
 from tests.operators.jobset.test_js_one_attempt_end import RecordingComms
 from tests.support.js_helpers import FakeTI
+from tests.support.local_light_run import home, light_run_operator  # noqa: F401 - home is a fixture
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # 19 s measured with another test run beside it
 
@@ -29,27 +28,13 @@ STEPS, PERSISTENT = 20, 5
 FAULTS = [{"kind": "sigterm_slice", "at_step": 8, "slice": 0}, {"kind": "sigterm_slice", "at_step": 8, "slice": 1}]
 
 
-@pytest.fixture
-def home(tmp_path):
-    yield tmp_path / "home"
-    stop(tmp_path / "home")
-
-
 def test_the_trigger_submits_the_next_attempt_on_the_local_target(tmp_path, home, monkeypatch):
     from airflow.sdk.execution_time import task_runner
 
     comms = RecordingComms()
     monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", comms, raising=False)
-    op = MtcJobSetOperator(
-        task_id="train", target={"kind": "local", "home": str(home)},
-        slices={"tpu_type": "v6e", "topology": "2x2", "num_slices": 2},
-        checkpointing={"run_name": "nit", "base_output_directory": str(tmp_path / "bucket"), "steps": STEPS,
-                       "enable_emergency_checkpoint": True, "local_checkpoint_directory": "/local",
-                       "local_checkpoint_period": 2, "checkpoint_period": PERSISTENT, "enable_autocheckpoint": True},
-        workload={"jobset_name": "nit", "image": "local", "command": ["python3", "-m", "mtc_local.light_workload"],
-                  "extra_flags": {"seed": 7, "step_time_ms": 150}, "max_restarts": 3,
-                  "termination_grace_period_seconds": 15},
-        deferrable=True, next_attempt_in_trigger=True, poll_interval=0.2, retries=2, fault_plan=FAULTS)
+    op = light_run_operator(tmp_path, home, "nit", STEPS, PERSISTENT, FAULTS, deferrable=True,
+                            next_attempt_in_trigger=True)
     ti = FakeTI(run_id="nit", max_tries=2)
     context = {"ti": ti, "run_id": ti.run_id}
     with pytest.raises(TaskDeferred) as deferred:
