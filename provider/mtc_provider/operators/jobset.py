@@ -368,8 +368,10 @@ class MtcJobSetOperator(JobSetTargetMixin):
             self.log.info("JobSet %s %s", state.name, why % state.phase)
             return self._end_attempt(context, JobSetEvent(ENDED, namespace, state.name, state, state.restarts,
                                                           extra=ended))
+        kill_ids = {**_owner(ti), "run_name": checkpointing.run_name}  # what on_kill needs of the watched attempt
         if plan.kind == REATTACH:
             obj = by_name[plan.name]
+            self._current = (connection, namespace, plan.name, kill_ids)
             self.log.info("reattaching to JobSet %s/%s (attempt %s), not creating another",
                           namespace, plan.name, plan.attempt)
         else:
@@ -379,8 +381,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
             obj = submit(self.hook, self.log, self._rendered, workload.jobset_name, namespace, run_labels, _owner(ti),
                          number, history)
             # From its create on, a kill (on_kill) must know this attempt: its records are written next.
-            self._current = (connection, namespace, obj["metadata"]["name"],
-                             {**_owner(ti), "run_name": checkpointing.run_name})
+            self._current = (connection, namespace, obj["metadata"]["name"], kill_ids)
             record = AttemptRecord(attempt=number, try_number=ti.try_number, jobset=obj["metadata"]["name"],
                                    start=time.time(), last_step=previous_step)
             journal = self._journal_for(context, lock, namespace, checkpoint_dir, target_step)
@@ -389,7 +390,6 @@ class MtcJobSetOperator(JobSetTargetMixin):
             metrics.attempt_submitted(metrics.tags(ti.dag_id, ti.task_id, checkpointing.run_name,
                                                    connection.get("kind")), lock_data[ATTEMPTS], record.start)
         name = obj["metadata"]["name"]
-        self._current = (connection, namespace, name, {**_owner(ti), "run_name": checkpointing.run_name})
         persist_links(context, self._target(), namespace, name, checkpoint_dir, start=created_at(obj, time.time()),
                       replicated_job=workload.replicated_job_name)
         push_run(ti, lock, checkpoint_dir, target_step, checkpointing.run_name)
