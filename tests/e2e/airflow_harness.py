@@ -46,6 +46,7 @@ COMPONENTS = {
 }
 START_TIMEOUT = 180.0
 STOP_TIMEOUT = 45.0
+LOCAL_EXECUTOR_WORKER_TITLE = "airflow worker -- LocalExecutor"  # local_executor._get_executor_process_title_prefix
 RUNNER_IDLE_SECONDS = 5  # the local runner's supervisor exits by itself this long after its last JobSet
 
 
@@ -86,6 +87,7 @@ class AirflowServer:
     idle_grace: float = RUNNER_IDLE_SECONDS * 3
     second_signal_timeout: float = 15.0
     signalled_twice: list[str] = field(default_factory=list)
+    wedged_workers: list[str] = field(default_factory=list)
     _token: str = ""
 
     @property
@@ -252,6 +254,14 @@ class AirflowServer:
         if self.signalled_twice:
             deadline = time.monotonic() + self.second_signal_timeout
             self._wait_components(deadline)
+        # A worker wedged at its exit (its result pipe full, apache/airflow#67870) ignores SIGINT, a SIGTERM is a
+        # no-op in a forked child (the scheduler's handler returns there), and the scheduler's atexit joins it
+        # again after the second signal. Airflow's fix (#67881, after 3.3.2) kills such workers in
+        # LocalExecutor.terminate(): the harness does the same by PID and tells, then gives the scheduler its time.
+        self.wedged_workers = self._kill_wedged_executor_workers()
+        if self.wedged_workers:
+            deadline = time.monotonic() + self.second_signal_timeout
+            self._wait_components(deadline)
         # The local runner's supervisor is detached on purpose and exits once idle: give it that time.
         survivors = self.ours()
         while survivors and time.monotonic() < deadline + self.idle_grace:
@@ -268,6 +278,19 @@ class AirflowServer:
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.wait(timeout=10)
+        return killed
+
+    def _kill_wedged_executor_workers(self) -> list[str]:
+        killed = []
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                continue
+            with contextlib.suppress(psutil.NoSuchProcess):
+                for child in psutil.Process(proc.pid).children():
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        if " ".join(child.cmdline()).startswith(LOCAL_EXECUTOR_WORKER_TITLE):
+                            killed.append(f"{child.pid} {' '.join(child.cmdline())[:120].rstrip()} (of {name})")
+                            child.kill()
         return killed
 
     def _wait_components(self, deadline: float) -> None:

@@ -38,6 +38,9 @@ def airflow_server(tmp_path_factory):
                 (ARTIFACTS / f"{name}.log").write_text(server.log_tail(name, 400))
         if server.signalled_twice:
             warnings.warn("Airflow stopped only on a second SIGINT: " + ", ".join(server.signalled_twice))
+        if server.wedged_workers:
+            warnings.warn("LocalExecutor workers wedged at their exit, killed by PID as Airflow's own fix does "
+                          "(apache/airflow#67870): " + ", ".join(server.wedged_workers))
         if killed:
             tails = "\n".join(f"--- {name}:\n{server.log_tail(name, 60)}" for name in COMPONENTS
                               if server.log_path(name).exists())

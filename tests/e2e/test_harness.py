@@ -24,6 +24,29 @@ EXITS_ON_SECOND_SIGINT = ("import signal, sys, time\n"
                           "    while True: time.sleep(1)\n"
                           "signal.signal(signal.SIGINT, first); print('ready', flush=True); time.sleep(120)")
 
+# Like Airflow 3.3.2's scheduler whose LocalExecutor worker is wedged at its exit (apache/airflow#67870): the worker is
+# a forked child titled as Airflow titles it, ignoring SIGINT; the scheduler joins it on the first SIGINT, and after
+# the second one Python's atexit joins it again, so only the worker's end lets the scheduler exit.
+SCHEDULER_WITH_WEDGED_WORKER = (
+    "import multiprocessing, signal, sys, time, setproctitle\n"
+    "def worker(started):\n"
+    "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    "    setproctitle.setproctitle('airflow worker -- LocalExecutor: <idle>')\n"
+    "    started.set()\n"
+    "    while True: time.sleep(1)\n"
+    "if __name__ == '__main__':\n"
+    "    context = multiprocessing.get_context('fork')\n"
+    "    started = context.Event()\n"
+    "    child = context.Process(target=worker, args=(started,))\n"
+    "    child.start()\n"
+    "    started.wait()\n"
+    "    signal.signal(signal.SIGINT, lambda *_: sys.exit(0))\n"
+    "    print('ready', flush=True)\n"
+    "    try:\n"
+    "        time.sleep(120)\n"
+    "    finally:\n"
+    "        child.join()\n")
+
 
 def _server(tmp_path) -> AirflowServer:
     home = tmp_path / "airflow"
@@ -77,3 +100,21 @@ def test_the_session_airflow_carries_what_each_module_needs(tmp_path):
     assert env["AIRFLOW__CORE__EXECUTOR"].split(",") == [
         "LocalExecutor", "mtc_provider.executors.local.PreloadLocalExecutor"]
     assert env["MTC_EVAL_RUN_NAME"] == UI_RUN_NAME
+
+
+def test_a_scheduler_held_by_a_wedged_executor_worker_exits_once_the_worker_is_killed(tmp_path):
+    server = _server(tmp_path)
+    server.procs["scheduler"] = _spawn(server, SCHEDULER_WITH_WEDGED_WORKER, start_new_session=True)
+    worker = psutil.Process(server.procs["scheduler"].pid).children()[0]
+    try:
+        killed = server.stop()
+        assert killed == [], "the scheduler exits by itself once its wedged worker is gone"
+        assert server.procs["scheduler"].returncode == 0
+        assert [line.split()[0] for line in server.wedged_workers] == [str(worker.pid)]
+        assert not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE
+    finally:
+        proc = server.procs["scheduler"]
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
