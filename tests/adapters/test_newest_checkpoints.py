@@ -26,4 +26,4 @@ def _backup(step: int) -> CheckpointInfo:
     (None, None, None, None),
 ])
 def test_the_restorable_checkpoint_is_the_newest_of_both_tiers(persistent, backup, after, expected):
-    assert Newest(persistent, backup, "gs://b/run/", after).restorable() == expected
+    assert Newest((persistent,) if persistent else (), backup, "gs://b/run/", after).restorable() == expected

@@ -4,7 +4,7 @@ MaxText writes no persistent checkpoint in multi-tier mode; GKE MTC's replicator
 to `<bucket>/<run_name>/<YYYY-MM-DD_HH-MM>/`, a `D<hash>.data/` folder and then `<job>-s<step>-n<node>-w<worker>.meta`
 per node (ml-auto-solutions `validation_util.py`; core.measure.progress.replicator_backup_dir). A new start restores a
 step only once every node backed it up, so the sensor counts a backup only then (adapters.checkpoint_stores
-`newest_backup`), in both its poke and its deferred (trigger) path.
+`Newest.restorable`, as the JobSet trigger reads it), in both its poke and its deferred (trigger) path.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_poke_counts_a_replicator_backup_only_once_every_node_has_it(gcs):
     sensor = _sensor("mtpoke")
     sensor._validate()
     assert sensor.poke({}) is False  # step 40 is not restorable yet: step 20 is the newest that is
-    assert sensor._tracker.latest_step == 20
+    assert sensor._progress.latest_step == 20
     backup("mtpoke", 40, range(NODES - 1, NODES))
     result = sensor.poke({})
     assert result.is_done
@@ -76,7 +76,7 @@ def test_without_multi_tier_mode_the_backups_are_not_read(gcs):
     backup("mtoff", 40, range(NODES))
     sensor = _sensor("mtoff", checkpointing=checkpointing("mtoff", multi_tier=False))
     sensor._validate()
-    assert sensor.poke({}) is False and sensor._tracker.latest_step is None
+    assert sensor.poke({}) is False and sensor._progress.latest_step is None
 
 
 class _Clock:

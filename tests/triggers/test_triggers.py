@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mtc_provider.adapters.checkpoint_stores import Newest
 from mtc_provider.adapters.protocols import CheckpointInfo
 from mtc_provider.triggers import checkpoint as module
 from mtc_provider.triggers.checkpoint import (
@@ -43,6 +44,9 @@ class ScriptedStore:
         return [CheckpointInfo(s, f"/c/{s}", t) for s, t in sorted(self.commits.items())
                 if t <= self.clock.t and (after is None or s > after)]
 
+    async def newest(self, after: int | None = None) -> Newest:  # the progress trigger's one listing
+        return Newest(tuple(await self.finalized(after)), None, None, after)
+
 
 @pytest.fixture
 def clock(monkeypatch):
@@ -52,7 +56,7 @@ def clock(monkeypatch):
 
 
 def use_store(monkeypatch, store) -> None:
-    monkeypatch.setattr(module, "open_async_store", lambda checkpoint_dir, gcp_conn_id, impersonation_chain=None: store)
+    monkeypatch.setattr(module, "open_async_store", lambda checkpoint_dir, gcp_conn_id, *args: store)
 
 
 async def first_event(trigger) -> CheckpointProgressEvent:

@@ -226,13 +226,18 @@ def open_store(checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default",
 
 @dataclass(frozen=True)
 class Newest:
-    """One listing of a run's checkpoints: the newest finalized persistent checkpoint newer than `after`, and the
-    newest MTC replicator backup complete on every node (None: none, or no backups listed)."""
+    """One listing of a run's checkpoints: the finalized persistent checkpoints newer than `after` (oldest first),
+    and the newest MTC replicator backup complete on every node (None: none, or no backups listed)."""
 
-    persistent: CheckpointInfo | None
+    finalized: tuple[CheckpointInfo, ...]
     backup: int | None
     backup_dir: str | None
     after: int | None
+
+    @property
+    def persistent(self) -> CheckpointInfo | None:
+        """The newest finalized persistent checkpoint newer than `after`."""
+        return self.finalized[-1] if self.finalized else None
 
     def restorable(self) -> CheckpointInfo | None:
         """The newest restorable checkpoint newer than `after`: the persistent one, or a newer replicator backup."""
@@ -242,8 +247,18 @@ class Newest:
         return info
 
 
+def list_newest(store: Any, checkpoint_dir: str, after: int | None = None, backup_dir: str | None = None,
+                nodes: int | None = None) -> Newest:
+    """One listing of what a run can resume from (blocking): the finalized checkpoints newer than `after` and, in
+    multi-tier mode (`backup_dir` and `nodes` given), the newest complete replicator backup (GCS only: a local store
+    has none)."""
+    found = store.finalized(checkpoint_dir, after)
+    lister = getattr(store, "newest_backup", None) if backup_dir and nodes else None
+    return Newest(tuple(found), lister(backup_dir, nodes) if lister else None, backup_dir, after)
+
+
 class AsyncCheckpointStore:
-    """The trigger's side: the same store, each call in a worker thread so the event loop keeps running.
+    """The triggers' side: the same store, each call in a worker thread so the event loop keeps running.
     `backup_dir`, `backup_nodes`: where the run's MTC replicator backups are listed, and on how many nodes."""
 
     def __init__(self, checkpoint_dir: str, gcp_conn_id: str = "google_cloud_default",
@@ -255,17 +270,10 @@ class AsyncCheckpointStore:
     async def finalized(self, after: int | None = None) -> list[CheckpointInfo]:
         return await asyncio.to_thread(self.store.finalized, self.checkpoint_dir, after)
 
-    async def newest_backup(self, backup_dir: str, nodes: int) -> int | None:
-        """The newest complete MTC replicator backup under `backup_dir` (GCS only; a local store has none)."""
-        lister = getattr(self.store, "newest_backup", None)
-        return None if lister is None else await asyncio.to_thread(lister, backup_dir, nodes)
-
     async def newest(self, after: int | None = None) -> Newest:
-        """The newest finalized checkpoint newer than `after` and the newest complete backup (when listed)."""
-        found = await self.finalized(after)
-        backup = await self.newest_backup(self.backup_dir, self.backup_nodes) \
-            if self.backup_dir and self.backup_nodes else None
-        return Newest(found[-1] if found else None, backup, self.backup_dir, after)
+        """The finalized checkpoints newer than `after` and the newest complete backup (when listed): list_newest."""
+        return await asyncio.to_thread(list_newest, self.store, self.checkpoint_dir, after, self.backup_dir,
+                                       self.backup_nodes)
 
 
 def restorable_step(store: CheckpointStore, checkpoint_dir: str, backup_dir: str | None = None,
@@ -281,4 +289,4 @@ def restorable_step(store: CheckpointStore, checkpoint_dir: str, backup_dir: str
 
 
 __all__ = ["AsyncCheckpointStore", "CheckpointStore", "GcsCheckpointStore", "ListingCost",
-           "LocalCheckpointStore", "Newest", "open_store", "restorable_step", "split_gcs_uri"]
+           "LocalCheckpointStore", "Newest", "list_newest", "open_store", "restorable_step", "split_gcs_uri"]

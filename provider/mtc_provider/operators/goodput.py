@@ -201,7 +201,7 @@ class GoodputReportOperator(BaseOperator):
         self.impersonation_chain = impersonation_chain
 
     def build_timeline(self) -> tuple[Timeline, str]:
-        from mtc_provider.adapters.checkpoint_stores import open_store
+        from mtc_provider.adapters.checkpoint_stores import list_newest, open_store
         from mtc_provider.core.view.goodput import Attempt, timeline_from_checkpoints, timeline_from_workload_events
 
         if self.events_dir:
@@ -215,10 +215,9 @@ class GoodputReportOperator(BaseOperator):
         backup_dir, nodes = replicator_backups(self.slices, self.checkpointing)  # SpecError before any listing
         attempts = parse_attempts(self.attempts)
         store = open_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)
-        checkpoints = [(info.step, info.commit_time) for info in store.finalized(self.checkpoint_dir)
-                       if info.commit_time is not None]
-        source = "checkpoint commit times"
-        backup = store.newest_backup(backup_dir, nodes) if backup_dir and hasattr(store, "newest_backup") else None
+        newest = list_newest(store, self.checkpoint_dir, backup_dir=backup_dir, nodes=nodes)
+        checkpoints = [(info.step, info.commit_time) for info in newest.finalized if info.commit_time is not None]
+        source, backup = "checkpoint commit times", newest.backup
         if backup is not None and attempts and backup > max((step for step, _ in checkpoints), default=-1):
             # Seen restorable by the end of the last attempt, the latest time the listing vouches for.
             checkpoints.append((backup, max(attempt.end for attempt in attempts)))

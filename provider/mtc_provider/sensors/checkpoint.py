@@ -3,7 +3,8 @@ no restorable progress for `stall_timeout` seconds fails with CheckpointStalled 
 
 Restorable progress is what a new start can resume from: finalized persistent checkpoints and, in multi-tier mode
 (MaxText writes no persistent checkpoint then), the MTC replicator's backups complete across every node of the run
-(adapters.checkpoint_stores `newest_backup`; docs/resubmission.md, "Progress").
+(adapters.checkpoint_stores `Newest.restorable`, as the JobSet trigger and the attempt's decision read it;
+docs/resubmission.md, "Progress").
 
 XCom (return value): latest_step, commit_time, steps_per_hour, seconds_since_checkpoint, target_step,
 checkpoint_dir, source (`checkpoints` or `replicator-backup`: where latest_step was found). A log line per new step.
@@ -20,7 +21,8 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from mtc_provider.core.basics.errors import CheckpointStalled, MtcError, SpecError
 
 if TYPE_CHECKING:  # the stores and the trigger are imported where they run: DAG files stay light
-    from mtc_provider.core.measure.progress import Progress, ProgressTracker
+    from mtc_provider.core.measure.progress import Progress
+    from mtc_provider.triggers.checkpoint import RestorableProgress
 
 
 def _positive_number(field: str, value: Any, cast: type = float) -> Any:
@@ -100,8 +102,7 @@ class CheckpointProgressSensor(BaseSensorOperator):
         self.deferrable = deferrable
         self.checkpointing = checkpointing
         self.slices = slices
-        self._tracker: ProgressTracker | None = None
-        self._source: str | None = None  # where the tracker's latest step was found
+        self._progress: RestorableProgress | None = None  # what this instance's pokes have seen
         self._backups: tuple[str | None, int | None] | None = None
 
     def _validate(self) -> None:
@@ -154,38 +155,25 @@ class CheckpointProgressSensor(BaseSensorOperator):
         return first.timestamp() if first is not None else now
 
     def poke(self, context: Context) -> PokeReturnValue | bool:
-        from mtc_provider.adapters.checkpoint_stores import open_store
-        from mtc_provider.core.measure.progress import PERSISTENT, REPLICATOR, SOURCE_WORDS, ProgressTracker
+        from mtc_provider.adapters.checkpoint_stores import list_newest, open_store
+        from mtc_provider.triggers.checkpoint import RestorableProgress
 
         now = time.time()
-        if self._tracker is None:
-            self._tracker = ProgressTracker(started_at=self._first_poke_at(context, now), window_s=self.window_s)
-        tracker = self._tracker
+        backup_dir, nodes = self._backup_dir_and_nodes
+        if self._progress is None:
+            self._progress = RestorableProgress(started_at=self._first_poke_at(context, now), window_s=self.window_s,
+                                                backup_nodes=nodes)
+        progress = self._progress
         store = open_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)
         # Reschedule mode lists everything each poke; a step's commit time (not "now") is when progress happened.
-        fresh = self.mode == "reschedule"
-        for info in store.finalized(self.checkpoint_dir, tracker.latest_step):
-            seen_at = min(now, info.commit_time) if fresh and info.commit_time is not None else now
-            if tracker.observe(info.step, info.commit_time, seen_at):
-                self._source = PERSISTENT
-                if not fresh:
-                    self.log.info("new checkpoint: step %d at %s (commit time %s)", info.step, info.path,
-                                  info.commit_time)
-        backup_dir, nodes = self._backup_dir_and_nodes
-        if backup_dir and nodes:
-            # MaxText saves no persistent checkpoint in multi-tier mode: the replicator's backups are what a new
-            # start restores from. Its time is when it was first seen (the listing gives the step only).
-            step = store.newest_backup(backup_dir, nodes) if hasattr(store, "newest_backup") else None
-            if tracker.observe(step, None, now):
-                self._source = REPLICATOR
-                self.log.info("new replicator backup: step %d under %s, complete on all %d nodes", step, backup_dir,
-                              nodes)
-        if tracker.latest_step is not None and tracker.latest_step >= self.target_step:
-            self.log.info("reached step %d (%s) >= %d", tracker.latest_step, SOURCE_WORDS[self._source],
-                          self.target_step)
-            return PokeReturnValue(is_done=True, xcom_value=self._xcom(tracker.progress(now)))
-        if self.stall_timeout is not None and tracker.stalled(now, self.stall_timeout):
-            raise CheckpointStalled(self.checkpoint_dir, tracker.latest_step, tracker.seconds_without_progress(now),
+        progress.listed(list_newest(store, self.checkpoint_dir, progress.latest_step, backup_dir, nodes), now,
+                        self.log, fresh=self.mode == "reschedule")
+        reached = progress.reached(self.target_step)
+        if reached:
+            self.log.info(reached)
+            return PokeReturnValue(is_done=True, xcom_value=self._xcom(progress.progress(now), progress.source))
+        if self.stall_timeout is not None and progress.stalled(now, self.stall_timeout):
+            raise CheckpointStalled(self.checkpoint_dir, progress.latest_step, progress.seconds_without_progress(now),
                                     self.stall_timeout)
         return False
 
@@ -195,10 +183,9 @@ class CheckpointProgressSensor(BaseSensorOperator):
         result = CheckpointProgressEvent.from_payload(event)
         for step, commit_time in result.new_checkpoints:
             self.log.info("new checkpoint: step %d (commit time %s)", step, commit_time)
-        self._source = result.source
         if result.status == REACHED:
             self.log.info(result.message)
-            return self._xcom(result.progress)
+            return self._xcom(result.progress, result.source)
         if result.status == STALLED:
             raise CheckpointStalled(self.checkpoint_dir, result.progress.latest_step, result.waited_s,
                                     float(self.stall_timeout))
@@ -206,6 +193,6 @@ class CheckpointProgressSensor(BaseSensorOperator):
             raise MtcError(result.message)
         raise MtcError(f"unexpected checkpoint progress event: {event}")
 
-    def _xcom(self, progress: Progress) -> dict[str, Any]:
+    def _xcom(self, progress: Progress, source: str | None) -> dict[str, Any]:
         return {**progress.to_payload(), "target_step": int(self.target_step), "checkpoint_dir": self.checkpoint_dir,
-                "source": self._source}
+                "source": source}

@@ -14,7 +14,7 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
-from mtc_provider.adapters.checkpoint_stores import AsyncCheckpointStore
+from mtc_provider.adapters.checkpoint_stores import AsyncCheckpointStore, Newest
 from mtc_provider.core.basics.payload import Payload
 from mtc_provider.core.measure.listing import ListingOutage
 from mtc_provider.core.measure.progress import (PERSISTENT, REPLICATOR, SOURCE_WORDS, Progress,
@@ -38,9 +38,7 @@ class Clock:
 clock = Clock()
 
 
-def open_async_store(checkpoint_dir: str, gcp_conn_id: str,
-                     impersonation_chain: str | list[str] | None = None) -> AsyncCheckpointStore:
-    return AsyncCheckpointStore(checkpoint_dir, gcp_conn_id, impersonation_chain)
+open_async_store = AsyncCheckpointStore  # the seam tests swap for a scripted store
 
 
 @dataclass(frozen=True)
@@ -70,6 +68,44 @@ class CheckpointProgressEvent:
         values["progress"] = Progress.from_payload(values["progress"])
         values["new_checkpoints"] = [tuple(item) for item in values.get("new_checkpoints", [])]
         return cls(**values)
+
+
+@dataclass
+class RestorableProgress(ProgressTracker):
+    """Progress as the sensor and its trigger judge it: by what the next start can resume from, read as the JobSet
+    trigger and the attempt's decision read it (adapters.checkpoint_stores.Newest.restorable): each finalized
+    checkpoint, and in multi-tier mode a newer replicator backup complete on every node. `source`: where the latest
+    step was found; `seen`: (step, commit time) of the newest `max_logged` new persistent checkpoints."""
+
+    backup_nodes: int | None = None
+    max_logged: int = 100
+    source: str | None = None
+    seen: list[tuple[int, float | None]] = field(default_factory=list)
+
+    def listed(self, newest: Newest, now: float, log: Any, fresh: bool = False) -> None:
+        """One listing, made at `now`. `fresh`: a listing of everything (a rescheduled poke), where a checkpoint's
+        commit time, not `now`, is when its progress happened, and the ones listed before are not logged again."""
+        for info in newest.finalized:  # each, oldest first: the rate is taken over the checkpoints in its window
+            seen_at = min(now, info.commit_time) if fresh and info.commit_time is not None else now
+            if self.observe(info.step, info.commit_time, seen_at):
+                self.source = PERSISTENT
+                self.seen = (self.seen + [(info.step, info.commit_time)])[-self.max_logged:]
+                if not fresh:
+                    log.info("new checkpoint: step %d at %s (commit time %s)", info.step, info.path, info.commit_time)
+        restorable = newest.restorable()
+        # Not the persistent one: a newer complete replicator backup (MaxText saves no persistent checkpoint in
+        # multi-tier mode). Its time is when it was first seen: the listing gives the step only.
+        if restorable is not None and restorable is not newest.persistent \
+                and self.observe(restorable.step, None, now):
+            self.source = REPLICATOR
+            log.info("new replicator backup: step %d under %s, complete on all %d nodes", restorable.step,
+                     newest.backup_dir, self.backup_nodes)
+
+    def reached(self, target_step: int) -> str | None:
+        """The message when the latest restorable step reached `target_step`; None before."""
+        latest = self.latest_step
+        return None if latest is None or latest < target_step else \
+            f"reached step {latest} ({SOURCE_WORDS[self.source]}) >= {target_step}"
 
 
 class CheckpointProgressTrigger(BaseTrigger):
@@ -119,56 +155,45 @@ class CheckpointProgressTrigger(BaseTrigger):
         return init_kwargs(self)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        store = open_async_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain)
-        source: str | None = None  # where the tracker's latest step was found
-        tracker = ProgressTracker(started_at=self.started_at or clock.now(), window_s=self.window_s)
-        seen: list[tuple[int, float | None]] = []
+        store = open_async_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain, self.backup_dir,
+                                 self.backup_nodes)
+        progress = RestorableProgress(started_at=self.started_at or clock.now(), window_s=self.window_s,
+                                      backup_nodes=self.backup_nodes, max_logged=self.max_logged)
         listing = ListingOutage(self.checkpoint_dir, self.listing_timeout)
         while True:
             try:
-                found = await store.finalized(tracker.latest_step)
-                backup = (await store.newest_backup(self.backup_dir, self.backup_nodes)
-                          if self.backup_dir and self.backup_nodes else None)
+                newest = await store.newest(progress.latest_step)
             except Exception as exc:  # a failed listing is not "no progress": the stall clock is paused
                 now = clock.now()
                 line, ended = listing.failed(now, exc)
                 self.log.warning("%s", line)
                 if ended:
-                    yield self._event(LISTING_FAILED, tracker, now, seen, ended, source)
+                    yield self._event(LISTING_FAILED, progress, now, ended)
                     return
                 await clock.sleep(self.poll_interval)
                 continue
             now = clock.now()
             failed = listing.answered(now)
             if failed is not None:
-                tracker.pause(failed)
+                progress.pause(failed)
                 self.log.info("listing %s works again after %.0fs", self.checkpoint_dir, failed)
-            for info in found:
-                if tracker.observe(info.step, info.commit_time, now):
-                    source = PERSISTENT
-                    self.log.info("new checkpoint: step %d at %s (commit time %s)", info.step, info.path, info.commit_time)
-                    seen = (seen + [(info.step, info.commit_time)])[-self.max_logged:]
-            if tracker.observe(backup, None, now):  # its time is when it was first seen: the listing has the step
-                source = REPLICATOR
-                self.log.info("new replicator backup: step %d under %s, complete on all %d nodes", backup,
-                              self.backup_dir, self.backup_nodes)
-            if tracker.latest_step is not None and tracker.latest_step >= self.target_step:
-                reached = f"reached step {tracker.latest_step} ({SOURCE_WORDS[source]}) >= {self.target_step}"
-                yield self._event(REACHED, tracker, now, seen, reached, source)
+            progress.listed(newest, now, self.log)
+            reached = progress.reached(self.target_step)
+            if reached:
+                yield self._event(REACHED, progress, now, reached)
                 return
-            if self.stall_timeout is not None and tracker.stalled(now, self.stall_timeout):
-                waited = tracker.seconds_without_progress(now)
+            if self.stall_timeout is not None and progress.stalled(now, self.stall_timeout):
+                waited = progress.seconds_without_progress(now)
                 backups = f" nor complete replicator backup in {self.backup_dir}" if self.backup_dir else ""
                 message = (f"no new finalized checkpoint in {self.checkpoint_dir}{backups} for {waited:.0f}s "
-                           f"(stall_timeout {self.stall_timeout:.0f}s); latest step {tracker.latest_step}")
-                yield self._event(STALLED, tracker, now, seen, message, source)
+                           f"(stall_timeout {self.stall_timeout:.0f}s); latest step {progress.latest_step}")
+                yield self._event(STALLED, progress, now, message)
                 return
             await clock.sleep(self.poll_interval)
 
-    def _event(self, status: str, tracker: ProgressTracker, now: float, seen: list, message: str,
-               source: str | None) -> TriggerEvent:
-        event = CheckpointProgressEvent(status, self.checkpoint_dir, self.target_step, tracker.progress(now), message,
-                                        seen, tracker.seconds_without_progress(now), source)
+    def _event(self, status: str, progress: RestorableProgress, now: float, message: str) -> TriggerEvent:
+        event = CheckpointProgressEvent(status, self.checkpoint_dir, self.target_step, progress.progress(now), message,
+                                        progress.seen, progress.seconds_without_progress(now), progress.source)
         return TriggerEvent(event.to_payload())
 
 
