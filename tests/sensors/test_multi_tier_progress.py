@@ -58,14 +58,16 @@ def _sensor(run: str, **kwargs) -> CheckpointProgressSensor:
     return CheckpointProgressSensor(**{**values, **kwargs})
 
 
-def test_poke_counts_a_replicator_backup_only_once_every_node_has_it(gcs):
-    backup("mtpoke", 20, range(NODES))
-    backup("mtpoke", 40, range(NODES - 1))  # one node's upload still in progress (or the node was lost)
-    sensor = _sensor("mtpoke")
+@pytest.mark.parametrize("partial", [1, NODES - 1])
+def test_poke_counts_a_replicator_backup_only_once_every_node_has_it(gcs, partial):
+    run = f"mtpoke{partial}"
+    backup(run, 20, range(NODES))
+    backup(run, 40, range(partial))  # the other nodes' uploads still in progress (or those nodes were lost)
+    sensor = _sensor(run)
     sensor._validate()
     assert sensor.poke({}) is False  # step 40 is not restorable yet: step 20 is the newest that is
     assert sensor._progress.latest_step == 20
-    backup("mtpoke", 40, range(NODES - 1, NODES))
+    backup(run, 40, range(partial, NODES))
     result = sensor.poke({})
     assert result.is_done
     assert result.xcom_value["latest_step"] == 40 and result.xcom_value["source"] == REPLICATOR
@@ -104,17 +106,19 @@ async def _deferred_event(sensor: CheckpointProgressSensor) -> tuple[dict, Check
     raise AssertionError("the trigger yielded no event")
 
 
-async def test_deferred_a_partial_backup_never_reaches_the_target_a_complete_one_does(gcs, monkeypatch):
+@pytest.mark.parametrize("partial", [1, NODES - 1])
+async def test_deferred_a_partial_backup_never_reaches_the_target_a_complete_one_does(gcs, monkeypatch, partial):
     monkeypatch.setattr(trigger_module, "clock", _Clock())
-    backup("mtdefer", 20, range(NODES))
-    backup("mtdefer", 40, range(NODES - 1))
+    run = f"mtdefer{partial}"
+    backup(run, 20, range(NODES))
+    backup(run, 40, range(partial))
     # With a stall limit the trigger ends: no restorable progress past step 20 while step 40 is partial.
-    _, stalled = await _deferred_event(_sensor("mtdefer", deferrable=True, stall_timeout=30))
+    _, stalled = await _deferred_event(_sensor(run, deferrable=True, stall_timeout=30))
     assert stalled.status == "stalled" and stalled.progress.latest_step == 20, stalled
-    assert "nor complete replicator backup in gs://ckpt/mtdefer" in stalled.message
+    assert f"nor complete replicator backup in gs://ckpt/{run}" in stalled.message
 
-    backup("mtdefer", 40, range(NODES - 1, NODES))
-    sensor = _sensor("mtdefer", deferrable=True)
+    backup(run, 40, range(partial, NODES))
+    sensor = _sensor(run, deferrable=True)
     payload, reached = await _deferred_event(sensor)
     assert reached.status == "reached" and reached.source == REPLICATOR, reached
     assert "backed up by the MTC replicator" in reached.message
