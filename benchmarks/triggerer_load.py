@@ -70,9 +70,9 @@ class CountingStore:
     def __init__(self, inner: Any, counter: dict[str, int]) -> None:
         self.inner, self.counter = inner, counter
 
-    async def finalized(self, after: int | None = None):
+    async def newest(self, after: int | None = None):
         self.counter["listings"] += 1
-        return await self.inner.finalized(after)
+        return await self.inner.newest(after)
 
 
 class StepWriter(threading.Thread):
