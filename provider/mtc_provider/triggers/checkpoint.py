@@ -151,8 +151,7 @@ class CheckpointProgressTrigger(BaseTrigger):
         self.max_logged = max_logged
         self.listing_timeout = listing_timeout
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return init_kwargs(self)
+    serialize = init_kwargs
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         store = open_async_store(self.checkpoint_dir, self.gcp_conn_id, self.impersonation_chain, self.backup_dir,
@@ -230,8 +229,7 @@ class CheckpointAssetTrigger(BaseEventTrigger):
         self.poll_interval = poll_interval
         self.gcp_conn_id = gcp_conn_id
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return init_kwargs(self)
+    serialize = init_kwargs
 
     async def _watermark(self) -> int | None:
         if self.asset_state_store is None:

@@ -51,8 +51,7 @@ class GkeOperationTrigger(BaseTrigger):
         self.api_endpoint = api_endpoint
         self.poll_interval = poll_interval
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return init_kwargs(self)
+    serialize = init_kwargs
 
     def _poll(self) -> bool:
         from mtc_provider.targets.gke.cluster import operation_done
@@ -107,8 +106,7 @@ class ClusterReadinessTrigger(BaseTrigger):
         self.bucket_name = bucket_name
         self.capacity = list(capacity or ["on-demand", ""])
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return init_kwargs(self)
+    serialize = init_kwargs
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from mtc_provider.targets import backend_for
