@@ -36,8 +36,6 @@ class Clock:
 
 
 clock = Clock()
-
-
 open_async_store = AsyncCheckpointStore  # the seam tests swap for a scripted store
 
 
