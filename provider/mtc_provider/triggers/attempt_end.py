@@ -20,6 +20,7 @@ bookkeeping: the worker resumes as before. Nothing is deleted here.
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any, Callable
 
 from airflow.triggers.base import TriggerEvent
@@ -28,6 +29,8 @@ from mtc_provider.core.attempt.status import JobSetState
 
 END_RETRY_IN_TRIGGER = "end_retry_in_trigger"  # the operator's `extra` key: this try may be ended here
 MIN_AIRFLOW = "3.3.1"  # TaskFailedEvent honours retries from this version on (apache/airflow #71163)
+SYNC_HOOK = "_sync_hook"  # the trigger's attribute holding its one blocking JobSet client (`sync_hook`)
+_HOOK_LOCK = threading.Lock()
 
 
 def supported() -> bool:
@@ -137,7 +140,7 @@ async def close_in_trigger(trigger: Any, state: JobSetState, end: Any, ti: Any, 
     cannot tell it (a stall, a start-up timeout: adapters.attempt_journal `close`)."""
     from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 
-    hook = sync_hook(trigger)  # blocking calls, each off the loop
+    hook = await asyncio.to_thread(sync_hook, trigger)  # blocking calls, each off the loop
     # why the attempt died, one click away (best effort, as on the worker), beside the record: both off the loop
     tails = asyncio.create_task(asyncio.to_thread(log_failed_pod_tails, trigger.log, hook.api, state.namespace,
                                                   state.name))
@@ -157,12 +160,22 @@ async def close_in_trigger(trigger: Any, state: JobSetState, end: Any, ti: Any, 
 
 
 def sync_hook(trigger: Any, outage_s: float = 0.0) -> Any:
-    """The trigger's blocking JobSet client (call it off the loop), an unreachable API waited out at most `outage_s`
-    (bounded by the trigger's api_outage_timeout)."""
-    from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
+    """The trigger's one blocking JobSet client (MtcJobSetHook), built at its first use and shared by every step
+    after it, from any thread (its client, so its token and its connection, with it: adapters.kubernetes); blocking,
+    call it off the loop. `outage_s`: this step waits an unreachable API out at most that long (bounded by the
+    trigger's api_outage_timeout), over the same client; 0: the bounded retries only."""
+    with _HOOK_LOCK:  # steps in two threads at once (the pod tails beside the record) build it once
+        hook = vars(trigger).get(SYNC_HOOK)
+        if hook is None:
+            from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
 
+            watch = getattr(trigger, "watch", None)
+            hook = MtcJobSetAsyncHook(trigger.connection, request_timeout=watch and watch.pacing.request_timeout) \
+                .sync_hook()
+            hook.api  # noqa: B018 - built under the lock: its client cache is the one the threads share
+            setattr(trigger, SYNC_HOOK, hook)
     bound = min(float(getattr(trigger, "api_outage_timeout", 0) or 0), outage_s)
-    return MtcJobSetAsyncHook(trigger.connection).sync_hook(api_outage_timeout=bound)
+    return hook.waiting_out(bound) if bound > 0 else hook
 
 
 def run_lock(trigger: Any, hook: Any = None, ti: Any = None) -> Any:
