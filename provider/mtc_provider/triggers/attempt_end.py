@@ -146,7 +146,7 @@ async def close_in_trigger(trigger: Any, state: JobSetState, end: Any, ti: Any, 
                                                   state.name))
     pushed: list[tuple[str, Any]] = []
     try:
-        journal = await asyncio.to_thread(_close_attempt, trigger, hook, ti, end, pushed, once, cause)
+        journal = await asyncio.to_thread(_close_attempt, trigger, ti, end, pushed, once, cause)
     except Exception as exc:  # noqa: BLE001 - the worker closes the record instead
         await tails
         trigger.log.warning("could not close the attempt's record from the triggerer (%s): the task resumes on a "
@@ -160,28 +160,26 @@ async def close_in_trigger(trigger: Any, state: JobSetState, end: Any, ti: Any, 
 
 
 def sync_hook(trigger: Any, outage_s: float = 0.0) -> Any:
-    """The trigger's one blocking JobSet client (MtcJobSetHook), built at its first use and shared by every step
-    after it, from any thread (its client, so its token and its connection, with it: adapters.kubernetes); blocking,
-    call it off the loop. `outage_s`: this step waits an unreachable API out at most that long (bounded by the
-    trigger's api_outage_timeout), over the same client; 0: the bounded retries only."""
+    """The trigger's one blocking JobSet client (MtcJobSetHook), built at its first use and shared by every step and
+    thread after it (adapters.kubernetes: one client, token and connection); call it off the loop. `outage_s`: this
+    step waits an unreachable API out at most that long (bounded by api_outage_timeout), over the same client."""
     with _HOOK_LOCK:  # steps in two threads at once (the pod tails beside the record) build it once
         hook = vars(trigger).get(SYNC_HOOK)
         if hook is None:
-            from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
+            from mtc_provider.hooks.jobset import MtcJobSetHook
 
             watch = getattr(trigger, "watch", None)
-            hook = MtcJobSetAsyncHook(trigger.connection, request_timeout=watch and watch.pacing.request_timeout) \
-                .sync_hook()
+            hook = MtcJobSetHook(connection=trigger.connection, request_timeout=watch and watch.pacing.request_timeout)
             hook.api  # noqa: B018 - built under the lock: its client cache is the one the threads share
             setattr(trigger, SYNC_HOOK, hook)
     bound = min(float(getattr(trigger, "api_outage_timeout", 0) or 0), outage_s)
     return hook.waiting_out(bound) if bound > 0 else hook
 
 
-def run_lock(trigger: Any, hook: Any = None, ti: Any = None) -> Any:
+def run_lock(trigger: Any, ti: Any = None) -> Any:
     """The run's lock as the try that deferred took it (adapters.run_lock: the run labels of `extra["owner"]`, else
-    of `ti`, by default the trigger's task instance), through the sync hook: blocking. None without those ids or a
-    run name."""
+    of `ti`, by default the trigger's task instance), through the trigger's sync hook: blocking. None without those
+    ids or a run name."""
     owner, ti = trigger.extra.get("owner") or {}, ti or getattr(trigger, "task_instance", None)
     ids = [owner.get(key) or getattr(ti, key, None) for key in ("dag_id", "run_id", "task_id")]
     run_name = trigger.extra.get("run_name")
@@ -189,25 +187,25 @@ def run_lock(trigger: Any, hook: Any = None, ti: Any = None) -> Any:
         return None
     from mtc_provider.core.basics import labels as L
 
-    return (hook or sync_hook(trigger)).run_lock(trigger.extra.get("namespace") or trigger.namespace, run_name,
-                                                 L.run_labels(*ids, run_name))
+    return sync_hook(trigger).run_lock(trigger.extra.get("namespace") or trigger.namespace, run_name,
+                                       L.run_labels(*ids, run_name))
 
 
-def journal_of(trigger: Any, hook: Any, ti: Any, pushed: list[tuple[str, Any]]) -> Any:
+def journal_of(trigger: Any, ti: Any, pushed: list[tuple[str, Any]]) -> Any:
     """The worker's attempt journal (adapters.attempt_journal), built from the settings the operator handed over;
     its XComs are collected in `pushed` (the trigger sends them through the triggerer's comms)."""
     from mtc_provider.adapters.attempt_journal import AttemptJournal
 
     extra = trigger.extra
-    return AttemptJournal.from_settings(run_lock(trigger, hook),
+    return AttemptJournal.from_settings(run_lock(trigger),
                                         extra.get("journal") or _settings_of_older_operator(trigger, ti),
                                         log=trigger.log, push=lambda key, value: pushed.append((key, value)))
 
 
-def _close_attempt(trigger: Any, hook: Any, ti: Any, end: Any, pushed: list[tuple[str, Any]],
+def _close_attempt(trigger: Any, ti: Any, end: Any, pushed: list[tuple[str, Any]],
                    once: bool = False, cause: str | None = None) -> Any:
     """The attempt's record closed through the worker's journal, blocking (off the loop)."""
-    journal = journal_of(trigger, hook, ti, pushed)
+    journal = journal_of(trigger, ti, pushed)
     journal.close(end, cause=cause, once=once)
     return journal
 

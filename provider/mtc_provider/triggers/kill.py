@@ -91,7 +91,7 @@ def _release_lock(trigger: Any, ti: Any) -> None:
 
     run_name, namespace = trigger.extra["run_name"], trigger.extra.get("namespace") or trigger.namespace
     try:
-        lock = run_lock(trigger, None, ti)  # through the trigger's one blocking client
+        lock = run_lock(trigger, ti)
         lock.release()
         trigger.log.info("released run lock %s/%s", namespace, lock.name)
     except Exception as exc:  # noqa: BLE001 - the next run takes a stale lock over (or `mtc unlock`)

@@ -208,7 +208,7 @@ def _open_record(trigger: Any, obj: Mapping[str, Any], history: list[int | None]
 
     ti = trigger.task_instance
     pushed: list[tuple[str, Any]] = []
-    journal = journal_of(trigger, sync_hook(trigger), ti, pushed)
+    journal = journal_of(trigger, ti, pushed)
     name = obj["metadata"]["name"]
     # created now: its start is now, as the worker's launch records it (the API's creationTimestamp has whole
     # seconds); found (a restart, another copy): when the API created it

@@ -152,13 +152,12 @@ def _closed_after_stall(trigger: Any, ti: Any) -> Mapping[str, Any] | None:
     from mtc_provider.core.attempt.status import evaluate_jobset
     from mtc_provider.triggers.attempt_end import run_lock, sync_hook
 
-    hook = sync_hook(trigger)
-    record = next((r for r in run_lock(trigger, hook).read()[ATTEMPTS] if r.get("jobset") == trigger.name), None)
+    record = next((r for r in run_lock(trigger).read()[ATTEMPTS] if r.get("jobset") == trigger.name), None)
     if record is None or record.get("end") is None or not record.get("in_try") \
             or record.get("try") != ti.try_number:
         return None
     try:
-        if evaluate_jobset(hook.api.get(trigger.namespace, trigger.name)).ended:
+        if evaluate_jobset(sync_hook(trigger).api.get(trigger.namespace, trigger.name)).ended:
             return None  # an interruption's end: its watch sees it ended, and next_in_try goes on from there
     except NotFound:
         pass
