@@ -159,6 +159,25 @@ def test_a_shared_client_is_dropped_after_a_failed_request_and_when_it_is_old(ap
     assert apiserver.requests[-1].auth != retried.auth  # an old client is replaced: a fresh token
 
 
+def test_a_twin_with_another_outage_bound_shares_the_client_from_many_threads(apiserver, fast_retries):
+    """One trigger's steps share one client from worker threads, the create's with its own outage bound."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    api = sync_api(apiserver)
+    api.create("ml", jobset_body())
+    twin = api.waiting_out(30.0)
+    assert (api.outage_timeout, twin.outage_timeout) == (0.0, 30.0)
+    with ThreadPoolExecutor(8) as pool:
+        names = list(pool.map(lambda each: each.get("ml", "train")["metadata"]["name"], [api, twin] * 8))
+    assert names == ["train"] * 16 and len(apiserver.requests) == 17
+    assert len({r.auth for r in apiserver.requests}) == 1  # one client, one token: every thread, both bounds
+    apiserver.errors_next.append(503)
+    twin.get("ml", "train")  # the twin's failed request drops the shared client: both open a fresh one
+    assert apiserver.requests[-1].auth != apiserver.requests[0].auth
+    api.get("ml", "train")
+    assert apiserver.requests[-1].auth == apiserver.requests[-2].auth
+
+
 def test_a_delete_gets_its_own_client_so_its_reason_header_stays_off_later_requests(apiserver, fast_retries):
     api = sync_api(apiserver)
     api.create("ml", jobset_body())

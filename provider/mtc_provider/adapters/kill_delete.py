@@ -61,19 +61,19 @@ def handoff(where: str, why: str, namespace: str, name: str) -> str:
             f"sample DAG) deletes it once the run has ended; without one: kubectl delete jobset -n {namespace} {name}")
 
 
-async def live_attempts_of_try(hook: Any, namespace: str, run_labels: Mapping[str, str], try_number: Any,
-                               budget: float) -> tuple[list[str], str]:
+async def live_attempts_of_try(sync_hook: Callable[[], Any], namespace: str, run_labels: Mapping[str, str],
+                               try_number: Any, budget: float) -> tuple[list[str], str]:
     """(names of this task's live JobSets of try `try_number`, "") from one listing within `budget` seconds, or ([],
-    why it could not be read). `hook`: the async JobSet hook, its sync twin used off the loop. Labels match the run,
-    the task and the try exactly: another task's or another try's JobSet is never named. A hung request keeps its
-    thread, not the caller."""
+    why it could not be read). `sync_hook()`: the caller's blocking JobSet hook, asked for off the loop. Labels match
+    the run, the task and the try exactly: another task's or another try's JobSet is never named. A hung request keeps
+    its thread, not the caller."""
     from mtc_provider.core.attempt.status import evaluate_jobset
     from mtc_provider.core.basics import labels as L
 
     ours = {**run_labels, L.TRY_NUMBER: str(try_number)}
 
     def listing() -> list[str]:
-        found = hook.sync_hook().api.list(namespace, L.selector(ours))
+        found = sync_hook().api.list(namespace, L.selector(ours))
         return [o["metadata"]["name"] for o in found  # the selector's equality, checked here too
                 if L.belongs_to(o["metadata"].get("labels"), ours) and evaluate_jobset(o).live]
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import json
 import logging
@@ -195,8 +196,16 @@ class KubernetesJobSetApi:
         self.answers = 0
         self.client_reuse_seconds = client_reuse_seconds
         self.clients_opened = 0  # clients (so tokens) made: what a benchmark reports beside the requests
-        self._shared: tuple[Any, float] | None = None  # (client, monotonic time it was opened)
+        # [(client, monotonic time it was opened) or None]: one cell, so the twins `waiting_out` makes share it
+        self._kept: list[tuple[Any, float] | None] = [None]
         self._shared_lock = threading.Lock()
+
+    def waiting_out(self, outage_timeout: float) -> KubernetesJobSetApi:
+        """This api waiting an unreachable API out `outage_timeout` s instead, over the same shared client (its
+        token, its kept-alive connection): one caller's steps with different outage bounds open one client."""
+        twin = copy.copy(self)
+        twin.outage_timeout = float(outage_timeout)
+        return twin
 
     def _open(self) -> Any:
         api_client = self.client_factory()
@@ -211,19 +220,19 @@ class KubernetesJobSetApi:
         if not shared:
             return self._open()
         with self._shared_lock:
-            if self._shared is not None and time.monotonic() - self._shared[1] < self.client_reuse_seconds:
-                return self._shared[0]
-            self._drop(self._shared and self._shared[0])
+            if self._kept[0] is not None and time.monotonic() - self._kept[0][1] < self.client_reuse_seconds:
+                return self._kept[0][0]
+            self._drop(self._kept[0] and self._kept[0][0])
             api_client = self._open()
-            self._shared = (api_client, time.monotonic())
+            self._kept[0] = (api_client, time.monotonic())
             return api_client
 
     def _drop(self, api_client: Any) -> None:
         """Close `api_client`; it is no longer shared (its token may be the one refused, its server gone)."""
         if api_client is None:
             return
-        if self._shared is not None and self._shared[0] is api_client:
-            self._shared = None
+        if self._kept[0] is not None and self._kept[0][0] is api_client:
+            self._kept[0] = None
         with contextlib.suppress(Exception):
             api_client.close()
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import time
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping, Sequence
@@ -120,6 +121,15 @@ class MtcJobSetHook(BaseHook):
 
     def get_conn(self) -> JobSetApi:
         return self.api
+
+    def waiting_out(self, api_outage_timeout: float) -> MtcJobSetHook:
+        """This hook, its requests waiting an unreachable API out `api_outage_timeout` s instead, over the same
+        client (adapters.kubernetes `waiting_out`; an api without outage waits is shared as it is)."""
+        twin = copy.copy(self)
+        twin.api_outage_timeout = float(api_outage_timeout)
+        bounded = getattr(self.api, "waiting_out", None)
+        twin.__dict__["api"] = bounded(twin.api_outage_timeout) if bounded else self.api
+        return twin
 
     # --- submit -------------------------------------------------------------------------------------
     def render(self, slices: SliceSpec | Mapping[str, Any], checkpointing: CheckpointingSpec | Mapping[str, Any],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import cached_property
 from typing import Any, Sequence
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
@@ -44,8 +45,7 @@ class MtcJobSetSensor(JobSetTargetMixin, BaseSensorOperator):
     def execute(self, context: Any) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        connection = self._connection()
-        obj = MtcJobSetHook(connection=connection).api.get(self.namespace, self.name)
+        obj = self.hook.api.get(self.namespace, self.name)
         state = evaluate_jobset(obj)
         if state.ended:
             return self._result(state)
@@ -53,7 +53,7 @@ class MtcJobSetSensor(JobSetTargetMixin, BaseSensorOperator):
         from mtc_provider.triggers.jobset import JobSetTrigger  # imported where it runs: DAG files stay light
 
         self.defer(
-            trigger=JobSetTrigger(connection=connection, namespace=self.namespace, name=self.name,
+            trigger=JobSetTrigger(connection=self.hook.connection, namespace=self.namespace, name=self.name,
                                   resource_version=obj["metadata"].get("resourceVersion"),
                                   restarts_seen=state.restarts, delete_on_kill=False,
                                   watch=WatchSettings(times=WatchTimes(poll_interval=float(self.poll_interval)))),
@@ -61,8 +61,13 @@ class MtcJobSetSensor(JobSetTargetMixin, BaseSensorOperator):
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,
         )
 
+    @cached_property
+    def hook(self) -> MtcJobSetHook:
+        """The JobSet client of this sensor, its connection resolved once (on GKE the cluster's endpoint and CA)."""
+        return MtcJobSetHook(connection=self._connection())
+
     def poke(self, context: Any) -> PokeReturnValue:
-        state = MtcJobSetHook(connection=self._connection()).status(self.name, self.namespace)
+        state = self.hook.status(self.name, self.namespace)
         self.log.info("%s", state.describe())
         if state.ended:  # the same XCom as the deferred path
             return PokeReturnValue(is_done=True, xcom_value=self._result(state))

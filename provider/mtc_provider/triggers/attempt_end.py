@@ -20,6 +20,7 @@ bookkeeping: the worker resumes as before. Nothing is deleted here.
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any, Callable
 
 from airflow.triggers.base import TriggerEvent
@@ -28,6 +29,8 @@ from mtc_provider.core.attempt.status import JobSetState
 
 END_RETRY_IN_TRIGGER = "end_retry_in_trigger"  # the operator's `extra` key: this try may be ended here
 MIN_AIRFLOW = "3.3.1"  # TaskFailedEvent honours retries from this version on (apache/airflow #71163)
+SYNC_HOOK = "_sync_hook"  # the trigger's attribute holding its one blocking JobSet client (`sync_hook`)
+_HOOK_LOCK = threading.Lock()
 
 
 def supported() -> bool:
@@ -137,13 +140,13 @@ async def close_in_trigger(trigger: Any, state: JobSetState, end: Any, ti: Any, 
     cannot tell it (a stall, a start-up timeout: adapters.attempt_journal `close`)."""
     from mtc_provider.adapters.pod_logs import log_failed_pod_tails
 
-    hook = sync_hook(trigger)  # blocking calls, each off the loop
+    hook = await asyncio.to_thread(sync_hook, trigger)  # blocking calls, each off the loop
     # why the attempt died, one click away (best effort, as on the worker), beside the record: both off the loop
     tails = asyncio.create_task(asyncio.to_thread(log_failed_pod_tails, trigger.log, hook.api, state.namespace,
                                                   state.name))
     pushed: list[tuple[str, Any]] = []
     try:
-        journal = await asyncio.to_thread(_close_attempt, trigger, hook, ti, end, pushed, once, cause)
+        journal = await asyncio.to_thread(_close_attempt, trigger, ti, end, pushed, once, cause)
     except Exception as exc:  # noqa: BLE001 - the worker closes the record instead
         await tails
         trigger.log.warning("could not close the attempt's record from the triggerer (%s): the task resumes on a "
@@ -157,18 +160,26 @@ async def close_in_trigger(trigger: Any, state: JobSetState, end: Any, ti: Any, 
 
 
 def sync_hook(trigger: Any, outage_s: float = 0.0) -> Any:
-    """The trigger's blocking JobSet client (call it off the loop), an unreachable API waited out at most `outage_s`
-    (bounded by the trigger's api_outage_timeout)."""
-    from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
+    """The trigger's one blocking JobSet client (MtcJobSetHook), built at its first use and shared by every step and
+    thread after it (adapters.kubernetes: one client, token and connection); call it off the loop. `outage_s`: this
+    step waits an unreachable API out at most that long (bounded by api_outage_timeout), over the same client."""
+    with _HOOK_LOCK:  # steps in two threads at once (the pod tails beside the record) build it once
+        hook = vars(trigger).get(SYNC_HOOK)
+        if hook is None:
+            from mtc_provider.hooks.jobset import MtcJobSetHook
 
+            watch = getattr(trigger, "watch", None)
+            hook = MtcJobSetHook(connection=trigger.connection, request_timeout=watch and watch.pacing.request_timeout)
+            hook.api  # noqa: B018 - built under the lock: its client cache is the one the threads share
+            setattr(trigger, SYNC_HOOK, hook)
     bound = min(float(getattr(trigger, "api_outage_timeout", 0) or 0), outage_s)
-    return MtcJobSetAsyncHook(trigger.connection).sync_hook(api_outage_timeout=bound)
+    return hook.waiting_out(bound) if bound > 0 else hook
 
 
-def run_lock(trigger: Any, hook: Any = None, ti: Any = None) -> Any:
+def run_lock(trigger: Any, ti: Any = None) -> Any:
     """The run's lock as the try that deferred took it (adapters.run_lock: the run labels of `extra["owner"]`, else
-    of `ti`, by default the trigger's task instance), through the sync hook: blocking. None without those ids or a
-    run name."""
+    of `ti`, by default the trigger's task instance), through the trigger's sync hook: blocking. None without those
+    ids or a run name."""
     owner, ti = trigger.extra.get("owner") or {}, ti or getattr(trigger, "task_instance", None)
     ids = [owner.get(key) or getattr(ti, key, None) for key in ("dag_id", "run_id", "task_id")]
     run_name = trigger.extra.get("run_name")
@@ -176,25 +187,25 @@ def run_lock(trigger: Any, hook: Any = None, ti: Any = None) -> Any:
         return None
     from mtc_provider.core.basics import labels as L
 
-    return (hook or sync_hook(trigger)).run_lock(trigger.extra.get("namespace") or trigger.namespace, run_name,
-                                                 L.run_labels(*ids, run_name))
+    return sync_hook(trigger).run_lock(trigger.extra.get("namespace") or trigger.namespace, run_name,
+                                       L.run_labels(*ids, run_name))
 
 
-def journal_of(trigger: Any, hook: Any, ti: Any, pushed: list[tuple[str, Any]]) -> Any:
+def journal_of(trigger: Any, ti: Any, pushed: list[tuple[str, Any]]) -> Any:
     """The worker's attempt journal (adapters.attempt_journal), built from the settings the operator handed over;
     its XComs are collected in `pushed` (the trigger sends them through the triggerer's comms)."""
     from mtc_provider.adapters.attempt_journal import AttemptJournal
 
     extra = trigger.extra
-    return AttemptJournal.from_settings(run_lock(trigger, hook),
+    return AttemptJournal.from_settings(run_lock(trigger),
                                         extra.get("journal") or _settings_of_older_operator(trigger, ti),
                                         log=trigger.log, push=lambda key, value: pushed.append((key, value)))
 
 
-def _close_attempt(trigger: Any, hook: Any, ti: Any, end: Any, pushed: list[tuple[str, Any]],
+def _close_attempt(trigger: Any, ti: Any, end: Any, pushed: list[tuple[str, Any]],
                    once: bool = False, cause: str | None = None) -> Any:
     """The attempt's record closed through the worker's journal, blocking (off the loop)."""
-    journal = journal_of(trigger, hook, ti, pushed)
+    journal = journal_of(trigger, ti, pushed)
     journal.close(end, cause=cause, once=once)
     return journal
 

@@ -348,12 +348,11 @@ class JobSetTrigger(BaseTrigger):
 
     def _poll_leader(self) -> tuple[str, list[tuple[str, str]]]:
         """(leader pod name, new (timestamp, line) pairs) of the leader pod; blocking (called off the loop)."""
-        from mtc_provider.hooks.jobset import MtcJobSetAsyncHook
+        from mtc_provider.triggers.attempt_end import sync_hook
 
         if self._follower is None:
-            hook = MtcJobSetAsyncHook(self.connection, request_timeout=self.watch.pacing.request_timeout).sync_hook()
             # Read a little more than is shown, so the newest `completed step` line is among the lines read.
-            self._follower = hook.leader_log_follower(self.name, self.namespace,
+            self._follower = sync_hook(self).leader_log_follower(self.name, self.namespace,
                                                       max_lines=max(self.watch.pod_logs.max_lines, 200),
                                                       clock=self.clock)
         lines = self._follower.poll_stamped()

@@ -48,7 +48,7 @@ async def on_kill(trigger: Any) -> None:
         log.info("trigger cancelled: JobSet %s kept: it has ended and %s succeeded; nothing to stop (the run's "
                  "teardown deletes it)", where, who)
         return
-    others, unchecked = await _later_attempts(trigger, hook, ti, trigger_budget(time.monotonic() - started) / 3)
+    others, unchecked = await _later_attempts(trigger, ti, trigger_budget(time.monotonic() - started) / 3)
     asked = f"a confirmed user action: on_kill of try {getattr(ti, 'try_number', '?')}"
     failed = ""
     for each in [name, *others]:
@@ -62,20 +62,21 @@ async def on_kill(trigger: Any) -> None:
     if unchecked:
         log.warning("%s", unchecked)
     elif not failed and verdict.run_over and ti is not None and trigger.extra.get("run_name"):
-        await asyncio.to_thread(_release_lock, trigger, hook, ti)
+        await asyncio.to_thread(_release_lock, trigger, ti)
 
 
-async def _later_attempts(trigger: Any, hook: Any, ti: Any, budget: float) -> tuple[list[str], str]:
+async def _later_attempts(trigger: Any, ti: Any, budget: float) -> tuple[list[str], str]:
     """The other live attempts of this try (one the trigger created but did not follow yet when the kill came), by
     their labels; and, when they could not be listed, the line that says what was not checked ("" when listed)."""
     from mtc_provider.adapters.kill_delete import live_attempts_of_try
+    from mtc_provider.triggers.attempt_end import sync_hook
     from mtc_provider.core.basics import labels as L
 
     run_name, namespace = trigger.extra.get("run_name"), trigger.namespace
     if ti is None or not run_name:
         return [], ""  # no task to find attempts of (no try of this task could have created another)
     labels = L.run_labels(ti.dag_id, ti.run_id, ti.task_id, run_name)
-    found, error = await live_attempts_of_try(hook, namespace, labels, ti.try_number, budget)
+    found, error = await live_attempts_of_try(lambda: sync_hook(trigger), namespace, labels, ti.try_number, budget)
     if error:
         selector = L.selector({**labels, L.TRY_NUMBER: str(ti.try_number)})
         return [], (f"could not list the other attempts of try {ti.try_number} ({error}): only JobSet "
@@ -84,13 +85,13 @@ async def _later_attempts(trigger: Any, hook: Any, ti: Any, budget: float) -> tu
     return [n for n in found if n != trigger.name], ""
 
 
-def _release_lock(trigger: Any, hook: Any, ti: Any) -> None:
+def _release_lock(trigger: Any, ti: Any) -> None:
     """The run is over for good (marked, or its DAG run deleted): free its run name (blocking; off the loop)."""
     from mtc_provider.triggers.attempt_end import run_lock
 
     run_name, namespace = trigger.extra["run_name"], trigger.extra.get("namespace") or trigger.namespace
     try:
-        lock = run_lock(trigger, hook.sync_hook(), ti)
+        lock = run_lock(trigger, ti)
         lock.release()
         trigger.log.info("released run lock %s/%s", namespace, lock.name)
     except Exception as exc:  # noqa: BLE001 - the next run takes a stale lock over (or `mtc unlock`)

@@ -36,7 +36,7 @@ from airflow.triggers.base import TriggerEvent
 from mtc_provider.core.attempt.jobset_events import NEXT_ATTEMPT_PENDING, STALLED
 from mtc_provider.core.attempt.next_in_try import NEXT_ATTEMPT, renumbered
 from mtc_provider.core.attempt.status import JobSetState
-from mtc_provider.triggers.attempt_end import sync_hook
+from mtc_provider.triggers.attempt_end import SYNC_HOOK, sync_hook
 
 KEEP_FAILED = "keep_failed_attempts"  # the operator's `extra` key: how many failed attempts stay for debugging
 CREATE_OUTAGE_S = 120.0  # the create waits an unreachable API out this long, then a worker takes over
@@ -123,8 +123,8 @@ async def create_next(trigger: Any, state: JobSetState | None, restarts: int, ve
     extra, ti = trigger.extra, trigger.task_instance
     number = int(extra["attempt"]) + 1
     name = f"attempt {number}"
-    hook = sync_hook(trigger, CREATE_OUTAGE_S)
     try:
+        hook = await asyncio.to_thread(sync_hook, trigger, CREATE_OUTAGE_S)
         name, body = renumbered(extra[NEXT_ATTEMPT], task_owner(ti), number, next_history)
         obj, created = await asyncio.to_thread(hook.submit_attempt, _namespace(trigger), name, body,
                                                _run_labels(trigger, ti))
@@ -189,6 +189,8 @@ def following(trigger: Any, name: str, extra: dict[str, Any]) -> Any:
     follower.task_instance, follower.trigger_id = trigger.task_instance, getattr(trigger, "trigger_id", None)
     if "clock" in vars(trigger):  # a test's clock
         follower.clock = trigger.clock
+    if SYNC_HOOK in vars(trigger):  # the same connection: its client (token, connection) serves this try on
+        setattr(follower, SYNC_HOOK, getattr(trigger, SYNC_HOOK))
     return follower
 
 
@@ -206,7 +208,7 @@ def _open_record(trigger: Any, obj: Mapping[str, Any], history: list[int | None]
 
     ti = trigger.task_instance
     pushed: list[tuple[str, Any]] = []
-    journal = journal_of(trigger, sync_hook(trigger), ti, pushed)
+    journal = journal_of(trigger, ti, pushed)
     name = obj["metadata"]["name"]
     # created now: its start is now, as the worker's launch records it (the API's creationTimestamp has whole
     # seconds); found (a restart, another copy): when the API created it

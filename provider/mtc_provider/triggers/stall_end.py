@@ -50,8 +50,8 @@ async def next_after_stall(trigger: Any, state: JobSetState, restarts: int, kind
     if not allowed(trigger) or extra.get("target_step") is None or not trigger.checkpoint_dir:
         return None
     try:  # the JobSet's own count, read before the delete (the worker's `restarts_now`)
-        restarts = max(restarts, (await asyncio.to_thread(sync_hook(trigger).status, trigger.name,
-                                                          trigger.namespace)).restarts)
+        restarts = max(restarts, (await asyncio.to_thread(lambda: sync_hook(trigger).status(
+            trigger.name, trigger.namespace))).restarts)
     except Exception:  # noqa: BLE001 - the count this watch saw stands
         restarts = max(restarts, state.restarts)
     history = extra.get("history") or [None]
@@ -75,21 +75,21 @@ async def delete_stalled(trigger: Any, ti: Any, why: str) -> str:
     from mtc_provider.core.basics.vocabulary import DELETE_ATTEMPT_FAILED
     from mtc_provider.triggers.attempt_end import sync_hook
 
-    namespace, name, hook = trigger.namespace, trigger.name, sync_hook(trigger)
+    namespace, name = trigger.namespace, trigger.name
     where, why = f"{namespace}/{name}", why.split(" (", 1)[0]  # the stall's own sentence
     trigger.log.warning("deleting stalled JobSet %s (checkpoints are kept) and waiting until its pods are gone, "
                         "before the next attempt: asked by the attempt's own end (%s), trigger of try %s", where,
                         why, ti.try_number)
     try:
-        failed = await adelete_within(lambda: asyncio.to_thread(hook.delete, name, namespace, DELETE_ATTEMPT_FAILED),
-                                      DELETE_BUDGET_S)
+        failed = await adelete_within(lambda: asyncio.to_thread(
+            lambda: sync_hook(trigger).delete(name, namespace, DELETE_ATTEMPT_FAILED)), DELETE_BUDGET_S)
     except Exception as exc:  # noqa: BLE001 - not an outage (a 403, a 401): a worker deletes it
         failed = f"{type(exc).__name__}: {exc}"
     timeout = float(trigger.watch.times.deletion_timeout)  # the operator's deletion_timeout
     deadline = time.monotonic() + timeout
     while not failed:
         try:
-            await asyncio.to_thread(lambda: hook.api.get(namespace, name))
+            await asyncio.to_thread(lambda: sync_hook(trigger).api.get(namespace, name))
         except NotFound:
             trigger.log.info("JobSet %s is gone, its pods with it", where)
             return ""
@@ -152,13 +152,12 @@ def _closed_after_stall(trigger: Any, ti: Any) -> Mapping[str, Any] | None:
     from mtc_provider.core.attempt.status import evaluate_jobset
     from mtc_provider.triggers.attempt_end import run_lock, sync_hook
 
-    hook = sync_hook(trigger)
-    record = next((r for r in run_lock(trigger, hook).read()[ATTEMPTS] if r.get("jobset") == trigger.name), None)
+    record = next((r for r in run_lock(trigger).read()[ATTEMPTS] if r.get("jobset") == trigger.name), None)
     if record is None or record.get("end") is None or not record.get("in_try") \
             or record.get("try") != ti.try_number:
         return None
     try:
-        if evaluate_jobset(hook.api.get(trigger.namespace, trigger.name)).ended:
+        if evaluate_jobset(sync_hook(trigger).api.get(trigger.namespace, trigger.name)).ended:
             return None  # an interruption's end: its watch sees it ended, and next_in_try goes on from there
     except NotFound:
         pass
