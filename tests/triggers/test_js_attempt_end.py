@@ -139,3 +139,33 @@ async def test_a_failing_listing_leaves_the_decision_to_the_worker(cluster, tmp_
     (event,) = await _events(trigger)
     assert JobSetEvent.from_payload(event.payload).kind == ENDED
     assert lock.read()[ATTEMPTS][0]["end"] is None
+
+
+async def test_the_run_s_record_and_the_xcoms_go_out_together_before_the_try_ends(cluster, tmp_path, monkeypatch):
+    """The run's record (a blocking write beside the checkpoints) and the XCom round trips through the triggerer's
+    comms are independent: they overlap, so the try ends after the slower of the two, not after both in a row; and
+    both are done before the TaskFailedEvent."""
+    import asyncio
+    import threading
+
+    from mtc_provider.adapters.attempt_journal import AttemptJournal
+
+    pushing, done = threading.Event(), []
+    writing_saw_pushes = []
+
+    def record_run(self, *args, **kwargs):
+        writing_saw_pushes.append(pushing.wait(timeout=5.0))  # sequential: the pushes only start after this returns
+        done.append("record")
+
+    async def push_xcoms(trigger, ti, pushed):
+        pushing.set()
+        await asyncio.sleep(0)
+        done.append("xcoms")
+
+    monkeypatch.setattr(AttemptJournal, "record_run", record_run)
+    monkeypatch.setattr(attempt_end, "push_xcoms", push_xcoms)
+    lock, checkpoints = _setup(cluster, tmp_path)
+    (event,) = await _events(_trigger(checkpoints))
+    assert isinstance(event, TaskFailedEvent)
+    assert writing_saw_pushes == [True], "the run's record was written before any XCom went out"
+    assert sorted(done) == ["record", "xcoms"]

@@ -154,8 +154,10 @@ async def close_in_trigger(trigger: Any, state: JobSetState, end: Any, ti: Any, 
         return None
     await tails
     trigger.log.warning("%s", end.line)  # the one line that says what happens, as the worker's: not an error
-    await asyncio.to_thread(journal.record_run, end.run_state, end.line, trigger.last_progress)
-    await push_xcoms(trigger, ti, pushed)
+    # The run's record beside the checkpoints (a blocking write, best effort) and the XComs (round trips through
+    # the triggerer's comms) do not depend on each other: both run at once, and both are done before the try ends.
+    await asyncio.gather(asyncio.to_thread(journal.record_run, end.run_state, end.line, trigger.last_progress),
+                         push_xcoms(trigger, ti, pushed))
     return journal
 
 
