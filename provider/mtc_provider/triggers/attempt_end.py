@@ -30,7 +30,6 @@ from mtc_provider.core.attempt.status import JobSetState
 END_RETRY_IN_TRIGGER = "end_retry_in_trigger"  # the operator's `extra` key: this try may be ended here
 MIN_AIRFLOW = "3.3.1"  # TaskFailedEvent honours retries from this version on (apache/airflow #71163)
 SYNC_HOOK = "_sync_hook"  # the trigger's attribute holding its one blocking JobSet client (`sync_hook`)
-_HOOK_LOCK = threading.Lock()
 
 
 def supported() -> bool:
@@ -165,7 +164,9 @@ def sync_hook(trigger: Any, outage_s: float = 0.0) -> Any:
     """The trigger's one blocking JobSet client (MtcJobSetHook), built at its first use and shared by every step and
     thread after it (adapters.kubernetes: one client, token and connection); call it off the loop. `outage_s`: this
     step waits an unreachable API out at most that long (bounded by api_outage_timeout), over the same client."""
-    with _HOOK_LOCK:  # steps in two threads at once (the pod tails beside the record) build it once
+    # Steps in two threads at once (the pod tails beside the record) build it once; a lock per trigger, so the
+    # triggerer's other triggers never wait on this one's build (dict.setdefault is atomic).
+    with vars(trigger).setdefault("_sync_hook_lock", threading.Lock()):
         hook = vars(trigger).get(SYNC_HOOK)
         if hook is None:
             from mtc_provider.hooks.jobset import MtcJobSetHook

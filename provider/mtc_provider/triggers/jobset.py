@@ -352,9 +352,8 @@ class JobSetTrigger(BaseTrigger):
 
         if self._follower is None:
             # Read a little more than is shown, so the newest `completed step` line is among the lines read.
-            self._follower = sync_hook(self).leader_log_follower(self.name, self.namespace,
-                                                      max_lines=max(self.watch.pod_logs.max_lines, 200),
-                                                      clock=self.clock)
+            self._follower = sync_hook(self).leader_log_follower(
+                self.name, self.namespace, max_lines=max(self.watch.pod_logs.max_lines, 200), clock=self.clock)
         lines = self._follower.poll_stamped()
         return self._follower.pod or "leader", lines
 
