@@ -37,7 +37,7 @@ from mtc_local.runner.faults import parse_plan
 from mtc_local.runner.jobset import FOREGROUND_FINALIZER as FOREGROUND
 from mtc_local.runner.jobset import JobSetRun
 from mtc_local.runner.manifest import FAULT_PLAN_ANNOTATION, LOG_DIR_ANNOTATION
-from mtc_local.runner.pods import Pod, wait_for_exit
+from mtc_local.runner.pods import Pod
 from mtc_local.runner.ramdisk import RamdiskRootError, check_private_root, ensure_private_root
 from mtc_local.shared.state import Home, read_json, write_json
 
@@ -344,12 +344,6 @@ class Supervisor:
         return bool(self.runs) or any(p.alive or p.held_until is not None
                                       for r in self.orphans.values() for p in r.pods.values())
 
-    @property
-    def live_pids(self) -> list[int]:
-        """The processes of the pods that run (a JobSet's, an orphaned one's): the loop wakes when one exits."""
-        return [p.pid for r in (*self.runs.values(), *self.orphans.values()) for p in r.pods.values()
-                if p.alive and p.pid is not None]
-
     def kill_everything(self) -> None:
         for run in [*self.runs.values(), *self.orphans.values()]:
             for pod in run.pods.values():
@@ -393,7 +387,7 @@ def main(home_arg: str, stay: bool = False) -> int:
     kubeconfig.write(home.root, f"https://{advertised_host(host)}:{api.port}", token, ca.read_bytes())
     write_json(home.supervisor_file, {"pid": os.getpid(), "host": advertised_host(host), "home": str(home.root),
                                       "api_port": api.port, "stay": stay})
-    idle_since, woke = time.time(), set()
+    idle_since = time.time()
     try:
         while not stop.is_set():
             with supervisor.lock:
@@ -403,10 +397,7 @@ def main(home_arg: str, stay: bool = False) -> int:
                 elif time.time() - idle_since > IDLE_SECONDS:
                     supervisor.closing = True
                     break
-                # one whose exit woke the last wait and is still unreaped waits a tick: the loop never spins on it
-                pids = [pid for pid in supervisor.live_pids if pid not in woke]
-            if not stop.is_set():  # a pod's exit is seen when it happens (SIGTERM/SIGINT end the wait within it)
-                woke = wait_for_exit(pids, TICK_SECONDS)
+            stop.wait(TICK_SECONDS)
     finally:
         with supervisor.lock:
             supervisor.closing = True

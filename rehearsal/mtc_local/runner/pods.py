@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import select
 import signal
 import socket
 import subprocess
@@ -27,27 +26,6 @@ _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 def _suffix() -> str:
     return "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
-
-
-def wait_for_exit(pids: list[int], timeout: float) -> set[int]:
-    """Sleep up to `timeout` seconds, waking as soon as one of `pids` exits: the kubelet reports a container's end
-    when it happens, not at the controller's next tick (a Linux pidfd per process, each closed here; a plain sleep
-    where there is none). The pids whose exit woke it (one that exited already wakes it at once: still unreaped)."""
-    fds: dict[int, int] = {}
-    try:
-        for pid in pids:
-            try:
-                fds[os.pidfd_open(pid)] = pid
-            except (AttributeError, OSError):  # no pidfds here, or reaped already: its end is handled
-                pass
-        if not fds:
-            time.sleep(timeout)
-            return set()
-        ready, _, _ = select.select(list(fds), [], [], timeout)
-        return {fds[fd] for fd in ready}
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def free_port() -> int:
