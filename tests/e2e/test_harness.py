@@ -41,8 +41,8 @@ SCHEDULER_WITH_WEDGED_WORKER = (
     "    child.start()\n"
     "    started.wait()\n"
     "    signal.signal(signal.SIGINT, lambda *_: sys.exit(0))\n"
-    "    print('ready', flush=True)\n"
-    "    try:\n"
+    "    try:\n"  # ready only inside: a SIGINT before the try would skip the join there
+    "        print('ready', flush=True)\n"
     "        time.sleep(120)\n"
     "    finally:\n"
     "        child.join()\n")
