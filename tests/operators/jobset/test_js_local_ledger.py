@@ -38,7 +38,7 @@ def test_the_ledger_after_a_host_loss_and_a_preemption_matches_what_happened(tmp
                        "enable_emergency_checkpoint": True, "local_checkpoint_directory": "/local",
                        "local_checkpoint_period": 2, "checkpoint_period": 20, "enable_autocheckpoint": True},
         workload={"jobset_name": run, "image": "local", "command": ["python3", "-m", "mtc_local.light_workload"],
-                  "extra_flags": {"seed": 7, "step_time_ms": 150}, "max_restarts": 3,
+                  "extra_flags": {"seed": 7, "step_time_ms": 300}, "max_restarts": 3,
                   "termination_grace_period_seconds": 15},
         deferrable=False, poll_interval=0.2, progress_interval=1, retries=2, crash_loop_attempts=2,
         fault_plan=FAULTS)
@@ -61,7 +61,7 @@ def test_the_ledger_after_a_host_loss_and_a_preemption_matches_what_happened(tmp
     assert [(d.attempt, d.kind) for d in ledger.decisions] == [
         (a["attempt"], "succeed" if a["outcome"] == "finished" else "next-attempt-in-try") for a in attempts], summary
     # the steps the workload reported (sampled at the watch's ticks), with their loss and step time; each start
-    # ran long enough (over a second) to be seen stepping
+    # ran long enough (about two seconds, a second of load on two cores included) to be seen stepping
     steps = [p.step for p in ledger.steps]
     assert steps[-1] > 15 and all(p.loss is not None and p.step_seconds for p in ledger.steps), summary
     assert all(s.first_step_at is not None and s.first_step_at >= s.at for s in ledger.starts), summary
