@@ -112,9 +112,11 @@ def test_a_scheduler_held_by_a_wedged_executor_worker_exits_once_the_worker_is_k
         assert server.procs["scheduler"].returncode == 0
         assert [line.split()[0] for line in server.wedged_workers] == [str(worker.pid)]
         assert not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE
-    finally:
+    finally:  # the worker too: it outlives a scheduler that exited without it (orphaned, ignoring SIGINT)
         proc = server.procs["scheduler"]
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         proc.stdout.close()
+        if worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE:
+            worker.kill()
