@@ -53,7 +53,7 @@ from mtc_provider.operators.jobset_end import (MAX_WATCH_FAILURES, TryFacts, end
 from mtc_provider.operators.jobset_failures import (  # noqa: F401 - names users import from here
     JOBSET_KEPT_XCOM_KEY, NOT_AN_ATTEMPT, ApiUnreachableFailure, JobSetAttemptFailed, JobSetForbidden,
     NextAttemptInTry, OrchestratorFault, ResubmissionPolicy, StorageForbidden, forbidden, storage_forbidden)
-from mtc_provider.operators.jobset_launch import (attempt_body, budget_check, delete_ended, first_event,
+from mtc_provider.operators.jobset_launch import (attempt_body, delete_ended, first_event,
                                                   latest_step, next_in_trigger, sections, submit, watch_trigger)
 from mtc_provider.targets import backend_for
 
@@ -89,8 +89,8 @@ class MtcJobSetOperator(JobSetTargetMixin):
     :param float stall_timeout: seconds without progress (the workload's steps, MTC replicator backups, finalized
         checkpoints) before the attempt counts as stalled: deleted and resubmitted. "derived": from the run's cadence
         (core.measure.cadence), re-derived from its step time; a value shorter than every signal's gap is refused.
-    :param dict stall_cadence: the plan's cadence (core.definition.description.run.stall_rule) when its stall_timeout was derived:
-        the trigger re-derives the limit from it (templated); None: stall_timeout as given.
+    :param dict stall_cadence: the plan's cadence (core.definition.description.run.stall_rule) when its stall_timeout
+        was derived: the trigger re-derives the limit from it (templated); None: stall_timeout as given.
     :param float startup_timeout: seconds each start of the pods may take until every pod runs before the run fails;
         None: wait for ever, logging "waiting for capacity" every `capacity_log_interval` seconds.
     :param float image_pull_timeout: seconds a start of the pods may keep failing to pull its image or create its
@@ -153,22 +153,14 @@ class MtcJobSetOperator(JobSetTargetMixin):
     shallow_copy_attrs: Sequence[str] = ("hook", "_journal")  # clients hold locks: a copied task shares them
     ui_color = "#d9ead3"
 
-    def __init__(
-        self,
-        *,
-        slices: SliceSpec | Mapping[str, Any],
-        checkpointing: CheckpointingSpec | Mapping[str, Any],
-        workload: WorkloadSpec | Mapping[str, Any],
-        customization: CustomizationSpec | Mapping[str, Any] | None = None,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        checkpoint_store_factory: Callable[[str, str], CheckpointStore] | None = None,
-        retries: int = 6,
-        retry_delay: timedelta = timedelta(seconds=30),
-        retry_exponential_backoff: float = 2.0,
-        max_retry_delay: timedelta = timedelta(minutes=30),
-        next_attempt_in_trigger: bool = True,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, slices: SliceSpec | Mapping[str, Any], checkpointing: CheckpointingSpec | Mapping[str, Any],
+                 workload: WorkloadSpec | Mapping[str, Any],
+                 customization: CustomizationSpec | Mapping[str, Any] | None = None,
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 checkpoint_store_factory: Callable[[str, str], CheckpointStore] | None = None, retries: int = 6,
+                 retry_delay: timedelta = timedelta(seconds=30), retry_exponential_backoff: float = 2.0,
+                 max_retry_delay: timedelta = timedelta(minutes=30), next_attempt_in_trigger: bool = True,
+                 **kwargs: Any) -> None:
         # The settings (core.attempt.launch_options.OPTION_DEFAULTS) are kept as given (templates render them).
         settings = {name: kwargs.pop(name, default) for name, default in OPTION_DEFAULTS.items()}
         if ResubmissionPolicy is not None and kwargs.get("retry_policy") is None:
@@ -420,13 +412,14 @@ class MtcJobSetOperator(JobSetTargetMixin):
                                self._opts.keep_failed_attempts)
 
     def _budget_check(self, records: Sequence[Mapping[str, Any]], jobset: str) -> dict[str, Any] | None:
-        """The run's budget for this attempt's end (operators.jobset_launch.budget_check); None in completion mode."""
+        """The run's budget for this attempt's end (core.attempt.budget); None in completion mode."""
         if self._completion:
             return None
+        from mtc_provider.core.attempt.budget import BudgetCheck
         from mtc_provider.core.measure.cadence import step_seconds_of
 
-        return budget_check(self._opts.budget, records, jobset,
-                            step_seconds_of(self._target().kind, None, self._describe()[2].extra_flags))
+        return BudgetCheck.for_attempt(self._opts.budget, records, jobset, step_seconds_of(
+            self._target().kind, None, self._describe()[2].extra_flags)).to_dict()
 
     def _listing_for_plan(self, store: CheckpointStore | None, checkpoint_dir: str) -> int | None:
         """The newest restorable step this try plans from: the one the previous attempt's end was decided on when

@@ -119,17 +119,6 @@ def next_in_trigger(rendered: tuple[str, dict[str, Any]], workload: WorkloadSpec
             "keep_failed_attempts": keep}
 
 
-def budget_check(budget: Any, records: Sequence[Mapping[str, Any]], jobset: str,
-                 step_seconds: float | None) -> dict[str, Any]:
-    """The budget an attempt's end is judged against (core.attempt.budget), as the trigger carries it: the
-    settings, the closed attempts before it, its start."""
-    from mtc_provider.core.attempt.budget import BudgetCheck, spans_of
-
-    started = next((r.get("start") for r in records if r.get("jobset") == jobset), None)
-    earlier = spans_of(r for r in records if r.get("jobset") != jobset)
-    return BudgetCheck(budget, earlier, started, step_seconds).to_dict()
-
-
 def latest_step(store: CheckpointStore | None, checkpoint_dir: str, slices: SliceSpec | None,
                 checkpointing: CheckpointingSpec | None, listing_timeout: float | None, log: Any) -> int | None:
     """The newest restorable step (docs/resubmission.md, "Progress"; a complete replicator backup counts); None

@@ -1,20 +1,10 @@
 """Ending a retryable attempt from the triggerer, so no worker slot is taken just to fail the try.
 
-When the JobSet ends and the decision is "retry" (core.attempt.resubmission.decide, the same call the operator's
-`execute_complete` makes), resuming the task on a worker only to raise JobSetAttemptFailed costs a worker slot,
-a task process, the DAG file's parse and the provider's imports (seconds on every resubmission: docs/benchmarks.md,
-"Where the seconds go"). Airflow 3.3.1 routes a trigger's `TaskFailedEvent` through the task's retries (up_for_retry
-while retries are left: apache/airflow #69821, backported to 3.3.1 as #71163), so the trigger ends the try itself,
-after the failed pods' log tails (in this try's log), by the worker's own rule (core.attempt.attempt_records.end_of_attempt)
-and through the worker's own attempt journal (adapters.attempt_journal: the record in the run lock, the `jobset` and
-`attempts` XComs, the logs link narrowed to the attempt, the run's record beside its checkpoints, the one line).
-
-Only the plain retry without progress is ended here: an attempt interrupted after progress is followed in the
-same try (core.attempt.resubmission.resubmit_in_try), by this trigger when the operator allowed it
-(triggers.next_in_try, which closes the record through `close_in_trigger` here), else by the worker. Success,
-a final failure (crash loop, non-retryable), the last try, a listing that fails (the worker waits it out for
-listing_timeout), a trigger without a task instance (`dag.test`, the synchronous path), or any error in the
-bookkeeping: the worker resumes as before. Nothing is deleted here.
+Airflow 3.3.1 routes a trigger's `TaskFailedEvent` through the task's retries (up_for_retry while retries are left:
+apache/airflow #69821, backported to 3.3.1 as #71163), so a plain retry without progress is ended here, by the
+worker's own rule (core.attempt.attempt_records.end_of_attempt) and through the worker's attempt journal; anything
+else resumes the task on a worker. Nothing is deleted here. Why and when: docs/resubmission.md, "Where an end is
+decided: once, by the trigger".
 """
 
 from __future__ import annotations

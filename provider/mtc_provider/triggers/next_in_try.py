@@ -1,27 +1,9 @@
 """The next attempt of a try, submitted from the triggerer: an interruption after progress takes no worker slot.
 
-When the JobSet of attempt N ends and the one decision on it (triggers.attempt_end.attempt_verdict, applied by the
-worker's own rule core.attempt.attempt_records.end_of_attempt, budget included) is "next attempt in this try"
-(core.attempt.resubmission.resubmit_in_try), the worker would close N's record, delete N, submit N+1 and defer
-again (operators.jobset `_run_try`). With the operator's leave (`extra["next_attempt"]`: the body it rendered in
-advance, core.attempt.next_in_try; deferrable tries of a training run only) and a task instance, the trigger does
-it here, in this order, so that a stop between any two steps loses nothing:
-
-1. N's record is closed through the worker's journal (triggers.attempt_end.close_in_trigger), its ledger facts
-   added only by the write that closes it (two live copies of one trigger may both get here);
-2. N+1 is created under its deterministic name (`<jobset>-<hash>-a<N+1>`); a 409 whose JobSet is this task's
-   means another copy of this trigger (or this one before a triggerer restart) created it: it is followed;
-3. N+1's record is opened in the run lock (idempotent: not again when it is there), the run's record says
-   `running`;
-4. this task's ended attempts are deleted (keep_failed_attempts kept), each delete logged with who asked ("the
-   attempt's own end, trigger of try T");
-5. the trigger watches N+1 from a fresh state (triggers.jobset: `run` follows the returned trigger).
-
-A triggerer restart rebuilds the trigger from its first kwargs (attempt N): `newest_of_try` finds the newest attempt
-of this try among the task's JobSets (its labels) and follows it instead, its record opened if it is missing.
-Anything that fails before N+1 exists hands the task to a worker: before the close, as today (the ENDED event with
-the verdict); after it, with a `next-attempt-pending` event, on which the worker's launch plans and submits N+1
-(operators.jobset_end). The worker is then needed only for a fresh launch, an Airflow retry and the try's end.
+The steps (close N's record, create N+1 by its deterministic name, open its record, delete the ended attempts,
+follow N+1), their order and what a triggerer restart does between them: docs/resubmission.md, "Who submits the
+next attempt of a try". Anything that fails before N+1 exists hands the task to a worker (the ENDED event before
+the close, `next-attempt-pending` after it).
 """
 
 from __future__ import annotations
@@ -175,8 +157,13 @@ async def _adopt(trigger: Any, obj: Mapping[str, Any], history: list[int | None]
                             "followed all the same", number, name, type(exc).__name__, exc)
         records, started, pushed = [], time.time(), []
     await push_xcoms(trigger, trigger.task_instance, pushed)
-    extra = {**trigger.extra, "attempt": number, "history": history,
-             "budget": _budget(trigger.extra.get("budget"), records, name, started)}
+    budget = trigger.extra.get("budget")
+    if budget:  # judged against every closed attempt before it, as the operator's `_budget_check`
+        from mtc_provider.core.attempt.budget import BudgetCheck
+
+        given = BudgetCheck.from_dict(budget)
+        budget = BudgetCheck.for_attempt(given.budget, records, name, given.step_seconds, started).to_dict()
+    extra = {**trigger.extra, "attempt": number, "history": history, "budget": budget}
     return following(trigger, name, extra)
 
 
@@ -239,18 +226,6 @@ def console_links(console: Mapping[str, Any] | None, namespace: str, name: str,
                                                   console["cluster_name"], namespace, name)),
             (JobSetLogsLink.key, logs_url(console["project_id"], console["cluster_name"], namespace, name, start,
                                           None, console.get("replicated_job")))]
-
-
-def _budget(budget: Mapping[str, Any] | None, records: list[dict], name: str, started: float | None) -> Any:
-    """The next attempt's budget check as the operator computes it (`_budget_check`): the settings, every closed
-    attempt before it, its start."""
-    if not budget:
-        return budget
-    from mtc_provider.core.attempt.budget import BudgetCheck, spans_of
-
-    given = BudgetCheck.from_dict(budget)
-    return BudgetCheck(given.budget, spans_of(r for r in records if r.get("jobset") != name), started,
-                       given.step_seconds).to_dict()
 
 
 def _delete_ended(trigger: Any, hook: Any, ti: Any, current: str) -> None:

@@ -1,24 +1,9 @@
 """The next attempt after a stall, from the triggerer: a hung attempt takes no worker slot either.
 
-An attempt that stalls (no progress within the stall limit: core.measure.stall), or whose new pods never start after
-the run's had started (core.attempt.jobset_events.stall_cause), is judged as the worker judges it (operators.jobset_end
-`settle`: core.attempt.resubmission.decide_stalled, then the one rule with `stalled`). When that is "next attempt in
-this try" and the operator allowed it (triggers.next_in_try `allowed`), the trigger applies it, in this order:
-
-1. N's record is closed with the stall as its interruption (triggers.attempt_end.close_in_trigger, once);
-2. N's JobSet is deleted (foreground: its pods go first), logged with who asked ("the attempt's own end (...), trigger
-   of try T"), and waited for until it is gone, so no pod of N can still write when N+1 starts;
-3. N+1 is created by its deterministic name, its record opened, and followed (triggers.next_in_try `create_next`, the
-   steps after an interruption).
-
-The record is closed before the delete because the closed record is what tells a stop between the steps from a
-deletion outside this task (which fails the run: operators.jobset_end). A trigger rebuilt after a triggerer restart,
-or another live copy of it whose watch sees N deleted, finds N's record closed in this try and N not ended
-(`resumed`) and finishes steps 2-3: a delete of a JobSet that is terminating or gone changes nothing, and a create
-whose name is taken by this task's N+1 follows it. Anything failing hands the task to a worker: before the close,
-the stall's own event, as before; after it, the same event when N could not be deleted or did not go (the worker
-deletes it, waits for it and submits N+1; the record stays closed, its facts are not added twice), and
-`next-attempt-pending` when N+1 could not be created.
+Close N's record with the stall as its interruption, delete N and wait until it is gone, then create and follow N+1
+(triggers.next_in_try `create_next`): docs/resubmission.md, "A stall after progress, from the triggerer too". The
+record is closed before the delete: a closed record is what tells a stop between the steps (finished by `resumed`)
+from a deletion outside this task.
 """
 
 from __future__ import annotations

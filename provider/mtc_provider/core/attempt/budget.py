@@ -81,6 +81,14 @@ class BudgetCheck:
         return cls(Budget(**data["budget"]), tuple(Span(**s) for s in data.get("earlier") or ()),
                    data.get("started"), data.get("step_seconds"))
 
+    @classmethod
+    def for_attempt(cls, budget: Budget, records: Sequence[Mapping[str, Any]], jobset: str,
+                    step_seconds: float | None, started: float | None = None) -> "BudgetCheck":
+        """Attempt `jobset`'s check: every closed record but its own, its start (its record's unless given)."""
+        if started is None:
+            started = next((r.get("start") for r in records if r.get("jobset") == jobset), None)
+        return cls(budget, spans_of(r for r in records if r.get("jobset") != jobset), started, step_seconds)
+
     def verdict(self, start_step: int | None, end_step: int | None, restarts: int, now: float,
                 steps_per_hour: float | None = None) -> str | None:
         """Why the run is over its budget once the current attempt ends at `end_step` after `restarts` in-cluster
