@@ -1,15 +1,10 @@
 """The attempt journal: where both ends of a try write an attempt's start and end (I/O only).
 
-An attempt ends in the worker (the launch operator's `execute_complete`, or its synchronous path) or in the
-triggerer (a plain retry: triggers.attempt_end). Both decide with the same pure rule
-(core.attempt.attempt_records.end_of_attempt) and write through one journal, so the run lock's record, the `jobset` and
-`attempts` XComs, the logs link narrowed to the attempt's start..end, the run's record beside its checkpoints
-(`mtc status`), the run's ledger (adapters.run_ledger: the end's interruption and decision; the `ledger` XCom) and
-the lines in the task log are the same whoever ended the try.
-
-The journal writes the lock and the run record itself; XComs go through `push(key, value)`: the task's own
-`xcom_push` in the worker, a list the trigger sends through the triggerer's comms (adapters.live_xcom) after the
-blocking part ran off its event loop.
+The worker (operators.jobset) and the triggerer (triggers.attempt_end) decide an end by the same pure rule
+(core.attempt.attempt_records.end_of_attempt) and write it through this one journal, so the run lock's record, the
+XComs, the logs link, the run's record and ledger and the task-log lines are the same whoever ended the try. XComs go
+through `push(key, value)`: the task's `xcom_push` in the worker, a list the trigger sends through the triggerer's
+comms (adapters.live_xcom).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """`MtcJobSetHook`: the provider's JobSet client, for the launch operator, `@task` code and scripts; and
 `MtcJobSetAsyncHook`, its twin for the triggers (as cncf.kubernetes' KubernetesJobOperator runs over
-KubernetesHook and its JobTrigger over the async hook).
-
-Built on the adapters (`targets` for the Kubernetes side, the run lock, the checkpoint stores for the newest
-finalized step) and the pure core (`core.definition.render.jobset_manifest` renders, `core.attempt.attempts` reads a run's attempts back): the launch
-operator submits its attempts, finds its task's JobSets, waits for a deletion, deletes with a reason and takes
-its run lock here, so a JobSet submitted by `@task` code is exactly what `MtcJobSetOperator` would submit.
+KubernetesHook and its JobTrigger over the async hook). The launch operator submits, finds, deletes and takes its
+run lock here, so a JobSet submitted by `@task` code is exactly what `MtcJobSetOperator` would submit.
 
     @task
     def launch():
@@ -219,7 +215,7 @@ class MtcJobSetHook(BaseHook):
         return LeaderLogFollower(self.pod_logs(), namespace or self.namespace, name, max_lines, clock)
 
     def delete(self, name: str, namespace: str | None = None, reason: str = DELETE_UNSPECIFIED) -> None:
-        """Delete the JobSet and its pods; its checkpoints stay. `reason`: one of core.basics.vocabulary.DELETE_REASONS."""
+        """Delete the JobSet and its pods; its checkpoints stay. `reason`: core.basics.vocabulary.DELETE_REASONS."""
         self.api.delete(namespace or self.namespace, name, reason=reason)
 
     # --- the launch operator's attempts ------------------------------------------------------------------
@@ -246,8 +242,7 @@ class MtcJobSetHook(BaseHook):
             self.log.info("JobSet %s already exists for this try: reattaching", name)
             return existing, False
 
-    def this_tasks_jobsets(self, namespace: str, run_name: str,
-                           run_labels: Mapping[str, str]) -> list[dict[str, Any]]:
+    def this_tasks_jobsets(self, namespace: str, run_name: str, run_labels: Mapping[str, str]) -> list[dict[str, Any]]:
         """This task's JobSets (every attempt), from one listing of the run name's JobSets.
 
         Two live JobSets of one run name would write the same checkpoints, so a live one of another DAG run or

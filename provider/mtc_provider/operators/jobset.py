@@ -167,11 +167,8 @@ class MtcJobSetOperator(JobSetTargetMixin):
             kwargs["retry_policy"] = ResubmissionPolicy()  # an expected resubmission's retry carries its reason
         super().__init__(retries=retries, retry_delay=retry_delay, retry_exponential_backoff=retry_exponential_backoff,
                          max_retry_delay=max_retry_delay, **kwargs)
-        self.slices = slices
-        self.checkpointing = checkpointing
-        self.workload = workload
-        self.customization = customization
-        self.deferrable = deferrable
+        self.slices, self.checkpointing, self.workload = slices, checkpointing, workload
+        self.customization, self.deferrable = customization, deferrable
         self.checkpoint_store_factory = checkpoint_store_factory
         if not isinstance(next_attempt_in_trigger, bool):
             raise SpecError("next_attempt_in_trigger", next_attempt_in_trigger, "true or false")
@@ -361,6 +358,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
             return self._end_attempt(context, JobSetEvent(ENDED, namespace, state.name, state, state.restarts,
                                                           extra=ended))
         kill_ids = {**_owner(ti), "run_name": checkpointing.run_name}  # what on_kill needs of the watched attempt
+        journal = self._journal_for(context, lock, namespace, checkpoint_dir, target_step)
         if plan.kind == REATTACH:
             obj = by_name[plan.name]
             self._current = (connection, namespace, plan.name, kill_ids)
@@ -376,7 +374,6 @@ class MtcJobSetOperator(JobSetTargetMixin):
             self._current = (connection, namespace, obj["metadata"]["name"], kill_ids)
             record = AttemptRecord(attempt=number, try_number=ti.try_number, jobset=obj["metadata"]["name"],
                                    start=time.time(), last_step=previous_step)
-            journal = self._journal_for(context, lock, namespace, checkpoint_dir, target_step)
             records = journal.open(record, history)
             write_run_record(journal.run_record, RUNNING, "attempt submitted", records, None, self.log)
             metrics.attempt_submitted(metrics.tags(ti.dag_id, ti.task_id, checkpointing.run_name,
@@ -397,7 +394,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
                    # the try that deferred: an event Airflow resumes another try with is not that try's end
                    "owner": _owner(ti), "max_tries": max_tries(ti, self.retries),
                    # the attempt journal the triggerer's end of a retry writes through, as the worker's does
-                   "journal": self._journal_for(context, lock, namespace, checkpoint_dir, target_step).settings(),
+                   "journal": journal.settings(),
                    **self._next_in_trigger(workload)})
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
@@ -443,18 +440,17 @@ class MtcJobSetOperator(JobSetTargetMixin):
         JobSet (operators.jobset_end.fault_on_last_try, keep_for_teardown)."""
         ti = context.get("ti") if isinstance(context, Mapping) else None
         try:
-            try:
-                return call()
-            except ApiUnreachable as exc:  # not an attempt: no retry spent, the JobSet and the run lock untouched
-                raise ApiUnreachableFailure(f"{exc}: {NOT_AN_ATTEMPT}") from exc
-            except Exception as exc:
+            return call()
+        except Exception as exc:
+            if isinstance(exc, ApiUnreachable):  # not an attempt: no retry spent, the JobSet and the run lock untouched
+                fault = ApiUnreachableFailure(f"{exc}: {NOT_AN_ATTEMPT}")
+            else:
                 fault = fault_on_last_try(exc, ti, self.retries, getattr(self, "_stopped_by_user", False), self.log)
-                if fault is exc:
-                    raise
-                raise fault from exc
-        except OrchestratorFault as fault:
-            keep_for_teardown(ti, fault, self.log)
-            raise
+            if isinstance(fault, OrchestratorFault):
+                keep_for_teardown(ti, fault, self.log)
+            if fault is exc:
+                raise
+            raise fault from exc
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
         """A trigger that failed (Airflow's `__fail__`: it raised, or exited without an event) lost the watch, not

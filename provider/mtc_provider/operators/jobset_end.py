@@ -86,10 +86,12 @@ def judge(facts: TryFacts, ev: JobSetEvent, latest: int | None, stalled: bool = 
 
 def settle(ev: JobSetEvent, facts: TryFacts, latest: int | None, *, hook: Any, lock: RunLock,
            journal: AttemptJournal, log: Any, google: Callable[[], tuple[str, Any]]) -> Any:
-    """Settle an attempt's end by its kind, and conclude. An ended JobSet and a stall are judged; a deletion outside the task and
-    pods that cannot start fail the run for good; a listing that kept failing and a lost watch are the
+    """Settle an attempt's end by its kind, and conclude. An ended JobSet and a stall are judged; a deletion outside
+    the task and pods that cannot start fail the run for good; a listing that kept failing and a lost watch are the
     orchestrator's (the JobSet may train on: a retry reattaches)."""
     extra, attempt = ev.extra, ev.extra["attempt"]
+    failed = lambda: AttemptEnd.failed(jobset=ev.name, namespace=ev.namespace, attempt=attempt,  # noqa: E731
+                                       restarts=ev.restarts_seen, latest=latest, reason=ev.message)
     if ev.state is not None and ev.state.restarts > ev.restarts_seen:  # the JobSet's own count is the truth
         ev = dataclasses.replace(ev, restarts_seen=ev.state.restarts)
     if ev.kind == ENDED and ev.state is not None:
@@ -106,8 +108,7 @@ def settle(ev: JobSetEvent, facts: TryFacts, latest: int | None, *, hook: Any, l
             raise storage_forbidden(PermissionDenied(ev.message), extra["checkpoint_dir"], *google())
         raise JobSetAttemptFailed(ev.message)
     if ev.kind == DELETED:
-        journal.close(AttemptEnd.failed(jobset=ev.name, namespace=ev.namespace, attempt=attempt,
-                                        restarts=ev.restarts_seen, latest=latest, reason=ev.message))
+        journal.close(failed())
         lock.release()  # the run fails for good: its run name is free again
         raise AirflowFailException(f"JobSet {ev.namespace}/{ev.name} was deleted outside this task")
     ev = dataclasses.replace(ev, restarts_seen=restarts_now(hook, ev, log))
@@ -117,9 +118,7 @@ def settle(ev: JobSetEvent, facts: TryFacts, latest: int | None, *, hook: Any, l
     if ev.kind in (UNSTARTABLE, STARTUP_TIMEOUT):
         log.error("%s: deleting JobSet %s/%s", ev.message, ev.namespace, ev.name)
         hook.delete(ev.name, ev.namespace, reason=V.DELETE_ATTEMPT_FAILED)
-        journal.close(AttemptEnd.failed(jobset=ev.name, namespace=ev.namespace, attempt=attempt,
-                                        restarts=ev.restarts_seen, latest=latest, reason=ev.message),
-                      cause=ledger.STARTUP_TIMEOUT if ev.kind == STARTUP_TIMEOUT else None)
+        journal.close(failed(), cause=ledger.STARTUP_TIMEOUT if ev.kind == STARTUP_TIMEOUT else None)
         lock.release()
         raise AirflowFailException(ev.message)
     if ev.kind == STALLED:

@@ -69,9 +69,10 @@ def attempt_body(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: 
 
 
 def delete_ended(hook: Any, log: Any, jobsets: Mapping[str, Mapping[str, Any]], to_delete: Sequence[str],
-                 keep: int, asked: str, run_name: str, namespace: str) -> None:
-    """Ended attempts deleted before the next one (their slices freed; checkpoints stay in the bucket), but the
-    newest `keep` failed ones, kept for debugging; each kept one is logged with how to read and delete it."""
+                 keep: int, asked: str, run_name: str, namespace: str, when: str = "before the next attempt") -> None:
+    """Ended attempts deleted (their slices freed; checkpoints stay in the bucket), but the newest `keep` failed
+    ones, kept for debugging; each kept one is logged with how to read and delete it. The worker's launch and the
+    trigger that submits the next attempt (triggers.next_in_try) both delete through here."""
     kept = kept_failed([jobsets[name] for name in to_delete], keep)
     for name in to_delete:
         if name in kept:
@@ -80,8 +81,8 @@ def delete_ended(hook: Any, log: Any, jobsets: Mapping[str, Mapping[str, Any]], 
                         "logs stay readable (mtc logs %s --attempt %s); the teardown deletes it, or: mtc delete %s "
                         "--attempt %s", namespace, name, keep, asked, run_name, number, run_name, number)
             continue
-        log.info("deleting ended JobSet %s/%s (%s) before the next attempt (checkpoints are kept): asked by %s",
-                 namespace, name, evaluate_jobset(jobsets[name]).phase, asked)
+        log.info("deleting ended JobSet %s/%s (%s) %s (checkpoints are kept): asked by %s",
+                 namespace, name, evaluate_jobset(jobsets[name]).phase, when, asked)
         hook.delete(name, namespace, reason=V.DELETE_ATTEMPT_ENDED)
 
 

@@ -135,7 +135,8 @@ async def close_in_trigger(trigger: Any, state: JobSetState, end: Any, ti: Any, 
                                                   state.name))
     pushed: list[tuple[str, Any]] = []
     try:
-        journal = await asyncio.to_thread(_close_attempt, trigger, ti, end, pushed, once, cause)
+        journal = await asyncio.to_thread(journal_of, trigger, ti, pushed)
+        await asyncio.to_thread(journal.close, end, cause=cause, once=once)
     except Exception as exc:  # noqa: BLE001 - the worker closes the record instead
         await tails
         trigger.log.warning("could not close the attempt's record from the triggerer (%s): the task resumes on a "
@@ -193,14 +194,6 @@ def journal_of(trigger: Any, ti: Any, pushed: list[tuple[str, Any]]) -> Any:
     return AttemptJournal.from_settings(run_lock(trigger),
                                         extra.get("journal") or _settings_of_older_operator(trigger, ti),
                                         log=trigger.log, push=lambda key, value: pushed.append((key, value)))
-
-
-def _close_attempt(trigger: Any, ti: Any, end: Any, pushed: list[tuple[str, Any]],
-                   once: bool = False, cause: str | None = None) -> Any:
-    """The attempt's record closed through the worker's journal, blocking (off the loop)."""
-    journal = journal_of(trigger, ti, pushed)
-    journal.close(end, cause=cause, once=once)
-    return journal
 
 
 def _settings_of_older_operator(trigger: Any, ti: Any) -> dict[str, Any]:

@@ -88,7 +88,8 @@ class ClusterReadinessTrigger(BaseTrigger):
     :param api_endpoint: a Container API endpoint override; None: the default.
     :param poll_interval: seconds between evaluations.
     :param bucket_name: the run's bucket, which the CheckpointConfiguration must name.
-    :param capacity: [capacity, reservation] the TPU node pools must have (core.definition.shape.capacity); None: on-demand.
+    :param capacity: [capacity, reservation] the TPU node pools must have (core.definition.shape.capacity); None:
+        on-demand.
     """
 
     def __init__(self, target: dict[str, Any], slices: dict[str, Any], deadline: float,

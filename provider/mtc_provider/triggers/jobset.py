@@ -38,8 +38,6 @@ SERIALIZED = ("connection", "namespace", "name", "resource_version", "restarts_s
 class JobSetTrigger(BaseTrigger):
     """Watch JobSet `namespace/name` until it succeeds, fails, disappears or stalls.
 
-    The attempt:
-
     :param connection: serializable connection details (see `targets.connection_for`).
     :param namespace: the JobSet's namespace.
     :param name: the JobSet's name.
@@ -53,11 +51,8 @@ class JobSetTrigger(BaseTrigger):
     :param extra: serializable values echoed back in the event (the operator's attempt bookkeeping).
     :param gcp_conn_id: the connection the checkpoint listing uses (the operator's own, never a default).
     :param impersonation_chain: service account(s) the listing impersonates.
-    :param watch: how it watches (below): a WatchSettings or its dict form.
-
-    How it watches: `watch`, the operator's `LaunchOptions.watch()` (core.attempt.launch_options.WatchSettings, or its
-    `to_dict()` as Airflow's trigger table keeps it; None: a bare watch, no pod logs nor stall detection). The waiting
-    is the async hook's (MtcJobSetAsyncHook.watch), the decisions core.measure.stall's and core.attempt.pod_start's.
+    :param watch: how it watches: the operator's `LaunchOptions.watch()` (a WatchSettings, or its `to_dict()` as
+        Airflow's trigger table keeps it); None: a bare watch, no pod logs nor stall detection.
     """
 
     def __init__(self, connection: dict[str, Any], namespace: str, name: str, resource_version: str | None = None,
@@ -194,11 +189,8 @@ class JobSetTrigger(BaseTrigger):
         return self._progress_tracker
 
     async def report_progress(self, restarts: int) -> dict[str, Any] | None:
-        """Every `progress_interval`: log one progress line and keep its figures for the next event.
-
-        With stall detection on, the stall check's listing feeds the figures; without it, list here (off the
-        loop, like the stall check). A failed listing logs a warning and reports the last known figures.
-        """
+        """Every `progress_interval`: log one progress line and keep its figures for the next event. The stall
+        check's listing feeds them, else a listing here; a failed one logs a warning and reports the last figures."""
         from mtc_provider.core.measure.progress_report import progress_report
 
         now = self.clock()
@@ -310,12 +302,9 @@ class JobSetTrigger(BaseTrigger):
             self._xcom_failing = True
 
     async def follow_pod_logs(self) -> list[str]:
-        """Every `pod_logs_interval`: the leader pod's new log lines into this log, bounded; steps from them.
-
-        Read off the loop (the Kubernetes client is synchronous) through the same pod-log adapter the failed pods'
-        tails use. At most `pod_logs_max_lines` lines and `pod_logs_max_bytes` bytes per read reach the log (the
-        newest; a line says how many were left out); every line read still counts for the step.
-        """
+        """Every `pod_logs_interval`: the leader pod's new log lines into this log (read off the loop: the client is
+        synchronous), at most `pod_logs_max_lines` and `pod_logs_max_bytes` per read; every line read counts for the
+        step."""
         from mtc_provider.core.measure.step_log import FROM_LOG, bounded_lines, latest_step_line_at, parse_restore_line
 
         now, bounds = self.clock(), self.watch.pod_logs

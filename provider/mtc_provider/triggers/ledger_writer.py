@@ -1,16 +1,10 @@
 """The trigger's side of the run's ledger (core.attempt.ledger): what it observes while the task is deferred.
 
-The trigger owns these facts (one writer per fact): the starts of the pods (the attempt's JobSet, each in-cluster
-restart, a restart that does not count towards `maxRestarts` being a graceful preemption and one that does a host
-loss), the step each start restored (with its tier and seconds where the workload says them), its first reported
-step, the reported steps with loss and step time, the local saves the workload logs or records, and the finalized
-persistent checkpoints and complete replicator backups its listings find. The attempt's end adds its interruption and
-decision itself (adapters.attempt_journal).
-
-The ledger is kept here and merged into the run lock's (adapters.run_ledger) off the event loop, at most every
-flush interval and once when the watch ends; a failing write is logged and tried again at the next flush, never
-ending the watch. Two live copies of one trigger may both write: the merge is idempotent and the lock's
-compare-and-set re-reads on a conflict.
+The trigger is the one writer of these facts: the starts of the pods (a restart not counted towards `maxRestarts` is
+a graceful preemption, one counted a host loss), restores, reported steps, local saves and the saves its listings
+find; the attempt's end adds its own (adapters.attempt_journal). They are merged into the run lock's ledger
+(adapters.run_ledger) off the loop, at most every flush interval and once at the watch's end; a failing write is
+tried again at the next flush. The merge is idempotent, so two live copies of one trigger may both write.
 """
 
 from __future__ import annotations

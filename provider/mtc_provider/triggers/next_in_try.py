@@ -55,26 +55,17 @@ async def submit_next(trigger: Any, state: JobSetState, restarts: int, verdict: 
     `next-attempt-pending` TriggerEvent: N's record is closed), or None (not this path: the caller hands the
     verdict to a worker, as before). `cause`: N stalled (core.attempt.jobset_events.stall_cause): it is deleted,
     and gone, between its close and N+1's create (triggers.stall_end)."""
-    from mtc_provider.core.attempt.resubmission import restorable_progress, resubmit_in_try, Decision
     from mtc_provider.triggers.attempt_end import close_in_trigger, end_of
 
     if verdict is None or not allowed(trigger):
         return None
     extra, ti = trigger.extra, trigger.task_instance
-    history = extra.get("history") or [None]
-    decision = Decision(verdict["kind"], verdict["reason"])
-    if not resubmit_in_try(decision, history, restorable_progress(verdict["latest_step"], trigger.restored_step)):
-        return None
+    # the worker's own rule: not an interruption after progress, or over the run's budget, is the worker's to end
     end = end_of(trigger, state, restarts, verdict, ti, stalled=cause is not None)
-    if not end.in_try:  # over the run's budget: the run fails for good, which the worker ends
-        return None
-    not_ours = await not_this_trys(trigger, ti)
-    if not_ours:  # one writer per run: only the try that holds the run lock submits
-        trigger.log.warning("the run lock of %s is not this try's to use from the triggerer: %s; the task resumes "
-                            "on a worker", extra["run_name"], not_ours)
-        return None
+    if not end.in_try or await not_this_trys(trigger, ti, "; the task resumes on a worker"):
+        return None  # one writer per run: only the try that holds the run lock submits
     trigger.log.info("%s; newest finalized step %s of %s -> %s: %s", state.describe(), verdict["latest_step"],
-                     extra.get("target_step"), decision.kind, decision.reason)
+                     extra.get("target_step"), verdict["kind"], verdict["reason"])
     journal = await close_in_trigger(trigger, state, end, ti, once=True, cause=cause)
     if journal is None:
         return None  # nothing changed: the worker ends the attempt, as before
@@ -84,15 +75,19 @@ async def submit_next(trigger: Any, state: JobSetState, restarts: int, verdict: 
         failed = await delete_stalled(trigger, ti, verdict["reason"])
         if failed:  # N may still run: a worker deletes it and waits, as for any stall (its record stays closed)
             return trigger.event(STALLED, state, restarts, failed, verdict)
-    return await create_next(trigger, state, restarts, verdict, [*history, end.last_step])
+    return await create_next(trigger, state, restarts, verdict, [*(extra.get("history") or [None]), end.last_step])
 
 
-async def not_this_trys(trigger: Any, ti: Any) -> str:
-    """Why the run lock is not this try's to use from the triggerer ("" when it is)."""
+async def not_this_trys(trigger: Any, ti: Any, then: str = "") -> str:
+    """Why the run lock is not this try's to use from the triggerer, logged with `then` ("" when it is)."""
     try:
-        return await asyncio.to_thread(_not_this_trys_lock, trigger, ti)
+        why = await asyncio.to_thread(_not_this_trys_lock, trigger, ti)
     except Exception as exc:  # noqa: BLE001 - unknown: the worker's launch takes the lock and decides
-        return f"it could not be read ({type(exc).__name__}: {exc})"
+        why = f"it could not be read ({type(exc).__name__}: {exc})"
+    if why:
+        trigger.log.warning("the run lock of %s is not this try's to use from the triggerer: %s%s",
+                            trigger.extra["run_name"], why, then)
+    return why
 
 
 async def create_next(trigger: Any, state: JobSetState | None, restarts: int, verdict: dict[str, Any] | None,
@@ -229,29 +224,19 @@ def console_links(console: Mapping[str, Any] | None, namespace: str, name: str,
 
 
 def _delete_ended(trigger: Any, hook: Any, ti: Any, current: str) -> None:
-    """This task's ended attempts deleted (their checkpoints stay), the newest keep_failed_attempts failed ones kept;
-    each logged with who asked. Best effort: what is left, the next worker of this task or the teardown deletes."""
-    from mtc_provider.core.attempt.launch import attempt_of, kept_failed
+    """This task's ended attempts deleted, the newest keep_failed_attempts failed ones kept (operators.jobset_launch
+    .delete_ended). Best effort: what is left, the next worker of this task or the teardown deletes."""
     from mtc_provider.core.attempt.status import evaluate_jobset
-    from mtc_provider.core.basics.vocabulary import DELETE_ATTEMPT_ENDED
+    from mtc_provider.operators.jobset_launch import delete_ended
 
-    namespace, asked = _namespace(trigger), f"the attempt's own end, trigger of try {ti.try_number}"
+    namespace, run_name = _namespace(trigger), trigger.extra["run_name"]
     try:
-        found = hook.this_tasks_jobsets(namespace, trigger.extra["run_name"], _run_labels(trigger, ti))
-        ended = [o for o in found if o["metadata"]["name"] != current and evaluate_jobset(o).ended
-                 and not evaluate_jobset(o).terminating]
-        kept = kept_failed(ended, int(trigger.extra.get(KEEP_FAILED) or 0))
-        for obj in ended:
-            name = obj["metadata"]["name"]
-            if name in kept:
-                trigger.log.warning("keeping failed JobSet %s/%s for debugging (keep_failed_attempts=%s, asked by "
-                                    "%s): the teardown deletes it, or: mtc delete %s --attempt %s", namespace, name,
-                                    trigger.extra.get(KEEP_FAILED), asked, trigger.extra["run_name"],
-                                    attempt_of(obj))
-                continue
-            trigger.log.info("deleting ended JobSet %s/%s (%s) after the next attempt was submitted (checkpoints "
-                             "are kept): asked by %s", namespace, name, evaluate_jobset(obj).phase, asked)
-            hook.delete(name, namespace, reason=DELETE_ATTEMPT_ENDED)
+        found = hook.this_tasks_jobsets(namespace, run_name, _run_labels(trigger, ti))
+        ended = {o["metadata"]["name"]: o for o in found if o["metadata"]["name"] != current
+                 and evaluate_jobset(o).ended and not evaluate_jobset(o).terminating}
+        delete_ended(hook, trigger.log, ended, list(ended), int(trigger.extra.get(KEEP_FAILED) or 0),
+                     f"the attempt's own end, trigger of try {ti.try_number}", run_name, namespace,
+                     "after the next attempt was submitted")
     except Exception as exc:  # noqa: BLE001 - an ended JobSet holds no running pods; it is deleted later
         trigger.log.warning("could not delete this task's ended attempts from the triggerer (%s: %s): the next "
                             "worker of this task or the run's teardown deletes them", type(exc).__name__, exc)

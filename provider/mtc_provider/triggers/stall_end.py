@@ -112,10 +112,7 @@ async def resumed(trigger: Any) -> FollowNext | TriggerEvent | None:
         return None
     if record is None:
         return None
-    not_ours = await not_this_trys(trigger, ti)
-    if not_ours:
-        trigger.log.warning("the run lock of %s is not this try's to use from the triggerer: %s",
-                            trigger.extra["run_name"], not_ours)
+    if await not_this_trys(trigger, ti):
         return None
     trigger.log.info("attempt %s (JobSet %s/%s) was closed in this try after it stalled, and its next attempt does "
                      "not exist yet: finishing its end (%s)", record.get("attempt"), trigger.namespace, trigger.name,

@@ -1,10 +1,8 @@
 """The launch operator's settings, parsed once from its rendered fields (pure).
 
-A rendered template is text ("4", "true", "60"), a DAG author's value is a number or a bool: `LaunchOptions.parse`
-turns either into typed settings, or raises a SpecError naming the field, the value and what is allowed, before
-the try makes any call. The operator keeps its public keyword arguments (their names and defaults are
-`OPTION_DEFAULTS`); the trigger that watches an attempt takes `LaunchOptions.watch()`, a `WatchSettings` record
-(JSON-able: `to_dict`/`from_dict`), so the worker and the triggerer run on the same figures.
+A rendered template is text ("4", "true", "60"), a DAG author's value a number or a bool: `LaunchOptions.parse`
+types either, or raises a SpecError naming the field, before the try makes any call. The trigger takes
+`LaunchOptions.watch()` (`WatchSettings`, JSON-able), so the worker and the triggerer run on the same figures.
 """
 
 from __future__ import annotations
@@ -192,8 +190,8 @@ class LaunchOptions:
         """The trigger's settings (triggers.jobset.JobSetTrigger `watch`), from these options: no stall detection
         in completion mode."""
         stall = None if self.completion else self.stall_timeout
-        return WatchSettings(times=self.times, pod_logs=self.pod_logs, stall_timeout=stall,
-                             stall_cadence=None if stall is None or not self.stall_cadence else dict(self.stall_cadence))
+        cadence = None if stall is None or not self.stall_cadence else dict(self.stall_cadence)
+        return WatchSettings(times=self.times, pod_logs=self.pod_logs, stall_timeout=stall, stall_cadence=cadence)
 
 
 def settings_signature(init: Callable[..., Any]) -> inspect.Signature:
