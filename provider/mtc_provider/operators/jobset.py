@@ -326,7 +326,10 @@ class MtcJobSetOperator(JobSetTargetMixin):
         namespace, checkpoint_dir = workload.namespace, checkpointing.checkpoint_directory
         while True:
             found = self.hook.this_tasks_jobsets(namespace, checkpointing.run_name, run_labels)
-            latest = self._listing_for_plan(store, checkpoint_dir) if needs_latest_step(found) else None
+            latest, known = None, getattr(self, "_listed_at_end", None)
+            if needs_latest_step(found):  # the step the previous attempt's end was decided on (listed once), else now
+                self._listed_at_end = None
+                latest = self._latest(store, checkpoint_dir) if known is None else known[0]
             plan = plan_launch(found, lock_data[HISTORY], latest, target_step, self._completion,
                                lock_data[ATTEMPTS])
             if plan.kind != WAIT_DELETION:
@@ -418,12 +421,6 @@ class MtcJobSetOperator(JobSetTargetMixin):
         return BudgetCheck.for_attempt(self._opts.budget, records, jobset, step_seconds_of(
             self._target().kind, None, self._describe()[2].extra_flags)).to_dict()
 
-    def _listing_for_plan(self, store: CheckpointStore | None, checkpoint_dir: str) -> int | None:
-        """The newest restorable step this try plans from: the one the previous attempt's end was decided on when
-        this try follows it (listed once, at that end), else listed now."""
-        known, self._listed_at_end = getattr(self, "_listed_at_end", None), None  # (step,): listed at that end
-        return self._latest(store, checkpoint_dir) if known is None else known[0]
-
     # --- the end of an attempt: execute_complete -> _end_attempt -> _apply_end -> operators.jobset_end.settle (judge,
     # the journal's close, conclude) -------------------------------------------------------------------------
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
@@ -492,8 +489,6 @@ class MtcJobSetOperator(JobSetTargetMixin):
             if getattr(self, "_in_execute", False):  # the synchronous path: execute's loop submits it
                 raise
             return self.execute(context)  # deferred: this try submits the next attempt and defers again
-        except JobSetForbidden:
-            raise
         except Forbidden as exc:  # a 403 while closing the attempt: fail for good, delete nothing more
             raise forbidden(str(exc)) from exc
         except PermissionDenied as exc:  # the storage's 403 while reading the attempt's end
