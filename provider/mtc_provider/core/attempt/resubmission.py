@@ -56,6 +56,15 @@ def attempts_without_progress(step_history: Sequence[int | None], latest_step: i
     return count
 
 
+def _crash_loop(step_history: Sequence[int | None], latest_step: int | None, restored_step: int | None,
+                crash_loop_attempts: int, last: str, reached: str) -> Decision | None:
+    stuck = attempts_without_progress(step_history, restorable_progress(latest_step, restored_step))
+    if stuck < crash_loop_attempts:
+        return None
+    return Decision(FAIL, f"crash loop: no restorable progress across {stuck} consecutive attempts{last} (steps at "
+                          f"attempt starts {list(step_history)}, {reached})")
+
+
 def decide(state: JobSetState, latest_step: int | None, target_step: int, step_history: Sequence[int | None],
            crash_loop_attempts: int = DEFAULT_CRASH_LOOP_ATTEMPTS, restored_step: int | None = None) -> Decision:
     """Decide what an ended attempt means.
@@ -76,13 +85,9 @@ def decide(state: JobSetState, latest_step: int | None, target_step: int, step_h
         return Decision(SUCCEED, f"training reached its target ({reached})")
     if state.phase == FAILED and not state.retryable:
         return Decision(FAIL, f"non-retryable failure: {state.reason}: {state.message} ({reached})")
-    stalled = attempts_without_progress(step_history, restorable_progress(latest_step, restored_step))
-    if stalled >= crash_loop_attempts:
-        return Decision(
-            FAIL,
-            f"crash loop: no restorable progress across {stalled} consecutive attempts "
-            f"(steps at attempt starts {list(step_history)}, {reached})",
-        )
+    loop = _crash_loop(step_history, latest_step, restored_step, crash_loop_attempts, "", reached)
+    if loop is not None:
+        return loop
     if state.phase == SUCCEEDED:
         return Decision(RETRY, f"completed below target, likely preempted ({reached}); resubmitting to resume")
     return Decision(RETRY, f"failed after {state.restarts} in-cluster restarts: {state.reason} ({reached}); resubmitting")
@@ -114,9 +119,7 @@ def in_try_line(reason: str, start_step: int | None, latest_step: int | None, ne
         57): completed below target, likely preempted (...); the next attempt resumes from step 57 of 70
     """
     target = f" of {target_step}" if target_step is not None else ""
-    why = reason.rstrip(". ")
-    for said in ("; resubmitting to resume", "; resubmitting"):
-        why = why[:-len(said)] if why.endswith(said) else why
+    why = _without_tail(reason)
     start = "no checkpoint" if start_step is None else f"step {start_step}"
     return (f"resubmitting in this try (attempt {next_attempt} next; no Airflow retry spent: the attempt progressed "
             f"from {start} to step {latest_step}): {why}; the next attempt resumes from step {latest_step}{target} "
@@ -195,11 +198,8 @@ def decide_stalled(latest_step: int | None, target_step: int, step_history: Sequ
     reached = _reached(latest_step, target_step, restored_step)
     if latest_step is not None and latest_step >= target_step:
         return Decision(SUCCEED, f"training reached its target ({reached})")
-    stuck = attempts_without_progress(step_history, restorable_progress(latest_step, restored_step))
-    if stuck >= crash_loop_attempts:
-        return Decision(FAIL, f"crash loop: no restorable progress across {stuck} consecutive attempts, the last "
-                              f"{why} (steps at attempt starts {list(step_history)}, {reached})")
-    return Decision(RETRY, f"{why} ({reached}); resubmitting")
+    loop = _crash_loop(step_history, latest_step, restored_step, crash_loop_attempts, f", the last {why}", reached)
+    return loop or Decision(RETRY, f"{why} ({reached}); resubmitting")
 
 
 def resubmission_line(reason: str, resume_step: int | None, try_number: int, max_tries: int | None,
@@ -213,7 +213,12 @@ def resubmission_line(reason: str, resume_step: int | None, try_number: int, max
     target = f" of {target_step}" if target_step is not None else ""
     resume = (f"resumes from step {resume_step}{target} (the newest restorable checkpoint)" if resume_step is not None
               else "starts from step 0 (no finalized checkpoint yet)")
+    return f"resubmitting (try {try_number + 1}{of} next): {_without_tail(reason)}; the next attempt {resume}"
+
+
+def _without_tail(reason: str) -> str:
+    """A decision's reason without its own "; resubmitting" tail: the line says it first."""
     why = reason.rstrip(". ")
-    for said in ("; resubmitting to resume", "; resubmitting"):  # a decision's own tail: the line says it first
+    for said in ("; resubmitting to resume", "; resubmitting"):
         why = why[:-len(said)] if why.endswith(said) else why
-    return f"resubmitting (try {try_number + 1}{of} next): {why}; the next attempt {resume}"
+    return why
