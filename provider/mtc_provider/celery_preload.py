@@ -14,5 +14,4 @@ from airflow.providers.celery.executors.default_celery import DEFAULT_CELERY_CON
 
 from mtc_provider.preload import PRELOAD
 
-CELERY_CONFIG = {**DEFAULT_CELERY_CONFIG,
-                 "imports": (*(DEFAULT_CELERY_CONFIG.get("imports") or ()), *PRELOAD)}
+CELERY_CONFIG = {**DEFAULT_CELERY_CONFIG, "imports": (*(DEFAULT_CELERY_CONFIG.get("imports") or ()), *PRELOAD)}

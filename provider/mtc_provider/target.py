@@ -42,8 +42,7 @@ def __getattr__(name: str) -> Any:
 
 # The Google provider's GKE operators' parameter names (GKEStartJobOperator & co.), accepted on every operator and
 # sensor that reaches GKE, beside `target`. Also their template fields: every one is templated.
-GOOGLE_PARAMETERS = ("gcp_conn_id", "impersonation_chain", "project_id", "location", "cluster_name",
-                     "use_dns_endpoint")
+GOOGLE_PARAMETERS = ("gcp_conn_id", "impersonation_chain", "project_id", "location", "cluster_name", "use_dns_endpoint")
 # The parameters that name a cluster: given on the operator, they build (or must agree with) a GKE target.
 CLUSTER_PARAMETERS = ("location", "cluster_name")
 

@@ -251,8 +251,7 @@ class KubernetesJobSetApi:
             try:
                 with mapped_errors(method, kwargs.get("namespace"), self.where):
                     if core:  # pods and the run lock (a ConfigMap): core/v1
-                        result = getattr(k8s.CoreV1Api(api_client), method)(**kwargs,
-                                                                            _request_timeout=timeout)
+                        result = getattr(k8s.CoreV1Api(api_client), method)(**kwargs, _request_timeout=timeout)
                     else:
                         api = k8s.CustomObjectsApi(api_client)
                         result = getattr(api, method)(group=GROUP, version=VERSION, plural=PLURAL, **kwargs,
@@ -301,8 +300,7 @@ class KubernetesJobSetApi:
         # Strict field validation: an API server refuses (400) a field the served CRD would prune silently -- the
         # failure policy's message patterns on a JobSet older than v0.10 -- instead of running without it
         # (Kubernetes "API Concepts": Field validation, fieldValidation=Strict).
-        return self._call("create_namespaced_custom_object", namespace=namespace, body=body,
-                          field_validation="Strict")
+        return self._call("create_namespaced_custom_object", namespace=namespace, body=body, field_validation="Strict")
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         return self._call("get_namespaced_custom_object", namespace=namespace, name=name)
@@ -346,8 +344,7 @@ class KubernetesJobSetApi:
         return json.loads(response.data) if hasattr(response, "data") else response
 
 
-ASYNC_CLIENT_MODULES = ("aiohttp", "kubernetes_asyncio.client", "kubernetes_asyncio.watch",
-                        "kubernetes_asyncio.config")
+ASYNC_CLIENT_MODULES = ("aiohttp", "kubernetes_asyncio.client", "kubernetes_asyncio.watch", "kubernetes_asyncio.config")
 
 
 def import_clients() -> None:
@@ -491,11 +488,10 @@ class AsyncKubernetesJobSetApi:
         with mapped_errors("watch_namespaced_custom_object", namespace, self.where):
             async with self._client() as api_client:
                 api = k8s.CustomObjectsApi(api_client)
-                async with watch.Watch().stream(
-                    self._counting(api.list_namespaced_custom_object), GROUP, VERSION, namespace, PLURAL,
-                    field_selector=f"metadata.name={name}", resource_version=resource_version,
-                    timeout_seconds=self.watch_timeout, _request_timeout=client_timeout,
-                ) as stream:
+                async with watch.Watch().stream(self._counting(api.list_namespaced_custom_object), GROUP, VERSION,
+                                                namespace, PLURAL, field_selector=f"metadata.name={name}",
+                                                resource_version=resource_version, timeout_seconds=self.watch_timeout,
+                                                _request_timeout=client_timeout) as stream:
                     async for event in stream:
                         yield WatchEvent(event["type"], event["raw_object"])
 

@@ -78,9 +78,8 @@ def _send(kind: str, name: str, value: Any, run_tags: Mapping[str, str]) -> None
     """One metric, tagged, and (legacy names on) once more with dag_id.task_id in its name; never raises."""
     try:
         stats = _stats()
-        send = {"incr": lambda n, t: stats.incr(n, count=value, tags=t),
-                "gauge": lambda n, t: stats.gauge(n, value, tags=t),
-                "timing": lambda n, t: stats.timing(n, value, tags=t)}[kind]
+        send = {"incr": lambda n, t: stats.incr(n, count=value, tags=t), "gauge": lambda n,
+                t: stats.gauge(n, value, tags=t), "timing": lambda n, t: stats.timing(n, value, tags=t)}[kind]
         send(name, dict(run_tags))
         in_name = [run_tags[key].replace(".", "__") for key in NAME_TAGS if key in run_tags]
         if in_name and _legacy_names_on():

@@ -73,8 +73,7 @@ class KubernetesPodLogs:
         return sorted((_pod_info(p) for p in found.items), key=lambda p: (not p.leader, p.name))
 
     def read(self, namespace: str, pod: str, tail_lines: int = DEFAULT_TAIL_LINES,
-             limit_bytes: int = DEFAULT_TAIL_BYTES, since_seconds: int | None = None,
-             timestamps: bool = False) -> str:
+             limit_bytes: int = DEFAULT_TAIL_BYTES, since_seconds: int | None = None, timestamps: bool = False) -> str:
         kwargs: dict[str, Any] = {"tail_lines": tail_lines, "limit_bytes": limit_bytes, "timestamps": timestamps}
         if since_seconds is not None:
             kwargs["since_seconds"] = since_seconds
@@ -157,8 +156,7 @@ class LeaderLogFollower:
             self.pod = leaders[0].name
         now = self.clock()
         since = None if self.last_poll is None else int(now - self.last_poll) + 5
-        text = self.logs.read(self.namespace, self.pod, tail_lines=self.max_lines, since_seconds=since,
-                              timestamps=True)
+        text = self.logs.read(self.namespace, self.pod, tail_lines=self.max_lines, since_seconds=since, timestamps=True)
         self.last_poll = now
         fresh = []
         already = list(self._at_last)  # lines returned before with the newest timestamp seen

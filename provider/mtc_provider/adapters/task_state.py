@@ -24,9 +24,8 @@ def lookup_task_state(dag_id: str, run_id: str, task_id: str, map_index: int | N
     """This task instance's state now; raises when Airflow cannot be asked (no supervisor, an API error)."""
     from mtc_provider.adapters.airflow_private import get_task_states
 
-    states = get_task_states(
-        dag_id=dag_id, task_ids=[task_id], run_ids=[run_id],
-        map_index=map_index if map_index is not None and map_index >= 0 else None)
+    states = get_task_states(dag_id=dag_id, task_ids=[task_id], run_ids=[run_id],
+                             map_index=map_index if map_index is not None and map_index >= 0 else None)
     return _from_states(states, {"run_id": run_id, "task_id": task_id, "map_index": map_index})
 
 

@@ -30,12 +30,7 @@ from mtc_provider.core.definition.shape.sizing import (DEFAULT_BUFFER, DEFAULT_B
 from mtc_provider.core.definition.description.spec import RunConfig
 from mtc_provider.core.definition.shape.tpu import HOST_MEMORY_GIB, SliceSpec
 
-app = typer.Typer(
-    name="mtc",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+app = typer.Typer(name="mtc", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 register_run_commands(app)  # mtc list, status, logs, delete (cli/runs.py)
 app.command(name="run")(submit_run)  # mtc run (cli/submit.py)
 
@@ -89,13 +84,11 @@ def size(
     tpu_type: str = typer.Option(None, "--tpu-type", help="v4, v5e, v5p or v6e: with --topology, derives --hosts."),
     topology: str = typer.Option(None, "--topology", help="Chips per slice, e.g. 4x8 or 2x2x2."),
     machine_type: str = typer.Option("", "--machine-type", help="The node pool's machine type (default per TPU type)."),
-    bytes_per_param: str = typer.Option(
-        str(DEFAULT_BYTES_PER_PARAMETER), "--bytes-per-param", help="Bytes per parameter (weights + optimizer)."
-    ),
+    bytes_per_param: str = typer.Option(str(DEFAULT_BYTES_PER_PARAMETER), "--bytes-per-param",
+                                        help="Bytes per parameter (weights + optimizer)."),
     buffer: str = typer.Option(str(DEFAULT_BUFFER), "--buffer", help="Safety buffer, 0.10 to 0.15."),
-    allow_any_buffer: bool = typer.Option(
-        False, "--allow-any-buffer", help="Accept a buffer outside the guide's 10-15% (0 to 1)."
-    ),
+    allow_any_buffer: bool = typer.Option(False, "--allow-any-buffer",
+                                          help="Accept a buffer outside the guide's 10-15% (0 to 1)."),
     output: Output = OUTPUT_OPTION,
 ) -> None:
     """Ramdisk size per host, computed step by step as the guide does; with a machine type (given, or the TPU

@@ -110,8 +110,7 @@ def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict
                          "outcome": entry.outcome, "start": entry.start, "end": entry.end,
                          "last_step": entry.last_step, "in_cluster": jobset is not None})
     for jobset in in_cluster.values():  # not in the record (a provider older than the record, or no bucket access)
-        attempts.append({**jobset, "outcome": None, "start": None, "end": None, "last_step": None,
-                         "in_cluster": True})
+        attempts.append({**jobset, "outcome": None, "start": None, "end": None, "last_step": None, "in_cluster": True})
     attempts.sort(key=lambda a: (a["attempt"] or 0, a["name"] or ""))
     checkpoint_dir = live["checkpoint_dir"] or (record or {}).get("checkpoint_dir") or ""
     step = live["newest_step"]
@@ -125,12 +124,10 @@ def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict
         step = newest_step(record)
     state = (record or {}).get("state") or ("running" if any(a["phase"] in ("pending", "running", "restarting")
                                                              for a in attempts) else None)
-    return {"run_name": run_name, "namespace": (record or {}).get("namespace") or options.namespace,
-            "state": state, "reason": (record or {}).get("reason", ""),
-            "target_step": (record or {}).get("target_step"), "attempts": attempts,
-            "interruptions": count(recorded),
-            "checkpoint_dir": checkpoint_dir, "newest_step": step, "dag_run": (record or {}).get("dag_run"),
-            "recorded": record is not None}
+    return {"run_name": run_name, "namespace": (record or {}).get("namespace") or options.namespace, "state": state,
+            "reason": (record or {}).get("reason", ""), "target_step": (record or {}).get("target_step"),
+            "attempts": attempts, "interruptions": count(recorded), "checkpoint_dir": checkpoint_dir,
+            "newest_step": step, "dag_run": (record or {}).get("dag_run"), "recorded": record is not None}
 
 
 def _live_status(options: ClusterOptions, hook: Any, run_name: str) -> dict[str, Any]:
@@ -199,8 +196,7 @@ def airflow_tries(summary: dict[str, Any], api_url: str | None) -> dict[str, Any
     try:
         tries = api.tries(dag_run["dag_id"], dag_run["run_id"], dag_run.get("task_id") or "train")
     except AirflowApiError as exc:
-        err_console().print(
-            f"warning: Airflow's tries not counted: {escape(str(exc))}")
+        err_console().print(f"warning: Airflow's tries not counted: {escape(str(exc))}")
         return None
     unreached = unreached_tries(tries, summary["attempts"])
     return {"total": len(tries), "unreached": unreached,
@@ -240,10 +236,7 @@ def _print_status(summary: dict[str, Any]) -> None:
         console.print(interruption_summary(summary["interruptions"]))
 
 
-def list_runs(
-    output: Output = OUTPUT_OPTION,
-    options: ClusterOptions = None,
-) -> None:
+def list_runs(output: Output = OUTPUT_OPTION, options: ClusterOptions = None) -> None:
     """Every run (like `xpk workload list`): state, newest step of the target, ETA, attempts, age. From the runs'
     records under --base (kept after their teardown) and the JobSets in the cluster."""
     from mtc_provider.core.basics import labels as L

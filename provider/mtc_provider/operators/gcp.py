@@ -102,8 +102,7 @@ class MtcGcpBaseOperator(TargetMixin):
         if backend.console is not None:
             GkeClusterLink.persist(context, **dataclasses.asdict(backend.console))
 
-    def wait_for(self, context: Any, target: Target, operation: str,
-                 state: dict[str, Any]) -> dict[str, Any] | None:
+    def wait_for(self, context: Any, target: Target, operation: str, state: dict[str, Any]) -> dict[str, Any] | None:
         """Wait for the operation, then continue with `self.step(context, state)`."""
         if self.deferrable:
             from mtc_provider.triggers.gcp import GkeOperationTrigger  # imported where it runs: DAG files stay light

@@ -88,8 +88,7 @@ def task_owner(ti: Any) -> dict[str, Any]:
     """The Airflow ids of a try (raw, not label-shortened): what a run lock records and a kill asks about."""
     map_index = getattr(ti, "map_index", -1)
     return {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id,
-            "map_index": map_index if isinstance(map_index, int) else -1,
-            "try_number": getattr(ti, "try_number", None)}
+            "map_index": map_index if isinstance(map_index, int) else -1, "try_number": getattr(ti, "try_number", None)}
 
 
 def describe_owner(owner: Mapping[str, Any]) -> str:

@@ -27,9 +27,8 @@ def record_path(checkpoint_dir: str) -> str:
 
 
 def run_record(*, run_name: str, namespace: str, checkpoint_dir: str, target_step: int | None, state: str,
-               attempts: Sequence[Mapping[str, Any]], owner: Mapping[str, Any], now: float,
-               reason: str = "", progress: Mapping[str, Any] | None = None,
-               previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+               attempts: Sequence[Mapping[str, Any]], owner: Mapping[str, Any], now: float, reason: str = "",
+               progress: Mapping[str, Any] | None = None, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The record to write. `previous`: the record already there, whose progress figures are kept when no newer
     ones came (an attempt's end carries none), and whose attempts are kept when this writer no longer sees them:
     a try that starts after the run lock was released (a task re-run by the scheduler after its worker's report

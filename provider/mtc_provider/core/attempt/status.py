@@ -80,11 +80,7 @@ class JobSetState:
 
 
 def _true_conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    return {
-        c.get("type", ""): c
-        for c in status.get("conditions") or []
-        if str(c.get("status", "")).lower() == "true"
-    }
+    return {c.get("type", ""): c for c in status.get("conditions") or [] if str(c.get("status", "")).lower() == "true"}
 
 
 def _replicated_job_of(job_name: str, jobset_name: str, replicated_jobs: list[str]) -> str:
@@ -126,10 +122,8 @@ def evaluate_jobset(obj: Mapping[str, Any]) -> JobSetState:
                            retryable=reason not in NON_RETRYABLE_REASONS and not image_error, **common)
     if COMPLETED in conditions or terminal == COMPLETED:
         condition = conditions.get(COMPLETED, {})
-        return JobSetState(
-            phase=SUCCEEDED, reason=condition.get("reason", REASON_ALL_JOBS_COMPLETED), message=condition.get("message", ""),
-            **common,
-        )
+        return JobSetState(phase=SUCCEEDED, reason=condition.get("reason", REASON_ALL_JOBS_COMPLETED),
+                           message=condition.get("message", ""), **common)
     if SUSPENDED in conditions:
         condition = conditions[SUSPENDED]
         return JobSetState(phase=PENDING, reason=condition.get("reason", "SuspendedJobs"),

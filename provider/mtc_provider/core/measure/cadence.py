@@ -70,8 +70,7 @@ class Cadence:
     step_seconds: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "step_seconds": self.step_seconds,
-                "signals": [asdict(s) for s in self.signals]}
+        return {"target": self.target, "step_seconds": self.step_seconds, "signals": [asdict(s) for s in self.signals]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Cadence":

@@ -112,13 +112,9 @@ RESTORABLE = (PERSISTENT, REPLICATOR)  # they outlive the attempt's pods: a resu
 # back (core.measure.listing.newer_than).
 REPORTED = (REPORTED_LOG, REPORTED_EVENTS)
 # How a user reads the source, after "step N" (run view, `mtc status`, the progress line).
-SOURCE_WORDS = {
-    REPORTED_LOG: "reported by the leader's log",
-    REPORTED_EVENTS: "reported by the workload's events",
-    LOCAL_TIER: "saved in the local tier",
-    REPLICATOR: "backed up by the MTC replicator",
-    PERSISTENT: "persistent checkpoint",
-}
+SOURCE_WORDS = {REPORTED_LOG: "reported by the leader's log", REPORTED_EVENTS: "reported by the workload's events",
+                LOCAL_TIER: "saved in the local tier", REPLICATOR: "backed up by the MTC replicator",
+                PERSISTENT: "persistent checkpoint"}
 
 
 @dataclass(frozen=True)

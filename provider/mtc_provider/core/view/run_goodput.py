@@ -38,10 +38,9 @@ def measured_step_seconds(steps: Sequence[StepPoint]) -> float | None:
 def _report(elapsed: float, productive: float, badput: dict[str, float], recovery: list[float], disruptions: int,
             last_step: int | None, step_s: float | None, method: str) -> dict[str, Any]:
     badput["other"] = max(0.0, badput.get("other", 0.0))
-    return {"goodput": productive / elapsed if elapsed > 0 else 0.0, "productive_s": productive,
-            "elapsed_s": elapsed, "badput_s": {k: round(v, 3) for k, v in badput.items()},
-            "recovery_s": recovery, "disruptions": disruptions, "last_productive_step": last_step,
-            "step_seconds": step_s, "method": method}
+    return {"goodput": productive / elapsed if elapsed > 0 else 0.0, "productive_s": productive, "elapsed_s": elapsed,
+            "badput_s": {k: round(v, 3) for k, v in badput.items()}, "recovery_s": recovery, "disruptions": disruptions,
+            "last_productive_step": last_step, "step_seconds": step_s, "method": method}
 
 
 def goodput_from_ledger(ledger: RunLedger | Mapping[str, Any], *, end: float, begin: float | None = None,

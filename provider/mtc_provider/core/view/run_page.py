@@ -243,8 +243,7 @@ def _outcome_of(state: str | None) -> str | None:
 LIBRARY_NOTE = ("MaxText's own figure: recorded with enable_goodput_recording=true, read by the goodput task "
                 "(goodput_recording=True) with the `goodput` extra on the workers (ml-goodput-measurement: "
                 f"{install_line('goodput')})")
-GOODPUT_KEYS = ("goodput", "productive_s", "elapsed_s", "badput_s", "recovery_s", "disruptions",
-                "last_productive_step")
+GOODPUT_KEYS = ("goodput", "productive_s", "elapsed_s", "badput_s", "recovery_s", "disruptions", "last_productive_step")
 
 
 def run_timeline(records: RunFacts):

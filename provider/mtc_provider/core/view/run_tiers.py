@@ -101,8 +101,7 @@ def checkpoints_view(records: RunFacts) -> list[dict[str, Any]]:
             shown = ", ".join(map(str, partial[-5:]))
             note = (note + "; " if note else "") + f"incomplete (not on every node yet): {shown}"
         out.append({"tier": tier, "title": TIER_TITLES[tier], "visible": visible, "steps": steps[-SHOWN_STEPS:],
-                    "newest": steps[-1] if steps else None, "count": len(steps), "incomplete": partial,
-                    "note": note})
+                    "newest": steps[-1] if steps else None, "count": len(steps), "incomplete": partial, "note": note})
     return out
 
 
@@ -112,9 +111,8 @@ def restores_view(records: RunFacts) -> list[dict[str, Any]]:
     logged (MaxText's line names the step, not the tier)."""
     starts = ledger_starts(records)
     if starts:
-        return [{"step": s.restored_step, "tier": s.restored_tier or "not recorded",
-                 "at": s.first_step_at or s.at, "duration_s": s.restore_seconds,
-                 "attempt": s.attempt, "restart": s.restart}
+        return [{"step": s.restored_step, "tier": s.restored_tier or "not recorded", "at": s.first_step_at or s.at,
+                 "duration_s": s.restore_seconds, "attempt": s.attempt, "restart": s.restart}
                 for s in starts if s.restored_step is not None]
     if not records.events and (records.cluster or {}).get("restores"):
         return [{"step": r["step"], "tier": "not in MaxText's log line", "at": float(r["at"]), "duration_s": None}

@@ -66,10 +66,9 @@ def _cmd(*parts: str) -> str:
 
 
 def gcloud_set_workload_pool(cluster: str, location: str, project_id: str) -> str:
-    return _cmd(
-        "gcloud", "container", "clusters", "update", cluster,
-        f"--workload-pool={workload_identity_pool(project_id)}", f"--location={location}", f"--project={project_id}",
-    )
+    return _cmd("gcloud", "container", "clusters", "update", cluster,
+                f"--workload-pool={workload_identity_pool(project_id)}", f"--location={location}",
+                f"--project={project_id}")
 
 
 def gcloud_enable_addons(cluster: str, location: str, project_id: str) -> str:
@@ -80,12 +79,10 @@ def gcloud_enable_addons(cluster: str, location: str, project_id: str) -> str:
 
 def gcloud_create_node_pool(cluster: str, location: str, project_id: str, pool: str, slices: SliceSpec,
                             tpu_zone: str = "${TPU_ZONE}") -> str:
-    return _cmd(
-        "gcloud", "container", "node-pools", "create", pool, f"--cluster={cluster}", f"--location={location}",
-        f"--node-locations={tpu_zone}", f"--machine-type={slices.machine_type}", f"--tpu-topology={slices.topology}",
-        f"--num-nodes={slices.hosts_per_slice}", "--placement-type=COMPACT", "--workload-metadata=GKE_METADATA",
-        f"--project={project_id}",
-    )
+    return _cmd("gcloud", "container", "node-pools", "create", pool, f"--cluster={cluster}", f"--location={location}",
+                f"--node-locations={tpu_zone}", f"--machine-type={slices.machine_type}",
+                f"--tpu-topology={slices.topology}", f"--num-nodes={slices.hosts_per_slice}",
+                "--placement-type=COMPACT", "--workload-metadata=GKE_METADATA", f"--project={project_id}")
 
 
 def gcloud_pool_workload_metadata(cluster: str, location: str, project_id: str, pool: str) -> str:

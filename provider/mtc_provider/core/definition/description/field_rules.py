@@ -38,12 +38,11 @@ TOLERATION_OPERATORS = ("Exists", "Equal")  # "" is Equal
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 MOUNT_PROPAGATIONS = ("None", "HostToContainer", "Bidirectional")
 # core/v1 VolumeSource: a Volume names exactly one of these (an unknown key is dropped, and then no source is left).
-VOLUME_SOURCES = frozenset({
-    "hostPath", "emptyDir", "gcePersistentDisk", "awsElasticBlockStore", "gitRepo", "secret", "nfs", "iscsi",
-    "glusterfs", "persistentVolumeClaim", "rbd", "flexVolume", "cinder", "cephfs", "flocker", "downwardAPI", "fc",
-    "azureFile", "configMap", "vsphereVolume", "quobyte", "azureDisk", "photonPersistentDisk", "projected",
-    "portworxVolume", "scaleIO", "storageos", "csi", "ephemeral", "image",
-})
+VOLUME_SOURCES = frozenset({"hostPath", "emptyDir", "gcePersistentDisk", "awsElasticBlockStore", "gitRepo", "secret",
+                            "nfs", "iscsi", "glusterfs", "persistentVolumeClaim", "rbd", "flexVolume", "cinder",
+                            "cephfs", "flocker", "downwardAPI", "fc", "azureFile", "configMap", "vsphereVolume",
+                            "quobyte", "azureDisk", "photonPersistentDisk", "projected", "portworxVolume", "scaleIO",
+                            "storageos", "csi", "ephemeral", "image"})
 
 # The JobSet CRD's enums and minimums for the fields an override can set (the failure policy is the provider's).
 STARTUP_POLICY_ORDERS = ("AnyOrder", "InOrder")
@@ -51,15 +50,13 @@ SUCCESS_POLICY_OPERATORS = ("All", "Any")
 
 # The gcs-fuse-csi-driver's sidecar mounter discards these flags (it sets them itself) and a boolean flag whose value
 # is not true or false.
-GCSFUSE_DISALLOWED = frozenset({
-    "temp-dir", "config-file", "foreground", "log-file", "log-format", "key-file", "token-url",
-    "reuse-token-from-url", "o", "logging:log-rotate:max-file-size-mb", "logging:log-rotate:backup-file-count",
-    "logging:log-rotate:compress", "cache-dir", "experimental-local-file-cache", "prometheus-port",
-})
-GCSFUSE_BOOL_FLAGS = frozenset({
-    "implicit-dirs", "enable-nonexistent-type-cache", "debug_fuse_errors", "debug_fuse", "debug_fs", "debug_gcs",
-    "debug_http", "debug_invariants", "debug_mutex", "disable-autoconfig",
-})
+GCSFUSE_DISALLOWED = frozenset({"temp-dir", "config-file", "foreground", "log-file", "log-format", "key-file",
+                                "token-url", "reuse-token-from-url", "o", "logging:log-rotate:max-file-size-mb",
+                                "logging:log-rotate:backup-file-count", "logging:log-rotate:compress", "cache-dir",
+                                "experimental-local-file-cache", "prometheus-port"})
+GCSFUSE_BOOL_FLAGS = frozenset({"implicit-dirs", "enable-nonexistent-type-cache", "debug_fuse_errors", "debug_fuse",
+                                "debug_fs", "debug_gcs", "debug_http", "debug_invariants", "debug_mutex",
+                                "disable-autoconfig"})
 GCSFUSE_SOURCE = "gcs-fuse-csi-driver pkg/sidecar_mounter/sidecar_mounter_config.go"
 
 

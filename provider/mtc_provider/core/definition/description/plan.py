@@ -151,9 +151,8 @@ def build_plan(config: RunConfig, project_number: str | None = None) -> Plan:
     bucket = config.bucket
     assert bucket is not None  # RunConfig requires it on the gke and kubernetes targets
     # base_output_directory is in this bucket: RunConfig checked it, for every entry point.
-    checkpoint_configuration = build_checkpoint_configuration(
-        config.checkpoint_configuration_name, bucket.name, slices, size
-    )
+    checkpoint_configuration = build_checkpoint_configuration(config.checkpoint_configuration_name, bucket.name, slices,
+                                                              size)
     resource = f"gs://{bucket.name}"
     not_applicable: tuple[str, ...] = ()
     if rules.plan_checks is not None:  # e.g. no managed control plane: only what the Kubernetes API shows

@@ -49,15 +49,8 @@ SHM_PATH = "/dev/shm"
 QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|[eE][0-9]+)?$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Merge keys of kubectl's strategic merge patch for the lists a JobSet's pod template has.
-MERGE_KEYS = {
-    "replicatedJobs": "name",
-    "containers": "name",
-    "initContainers": "name",
-    "env": "name",
-    "volumes": "name",
-    "volumeMounts": "mountPath",
-    "imagePullSecrets": "name",
-}
+MERGE_KEYS = {"replicatedJobs": "name", "containers": "name", "initContainers": "name", "env": "name",
+              "volumes": "name", "volumeMounts": "mountPath", "imagePullSecrets": "name"}
 
 
 def _mapping(section: str, value: Any) -> Mapping[str, Any]:

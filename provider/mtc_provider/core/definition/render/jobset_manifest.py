@@ -115,9 +115,8 @@ def check_labels(labels: Mapping[str, str] | None) -> dict[str, str]:
         if not isinstance(key, str) or not LABEL_KEY_RE.match(key) or len(key.rpartition("/")[2]) > DNS1123_LABEL_MAX:
             raise SpecError(f"labels.{key}", key, "a Kubernetes label key ([prefix/]name, name at most 63 characters)")
         if not isinstance(value, str) or len(value) > DNS1123_LABEL_MAX or not LABEL_VALUE_RE.match(value):
-            raise SpecError(
-                f"labels.{key}", value, "a label value: at most 63 letters, digits, '-', '_' or '.', alphanumeric at both ends"
-            )
+            raise SpecError(f"labels.{key}", value,
+                            "a label value: at most 63 letters, digits, '-', '_' or '.', alphanumeric at both ends")
         checked[key] = value
     return checked
 

@@ -24,10 +24,9 @@ from mtc_provider.core.basics.errors import SpecError
 from mtc_provider.core.definition.description.locations import REGION_RE, ZONE_RE
 
 SCOPE_PREFIX = "https://www.googleapis.com/auth/"
-GKE_DEFAULT_SCOPES = tuple(SCOPE_PREFIX + scope for scope in (
-    "devstorage.read_only", "logging.write", "monitoring", "service.management.readonly", "servicecontrol",
-    "trace.append",
-))
+GKE_DEFAULT_SCOPES = tuple(SCOPE_PREFIX + scope for scope in ("devstorage.read_only", "logging.write", "monitoring",
+                                                              "service.management.readonly", "servicecontrol",
+                                                              "trace.append"))
 CLOUD_PLATFORM_SCOPE = SCOPE_PREFIX + "cloud-platform"
 SERVICE_ACCOUNT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.-]+\.iam\.gserviceaccount\.com$"
                                 r"|^[0-9]+-compute@developer\.gserviceaccount\.com$|^default$")
@@ -67,8 +66,7 @@ def node_locations(cluster_location: str, given: Sequence[str] | str | None,
     return zones
 
 
-def node_scopes(scopes: Sequence[str] | None, service_account: str | None,
-                field: str = "oauth_scopes") -> list[str]:
+def node_scopes(scopes: Sequence[str] | None, service_account: str | None, field: str = "oauth_scopes") -> list[str]:
     """The node pool's OAuth scopes: the given ones, else GKE's default for the node service account."""
     if scopes:
         if isinstance(scopes, str):

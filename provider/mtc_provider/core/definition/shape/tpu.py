@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from mtc_provider.core.basics.errors import SpecError, positive_int
+from mtc_provider.core.basics.errors import SpecError
 
 PLAN_TPUS = "GKE, 'Plan TPUs in GKE' (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus)"
 
@@ -128,16 +128,9 @@ SUPPORTED_TPU_TYPES = ", ".join(TPU_TYPES)
 # The v5e rows also match Cloud TPU's "TPU v5e" VM types (RAM 48/192/384), v5p matches Cloud TPU's "TPU v5p"
 # (448 per 4-chip VM); the v4 row (407) could not be read again in the stored copies (see docs/troubleshooting.md).
 # The ramdisk is tmpfs in this memory, shared with the training process itself.
-HOST_MEMORY_GIB: dict[str, int] = {
-    "ct4p-hightpu-4t": 407,
-    "ct5lp-hightpu-1t": 48,
-    "ct5lp-hightpu-4t": 192,
-    "ct5lp-hightpu-8t": 384,
-    "ct5p-hightpu-4t": 448,
-    "ct6e-standard-1t": 448,
-    "ct6e-standard-4t": 720,
-    "ct6e-standard-8t": 1440,
-}
+HOST_MEMORY_GIB: dict[str, int] = {"ct4p-hightpu-4t": 407, "ct5lp-hightpu-1t": 48, "ct5lp-hightpu-4t": 192,
+                                   "ct5lp-hightpu-8t": 384, "ct5p-hightpu-4t": 448, "ct6e-standard-1t": 448,
+                                   "ct6e-standard-4t": 720, "ct6e-standard-8t": 1440}
 
 TOPOLOGY_RE = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*)+$")
 MIN_SLICES = 2  # the guide: emergency checkpointing assumes a multi-slice workload
@@ -263,7 +256,3 @@ def default_topology(tpu_type_name: str, machine_type: str, node_pools: bool) ->
     if node_pools:  # the target's slices are GKE node pools (its kind's rules)
         rows = [shape for shape in rows if shape.multi_host] or rows
     return min(rows, key=lambda shape: shape.chips).topology
-
-
-def hosts_per_slice(value: int, field: str = "hosts") -> int:
-    return positive_int(field, value)
