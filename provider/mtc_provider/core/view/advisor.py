@@ -22,11 +22,6 @@ DEFAULT_MAX_PERIOD = 1_000_000  # steps, when the run length is not known
 VARIABLE_PREFIX = "mtc_advice."  # Airflow Variable `mtc_advice.<run_name>` holds the last advice of a run
 
 
-def _number(field_name: str, value: Any, allowed: str = "a number >= 0", minimum: float = 0.0,
-            strict: bool = False) -> float:
-    return finite_number(field_name, value, allowed, minimum, strict)
-
-
 @dataclass(frozen=True)
 class Costs:
     """Seconds. `restart_s`: from a failure until training runs again, restore excluded (resubmission or JobSet
@@ -42,10 +37,10 @@ class Costs:
     local_write_s: float = 0.0
 
     def __post_init__(self) -> None:
-        _number("step_s", self.step_s, "a number > 0 (seconds per training step)", strict=True)
+        finite_number("step_s", self.step_s, "a number > 0 (seconds per training step)", 0, strict=True)
         for name in ("save_local_s", "save_persistent_s", "restore_local_s", "restore_persistent_s", "restart_s",
                      "local_write_s"):
-            _number(name, getattr(self, name), "a number >= 0 (seconds)")
+            finite_number(name, getattr(self, name), "a number >= 0 (seconds)", 0)
 
 
 @dataclass(frozen=True)
@@ -58,7 +53,7 @@ class FailureRates:
 
     def __post_init__(self) -> None:
         for name in ("host_loss", "slice_loss", "preemption"):
-            _number(f"rates.{name}", getattr(self, name), "a number >= 0 (failures per second)")
+            finite_number(f"rates.{name}", getattr(self, name), "a number >= 0 (failures per second)", 0)
 
     @property
     def total(self) -> float:
@@ -75,7 +70,7 @@ class FailureRates:
         def rate(name: str, mtbf: float | None, scale: int = 1) -> float:
             if mtbf is None:
                 return 0.0
-            return scale / _number(name, mtbf, "a number > 0 (seconds), or none", strict=True)
+            return scale / finite_number(name, mtbf, "a number > 0 (seconds), or none", 0, strict=True)
 
         return cls(rate("host_loss_mtbf_s", host_loss_s, hosts), rate("slice_loss_mtbf_s", slice_loss_s),
                    rate("preemption_mtbf_s", preemption_s))
@@ -107,7 +102,7 @@ def expected_goodput(costs: Costs, rates: FailureRates, local_period: int, persi
                      total_steps: int | None = None, startup_s: float = 0.0) -> Expected:
     """Expected goodput of the schedule (L, P); a long run's when `total_steps` is None."""
     L, P = _check_periods(local_period, persistent_period)
-    startup_s = _number("startup_s", startup_s, "a number >= 0 (seconds)")
+    startup_s = finite_number("startup_s", startup_s, "a number >= 0 (seconds)", 0)
     lcm = L * P // math.gcd(L, P)  # steps where both tiers save count as persistent save steps
     tau = costs.step_s + costs.save_local_s * (1 / L - 1 / lcm) + costs.save_persistent_s / P
     per_failure = {"host_loss": L * tau / 2 + costs.restart_s + costs.restore_local_s,
@@ -119,7 +114,7 @@ def expected_goodput(costs: Costs, rates: FailureRates, local_period: int, persi
     elif total_steps is None:
         goodput = costs.step_s / tau * (1 - load)
     else:
-        n = _number("total_steps", total_steps, "an integer >= 1", minimum=1)
+        n = finite_number("total_steps", total_steps, "an integer >= 1", 1)
         goodput = n * costs.step_s * (1 - load) / (n * tau + startup_s)
     return Expected(L, P, goodput, tau, load, per_failure)
 
@@ -446,7 +441,8 @@ def advice_report(measured: Measurements | None, given: Mapping[str, Any], rates
                   current: tuple[int, int] | None = None) -> dict[str, Any]:
     """Advice from measurements and/or hand-given figures (a given figure wins), as a JSON-able payload with the
     human lines under `lines`. Failure rates: given, else measured; none at all is an error."""
-    overrides = {k: (_number(k, v, "a number >= 0 (seconds)") if v is not None else None) for k, v in given.items()}
+    overrides = {k: (finite_number(k, v, "a number >= 0 (seconds)", 0) if v is not None else None)
+                 for k, v in given.items()}
     empty = Measurements(None, None, None, None, None, None, None, None, {}, 0.0, None, None, None)
     measured = measured or empty
     costs = measured.costs(**overrides)
@@ -457,7 +453,7 @@ def advice_report(measured: Measurements | None, given: Mapping[str, Any], rates
         rates = measured.rates()
     if total_steps is None and measured.total_steps and measured.total_steps >= 2:
         total_steps = measured.total_steps
-    startup = _number("startup_s", startup_s, "a number >= 0 (seconds)") if startup_s is not None else (
+    startup = finite_number("startup_s", startup_s, "a number >= 0 (seconds)", 0) if startup_s is not None else (
         measured.startup_s or 0.0)
     if current is None and measured.local_period and measured.persistent_period \
             and measured.local_period < measured.persistent_period:
