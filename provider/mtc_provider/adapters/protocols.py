@@ -89,8 +89,8 @@ class CheckpointStore(Protocol):
     def finalized_steps(self, checkpoint_dir: str) -> list[CheckpointInfo]:
         """Finalized steps (commit_success.txt present), ascending; in-flight and uncommitted never count."""
 
-    def latest_step(self, checkpoint_dir: str) -> int | None:
-        """The newest finalized step, or None when there is none."""
+    def finalized(self, checkpoint_dir: str, after: int | None = None) -> list[CheckpointInfo]:
+        """The finalized steps newer than `after` (all when None), ascending: what list_newest reads."""
 
 
 @runtime_checkable

@@ -126,14 +126,15 @@ def latest_step(store: CheckpointStore | None, checkpoint_dir: str, slices: Slic
     without a store. A failing listing is waited out for listing_timeout: a storage outage spends no retry."""
     if store is None:
         return None
-    from mtc_provider.adapters.checkpoint_stores import restorable_step
+    from mtc_provider.adapters.checkpoint_stores import list_newest
     from mtc_provider.adapters.retry import through_listing_outage
     from mtc_provider.core.measure.progress import replicator_backup_dir
 
     backup_dir = replicator_backup_dir(checkpointing) if checkpointing is not None else None
     nodes = slices.num_slices * slices.hosts_per_slice if slices is not None else None
-    return through_listing_outage(lambda: restorable_step(store, checkpoint_dir, backup_dir, nodes), checkpoint_dir,
-                                  listing_timeout, log)
+    found = through_listing_outage(lambda: list_newest(store, checkpoint_dir, None, backup_dir, nodes).restorable(),
+                                   checkpoint_dir, listing_timeout, log)
+    return found.step if found else None
 
 
 def watch_trigger(connection: Mapping[str, Any], namespace: str, obj: Mapping[str, Any],
