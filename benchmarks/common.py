@@ -132,7 +132,7 @@ def local_jobset(
     from mtc_provider.core.definition.render.jobset_manifest import build_jobset
     from mtc_provider.core.definition.description.spec import WorkloadSpec
     from mtc_provider.core.definition.shape.tpu import SliceSpec
-    from mtc_provider.core.basics.vocabulary import FAULT_PLAN_ANNOTATION
+    from mtc_local.runner.manifest import FAULT_PLAN_ANNOTATION
 
     slices = SliceSpec("v6e", "2x2", num_slices, "ct6e-standard-4t")
     workload = WorkloadSpec(

@@ -165,14 +165,15 @@ def test_a_back_arrow_fails_the_floor_check(tmp_path, package, line, type_only, 
 # ---- the rooms' edges: the rehearsal's knowledge in the rehearsal, the DAGs' kinds from the registry ---------------
 
 PROVIDER = ROOTS[""]
-# What only the rehearsal reads: the fault table (every name mtc_local/faults/kinds.py defines) and this machine's
-# readiness checks. The provider reaches them through the local kind's rules and backend, never by name.
+# What only the rehearsal reads: the fault table (every name mtc_local/faults/kinds.py defines), the fault plan's
+# annotation and this machine's readiness checks. The provider reaches them through the local kind's rules and
+# backend, never by name.
 FAULT_TABLE = ROOTS["rehearsal"] / "faults" / "kinds.py"
 REHEARSAL_ONLY = frozenset(
     [t.id for node in ast.parse(FAULT_TABLE.read_text()).body if isinstance(node, ast.AnnAssign)
      for t in [node.target] if isinstance(t, ast.Name)]
     + [node.name for node in ast.parse(FAULT_TABLE.read_text()).body if isinstance(node, ast.ClassDef)]
-    + ["evaluate_local_machine"])
+    + ["FAULT_PLAN_ANNOTATION", "evaluate_local_machine"])
 
 
 def _names(tree: ast.AST) -> set[str]:
@@ -201,13 +202,15 @@ def rehearsal_names_in(provider: Path = PROVIDER) -> list[str]:
 
 
 def test_the_fault_table_and_the_machine_checks_are_the_rehearsals():
-    assert {"FAULT_KINDS", "FaultKind", "START_FAULT_KINDS", "evaluate_local_machine"} <= REHEARSAL_ONLY
+    assert {"FAULT_KINDS", "FaultKind", "START_FAULT_KINDS", "FAULT_PLAN_ANNOTATION",
+            "evaluate_local_machine"} <= REHEARSAL_ONLY
     assert rehearsal_names_in() == []
 
 
 @pytest.mark.parametrize("line, refused", [
     ("from mtc_local.faults.kinds import FAULT_KINDS", True), ("kinds = vocabulary.HOST_FAULT_KINDS", True),
-    ("def evaluate_local_machine(facts): ...", True), ("from mtc_provider import targets", False),
+    ("def evaluate_local_machine(facts): ...", True), ("annotations[V.FAULT_PLAN_ANNOTATION] = plan", True),
+    ("from mtc_provider import targets", False),
 ])
 def test_a_rehearsal_name_in_the_provider_is_refused(tmp_path, line, refused):
     (tmp_path / "probe.py").write_text(line + "\n")

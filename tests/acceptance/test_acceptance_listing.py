@@ -39,4 +39,4 @@ def test_core_listing_agrees_with_orbax_read_only_listing(run_fixture, request):
     assert ours == managed == found, (ours, managed, found, sorted(entries))
     names = [f"{step}/{name}" for step, children in entries.items() for name in children]
     assert finalized_from_objects(names) == ours  # the pure reading of the same entries, as GCS lists them
-    assert LocalCheckpointStore().latest_step(directory) == max(managed) == STEPS
+    assert LocalCheckpointStore().finalized(directory)[-1].step == max(managed) == STEPS

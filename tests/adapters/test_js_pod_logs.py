@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.doubles.kubernetes import KubernetesApiDouble
+from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
 from mtc_provider.adapters.kubernetes import KubernetesJobSetApi
 from mtc_provider.adapters.pod_logs import (
     KubernetesPodLogs,
@@ -145,7 +146,7 @@ def test_a_failed_attempt_logs_its_failed_pods(tmp_path) -> None:
                            workload={"jobset_name": "r1", "image": "local", "command": ["python3", str(crash)],
                                      "max_restarts": 0},
                            deferrable=False, poll_interval=0.1,
-                           checkpoint_store_factory=lambda d, c: type("S", (), {"latest_step": lambda s, d: None})())
+                           checkpoint_store_factory=lambda d, c: LocalCheckpointStore())
     # The task's logger, made a plain stdlib logger: what Airflow's logging set-up does with it varies by version.
     task_logger = logging.getLogger("test.task.train")
     op._cached_logger = op._log = task_logger

@@ -231,7 +231,7 @@ def test_real_maxtext_under_the_wrapper_restarts_in_the_cluster_after_a_graceful
     Seen (2026-12-06, 89 s with two MaxText start-ups): SIGTERM at step 78, the save of step 79, exit 143, the restart
     restoring step 79."""
     from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore as Store
-    from mtc_provider.core.basics.vocabulary import FAULT_PLAN_ANNOTATION
+    from mtc_local.runner.manifest import FAULT_PLAN_ANNOTATION
 
     assert _port_free(1234), "MaxText 0.2.5's CPU start-up binds the JAX coordinator on the fixed port 1234"
     bucket, steps = tmp_path / "bucket", 2000  # a step takes ~5 ms: enough of them for the fault to come first

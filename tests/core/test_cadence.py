@@ -182,8 +182,7 @@ def test_first_step_floor_is_an_option_the_trigger_gets(tmp_path):
 
     def parse(**fields):
         return LaunchOptions.parse({"stall_timeout": "derived", **fields}, default_target_step=100, kind="local",
-                                   checkpointing=config.checkpointing, workload=config.workload,
-                                   injects_faults=True)[0]
+                                   checkpointing=config.checkpointing, workload=config.workload)[0]
 
     assert parse().watch().times.first_step_floor == 1800.0
     watch = parse(first_step_floor="600").watch()  # a rendered template is text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mtc_provider.adapters.protocols import CheckpointInfo
+from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
 
 
 def jobset_body(name: str = "train", labels: dict | None = None) -> dict:
@@ -14,21 +14,6 @@ def jobset_body(name: str = "train", labels: dict | None = None) -> dict:
         "metadata": {"name": name, "labels": dict(labels or {"app": "train"})},
         "spec": {"replicatedJobs": [{"name": "slice", "replicas": 2, "template": {"spec": {}}}]},
     }
-
-
-class DirStore:
-    """A tiny CheckpointStore over a local directory: <dir>/<step>/commit_success.txt marks a finalized step."""
-
-    def finalized_steps(self, checkpoint_dir: str) -> list[CheckpointInfo]:
-        root = Path(checkpoint_dir)
-        if not root.is_dir():
-            return []
-        steps = sorted(int(p.name) for p in root.iterdir() if p.name.isdigit() and (p / "commit_success.txt").exists())
-        return [CheckpointInfo(step, str(root / str(step))) for step in steps]
-
-    def latest_step(self, checkpoint_dir: str) -> int | None:
-        steps = self.finalized_steps(checkpoint_dir)
-        return steps[-1].step if steps else None
 
 
 def finalize(checkpoint_dir: str, step: int) -> None:
@@ -55,7 +40,7 @@ class FakeTI:
 
 
 def launch(checkpoint_dir_home: str, **overrides):
-    """A launch operator on the in-memory cluster ("local" kind) with a DirStore, synchronous unless told."""
+    """A launch operator on the in-memory cluster ("local" kind) with a LocalCheckpointStore, synchronous unless told."""
     from mtc_provider.operators.jobset import MtcJobSetOperator
 
     kwargs = dict(
@@ -65,7 +50,7 @@ def launch(checkpoint_dir_home: str, **overrides):
                        "checkpoint_period": 20},
         workload={"jobset_name": "train", "max_restarts": 2},
         target={"kind": "local", "home": f"{checkpoint_dir_home}/home"},
-        checkpoint_store_factory=lambda directory, conn_id: DirStore(),
+        checkpoint_store_factory=lambda directory, conn_id: LocalCheckpointStore(),
         deferrable=False, poll_interval=0, retries=6,
     )
     kwargs.update(overrides)

@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from mtc_local.cluster.client import LocalCluster
+from mtc_local.runner.manifest import FAULT_PLAN_ANNOTATION
 from mtc_local.shared.state import Home, read_json
 
 # Prints `completed step: N`, keeps its step in the ramdisk (so a restart resumes), fails on request.
@@ -78,7 +79,7 @@ def make_jobset(
 ) -> dict[str, Any]:
     annotations = {"alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"}
     if fault_plan is not None:
-        annotations["mtc.local/fault-plan"] = json.dumps(fault_plan)
+        annotations[FAULT_PLAN_ANNOTATION] = json.dumps(fault_plan)
     spec: dict[str, Any] = {
         "replicatedJobs": [
             {

@@ -36,7 +36,7 @@ PACKAGE = '''
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from mtc_provider.targets.common import ListsCheckpointsByPath
+from mtc_provider.targets.common import InjectsNoFaults, ListsCheckpointsByPath
 from mtc_provider.targets.registry import TargetKind
 from tests.doubles.memory_jobset import AsyncMemoryJobSetApi, MemoryJobSetApi, MemoryJobSetCluster
 
@@ -75,10 +75,9 @@ class MemoryCluster:
 
 
 @dataclass
-class MemoryBackend(ListsCheckpointsByPath):
+class MemoryBackend(ListsCheckpointsByPath, InjectsNoFaults):
     target: MemoryTarget
     api_endpoint: Any = None
-    injects_faults: bool = False
     console: Any = None
 
     def __post_init__(self):

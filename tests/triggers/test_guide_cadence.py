@@ -194,18 +194,18 @@ async def test_multi_tier_progresses_from_replicator_backups_and_the_attempt_end
 
 
 def test_the_workers_end_of_attempt_reads_the_same_restorable_step(gcs):
-    """The worker's decision (MtcJobSetOperator._latest) and the step history use adapters' restorable_step: in
+    """The worker's decision (MtcJobSetOperator._latest) and the step history use adapters' list_newest: in
     multi-tier mode the newest replicator backup complete on every node, else the newest persistent checkpoint."""
-    from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, restorable_step
+    from mtc_provider.adapters.checkpoint_stores import GcsCheckpointStore, list_newest
 
     _upload("runs/cadence-w/checkpoints/100/commit_success.txt")
     for node in range(2):
         _backup("cadence-w", "2026-12-02_10-00", 250, node)
-    store = GcsCheckpointStore(GCS_CONN_ID)
-    assert restorable_step(store, "gs://ckpt/runs/cadence-w/checkpoints") == 100
-    assert restorable_step(store, "gs://ckpt/runs/cadence-w/checkpoints", "gs://ckpt/cadence-w", nodes=2) == 250
+    store, checkpoints = GcsCheckpointStore(GCS_CONN_ID), "gs://ckpt/runs/cadence-w/checkpoints"
+    assert list_newest(store, checkpoints).restorable().step == 100
+    assert list_newest(store, checkpoints, None, "gs://ckpt/cadence-w", nodes=2).restorable().step == 250
     # A third node's backup is missing: 250 is not restorable on a 3-host run.
-    assert restorable_step(store, "gs://ckpt/runs/cadence-w/checkpoints", "gs://ckpt/cadence-w", nodes=3) == 100
+    assert list_newest(store, checkpoints, None, "gs://ckpt/cadence-w", nodes=3).restorable().step == 100
 
 
 async def test_only_complete_backups_of_this_run_count_at_the_attempt_end(gcs):

@@ -29,7 +29,7 @@ GIVEN = {"target_step": 40, "crash_loop_attempts": 2, "poll_interval": "7", "sta
 def options(tmp_path_factory) -> LaunchOptions:
     config = parse_run(yaml.safe_load(EXAMPLE.read_text()), str(tmp_path_factory.mktemp("home")))
     parsed, _ = LaunchOptions.parse(GIVEN, default_target_step=config.checkpointing.steps, kind="local",
-                                    checkpointing=config.checkpointing, workload=config.workload, injects_faults=True)
+                                    checkpointing=config.checkpointing, workload=config.workload)
     return parsed
 
 

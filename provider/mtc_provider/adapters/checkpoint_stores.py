@@ -56,10 +56,6 @@ class FinalizedSteps:
     def finalized_steps(self, checkpoint_dir: str) -> list[CheckpointInfo]:
         return self.finalized(checkpoint_dir)
 
-    def latest_step(self, checkpoint_dir: str) -> int | None:
-        found = self.finalized(checkpoint_dir)
-        return found[-1].step if found else None
-
 
 class LocalCheckpointStore(FinalizedSteps):
     """A local checkpoint directory (the local target's bucket). Cost: one scandir plus a stat per new step."""
@@ -276,17 +272,5 @@ class AsyncCheckpointStore:
                                        self.backup_nodes)
 
 
-def restorable_step(store: CheckpointStore, checkpoint_dir: str, backup_dir: str | None = None,
-                    nodes: int | None = None) -> int | None:
-    """The newest step a resubmission can resume from: a finalized persistent checkpoint, or (multi-tier mode,
-    `backup_dir`: core.measure.progress.replicator_backup_dir, `nodes`: the run's hosts) an MTC replicator backup
-    complete across every node. Blocking."""
-    steps = [store.latest_step(checkpoint_dir)]
-    if backup_dir and nodes and hasattr(store, "newest_backup"):
-        steps.append(store.newest_backup(backup_dir, nodes))
-    known = [step for step in steps if step is not None]
-    return max(known) if known else None
-
-
 __all__ = ["AsyncCheckpointStore", "CheckpointStore", "GcsCheckpointStore", "ListingCost",
-           "LocalCheckpointStore", "Newest", "list_newest", "open_store", "restorable_step", "split_gcs_uri"]
+           "LocalCheckpointStore", "Newest", "list_newest", "open_store", "split_gcs_uri"]

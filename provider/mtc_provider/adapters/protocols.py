@@ -89,8 +89,8 @@ class CheckpointStore(Protocol):
     def finalized_steps(self, checkpoint_dir: str) -> list[CheckpointInfo]:
         """Finalized steps (commit_success.txt present), ascending; in-flight and uncommitted never count."""
 
-    def latest_step(self, checkpoint_dir: str) -> int | None:
-        """The newest finalized step, or None when there is none."""
+    def finalized(self, checkpoint_dir: str, after: int | None = None) -> list[CheckpointInfo]:
+        """The finalized steps newer than `after` (all when None), ascending: what list_newest reads."""
 
 
 @runtime_checkable
@@ -146,8 +146,11 @@ class TargetBackend(Protocol):
     """How the Airflow glue reaches one target: picked by kind in targets/registry.py, never by class."""
 
     cluster: ClusterControl
-    injects_faults: bool  # fault plans run where the runner is the kubelet
     console: ConsoleScope | None
+
+    def put_fault_plan(self, body: dict[str, Any], plan: Any) -> None:
+        """Put the run's fault plan on its JobSet where the target's runner injects faults (the local target);
+        elsewhere a plan is refused: SpecError naming `fault_plan`."""
 
     def jobset_connection(self) -> dict[str, Any]:
         """Serializable, secret-free connection details (targets/registry.py builds an api from them)."""

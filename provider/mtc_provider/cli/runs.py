@@ -132,11 +132,13 @@ def run_status(options: ClusterOptions, run_name: str, hook: Any = None) -> dict
 
 def _live_status(options: ClusterOptions, hook: Any, run_name: str) -> dict[str, Any]:
     """MtcJobSetHook.run_status's answer, the newest step listed as a read lists (no server started)."""
+    from mtc_provider.adapters.checkpoint_stores import list_newest
+
     found = hook.find_by_run(run_name, options.namespace)
     checkpoint_dir = next((a.checkpoint_dir for a in reversed(found) if a.checkpoint_dir), "")
-    step = _read_store(options, checkpoint_dir).latest_step(checkpoint_dir) if checkpoint_dir else None
+    newest = list_newest(_read_store(options, checkpoint_dir), checkpoint_dir).restorable() if checkpoint_dir else None
     return {"run_name": run_name, "namespace": options.namespace, "attempts": [a.to_dict() for a in found],
-            "checkpoint_dir": checkpoint_dir, "newest_step": step}
+            "checkpoint_dir": checkpoint_dir, "newest_step": newest.step if newest else None}
 
 
 # --- commands ----------------------------------------------------------------------------------------------

@@ -173,6 +173,7 @@ class MtcJobSetHook(BaseHook):
 
     def newest_step(self, checkpoint_dir: str) -> int | None:
         """The newest finalized checkpoint step in `<base>/<run_name>/checkpoints`, or None."""
+        from mtc_provider.adapters.checkpoint_stores import list_newest
         from mtc_provider.targets import backend_for
 
         backend = backend_for(self.target)
@@ -180,7 +181,8 @@ class MtcJobSetHook(BaseHook):
             store = self.checkpoint_store_factory(checkpoint_dir, backend.google()[0])
         else:
             store = backend.checkpoint_store(checkpoint_dir)
-        return store.latest_step(checkpoint_dir)
+        found = list_newest(store, checkpoint_dir).restorable()
+        return found.step if found else None
 
     def run_status(self, run_name: str, namespace: str | None = None) -> dict[str, Any]:
         """A run at a glance: its attempts (state, restarts, reason) and the newest finalized step."""

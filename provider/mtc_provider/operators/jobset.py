@@ -199,8 +199,8 @@ class MtcJobSetOperator(JobSetTargetMixin):
         try:
             slices, checkpointing, workload, customization = self._describe(self._target().kind)
             options = self._parse_options(say_warnings=True)
-            self._rendered = attempt_body(slices, checkpointing, workload, customization, ti,
-                                          fault_plan=options.fault_plan)
+            self._rendered = attempt_body(slices, checkpointing, workload, customization, ti)
+            backend_for(self._target()).put_fault_plan(self._rendered[1], options.fault_plan)
         except (SpecError, ValueError) as exc:
             raise AirflowFailException(f"invalid spec: {exc}") from exc
         return slices, checkpointing, workload, options.target_step
@@ -212,8 +212,7 @@ class MtcJobSetOperator(JobSetTargetMixin):
             _, checkpointing, workload, _ = self._describe(target.kind)
             self._options, warnings = LaunchOptions.parse(
                 {name: getattr(self, name) for name in OPTION_DEFAULTS}, default_target_step=checkpointing.steps,
-                kind=target.kind, checkpointing=checkpointing, workload=workload,
-                injects_faults=backend_for(target).injects_faults)
+                kind=target.kind, checkpointing=checkpointing, workload=workload)
             for warning in warnings if say_warnings else ():
                 self.log.warning("%s", warning)
         return self._options

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from airflow.sdk.exceptions import AirflowFailException
@@ -49,8 +48,8 @@ def sections(given: tuple[Any, Any, Any, Any], kind: str) -> tuple[SliceSpec, Ch
 
 
 def attempt_body(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: WorkloadSpec,
-                 customization: CustomizationSpec, ti: Any | None, attempt: int | None = None,
-                 fault_plan: Any = None) -> tuple[str, dict[str, Any]]:
+                 customization: CustomizationSpec, ti: Any | None,
+                 attempt: int | None = None) -> tuple[str, dict[str, Any]]:
     """The try's JobSet, rendered once per try before any side effect (a refusal costs nothing); each attempt is
     renumbered from it (core.attempt.next_in_try). Without a task instance, the run's own name."""
     from mtc_provider.core.definition.render.jobset_manifest import build_jobset
@@ -63,8 +62,6 @@ def attempt_body(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: 
         labels = {**L.run_labels(ti.dag_id, ti.run_id, ti.task_id, checkpointing.run_name),
                   L.TRY_NUMBER: str(ti.try_number), L.ATTEMPT: str(number)}
     body = build_jobset(slices, checkpointing, dataclasses.replace(workload, jobset_name=name), labels, customization)
-    if fault_plan:
-        body["metadata"].setdefault("annotations", {})[V.FAULT_PLAN_ANNOTATION] = json.dumps(fault_plan)
     return name, body
 
 
@@ -126,14 +123,15 @@ def latest_step(store: CheckpointStore | None, checkpoint_dir: str, slices: Slic
     without a store. A failing listing is waited out for listing_timeout: a storage outage spends no retry."""
     if store is None:
         return None
-    from mtc_provider.adapters.checkpoint_stores import restorable_step
+    from mtc_provider.adapters.checkpoint_stores import list_newest
     from mtc_provider.adapters.retry import through_listing_outage
     from mtc_provider.core.measure.progress import replicator_backup_dir
 
     backup_dir = replicator_backup_dir(checkpointing) if checkpointing is not None else None
     nodes = slices.num_slices * slices.hosts_per_slice if slices is not None else None
-    return through_listing_outage(lambda: restorable_step(store, checkpoint_dir, backup_dir, nodes), checkpoint_dir,
-                                  listing_timeout, log)
+    found = through_listing_outage(lambda: list_newest(store, checkpoint_dir, None, backup_dir, nodes).restorable(),
+                                   checkpoint_dir, listing_timeout, log)
+    return found.step if found else None
 
 
 def watch_trigger(connection: Mapping[str, Any], namespace: str, obj: Mapping[str, Any],

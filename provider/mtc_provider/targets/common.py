@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from mtc_provider.adapters.protocols import AsyncJobSetApi, CheckpointStore, JobSetApi
+from mtc_provider.core.basics.errors import SpecError
+from mtc_provider.core.basics.kind_rules import no_faults_on
 
 
 class ListsCheckpointsByPath:
@@ -19,6 +21,14 @@ class ListsCheckpointsByPath:
         from mtc_provider.adapters.checkpoint_stores import open_store
 
         return open_store(checkpoint_dir, *self.google())
+
+
+class InjectsNoFaults:
+    """A backend whose pods run on real kubelets: nothing there would inject a fault plan, so one is refused."""
+
+    def put_fault_plan(self, body: dict[str, Any], plan: Any) -> None:
+        if plan:
+            raise SpecError("fault_plan", plan, no_faults_on(self.target.kind))  # type: ignore[attr-defined]
 
 
 def kubernetes_jobset_api(client_factory: Callable[[], Any], where: str, *, request_timeout: float | None = None,

@@ -27,10 +27,9 @@ import copy
 import json
 from typing import Any
 
-from mtc_provider.core.basics.vocabulary import FAULT_PLAN_ANNOTATION
 from mtc_local.cluster import errors
 from mtc_local.cluster.resources import JOBSETS, Resource
-from mtc_local.runner.manifest import LOG_DIR_ANNOTATION
+from mtc_local.runner.manifest import FAULT_PLAN_ANNOTATION, LOG_DIR_ANNOTATION
 
 SYSTEM_FIELDS = ("uid", "creationTimestamp", "generation", "resourceVersion", "deletionTimestamp",
                  "deletionGracePeriodSeconds", "managedFields", "selfLink")

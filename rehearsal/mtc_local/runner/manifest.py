@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mtc_provider.core.basics.errors import SpecError, require
-from mtc_provider.core.basics.vocabulary import FAULT_PLAN_ANNOTATION, MTC_CSI_DRIVER  # noqa: F401 - re-exported for the runner
+from mtc_provider.core.basics.vocabulary import MTC_CSI_DRIVER
 from mtc_local.runner.environment import workload_environment
 
 LOG_DIR_ANNOTATION = "mtc.local/log-dir"
+FAULT_PLAN_ANNOTATION = "mtc.local/fault-plan"  # the run's faults (JSON), put there by the local target's backend
 POD_ACTIONS = ("FailJob", "FailIndex", "Ignore", "Count")
 JOBSET_ACTIONS = ("FailJobSet", "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts")
 DEFAULT_BACKOFF_LIMIT = 6  # Kubernetes' default for a Job

@@ -3,6 +3,7 @@ reached with the same hooks and adapters as GKE and GCS; readiness is this machi
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +51,6 @@ class LocalCluster:
 class LocalBackend(ListsCheckpointsByPath):
     target: LocalTarget
     api_endpoint: str | None = None  # no managed control plane: unused
-    injects_faults: bool = field(default=True, init=False)
     console: None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -69,3 +69,10 @@ class LocalBackend(ListsCheckpointsByPath):
 
     def google(self) -> tuple[str, Any]:
         return "google_cloud_default", None  # only read for a gs:// checkpoint folder
+
+    def put_fault_plan(self, body: dict[str, Any], plan: Any) -> None:
+        """The local runner reads the plan from the JobSet's annotation when it is created (runner/faults.py)."""
+        from mtc_local.runner.manifest import FAULT_PLAN_ANNOTATION
+
+        if plan:
+            body["metadata"].setdefault("annotations", {})[FAULT_PLAN_ANNOTATION] = json.dumps(plan)

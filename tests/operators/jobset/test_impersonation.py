@@ -42,8 +42,8 @@ def _launch(**kwargs) -> MtcJobSetOperator:
 
 
 class _NoCheckpoints:
-    def latest_step(self, checkpoint_dir):
-        return None
+    def finalized(self, checkpoint_dir, after=None):
+        return []
 
 
 def test_impersonation_reaches_the_trigger_listing_and_every_gcs_read(gke_cluster):

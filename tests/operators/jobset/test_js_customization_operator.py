@@ -7,6 +7,7 @@ import json
 import pytest
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
+from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
 from mtc_provider.operators.jobset import MtcJobSetOperator
 
 SECRET_VALUE = "hf_live_abcdefghijklmnopqrstuvwxyz"  # what the Secret holds in the cluster: never in Airflow
@@ -30,7 +31,7 @@ def operator(tmp_path, customization) -> MtcJobSetOperator:
         workload={"jobset_name": "llama"},
         customization=customization,
         deferrable=True,
-        checkpoint_store_factory=lambda d, c: type("S", (), {"latest_step": lambda self, d: None})(),
+        checkpoint_store_factory=lambda d, c: LocalCheckpointStore(),
     )
 
 

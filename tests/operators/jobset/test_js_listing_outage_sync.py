@@ -9,22 +9,23 @@ from __future__ import annotations
 import pytest
 from google.api_core.exceptions import Forbidden, ServiceUnavailable
 
-from tests.support.js_helpers import DirStore, FakeTI, launch, reach, run_try
+from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
+from tests.support.js_helpers import FakeTI, launch, reach, run_try
 from tests.doubles.memory_jobset import status_completed, status_running
 
 
-class OutageStore(DirStore):
+class OutageStore(LocalCheckpointStore):
     """The run's checkpoints, behind a listing that fails the first `failures` calls as GCS does in an outage."""
 
     def __init__(self, failures: int, error: Exception | None = None) -> None:
         self.failures, self.calls = failures, 0
         self.error = error or ServiceUnavailable("GET .../o?prefix=out/llama/checkpoints/: 503 Service Unavailable")
 
-    def latest_step(self, checkpoint_dir: str) -> int | None:
+    def finalized(self, checkpoint_dir: str, after: int | None = None) -> list:
         self.calls += 1
         if self.calls <= self.failures:
             raise self.error
-        return super().latest_step(checkpoint_dir)
+        return super().finalized(checkpoint_dir, after)
 
 
 def test_listing_outage_at_the_attempts_end_is_waited_out_not_a_retry(cluster, tmp_path, fast_retries, capfd):

@@ -11,19 +11,20 @@ in-memory JobSet cluster (tests/doubles/memory_jobset.py), counting the worker's
 
 from __future__ import annotations
 
+from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
 from tests.doubles.memory_jobset import status_completed, status_running
-from tests.support.js_helpers import DirStore, FakeTI, launch, reach, run_try
+from tests.support.js_helpers import FakeTI, launch, reach, run_try
 
 
-class CountingStore(DirStore):
+class CountingStore(LocalCheckpointStore):
     """The worker's checkpoint store, counting its listings."""
 
     def __init__(self) -> None:
         self.listings = 0
 
-    def finalized_steps(self, checkpoint_dir: str):
+    def finalized(self, checkpoint_dir: str, after: int | None = None):
         self.listings += 1
-        return super().finalized_steps(checkpoint_dir)
+        return super().finalized(checkpoint_dir, after)
 
 
 def test_the_worker_applies_the_triggers_decision_without_listing_again(tmp_path, cluster, fast_retries):

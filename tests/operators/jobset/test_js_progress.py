@@ -11,6 +11,7 @@ import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
 from tests.support.js_helpers import jobset_body
+from mtc_provider.adapters.protocols import CheckpointInfo
 from tests.doubles.memory_jobset import status_completed, status_running
 from mtc_provider.core.attempt.launch_options import WatchSettings, WatchTimes
 from mtc_provider.core.attempt.status import JobSetState
@@ -163,7 +164,7 @@ def test_operator_lists_for_progress_without_stall_detection_and_pushes_the_figu
         slices={"tpu_type": "v6e", "topology": "2x2", "num_slices": 2},
         checkpointing={"run_name": "llama", "base_output_directory": str(tmp_path / "out"), "steps": 10},
         workload={"jobset_name": "llama"}, deferrable=True, progress_interval=30, stall_timeout=None,
-        checkpoint_store_factory=lambda d, c: type("S", (), {"latest_step": lambda self, d: 10})(),
+        checkpoint_store_factory=lambda d, c: type("S", (), {"finalized": lambda s, d, _: [CheckpointInfo(10, d)]})(),
     )
     ti = FakeTI()
     with pytest.raises(TaskDeferred) as deferred:

@@ -11,26 +11,27 @@ from __future__ import annotations
 
 import pytest
 
+from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
 from mtc_provider.adapters.retry import PermissionDenied
 from mtc_provider.operators.jobset import JOBSET_KEPT_XCOM_KEY, StorageForbidden
 from tests.doubles.memory_jobset import status_completed, status_running
-from tests.support.js_helpers import DirStore, FakeTI, launch, run_try
+from tests.support.js_helpers import FakeTI, launch, run_try
 
 DENIED = ("airflow@my-project.iam.gserviceaccount.com does not have storage.objects.list access to the Google "
           "Cloud Storage bucket. Permission 'storage.objects.list' denied on resource (or it may not exist).")
 
 
-class DeniedAfter(DirStore):
+class DeniedAfter(LocalCheckpointStore):
     """Lists as a directory store for `calls` listings, then answers 403 as GCS does."""
 
     def __init__(self, calls: int) -> None:
         self.calls = calls
 
-    def finalized_steps(self, checkpoint_dir: str):
+    def finalized(self, checkpoint_dir: str, after: int | None = None):
         self.calls -= 1
         if self.calls < 0:
             raise PermissionDenied(DENIED, "storage.objects.list")
-        return super().finalized_steps(checkpoint_dir)
+        return super().finalized(checkpoint_dir, after)
 
 
 @pytest.mark.parametrize("calls", [0, 1], ids=["at-submission", "at-the-attempts-end"])

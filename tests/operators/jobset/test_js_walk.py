@@ -16,7 +16,7 @@ import pytest
 from airflow.sdk.bases.xcom import BaseXCom
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
-from tests.support.js_helpers import DirStore
+from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
 from mtc_provider.core.definition.render import jobset_manifest as core_jobset
 from mtc_provider.core.definition.description.spec import CheckpointingSpec
 from tests.conftest import sample_dag
@@ -74,7 +74,7 @@ def plan_and_train(dag, tmp_path, monkeypatch, conf: dict | None = None):
     ti = TI(plan)
     context = {"ti": ti, "params": params, "run_id": ti.run_id}
     train.render_template_fields(context)
-    train.checkpoint_store_factory = lambda directory, conn_id: DirStore()
+    train.checkpoint_store_factory = lambda directory, conn_id: LocalCheckpointStore()
     return plan, train, context
 
 

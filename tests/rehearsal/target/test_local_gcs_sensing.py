@@ -12,7 +12,7 @@ import pytest
 from mtc_provider.adapters.retry import PermissionDenied
 
 from mtc_local.target.gcs import LocalBucketCheckpointStore
-from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore, open_store
+from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore, list_newest, open_store
 from mtc_provider.core.basics.errors import CheckpointStalled
 from mtc_local import gcs as local_gcs
 from mtc_provider.sensors.checkpoint import CheckpointProgressSensor
@@ -113,7 +113,7 @@ async def test_an_outage_that_lasts_ends_the_watch_naming_the_bucket_and_status(
 def test_sensing_before_the_first_write_finds_nothing_and_makes_the_bucket(home):
     directory = checkpoints(home)
     store = open_store(str(directory))
-    assert store.finalized(str(directory)) == [] and store.latest_step(str(directory)) is None
+    assert store.finalized(str(directory)) == [] and list_newest(store, str(directory)).restorable() is None
     from mtc_local.target.gcs import local_gcs_hook
 
     client = local_gcs_hook(str(home)).get_conn()

@@ -10,26 +10,11 @@ import os
 
 from airflow.sdk import DAG
 
-from mtc_provider.adapters.protocols import CheckpointInfo
+from mtc_provider.adapters.checkpoint_stores import LocalCheckpointStore
 from mtc_provider.operators.jobset import MtcJobSetOperator
 
 HOME = os.environ.get("MTC_TEST_JOBSET_HOME", "/tmp/mtc-jobset-tests")
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-
-
-class DirStore:
-    """<dir>/<step>/commit_success.txt marks a finalized step."""
-
-    def finalized_steps(self, checkpoint_dir: str) -> list[CheckpointInfo]:
-        if not os.path.isdir(checkpoint_dir):
-            return []
-        steps = sorted(int(n) for n in os.listdir(checkpoint_dir)
-                       if n.isdigit() and os.path.exists(os.path.join(checkpoint_dir, n, "commit_success.txt")))
-        return [CheckpointInfo(s, os.path.join(checkpoint_dir, str(s))) for s in steps]
-
-    def latest_step(self, checkpoint_dir: str) -> int | None:
-        steps = self.finalized_steps(checkpoint_dir)
-        return steps[-1].step if steps else None
 
 
 def make(dag_id: str, deferrable: bool, retries: int = 4, slices: dict | None = None, **extra) -> DAG:
@@ -41,7 +26,7 @@ def make(dag_id: str, deferrable: bool, retries: int = 4, slices: dict | None = 
                            "checkpoint_period": 20},
             workload={"jobset_name": "train", "max_restarts": 2},
             target={"kind": "local", "home": f"{HOME}/home"},
-            checkpoint_store_factory=lambda directory, conn_id: DirStore(),
+            checkpoint_store_factory=lambda directory, conn_id: LocalCheckpointStore(),
             deferrable=deferrable,
             poll_interval=0,
             retries=retries,

@@ -27,6 +27,7 @@ from mtc_provider.operators.gcp import (
 from mtc_provider.operators.jobset import MtcJobSetOperator
 from mtc_provider.target import KubernetesTarget, target_from_dict
 from tests.doubles.kubernetes import KubernetesApiDouble
+from tests.support.js_helpers import FakeTI
 
 SLICES = {"tpu_type": "v6e", "topology": "2x2", "num_slices": 2, "machine_type": "ct6e-standard-4t"}
 CONN = "k8s_own_cluster"
@@ -129,7 +130,7 @@ def test_a_fault_plan_is_refused_on_a_kubernetes_target_before_any_call():
         workload={"jobset_name": "r", "image": "us-docker.pkg.dev/p/r/maxtext:1"},
         fault_plan=[{"kind": "sigkill", "at_step": 3, "slice": 0, "host": 0}])
     with pytest.raises(AirflowFailException, match="fault_plan.*kubernetes target"):
-        launch.execute({"ti": TI()})
+        launch.execute({"ti": FakeTI()})
 
 
 def test_a_cluster_without_jobset_is_reported_with_the_install_command():
@@ -164,5 +165,8 @@ def test_every_kind_has_a_backend_with_the_same_small_protocols():
         backend = backend_for(target)
         assert isinstance(backend, TargetBackend) and isinstance(backend.cluster, ClusterControl), target
     assert backend_for({"kind": "gke", "project_id": "p", "location": "l", "cluster_name": "c"}).console is not None
-    assert backend_for({"kind": "local"}).injects_faults and not backend_for(
-        {"kind": "kubernetes", "kubernetes_conn_id": "c"}).injects_faults
+    body, plan = {"metadata": {}}, [{"kind": "hang", "at_step": 3, "slice": 0}]
+    backend_for({"kind": "local"}).put_fault_plan(body, plan)
+    assert json.loads(body["metadata"]["annotations"]["mtc.local/fault-plan"]) == plan
+    with pytest.raises(SpecError, match="empty on the kubernetes target"):
+        backend_for({"kind": "kubernetes", "kubernetes_conn_id": "c"}).put_fault_plan(body, plan)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 from mtc_provider.core.attempt import budget as budgets
 from mtc_provider.core.attempt import outage as outages
 from mtc_provider.core.basics.errors import SpecError, finite_number, integer
-from mtc_provider.core.basics.kind_rules import no_faults_on, rules_for
+from mtc_provider.core.basics.kind_rules import rules_for
 from mtc_provider.core.attempt.resubmission import DEFAULT_CRASH_LOOP_ATTEMPTS
 from mtc_provider.core.measure.cadence import FIRST_STEP_FLOOR_S, stall_rule
 from mtc_provider.core.basics.vocabulary import DEFAULT_POLL_INTERVAL_S
@@ -146,7 +146,7 @@ class LaunchOptions:
 
     @classmethod
     def parse(cls, fields: Mapping[str, Any], *, default_target_step: int, kind: str, checkpointing: Any,
-              workload: Any, injects_faults: bool) -> tuple["LaunchOptions", list[str]]:
+              workload: Any) -> tuple["LaunchOptions", list[str]]:
         """The options and the warnings to log; SpecError names the first bad field (in the order a DAG author
         reads them: the target, the guards, the watch)."""
         given = {**OPTION_DEFAULTS, **fields}
@@ -156,8 +156,6 @@ class LaunchOptions:
         crash_loop = integer("crash_loop_attempts", given["crash_loop_attempts"], "an integer >= 1", 1)
         if given["wait_for"] not in WAIT_FOR:
             raise SpecError("wait_for", given["wait_for"], " or ".join(WAIT_FOR))
-        if given["fault_plan"] and not injects_faults:
-            raise SpecError("fault_plan", given["fault_plan"], no_faults_on(kind))
         pod_logs = _pod_logs(given)
         stall_timeout, stall_cadence, warnings = stall_rule(
             given["stall_timeout"], checkpointing, kind, reported=pod_logs.enabled or rules_for(kind).local_processes,

@@ -87,10 +87,8 @@ ATTEMPT_LABEL = f"{LABEL_PREFIX}/attempt"
 RUN_NAME_LABEL = f"{LABEL_PREFIX}/run-name"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "airflow-provider-mtc"
-# Annotations of an attempt's JobSet: the newest finalized step at the start of each attempt so far (JSON list),
-# and the local target's fault plan (JSON; docs/local-target.md), written by the launch operator.
+# An attempt's JobSet's annotation: the newest finalized step at the start of each attempt so far (JSON list).
 STEP_HISTORY_ANNOTATION = f"{LABEL_PREFIX}/step-history"
-FAULT_PLAN_ANNOTATION = "mtc.local/fault-plan"
 
 # --- why a JobSet is deleted (design: only an attempt's end, the teardown or a user's confirmed action) --------
 # Sent with every delete (header DELETE_REASON_HEADER, the asking process in DELETE_CALLER_HEADER), so the

@@ -3,12 +3,12 @@ google provider's hooks, and GCS with the target's connection and impersonation 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from mtc_provider.adapters.protocols import ConsoleScope
-from mtc_provider.targets.common import (ListsCheckpointsByPath, async_kubernetes_jobset_api, jobset_version_checks,
-                                         kubernetes_jobset_api)
+from mtc_provider.targets.common import (InjectsNoFaults, ListsCheckpointsByPath, async_kubernetes_jobset_api,
+                                         jobset_version_checks, kubernetes_jobset_api)
 from mtc_provider.targets.gke.target import GkeTarget
 
 
@@ -58,10 +58,9 @@ class GkeCluster:
 
 
 @dataclass
-class GkeBackend(ListsCheckpointsByPath):
+class GkeBackend(ListsCheckpointsByPath, InjectsNoFaults):
     target: GkeTarget
     api_endpoint: str | None = None
-    injects_faults: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self.cluster = GkeCluster(self.target, self.api_endpoint)

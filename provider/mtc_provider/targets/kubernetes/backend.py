@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from mtc_provider.adapters.protocols import ApiError
-from mtc_provider.targets.common import (ListsCheckpointsByPath, async_kubernetes_jobset_api, jobset_version_checks,
-                                         kubernetes_jobset_api)
+from mtc_provider.targets.common import (InjectsNoFaults, ListsCheckpointsByPath, async_kubernetes_jobset_api,
+                                         jobset_version_checks, kubernetes_jobset_api)
 from mtc_provider.core.basics.vocabulary import CHECKPOINT_CONFIGURATION, JOBSET
 from mtc_provider.targets.kubernetes.target import KubernetesTarget
 
@@ -79,10 +79,9 @@ class KubernetesCluster:
 
 
 @dataclass
-class KubernetesBackend(ListsCheckpointsByPath):
+class KubernetesBackend(ListsCheckpointsByPath, InjectsNoFaults):
     target: KubernetesTarget
     api_endpoint: str | None = None  # no managed control plane: unused
-    injects_faults: bool = field(default=False, init=False)
     console: None = field(default=None, init=False)
 
     def __post_init__(self) -> None:

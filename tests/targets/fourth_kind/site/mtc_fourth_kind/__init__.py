@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from mtc_provider.core.basics.kind_rules import KindRules
-from mtc_provider.targets.common import ListsCheckpointsByPath
+from mtc_provider.targets.common import InjectsNoFaults, ListsCheckpointsByPath
 from mtc_provider.targets.registry import TargetKind
 from tests.doubles.memory_jobset import AsyncMemoryJobSetApi, MemoryJobSetApi, MemoryJobSetCluster
 
@@ -50,10 +50,9 @@ class FourthCluster:
 
 
 @dataclass
-class FourthBackend(ListsCheckpointsByPath):
+class FourthBackend(ListsCheckpointsByPath, InjectsNoFaults):
     target: FourthTarget
     api_endpoint: Any = None
-    injects_faults: bool = False
     console: Any = None
 
     def __post_init__(self) -> None:
