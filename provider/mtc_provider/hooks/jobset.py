@@ -29,7 +29,7 @@ from mtc_provider.adapters.protocols import AlreadyExists, AsyncJobSetApi, Check
 from mtc_provider.core.basics import labels as L
 from mtc_provider.core.attempt.status import JobSetState, evaluate_jobset
 from mtc_provider.core.attempt.outage import OutageClock
-from mtc_provider.core.basics.vocabulary import DELETE_UNSPECIFIED
+from mtc_provider.core.basics.vocabulary import DELETE_ATTEMPT_ENDED, DELETE_UNSPECIFIED
 
 ANSWER_CHECK_S = 0.5  # how often an ongoing outage checks whether the api answered again
 RESUMED_FACTOR, RESUMED_MIN_S = 5.0, 60.0  # a gap between looks above both is said in the caller's log
@@ -219,6 +219,25 @@ class MtcJobSetHook(BaseHook):
     def delete(self, name: str, namespace: str | None = None, reason: str = DELETE_UNSPECIFIED) -> None:
         """Delete the JobSet and its pods; its checkpoints stay. `reason`: core.basics.vocabulary.DELETE_REASONS."""
         self.api.delete(namespace or self.namespace, name, reason=reason)
+
+    def delete_ended(self, log: Any, jobsets: Mapping[str, Mapping[str, Any]], to_delete: Sequence[str], keep: int,
+                     asked: str, run_name: str, namespace: str, when: str = "before the next attempt") -> None:
+        """Ended attempts deleted (their slices freed; checkpoints stay in the bucket), but the newest `keep` failed
+        ones, kept for debugging; each kept one is logged with how to read and delete it. The worker's launch and the
+        trigger that submits the next attempt (triggers.next_in_try) both delete through here."""
+        from mtc_provider.core.attempt.launch import attempt_of, kept_failed
+
+        kept = kept_failed([jobsets[name] for name in to_delete], keep)
+        for name in to_delete:
+            if name in kept:
+                number = attempt_of(jobsets[name])
+                log.warning("keeping failed JobSet %s/%s for debugging (keep_failed_attempts=%s, asked by %s): its "
+                            "pods' logs stay readable (mtc logs %s --attempt %s); the teardown deletes it, or: mtc "
+                            "delete %s --attempt %s", namespace, name, keep, asked, run_name, number, run_name, number)
+                continue
+            log.info("deleting ended JobSet %s/%s (%s) %s (checkpoints are kept): asked by %s",
+                     namespace, name, evaluate_jobset(jobsets[name]).phase, when, asked)
+            self.delete(name, namespace, reason=DELETE_ATTEMPT_ENDED)
 
     # --- the launch operator's attempts ------------------------------------------------------------------
     def run_lock(self, namespace: str, run_name: str, run_labels: Mapping[str, str],

@@ -53,8 +53,8 @@ from mtc_provider.operators.jobset_end import (MAX_WATCH_FAILURES, TryFacts, end
 from mtc_provider.operators.jobset_failures import (  # noqa: F401 - names users import from here
     JOBSET_KEPT_XCOM_KEY, NOT_AN_ATTEMPT, ApiUnreachableFailure, JobSetAttemptFailed, JobSetForbidden,
     NextAttemptInTry, OrchestratorFault, ResubmissionPolicy, StorageForbidden, forbidden, storage_forbidden)
-from mtc_provider.operators.jobset_launch import (attempt_body, delete_ended, first_event,
-                                                  latest_step, next_in_trigger, sections, submit, watch_trigger)
+from mtc_provider.operators.jobset_launch import (attempt_body, first_event, latest_step, next_in_trigger,
+                                                  sections, submit, watch_trigger)
 from mtc_provider.targets import backend_for
 
 if TYPE_CHECKING:  # the spec and the trigger are imported where they run: DAG files stay light
@@ -368,8 +368,9 @@ class MtcJobSetOperator(JobSetTargetMixin):
                           namespace, plan.name, plan.attempt)
         else:
             number = next_attempt(found, lock_data[ATTEMPTS], ti.try_number)  # one try may submit several
-            delete_ended(self.hook, self.log, by_name, plan.to_delete, self._opts.keep_failed_attempts,
-                         f"{describe_owner(_owner(ti))}, before attempt {number}", checkpointing.run_name, namespace)
+            self.hook.delete_ended(self.log, by_name, plan.to_delete, self._opts.keep_failed_attempts,
+                                   f"{describe_owner(_owner(ti))}, before attempt {number}", checkpointing.run_name,
+                                   namespace)
             obj = submit(self.hook, self.log, self._rendered, workload.jobset_name, namespace, run_labels, _owner(ti),
                          number, history)
             # From its create on, a kill (on_kill) must know this attempt: its records are written next.

@@ -1,11 +1,11 @@
 """The launch of an attempt, as plain functions the launch operator (operators.jobset) calls: its JobSet rendered
-once per try, the ended attempts deleted or kept, the submission, the trigger, the newest restorable step."""
+once per try, the submission, the trigger, the newest restorable step."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping
 
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -13,12 +13,10 @@ from mtc_provider.adapters.kubernetes import Forbidden
 from mtc_provider.adapters.protocols import ApiError, CheckpointStore
 from mtc_provider.adapters.retry import ApiUnreachable
 from mtc_provider.core.attempt.jobset_events import ERROR, JobSetEvent
-from mtc_provider.core.attempt.launch import attempt_of, kept_failed
 from mtc_provider.core.attempt.next_in_try import NEXT_ATTEMPT, renumbered
 from mtc_provider.core.attempt.resubmission import FAIL, decide_rejected
 from mtc_provider.core.attempt.status import evaluate_jobset
 from mtc_provider.core.basics import labels as L
-from mtc_provider.core.basics import vocabulary as V
 from mtc_provider.core.definition.description.jobset_names import attempt_name
 from mtc_provider.operators.jobset_failures import JobSetAttemptFailed
 
@@ -63,24 +61,6 @@ def attempt_body(slices: SliceSpec, checkpointing: CheckpointingSpec, workload: 
                   L.TRY_NUMBER: str(ti.try_number), L.ATTEMPT: str(number)}
     body = build_jobset(slices, checkpointing, dataclasses.replace(workload, jobset_name=name), labels, customization)
     return name, body
-
-
-def delete_ended(hook: Any, log: Any, jobsets: Mapping[str, Mapping[str, Any]], to_delete: Sequence[str],
-                 keep: int, asked: str, run_name: str, namespace: str, when: str = "before the next attempt") -> None:
-    """Ended attempts deleted (their slices freed; checkpoints stay in the bucket), but the newest `keep` failed
-    ones, kept for debugging; each kept one is logged with how to read and delete it. The worker's launch and the
-    trigger that submits the next attempt (triggers.next_in_try) both delete through here."""
-    kept = kept_failed([jobsets[name] for name in to_delete], keep)
-    for name in to_delete:
-        if name in kept:
-            number = attempt_of(jobsets[name])
-            log.warning("keeping failed JobSet %s/%s for debugging (keep_failed_attempts=%s, asked by %s): its pods' "
-                        "logs stay readable (mtc logs %s --attempt %s); the teardown deletes it, or: mtc delete %s "
-                        "--attempt %s", namespace, name, keep, asked, run_name, number, run_name, number)
-            continue
-        log.info("deleting ended JobSet %s/%s (%s) %s (checkpoints are kept): asked by %s",
-                 namespace, name, evaluate_jobset(jobsets[name]).phase, when, asked)
-        hook.delete(name, namespace, reason=V.DELETE_ATTEMPT_ENDED)
 
 
 def submit(hook: Any, log: Any, rendered: tuple[str, dict[str, Any]], jobset_name: str, namespace: str,

@@ -224,17 +224,16 @@ def console_links(console: Mapping[str, Any] | None, namespace: str, name: str,
 
 
 def _delete_ended(trigger: Any, hook: Any, ti: Any, current: str) -> None:
-    """This task's ended attempts deleted, the newest keep_failed_attempts failed ones kept (operators.jobset_launch
-    .delete_ended). Best effort: what is left, the next worker of this task or the teardown deletes."""
+    """This task's ended attempts deleted, the newest keep_failed_attempts failed ones kept (hooks.jobset
+    `delete_ended`). Best effort: what is left, the next worker of this task or the teardown deletes."""
     from mtc_provider.core.attempt.status import evaluate_jobset
-    from mtc_provider.operators.jobset_launch import delete_ended
 
     namespace, run_name = _namespace(trigger), trigger.extra["run_name"]
     try:
         found = hook.this_tasks_jobsets(namespace, run_name, _run_labels(trigger, ti))
         ended = {o["metadata"]["name"]: o for o in found if o["metadata"]["name"] != current
                  and evaluate_jobset(o).ended and not evaluate_jobset(o).terminating}
-        delete_ended(hook, trigger.log, ended, list(ended), int(trigger.extra.get(KEEP_FAILED) or 0),
+        hook.delete_ended(trigger.log, ended, list(ended), int(trigger.extra.get(KEEP_FAILED) or 0),
                      f"the attempt's own end, trigger of try {ti.try_number}", run_name, namespace,
                      "after the next attempt was submitted")
     except Exception as exc:  # noqa: BLE001 - an ended JobSet holds no running pods; it is deleted later
