@@ -86,6 +86,21 @@ def test_spans_from_attempt_records():
     assert spans_of(records) == (Span(None, 15, 3, 10.0, 20.0), Span(15, 60, 1, 21.0, 40.0))
 
 
+def test_an_attempt_s_check_leaves_out_its_own_record_and_starts_at_its_start():
+    """Both ends of an attempt (the worker's, the trigger's next attempt) judge it against the attempts before it:
+    its own record, already closed when a second copy of the trigger judges again, is not an earlier span."""
+    records = [
+        {"jobset": "r-a1", "attempt": 1, "start": 10.0, "end": 20.0, "outcome": "disrupted", "restarts": 0,
+         "last_step": 15},
+        {"jobset": "r-a2", "attempt": 2, "start": 21.0, "end": 40.0, "outcome": "disrupted", "restarts": 1,
+         "last_step": 30},
+    ]
+    check = BudgetCheck.for_attempt(BUDGET, records, "r-a2", 2.0)
+    assert check.earlier == (Span(None, 15, 1, 10.0, 20.0),) and check.started == 21.0 and check.step_seconds == 2.0
+    assert BudgetCheck.for_attempt(BUDGET, records, "r-a3", None, started=41.0).earlier == spans_of(records)
+    assert BudgetCheck.for_attempt(BUDGET, records, "r-a3", None, started=41.0).started == 41.0
+
+
 def test_derived_min_steps_is_the_shortest_restorable_save_period():
     emergency = CheckpointingSpec(run_name="r", base_output_directory="gs://b/o", steps=100,
                                   enable_emergency_checkpoint=True, local_checkpoint_directory="/local",
