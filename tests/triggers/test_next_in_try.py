@@ -310,6 +310,30 @@ def test_a_failed_attempt_within_keep_failed_attempts_is_kept(run, caplog, capsy
     assert any("keeping failed JobSet" in line and "trigger of try 1" in line for line in _said(capsys, caplog))
 
 
+@pytest.mark.parametrize("failure", [ApiError(503, "the server is currently unable to handle the request",
+                                               "ServiceUnavailable"),
+                                     Retryable("timed out")])
+def test_a_delete_of_the_ended_attempt_that_fails_keeps_the_next_attempt_followed(run, monkeypatch, caplog, capsys,
+                                                                                  failure, fast_retries):
+    """The API gone (or a request that times out) at the delete of attempt 1 after attempt 2 exists: an ended JobSet
+    holds no running pods, so the trigger logs it and follows attempt 2; nothing else is deleted."""
+    r = run()
+    trigger = r.defer()
+
+    def refused(self, namespace, name, reason="unspecified"):
+        raise failure
+
+    monkeypatch.setattr(MemoryJobSetApi, "delete", refused)
+    with caplog.at_level(logging.INFO):
+        (event,) = asyncio.run(r.events(trigger))
+    ev = JobSetEvent.from_payload(event.payload)
+    assert ev.kind == ENDED and ev.verdict["kind"] == "succeed" and ev.extra["attempt"] == 2
+    assert r.cluster.deleted == [] and len(r.cluster.created) == 2
+    assert any("could not delete this task's ended attempts from the triggerer" in line
+               for line in _said(capsys, caplog))
+    assert r.complete(event)["attempt"] == 2
+
+
 def test_a_run_lock_another_try_holds_leaves_the_end_to_a_worker(run):
     """One writer per run: a trigger whose try no longer holds the run lock (the task was cleared and its next try
     took it) creates nothing, and hands the end to the worker."""
